@@ -1,0 +1,199 @@
+"""``runner``: plan | apply | status | show | explain.
+
+Exit codes: 0 success (also "nothing to do"); 1 a task failed; 2 usage error; 65 the spec is
+invalid; 66 a model, tokenizer or data set cannot be loaded; 75 another apply holds the store
+(retry later); 130 interrupted (re-run apply to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 65, 66, 75, 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted; run `runner apply` again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as err:
+        code = _known_error(err)
+        if code is None:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return code
+
+
+def _known_error(err: Exception) -> int | None:
+    from runner.apply import InputsError
+    from runner.resolve import ResolveError
+    from runner.spec import SpecError
+    from runner.store import StoreLocked
+
+    if isinstance(err, SpecError):
+        return EXIT_SPEC
+    if isinstance(err, (ResolveError, InputsError)):
+        return EXIT_UNAVAILABLE
+    if isinstance(err, StoreLocked):
+        return EXIT_LOCKED
+    if isinstance(err, ValueError) and str(err).startswith("[dynamics]"):
+        return EXIT_SPEC
+    return None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runner", description="Declarative experiments on the dynamics of neural networks.",
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("plan", help="show what apply would run, the resolved parameters and what is done")
+    p.add_argument("spec", type=Path, help="TOML spec, e.g. specs/albert_short.toml")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
+    p.add_argument("spec", type=Path)
+    p.add_argument("--device", help="override [dynamics] device (auto, cpu, cuda, cuda:1, ...)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("status", help="progress of a store's tasks (from a store or its spec)")
+    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("show", help="variables, dimensions, provenance and completed tasks of a store")
+    p.add_argument("store", type=Path)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("explain", help="parameters of a spec table or measure, with defaults and meaning")
+    p.add_argument("name", nargs="?", help="measure kind (lyapunov, token_deviation, ...) or table (model, input, dynamics)")
+    p.set_defaults(func=cmd_explain)
+    return parser
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_plan(args) -> int:
+    from runner.apply import prepare
+    from runner.layout import segment_length
+    from runner.store import read_tasks
+
+    p = prepare(args.spec)
+    done = read_tasks(p.store_path)
+    spec = p.spec
+    tasks = [{"id": t.id, "network": p.networks[t.network].label, "measure": t.measure, "kind": t.kind,
+              "state": "done" if t.id in done else "pending"} for t in p.plan.tasks]
+    if args.json:
+        print(json.dumps({"spec": str(args.spec), "store": str(p.store_path), "spec_sha256": spec.sha256(),
+                          "resolved": spec.model_dump(mode="json"), "tasks": tasks}, indent=2))
+        return EXIT_OK
+    print(f"experiment {spec.experiment.name}: {spec.experiment.description}")
+    print(f"store      {p.store_path}")
+    print("models")
+    for net in p.networks:
+        m = net.model
+        init = f" init={m.init.scheme}(std={m.init.std}, clip={m.init.clip})" if m.init else ""
+        dims = f"{net.n_tokens}x{net.n_hidden}" + (f", {net.n_heads} heads" if net.n_heads else "")
+        print(f"  {net.label:<16} {m.source} [{dims}] {net.precision}{init}")
+    if spec.text_models:
+        i = spec.input
+        print(f"input      {i.source} ({i.subset}, {i.split}, field {i.field!r}): {i.samples} samples x {i.tokens} tokens")
+    else:
+        print(f"input      {spec.input.samples} initial states drawn by each map")
+    d = spec.dynamics
+    print(f"dynamics   steps={d.steps} precision={d.precision} device={d.device} implementation={d.implementation} "
+          f"durable every {segment_length(spec)} steps")
+    print("measures   (every parameter shown, defaults included)")
+    for m in spec.measure:
+        print(f"  {m.kind:<20} " + " ".join(f"{k}={v}" for k, v in m.params().items()))
+    print("tasks")
+    for t in tasks:
+        print(f"  {t['id']}  {t['network']:<16} {t['measure']:<20} {t['state']}")
+    n_done = sum(t["state"] == "done" for t in tasks)
+    seqs = spec.input.samples * (2 if "lyapunov" in spec.measures() else 1)
+    pending_nets = {t["network"] for t in tasks if t["state"] == "pending" and t["kind"] == "iterate"}
+    print(f"Plan: {len(tasks) - n_done} to run, {n_done} done; "
+          f"{len(pending_nets)} pass(es) of {d.steps} steps x {seqs} sequences")
+    return EXIT_OK
+
+
+def cmd_apply(args) -> int:
+    from runner.apply import apply, open_snippet, prepare
+
+    p = prepare(args.spec)
+    outcome = apply(p, device=args.device, quiet=args.quiet)
+    if outcome.interrupted:
+        print(f"interrupted; finished work is kept in {p.store_path}; run `runner apply {args.spec}` to resume",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if not outcome.ran and not outcome.failed:
+        print(f"nothing to do: all {outcome.skipped} tasks of {args.spec} are done in {p.store_path}")
+        return EXIT_OK
+    print(f"ran {len(outcome.ran)} task(s), {outcome.skipped} already done; store: {p.store_path}")
+    if outcome.failed:
+        for tid, msg in outcome.failed.items():
+            print(f"task {tid} failed: {msg}", file=sys.stderr)
+        return EXIT_FAILED
+    print("open it with:\n" + open_snippet(p.store_path))
+    return EXIT_OK
+
+
+def cmd_status(args) -> int:
+    from runner.status import load_status, render_status
+
+    status = load_status(args.target)
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(render_status(status))
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from runner.status import render_show
+
+    print(render_show(args.store))
+    return EXIT_OK
+
+
+def cmd_explain(args) -> int:
+    from runner.spec import MEASURE_TYPES, DynamicsSpec, Experiment, InitScheme, InputSpec, ModelSpec
+
+    tables = {"experiment": Experiment, "model": ModelSpec, "init": InitScheme, "input": InputSpec,
+              "dynamics": DynamicsSpec, **MEASURE_TYPES}
+    if not args.name:
+        print("spec tables: experiment, model, init, input, dynamics")
+        print("measures:    " + ", ".join(MEASURE_TYPES))
+        print("run `runner explain NAME` for the parameters of one")
+        return EXIT_OK
+    if args.name not in tables:
+        print(f"error: unknown name {args.name!r}; choose one of {', '.join(tables)}", file=sys.stderr)
+        return 2
+    cls = tables[args.name]
+    if cls.__doc__ and args.name in MEASURE_TYPES:
+        print(cls.__doc__.strip())
+    for name, field in cls.model_fields.items():
+        if name == "kind":
+            continue
+        default = "(required)" if field.is_required() else repr(field.get_default(call_default_factory=True))
+        print(f"  {name} = {default}")
+        if field.description:
+            print(f"      {field.description}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""What a store holds and how far its run is, read from another process without locking.
+
+Sources: the completion records in the store's root attrs, and the event log beside the store.
+Shared by ``runner status``, ``runner show`` and the monitor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from runner.events import read_events
+from runner.store import read_tasks, runner_dir
+
+
+def store_of(target: Path) -> Path:
+    """The store a path names: itself, or the store of a spec file."""
+    target = Path(target)
+    if target.suffix == ".toml":
+        from runner.spec import load_spec
+
+        return load_spec(target).store_path()
+    return target
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def load_status(target: Path) -> dict:
+    path = store_of(target)
+    if not (path / "zarr.json").exists() and not runner_dir(path).exists():
+        return {"store": str(path), "state": "absent", "tasks": [], "message": "no store yet: run `runner apply`"}
+    records = read_tasks(path)
+    events = list(read_events(runner_dir(path) / "events.jsonl"))
+    runs = [e for e in events if e["event"] == "run_started"]
+    last_run = runs[-1] if runs else None
+    tasks: dict[str, dict] = {}
+    if last_run:
+        for t in last_run["tasks"]:
+            tasks[t["id"]] = {**t, "state": "done" if t["id"] in records else "pending", "step": 0}
+    for tid, rec in records.items():
+        tasks.setdefault(tid, {"id": tid, "network": rec.get("network"), "network_label": rec.get("network_label"),
+                               "measure": rec.get("measure"), "kind": rec.get("kind"), "steps": 0})
+        tasks[tid].update(state="done", seconds=rec.get("seconds"), resumed_from=rec.get("resumed_from"))
+    run_events = [e for e in events if last_run and e.get("run") == last_run["run"]]
+    finished = next((e for e in reversed(run_events) if e["event"] == "run_finished"), None)
+    alive = bool(last_run) and _alive(int(last_run.get("pid", 0))) and finished is None
+    for e in run_events:
+        ids = e.get("task", [])
+        for tid in ids if isinstance(ids, list) else [ids]:
+            if tid not in tasks or tasks[tid]["state"] == "done" and e["event"] != "task_failed":
+                continue
+            if e["event"] == "task_started":
+                tasks[tid].update(state="running" if alive else "interrupted", started=e["ts"])
+            elif e["event"] == "progress":
+                tasks[tid].update(step=e["step"], steps_per_s=e.get("steps_per_s"), updated=e["ts"])
+            elif e["event"] == "task_failed":
+                tasks[tid].update(state="failed", error=e.get("error"))
+    for t in tasks.values():
+        if t["state"] == "running" and t.get("steps_per_s") and t.get("steps"):
+            t["eta_s"] = (t["steps"] - t.get("step", 0)) / t["steps_per_s"]
+    if alive:
+        state = "running"
+    elif finished is not None:
+        state = finished["status"]
+    else:
+        state = "interrupted" if last_run else "unknown"
+    if tasks and all(t["state"] == "done" for t in tasks.values()):
+        state = "done"
+    return {"store": str(path), "state": state, "device": last_run.get("device") if last_run else None,
+            "updated": events[-1]["ts"] if events else None, "tasks": sorted(tasks.values(), key=_order)}
+
+
+def _order(t: dict) -> tuple:
+    return (t.get("network") if t.get("network") is not None else -1, str(t.get("measure")))
+
+
+def render_status(status: dict) -> str:
+    lines = [f"store {status['store']}: {status['state']}"]
+    if status.get("message"):
+        lines.append(status["message"])
+    if status.get("device"):
+        lines.append(f"device {status['device']}")
+    if status["tasks"]:
+        lines.append(f"{'task':<17} {'network':<16} {'measure':<20} {'state':<12} progress")
+    for t in status["tasks"]:
+        progress = ""
+        if t["state"] == "done":
+            progress = f"{t.get('seconds', 0) or 0:.1f} s"
+        elif t.get("steps"):
+            progress = f"{t.get('step', 0)}/{t['steps']}"
+            if t.get("steps_per_s"):
+                progress += f" {t['steps_per_s']:.1f} steps/s"
+            if t.get("eta_s") is not None:
+                progress += f" ETA {t['eta_s']:.0f} s"
+        if t.get("error"):
+            progress += f" {t['error']}"
+        lines.append(f"{t['id']:<17} {str(t.get('network_label')):<16} {str(t.get('measure')):<20} {t['state']:<12} {progress}")
+    n = len(status["tasks"])
+    done = sum(t["state"] == "done" for t in status["tasks"])
+    if n:
+        lines.append(f"{done}/{n} tasks done")
+    return "\n".join(lines)
+
+
+def render_show(path: Path) -> str:
+    import xarray as xr
+
+    path = Path(path)
+    if not (path / "zarr.json").exists():
+        return f"{path}: not a store (no zarr.json)"
+    ds = xr.open_zarr(path, consolidated=False)
+    lines = [f"store {path}", "dimensions: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()), "variables:"]
+    for name, v in ds.data_vars.items():
+        lines.append(f"  {name:<24} ({', '.join(v.dims)}) {v.dtype}  {v.attrs.get('long_name', '')}"
+                     f" [{v.attrs.get('units', '')}]")
+    lines.append("coordinates: " + ", ".join(ds.coords))
+    records = json.loads(ds.attrs.get("runner_tasks", "{}"))
+    lines.append(f"completed tasks: {len(records)}")
+    for tid, rec in sorted(records.items(), key=lambda kv: (kv[1].get("network", 0), kv[1].get("measure", ""))):
+        lines.append(f"  {tid}  {rec.get('network_label', ''):<16} {rec.get('measure', ''):<20} "
+                     f"{rec.get('seconds', 0):.1f} s on {rec.get('device', '?')}")
+    versions = json.loads(ds.attrs.get("runner_package_versions", "{}"))
+    lines.append("provenance: spec sha256 " + ds.attrs.get("runner_spec_sha256", "?")[:16]
+                 + f", git {ds.attrs.get('runner_git_commit', '?')[:12]}"
+                 + (" (dirty)" if ds.attrs.get("runner_git_dirty") == "true" else "")
+                 + f", device {ds.attrs.get('runner_device', '?')}, updated {ds.attrs.get('runner_updated_utc', '?')}")
+    lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    return "\n".join(lines)
+
+
+def age(ts: float | None) -> str:
+    return "never" if ts is None else f"{time.time() - ts:.0f} s ago"

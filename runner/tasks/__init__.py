@@ -1,0 +1,1 @@
+"""What tasks do: iterate a network (depth dynamics), derive measures from stored results."""
