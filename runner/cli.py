@@ -1,4 +1,4 @@
-"""``runner``: plan | apply | status | show | explain.
+"""``runner``: plan | apply | status | show | monitor | explain.
 
 Exit codes: 0 success (also "nothing to do"); 1 a task failed; 2 usage error; 65 the spec is
 invalid; 66 a model, tokenizer or data set cannot be loaded; 75 another apply holds the store
@@ -66,7 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("spec", type=Path)
     p.add_argument("--device", help="override [dynamics] device (auto, cpu, cuda, cuda:1, ...)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    p.add_argument("--monitor", action="store_true", help="run and watch it in the terminal monitor")
     p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots")
+    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.set_defaults(func=cmd_monitor)
 
     p = sub.add_parser("status", help="progress of a store's tasks (from a store or its spec)")
     p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
@@ -134,6 +139,10 @@ def cmd_apply(args) -> int:
     from runner.apply import apply, open_snippet, prepare
 
     p = prepare(args.spec)
+    if args.monitor:
+        from runner.tui.app import run_apply_with_monitor
+
+        return run_apply_with_monitor(args.spec, device=args.device)
     outcome = apply(p, device=args.device, quiet=args.quiet)
     if outcome.interrupted:
         print(f"interrupted; finished work is kept in {p.store_path}; run `runner apply {args.spec}` to resume",
@@ -149,6 +158,12 @@ def cmd_apply(args) -> int:
         return EXIT_FAILED
     print("open it with:\n" + open_snippet(p.store_path))
     return EXIT_OK
+
+
+def cmd_monitor(args) -> int:
+    from runner.tui.app import run_monitor
+
+    return run_monitor(args.target)
 
 
 def cmd_status(args) -> int:

@@ -341,6 +341,9 @@ def _describe(path: Path, text: str, data: dict, error: dict) -> str:
     where = _table_name(loc, data)
     key = ".".join(str(p) for p in loc[2 if _is_array(loc) else 1 :])
     msg = error["msg"].removeprefix("Value error, ")
+    if len(loc) == 1 and error["type"] in ("extra_forbidden", "missing"):
+        what = "unknown table" + _suggest(loc, data) if error["type"] == "extra_forbidden" else "required table is missing"
+        return f"{path}:{line}: [{loc[0]}]: {what}"
     if error["type"] == "extra_forbidden":
         msg = "unknown key" + _suggest(loc, data)
     elif error["type"] == "missing":

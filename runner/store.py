@@ -103,6 +103,8 @@ class Store:
         for v in layout.vars.values():
             sig = v.signature(coords)
             if v.name in existing and g[v.name].attrs.get("runner_layout") == sig:
+                if any(g[v.name].attrs.get(k) != val for k, val in v.attrs.items()):
+                    g[v.name].attrs.update(v.attrs)  # e.g. a new threshold; the data is rewritten by its task
                 continue
             if v.name in existing:
                 del g[v.name]

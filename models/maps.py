@@ -1,0 +1,189 @@
+"""Reference maps with known dynamics, to calibrate every measure.
+
+All are :class:`DynamicalMap` s on states of shape ``(batch, 1, n)`` (one "token"):
+
+- ``logistic``: ``x -> r x (1 - x)`` (n = 1); chaotic at r = 4 with Lyapunov exponent ln 2.
+- ``henon``: ``(x, y) -> (1 - a x^2 + y, b x)`` (n = 2); chaotic at a = 1.4, b = 0.3
+  (largest Lyapunov exponent about 0.42).
+- ``tanh``: ``x -> tanh(g W x)`` with ``W_ij ~ N(0, 1/N)`` (n = N); the random-network
+  transition to chaos is at g = 1 for large N.
+
+Each map has a frozen pydantic params model (``params_model(name)``), so a spec's
+``params = {...}`` can be validated before any compute. Initial states are drawn in float64 on
+the CPU with ``MapInputs.generator`` and then cast to the map's dtype and device, so a seed gives
+the same states everywhere.
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import Tensor
+
+from .base import DynamicalMap, MapInputs
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class LogisticParams(_Params):
+    r: float = Field(4.0, gt=0, allow_inf_nan=False)
+    """Growth rate; x stays in [0, 1] for 0 < r <= 4 (chaotic at r = 4)."""
+
+
+class HenonParams(_Params):
+    a: float = Field(1.4, allow_inf_nan=False)
+    """Quadratic coefficient (1.4: the classic chaotic attractor)."""
+    b: float = Field(0.3, allow_inf_nan=False)
+    """Contraction, y_{t+1} = b x_t; the Jacobian determinant is -b."""
+
+
+class TanhParams(_Params):
+    g: float = Field(1.5, gt=0, allow_inf_nan=False)
+    """Gain; W has spectral radius about 1, so g > 1 is the chaotic side for large n."""
+    n: int = Field(100, ge=1)
+    """Number of units N; W_ij ~ N(0, 1/N)."""
+
+
+def _generator(inputs: MapInputs) -> torch.Generator:
+    if inputs.generator is not None:
+        if inputs.generator.device.type != "cpu":
+            raise ValueError("reference maps draw initial states with a CPU generator")
+        return inputs.generator
+    return torch.Generator(device="cpu").manual_seed(0)
+
+
+class _ReferenceMap(DynamicalMap):
+    needs_tokens = False
+    params_model: type[_Params]
+    n_hidden: int
+
+    def __init__(self, params: _Params, *, seed: int = 0, dtype: torch.dtype = torch.float32,
+                 device: str | torch.device = "cpu"):
+        super().__init__()
+        self.params = params
+        self.seed = int(seed)
+        # an empty buffer that follows ``.to()``, so dtype and device are always the module's own
+        self.register_buffer("_anchor", torch.empty(0, dtype=dtype, device=device), persistent=False)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._anchor.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self._anchor.device
+
+    def _cast(self, x: Tensor) -> Tensor:
+        return x.to(dtype=self.dtype, device=self.device)
+
+    def extra_repr(self) -> str:
+        return f"{self.params!r}, seed={self.seed}, dtype={self.dtype}"
+
+
+class LogisticMap(_ReferenceMap):
+    """``x -> r x (1 - x)``; initial states ``x ~ U(0.05, 0.95)``."""
+
+    params_model = LogisticParams
+    n_hidden = 1
+
+    def __init__(self, params: LogisticParams | None = None, **kw):
+        super().__init__(params or LogisticParams(), **kw)
+        self.r = float(self.params.r)
+
+    def initial_state(self, inputs: MapInputs) -> Tensor:
+        u = torch.rand((inputs.samples, 1, 1), generator=_generator(inputs), dtype=torch.float64)
+        return self._cast(0.05 + 0.9 * u)
+
+    def step(self, x: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        return self.r * x * (1 - x)
+
+
+class HenonMap(_ReferenceMap):
+    """``(x, y) -> (1 - a x^2 + y, b x)``, state ``[..., 0] = x``, ``[..., 1] = y``.
+
+    Initial states lie on the attractor: draw ``(x, y) ~ U(-0.1, 0.1)^2`` and iterate 100 steps
+    (in float64) before casting, so transients from the draw are gone. (For parameters without a
+    bounded attractor, the states may diverge; that is the map's behaviour, not an error here.)
+    """
+
+    params_model = HenonParams
+    n_hidden = 2
+    burn_in = 100
+
+    def __init__(self, params: HenonParams | None = None, **kw):
+        super().__init__(params or HenonParams(), **kw)
+        self.a = float(self.params.a)
+        self.b = float(self.params.b)
+
+    def initial_state(self, inputs: MapInputs) -> Tensor:
+        u = torch.rand((inputs.samples, 1, 2), generator=_generator(inputs), dtype=torch.float64)
+        x = 0.2 * u - 0.1
+        for _ in range(self.burn_in):
+            x = self.step(x)
+        return self._cast(x)
+
+    def step(self, x: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        px, py = x[..., 0], x[..., 1]
+        return torch.stack((1 - self.a * px * px + py, self.b * px), dim=-1)
+
+
+class TanhReservoir(_ReferenceMap):
+    """``x -> tanh(g W x)``, ``W_ij ~ N(0, 1/N)`` drawn from a generator seeded by ``seed``
+    (float64 on the CPU, then cast); a replicate with a new seed is a new network. Initial states
+    ``x ~ N(0, 1)``."""
+
+    params_model = TanhParams
+
+    def __init__(self, params: TanhParams | None = None, **kw):
+        super().__init__(params or TanhParams(), **kw)
+        self.g = float(self.params.g)
+        self.n_hidden = n = int(self.params.n)
+        gen = torch.Generator(device="cpu").manual_seed(self.seed)
+        w = torch.randn((n, n), generator=gen, dtype=torch.float64) / n**0.5
+        self.register_buffer("W", self._cast(w))
+        # x W_eff^T = g (W x) for row-vector states
+        self.register_buffer("_gWt", self._cast(self.g * w.T), persistent=False)
+
+    def initial_state(self, inputs: MapInputs) -> Tensor:
+        x = torch.randn((inputs.samples, 1, self.n_hidden), generator=_generator(inputs), dtype=torch.float64)
+        return self._cast(x)
+
+    def step(self, x: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        return torch.tanh(x @ self._gWt)
+
+
+MAPS: dict[str, type[_ReferenceMap]] = {
+    "logistic": LogisticMap,
+    "henon": HenonMap,
+    "tanh": TanhReservoir,
+}
+
+
+def params_model(name: str) -> type[BaseModel]:
+    """The pydantic params class of reference map ``name``."""
+    try:
+        return MAPS[name].params_model
+    except KeyError:
+        raise ValueError(f"unknown reference map {name!r}; known: {sorted(MAPS)}") from None
+
+
+def build_map(name: str, params: dict | None = None, *, seed: int = 0, dtype: torch.dtype = torch.float32,
+              device: str | torch.device = "cpu") -> DynamicalMap:
+    """Validate ``params`` against the map's params model and build the map.
+
+    Raises ``ValueError`` for an unknown name and ``pydantic.ValidationError`` (a ``ValueError``)
+    for bad params.
+    """
+    cls = MAPS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown reference map {name!r}; known: {sorted(MAPS)}")
+    p = cls.params_model.model_validate(params or {})
+    return cls(p, seed=seed, dtype=dtype, device=device)
+
+
+__all__ = [
+    "HenonMap", "HenonParams", "LogisticMap", "LogisticParams", "MAPS", "TanhParams", "TanhReservoir",
+    "build_map", "params_model",
+]

@@ -1,0 +1,153 @@
+"""Local Lyapunov exponent (Algorithm A1) against maps with known exponents."""
+
+import math
+
+import pytest
+import torch
+
+from analyses.lyapunov import initial_perturbation, local_lyapunov, per_step_exponent, renormalize
+
+
+@pytest.fixture(autouse=True)
+def _single_thread():
+    """Thousands of tiny ops: OpenMP threads only add spin-wait on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def logistic(x):
+    return 4.0 * x * (1.0 - x)
+
+
+def henon(s, a=1.4, b=0.3):
+    x, y = s[:, 0], s[:, 1]
+    return torch.stack([1.0 - a * x * x + y, b * x], dim=1)
+
+
+@pytest.mark.parametrize("tau", [1, 5])
+def test_logistic_map_exponent_is_ln2(tau):
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.rand(200, generator=g, dtype=torch.float64) * 0.98 + 0.01
+    lam = local_lyapunov(logistic, x0, steps=3000, k=1e-8, tau=tau, generator=g)
+    assert lam.shape == (200, 3000 // tau)
+    assert lam.dtype == torch.float64
+    assert torch.isfinite(lam).all()
+    mean = per_step_exponent(lam, tau).mean()
+    assert abs(float(mean) - math.log(2.0)) < 0.02
+
+
+def test_henon_map_exponent():
+    g = torch.Generator().manual_seed(1)
+    s = (torch.rand(100, 2, generator=g, dtype=torch.float64) - 0.5) * 0.2
+    for _ in range(200):  # onto the attractor
+        s = henon(s)
+    assert torch.isfinite(s).all()
+    lam = local_lyapunov(henon, s, steps=2000, k=1e-8, tau=1, generator=g)
+    assert abs(float(per_step_exponent(lam, 1).mean()) - 0.419) < 0.02
+
+
+def test_random_tanh_reservoir_is_stable():
+    g = torch.Generator().manual_seed(2)
+    n, gain = 100, 0.5
+    w = torch.randn(n, n, generator=g, dtype=torch.float64) / math.sqrt(n)
+    x0 = torch.randn(8, n, generator=g, dtype=torch.float64)
+    lam = local_lyapunov(lambda x: torch.tanh(gain * x @ w.T), x0, steps=400, k=1e-8, tau=10, generator=g)
+    per_step = per_step_exponent(lam, 10)
+    assert (per_step.mean(dim=1) < 0).all()
+    # The trajectory falls onto the fixed point 0, where the Jacobian is g W.
+    rho = torch.linalg.eigvals(gain * w).abs().max()
+    assert abs(float(per_step[:, 20:].mean()) - math.log(float(rho))) < 0.02
+
+
+def test_linear_map_exponent_is_log_spectral_radius():
+    # Non-normal A with eigenvalues 1.5, 0.7, -0.3.
+    g = torch.Generator().manual_seed(3)
+    p = torch.randn(3, 3, generator=g, dtype=torch.float64) + 3 * torch.eye(3, dtype=torch.float64)
+    a = p @ torch.diag(torch.tensor([1.5, 0.7, -0.3], dtype=torch.float64)) @ torch.linalg.inv(p)
+    # x0 on the fixed point 0 so the growing orbit does not swamp the perturbation.
+    x0 = torch.zeros(4, 3, dtype=torch.float64)
+    lam = local_lyapunov(lambda x: x @ a.T, x0, steps=200, k=1.0, tau=10, generator=g)
+    per_step = per_step_exponent(lam, 10)
+    torch.testing.assert_close(per_step[:, 5:], torch.full_like(per_step[:, 5:], math.log(1.5)), atol=1e-6, rtol=0)
+
+
+def test_rotation_scaling_exponent_is_exact_every_interval():
+    r, th = 0.8, 0.7
+    a = r * torch.tensor([[math.cos(th), -math.sin(th)], [math.sin(th), math.cos(th)]], dtype=torch.float64)
+    x0 = torch.randn(5, 2, dtype=torch.float64)
+    lam = local_lyapunov(lambda x: x @ a.T, x0, steps=30, k=1.0, tau=3)
+    torch.testing.assert_close(lam, torch.full((5, 10), 3 * math.log(r), dtype=torch.float64))
+
+
+def test_steps_remainder_is_dropped_and_multi_dim_state():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return 2.0 * x
+
+    lam = local_lyapunov(f, torch.zeros(3, 4, 5), steps=25, k=0.5, tau=10)
+    assert lam.shape == (3, 2)
+    assert len(calls) == 2 * 20
+    torch.testing.assert_close(lam, torch.full((3, 2), 10 * math.log(2.0), dtype=torch.float64))
+
+
+def test_initial_perturbation_norm_dtype_and_determinism():
+    x = torch.randn(6, 4, 7).to(torch.float32)
+    y = initial_perturbation(x, 0.25, torch.Generator().manual_seed(5))
+    assert y.dtype == torch.float32 and y.shape == x.shape
+    d = (y.double() - x.double()).reshape(6, -1).norm(dim=1)
+    torch.testing.assert_close(d, torch.full((6,), 0.25, dtype=torch.float64), rtol=1e-5, atol=0)
+    y2 = initial_perturbation(x, 0.25, torch.Generator().manual_seed(5))
+    assert torch.equal(y, y2)
+    # eps does not depend on the dtype of x: float64 input gets the same draw.
+    y64 = initial_perturbation(x.double(), 0.25, torch.Generator().manual_seed(5))
+    torch.testing.assert_close(y64.float(), y)
+    # One scalar state per sample (a 1-d batch): |eps| = k.
+    z = torch.zeros(10, dtype=torch.float64)
+    torch.testing.assert_close(initial_perturbation(z, 0.1).abs(), torch.full_like(z, 0.1))
+
+
+def test_renormalize_distance_is_k_and_lambda_is_log_ratio():
+    x = torch.randn(4, 3, 8, dtype=torch.float64)
+    scales = torch.tensor([1e-6, 0.5, 3.0, 1e4], dtype=torch.float64)
+    direction = torch.randn(4, 3, 8, dtype=torch.float64)
+    direction = direction / direction.reshape(4, -1).norm(dim=1)[:, None, None]
+    y = x + scales[:, None, None] * direction
+    k = 0.1
+    lam, y_new = renormalize(x, y, k)
+    assert lam.dtype == torch.float64 and lam.shape == (4,)
+    torch.testing.assert_close(lam, torch.log(scales / k), rtol=1e-9, atol=1e-9)
+    dist = (y_new - x).reshape(4, -1).norm(dim=1)
+    torch.testing.assert_close(dist, torch.full((4,), k, dtype=torch.float64), rtol=1e-12, atol=0)
+    # The direction is kept.
+    torch.testing.assert_close(y_new - x, k * direction, rtol=0, atol=1e-8)
+
+
+def test_renormalize_zero_distance_and_non_finite():
+    x = torch.ones(3, 2, dtype=torch.float64)
+    y = x.clone()
+    y[1, 0] = float("nan")
+    y[2, 1] = float("inf")
+    lam, y_new = renormalize(x, y, 1.0)
+    assert lam[0] == -math.inf
+    assert torch.equal(y_new[0], y[0])
+    assert torch.isnan(lam[1]) and torch.isnan(lam[2])
+    assert not torch.isfinite(y_new[1]).all() and not torch.isfinite(y_new[2]).all()
+
+
+def test_renormalize_keeps_dtype_of_y():
+    x = torch.randn(2, 5, dtype=torch.float32)
+    y = x + 0.3
+    lam, y_new = renormalize(x, y, 1.0)
+    assert y_new.dtype == torch.float32 and lam.dtype == torch.float64
+
+
+def test_no_host_sync_on_meta_device():
+    # Meta tensors have no data: any .item(), bool(tensor) or .cpu() would raise.
+    x = torch.empty(4, 32, 16, device="meta")
+    lam, y_new = renormalize(x, x, 1.0)
+    assert lam.shape == (4,) and y_new.shape == x.shape
+    assert per_step_exponent(lam, 10).shape == (4,)

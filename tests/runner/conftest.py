@@ -1,0 +1,1 @@
+"""Fixtures for runner tests (helpers live in tests/runner/helpers.py)."""

@@ -1,0 +1,80 @@
+"""Helpers to run the real CLI in a subprocess on specs written in a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+RUNNER = [sys.executable, "-m", "runner.cli"]
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSIENT_CACHE=str(tmp_path / "cache"),
+               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    return env
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*RUNNER, *map(str, args)], cwd=cwd, env=cli_env(cwd), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def popen_cli(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([*RUNNER, *map(str, args)], cwd=cwd, env=cli_env(cwd), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def write_spec(directory: Path, text: str, name: str = "spec.toml") -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def maps_spec(name: str, *, steps: int = 300, samples: int = 16, checkpoint_every: int | None = None,
+              extra_models: str = "", measures: str | None = None, n: int = 32) -> str:
+    """A spec of reference maps that runs in about a second."""
+    ckpt = f"checkpoint_every = {checkpoint_every}" if checkpoint_every else ""
+    measures = measures if measures is not None else """
+        [[measure]]
+        kind = "lyapunov"
+        k = 1e-8
+        tau = 1
+
+        [[measure]]
+        kind = "transient_chaos"
+
+        [[measure]]
+        kind = "effective_dimension"
+        every = 10
+
+        [[measure]]
+        kind = "token_deviation"
+        """
+    return f"""
+        [experiment]
+        name = "{name}"
+        store = "store/{name}.zarr"
+
+        [[model]]
+        name = "logistic"
+        source = "map:logistic"
+
+        [[model]]
+        name = "tanh"
+        source = "map:tanh"
+        params = {{ g = 0.5, n = {n} }}
+        {extra_models}
+
+        [input]
+        samples = {samples}
+
+        [dynamics]
+        steps = {steps}
+        precision = "fp64"
+        {ckpt}
+        {textwrap.dedent(measures)}
+        """

@@ -1,0 +1,159 @@
+"""`runner apply` end to end, in a subprocess, on reference maps with known behaviour."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from tests.runner.helpers import maps_spec, popen_cli, run_cli, write_spec
+
+
+def _open(path: Path) -> xr.Dataset:
+    return xr.open_zarr(path, consolidated=False).load()
+
+
+def _events(store: Path) -> list[dict]:
+    return [json.loads(line) for line in store.with_suffix(".runner").joinpath("events.jsonl").read_text().splitlines()]
+
+
+def test_reference_maps_give_known_exponents_through_the_runner(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("maps", steps=1000, samples=32, extra_models="""
+        [[model]]
+        name = "henon"
+        source = "map:henon"
+        """))
+    result = run_cli("apply", spec, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "xr.open_zarr" in result.stdout
+    ds = _open(tmp_path / "store/maps.zarr")
+    rate = ds.lyapunov_per_step.mean(["sample", "lyapunov_step"]).to_series()
+    rate.index = ds.model.values
+    assert rate["logistic"] == pytest.approx(math.log(2), abs=0.03)
+    assert rate["henon"] == pytest.approx(0.42, abs=0.03)
+    assert rate["tanh"] < 0
+    # the contracting reservoir is never chaotic; the chaotic maps stay chaotic to the end
+    chaos = ds.fraction_never_chaotic.to_series()
+    chaos.index = ds.model.values
+    assert chaos["tanh"] == 1.0 and chaos["logistic"] == 0.0
+    # a map with one token: D(t) = 0 and the tokens are synchronized from t = 0
+    assert float(ds.deviation.max()) == 0.0 and (ds.sync_offset == 0).all()
+    for name, var in ds.data_vars.items():
+        assert var.attrs.get("long_name") and "units" in var.attrs, name
+    assert json.loads(ds.attrs["runner_package_versions"])["torch"]
+    assert ds.attrs["runner_spec_toml"] == spec.read_text()
+
+
+def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("idem"))
+    assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
+    store = tmp_path / "store/idem.zarr"
+    before = {p: p.stat().st_mtime_ns for p in store.rglob("c/**/*") if p.is_file()}
+    again = run_cli("apply", spec, cwd=tmp_path)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    assert {p: p.stat().st_mtime_ns for p in store.rglob("c/**/*") if p.is_file()} == before
+    lyap_before = _open(store).lyapunov.values
+
+    spec.write_text(spec.read_text().replace('kind = "token_deviation"', 'kind = "token_deviation"\nthreshold = 1e-3'))
+    plan = run_cli("plan", spec, "--json", cwd=tmp_path)
+    pending = [t for t in json.loads(plan.stdout)["tasks"] if t["state"] == "pending"]
+    assert {t["measure"] for t in pending} == {"token_deviation"} and len(pending) == 2
+    changed = run_cli("apply", spec, cwd=tmp_path)
+    assert changed.returncode == 0 and "ran 2 task(s)" in changed.stdout
+    ds = _open(store)
+    np.testing.assert_array_equal(ds.lyapunov.values, lyap_before)
+    assert ds.deviation.attrs["threshold"] == 1e-3
+
+
+def _wait_for(predicate, proc, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.parametrize("how", ["kill -9", "ctrl-c"])
+def test_interrupted_run_resumes_to_the_same_result(tmp_path, how):
+    text = maps_spec("resume", steps=3000, samples=64, checkpoint_every=100, n=256)
+    reference = tmp_path / "ref"
+    reference.mkdir()
+    assert run_cli("apply", write_spec(reference, text), cwd=reference).returncode == 0
+
+    spec = write_spec(tmp_path, text)
+    proc = popen_cli("apply", spec, cwd=tmp_path)
+    checkpoints = tmp_path / "store/resume.runner/checkpoints"
+    # wait until the second network's pass is past its first durable point
+    _wait_for(lambda: len(list(checkpoints.glob("*.pt"))) >= 1 and any(
+        e["event"] == "task_done" for e in _events(tmp_path / "store/resume.zarr")), proc)
+    proc.send_signal(signal.SIGKILL if how == "kill -9" else signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if how == "ctrl-c":
+        assert proc.returncode == 130 and "resume" in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+
+    status = json.loads(run_cli("status", tmp_path / "store/resume.zarr", "--json", cwd=tmp_path).stdout)
+    assert status["state"] == "interrupted"
+    assert any(t["state"] == "done" for t in status["tasks"])
+
+    resumed = run_cli("apply", spec, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    done = [e for e in _events(tmp_path / "store/resume.zarr") if e["event"] == "task_done" and "resumed_from" in e]
+    assert done[-1]["resumed_from"] > 0, "the interrupted pass restarted from scratch"
+    first_run_done = {tuple(e["task"]) for e in _events(tmp_path / "store/resume.zarr")
+                      if e["event"] == "task_done"} - {tuple(e["task"]) for e in done[-1:]}
+    assert first_run_done, "nothing finished before the interruption"
+    a, b = _open(tmp_path / "store/resume.zarr"), _open(reference / "store/resume.zarr")
+    xr.testing.assert_equal(a.drop_attrs(), b.drop_attrs())
+
+
+def test_second_apply_on_a_store_is_refused(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("locked", steps=20000, samples=64, checkpoint_every=1000, n=256))
+    proc = popen_cli("apply", spec, cwd=tmp_path)
+    try:
+        _wait_for(lambda: (tmp_path / "store/locked.runner/apply.pid").exists(), proc)
+        second = run_cli("apply", spec, cwd=tmp_path)
+        assert second.returncode == 75
+        assert "being written by another `runner apply`" in second.stderr
+        assert second.stderr.count("\n") == 1
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_divergence_is_recorded_and_the_run_goes_on(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("nan", steps=200, extra_models="""
+        [[model]]
+        name = "exploding"
+        source = "map:logistic"
+        params = { r = 5.0 }
+        """))
+    result = run_cli("apply", spec, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    ds = _open(tmp_path / "store/nan.zarr")
+    diverged = ds.diverged_step.to_series().unstack()
+    diverged.index = ds.model.values
+    assert (diverged.loc["exploding"] > 0).all()
+    assert (diverged.loc["logistic"] == -1).all() and (diverged.loc["tanh"] == -1).all()
+    exploding = ds.lyapunov.sel(network=int(np.flatnonzero(ds.model.values == "exploding")[0]))
+    assert exploding.isnull().any() and ds.lyapunov.sel(network=0).notnull().all()
+    assert np.isfinite(ds.effective_dimension.sel(network=0)).all()
+
+
+def test_status_and_show(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("status"))
+    assert json.loads(run_cli("status", spec, "--json", cwd=tmp_path).stdout)["state"] == "absent"
+    assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
+    status = run_cli("status", spec, cwd=tmp_path)
+    assert status.returncode == 0 and "done" in status.stdout and "8/8 tasks done" in status.stdout
+    show = run_cli("show", tmp_path / "store/status.zarr", cwd=tmp_path)
+    assert "lyapunov_per_step" in show.stdout and "completed tasks: 8" in show.stdout
