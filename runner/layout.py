@@ -107,6 +107,8 @@ def build_layout(spec: Spec, networks: list[Network], texts: list[str] | None = 
     coord("model", np.array([n.model.name for n in networks], dtype=object), ("network",), long_name="model name")
     coord("replicate", np.array([n.replicate for n in networks]), ("network",), long_name="replicate")
     coord("network_label", np.array([n.label for n in networks], dtype=object), ("network",))
+    coord("precision", np.array([n.precision for n in networks], dtype=object), ("network",),
+          long_name="floating-point precision of the iteration")
     coord("sample", np.arange(S), long_name="input sample")
     if spec.text_models:
         coord("token", np.arange(spec.input.tokens), long_name="token position")

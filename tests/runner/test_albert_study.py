@@ -1,0 +1,137 @@
+"""The ALBERT depth-dynamics pipeline end to end on a tiny ALBERT and a local text file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from tests.runner.helpers import run_cli, write_spec
+
+
+@pytest.fixture(scope="module")
+def tiny_albert(tmp_path_factory):
+    from models.tiny import build_tiny_albert
+
+    return build_tiny_albert(tmp_path_factory.mktemp("tiny") / "albert", mlm_steps=10)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from pydoc_data.topics import topics
+
+    path = tmp_path_factory.mktemp("data") / "docs.txt"
+    path.write_text("\n".join(" ".join(t.split()) for t in topics.values()))
+    return path
+
+
+SPEC = """
+[experiment]
+name = "tiny_albert"
+store = "store/tiny_albert.zarr"
+seed = 3
+
+[[model]]
+name = "pretrained"
+source = "path:{model}"
+
+[[model]]
+name = "initial"
+source = "path:{model}"
+init = {{ scheme = "truncated_normal", std = 0.02, clip = 2.0 }}
+replicates = 2
+
+[input]
+source = "{corpus}"
+samples = 12
+tokens = 12
+
+[dynamics]
+steps = 60
+checkpoint_every = 20
+
+[[measure]]
+kind = "token_deviation"
+every = 2
+
+[[measure]]
+kind = "lyapunov"
+tau = 5
+
+[[measure]]
+kind = "transient_chaos"
+
+[[measure]]
+kind = "effective_dimension"
+every = 5
+
+[[measure]]
+kind = "trajectory"
+samples = [0, 3]
+tokens = [0, 5, 11]
+elements = [0, 7]
+
+[[measure]]
+kind = "attention"
+samples = [1]
+every = 20
+
+[[measure]]
+kind = "pca"
+samples = [2]
+start = 10
+stop = 50
+every = 2
+"""
+
+
+def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
+    spec = write_spec(tmp_path, SPEC.format(model=tiny_albert, corpus=corpus))
+    plan = run_cli("plan", spec, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "initial/1" in plan.stdout and "k=1.0 tau=5" in plan.stdout and "init=truncated_normal" in plan.stdout
+    result = run_cli("apply", spec, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    ds = xr.open_zarr(tmp_path / "store/tiny_albert.zarr")  # what a user types: consolidated metadata
+    assert ds.sizes["network"] == 3 and list(ds.network_label.values) == ["pretrained", "initial/0", "initial/1"]
+
+    # every sample is traceable: its text, where it came from, and exactly `tokens` token ids
+    assert ds.input_ids.shape == (12, 12) and (ds.input_ids >= 0).all()
+    for text, origin in zip(ds.text.values, ds.origin.values):
+        assert text and origin and text.split()[0] in corpus.read_text()
+
+    # measures have the strides and shapes the spec asked for
+    assert list(ds.deviation_step.values) == list(range(0, 61, 2))
+    assert list(ds.lyapunov_step.values) == list(range(0, 60, 5))
+    assert ds.trace.shape == (3, 2, 61, 3, 2) and ds.trace.notnull().all()
+    assert ds.attention.shape == (3, 1, 4, 4, 12, 12)
+    np.testing.assert_allclose(ds.attention.sum("key").values, 1.0, rtol=1e-5)
+    assert ds.pca_projection.shape == (3, 1, 21, 2) and ds.pca_projection.notnull().all()
+    assert (ds.pca_explained_variance.sum("component") <= 1 + 1e-9).all()
+    assert ds.effective_dimension.notnull().all() and (ds.effective_dimension >= 1).all()
+    assert ds.lyapunov.notnull().all() and (ds.chaos_length >= 0).all()
+    assert ds.sync_offset.dtype == np.int64 and (ds.diverged_step == -1).all()
+
+    # initial networks are re-drawn per replicate, the pretrained one is the checkpoint
+    d = ds.deviation.isel(deviation_step=10)
+    assert not np.allclose(d.sel(network=1), d.sel(network=2))
+    assert not np.allclose(d.sel(network=0), d.sel(network=1))
+
+
+def test_hub_model_without_network_is_refused_before_compute(tmp_path):
+    spec = write_spec(tmp_path, """
+        [experiment]
+        name = "hub"
+        [[model]]
+        name = "pretrained"
+        source = "hf:albert-base-v2"
+        [input]
+        source = "builtin:pydoc-topics"
+        [[measure]]
+        kind = "lyapunov"
+        """)
+    result = run_cli("apply", spec, cwd=tmp_path, timeout=120)
+    assert result.returncode == 66
+    assert "[[model]] #1 (pretrained)" in result.stderr and "albert-base-v2" in result.stderr
+    assert "hf download" in result.stderr
+    assert not (tmp_path / "store").exists()
