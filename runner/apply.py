@@ -125,7 +125,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
 
             events.emit("task_started", task=ids, network=net.index, total_steps=spec.dynamics.steps)
             try:
-                start, seconds = run_pass(spec, layout, net, group, store, inputs, dev, checkpoint, progress)
+                start, seconds, loop_seconds = run_pass(spec, layout, net, group, store, inputs, dev, checkpoint, progress)
             except KeyboardInterrupt:
                 raise
             except Exception as err:  # one network failing must not stop the others
@@ -138,7 +138,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
             for t in group:
                 store.record(t.id, _record(t, net, seconds, start, dev))
             outcome.ran += ids
-            events.emit("task_done", task=ids, network=net.index, seconds=round(seconds, 3), resumed_from=start)
+            events.emit("task_done", task=ids, network=net.index, seconds=round(seconds, 3), resumed_from=start,
+                        steps_per_s=round((spec.dynamics.steps - start) / max(loop_seconds, 1e-9), 3))
             checkpoint.unlink(missing_ok=True)
         done = store.tasks()
         for t in todo:

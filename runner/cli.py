@@ -42,7 +42,9 @@ def _known_error(err: Exception) -> int | None:
 
     if isinstance(err, SpecError):
         return EXIT_SPEC
-    if isinstance(err, (ResolveError, InputsError)):
+    from runner.training.data import CorpusError
+
+    if isinstance(err, (ResolveError, InputsError, CorpusError)):
         return EXIT_UNAVAILABLE
     if isinstance(err, StoreLocked):
         return EXIT_LOCKED
@@ -63,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
-    p.add_argument("spec", type=Path)
+    p.add_argument("spec", type=Path, help="TOML spec, e.g. specs/quickstart.toml")
     p.add_argument("--device", help="override [dynamics] device (auto, cpu, cuda, cuda:1, ...)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.add_argument("--monitor", action="store_true", help="run and watch it in the terminal monitor")
@@ -91,7 +93,17 @@ def _parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- commands
 
 
+def _training(spec) -> bool:
+    from runner.training.spec import is_training_spec
+
+    return is_training_spec(spec)
+
+
 def cmd_plan(args) -> int:
+    if _training(args.spec):  # training studies: runner/training
+        from runner.training.cli import cmd_plan as plan_training
+
+        return plan_training(args)
     from runner.apply import prepare
     from runner.layout import segment_length
     from runner.store import read_tasks
@@ -136,6 +148,10 @@ def cmd_plan(args) -> int:
 
 
 def cmd_apply(args) -> int:
+    if _training(args.spec):
+        from runner.training.cli import cmd_apply as apply_training
+
+        return apply_training(args)
     from runner.apply import apply, open_snippet, prepare
 
     p = prepare(args.spec)

@@ -119,6 +119,7 @@ class IteratePass:
             sync.load_state_dict(state["sync"])
         mask = self._mask()
         L = self.layout.segment
+        t_loop = time.monotonic()
         with torch.no_grad():
             for seg_start in range(start, self.T, L):
                 seg_end = min(seg_start + L, self.T)
@@ -141,6 +142,7 @@ class IteratePass:
                     state["sync"] = sync.state_dict()
                 self._write(bufs, state, seg_start, seg_end, last)
                 save_checkpoint(self.checkpoint, state, ids, self.store.store_id, self.batch_size)
+        self.loop_seconds = time.monotonic() - t_loop
         return start
 
     # ------------------------------------------------------------------ measures per step
@@ -259,7 +261,9 @@ class IteratePass:
         self.store.write("pca_explained_variance", (self.net.index,), ratio)
 
 
-def run_pass(spec, layout, net, tasks, store, inputs, device, checkpoint, progress) -> tuple[int, float]:
+def run_pass(spec, layout, net, tasks, store, inputs, device, checkpoint, progress) -> tuple[int, float, float]:
+    """Run a pass; returns (step it resumed from, total seconds, seconds of the iteration loop)."""
     t0 = time.monotonic()
-    start = IteratePass(spec, layout, net, tasks, store, inputs, device, checkpoint).run(progress)
-    return start, time.monotonic() - t0
+    p = IteratePass(spec, layout, net, tasks, store, inputs, device, checkpoint)
+    start = p.run(progress)
+    return start, time.monotonic() - t0, p.loop_seconds

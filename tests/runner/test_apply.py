@@ -70,6 +70,15 @@ def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
     np.testing.assert_array_equal(ds.lyapunov.values, lyap_before)
     assert ds.deviation.attrs["threshold"] == 1e-3
 
+    # a new tau changes the exponent's time axis: its arrays are remade, and only the exponent
+    # and what derives from it run again
+    spec.write_text(spec.read_text().replace("tau = 1", "tau = 4"))
+    retau = run_cli("apply", spec, cwd=tmp_path)
+    assert retau.returncode == 0 and "ran 4 task(s)" in retau.stdout, retau.stdout
+    ds = _open(store)
+    assert list(ds.lyapunov_step.values[:3]) == [0, 4, 8] and ds.lyapunov.notnull().all()
+    assert ds.lyapunov.attrs["tau"] == 4 and (ds.chaos_length % 4 == 0).all()
+
 
 def _wait_for(predicate, proc, timeout=120.0):
     deadline = time.monotonic() + timeout
