@@ -50,6 +50,9 @@ class ProgressView:
         if self._progress is not None:
             self._progress.update(bar["id"], completed=step, rate=f"{self.rate(key):.1f}")
             self._progress.advance(self._overall, max(delta, 0))
+            overall = self._progress.tasks[self._overall]
+            if overall.speed:
+                self._progress.update(self._overall, rate=f"{overall.speed:.1f}")
         elif not self.quiet and step * 10 // bar["total"] > bar["reported"]:
             bar["reported"] = step * 10 // bar["total"]
             self._say(f"  {bar['label']}: step {step}/{bar['total']} ({self.rate(key):.1f} steps/s)")

@@ -294,10 +294,28 @@ def load_spec(path: str | Path) -> Spec:
         spec = Spec.model_validate(data)
     except ValidationError as err:
         raise SpecError(path, [_describe(path, text, data, e) for e in err.errors()]) from None
+    spec = _anchor_paths(spec, path.parent)
     problems = check_files(spec, path, text)
     if problems:
         raise SpecError(path, problems)
     return spec
+
+
+def _anchor(source: str, base: Path) -> str:
+    """A relative local path as seen from the spec's folder when it exists there, else as typed
+    (relative to the working directory)."""
+    local = local_path(source)
+    if local is None or local.is_absolute() or not (base / local).exists():
+        return source
+    return ("path:" if source.startswith("path:") else "") + str(base / local)
+
+
+def _anchor_paths(spec: Spec, base: Path) -> Spec:
+    models = [m.model_copy(update={"source": _anchor(m.source, base)}) for m in spec.model]
+    inp = spec.input
+    if local_path(inp.source) is not None and not inp.source.startswith("hf:"):
+        inp = inp.model_copy(update={"source": _anchor(inp.source, base)})
+    return spec.model_copy(update={"model": models, "input": inp})
 
 
 def check_files(spec: Spec, path: Path, text: str) -> list[str]:

@@ -20,6 +20,10 @@ def store_of(target: Path) -> Path:
     target = Path(target)
     if target.suffix == ".toml":
         from runner.spec import load_spec
+        from runner.training.spec import is_training_spec, load_training_spec
+
+        if is_training_spec(target):
+            return load_training_spec(target).store_path()
 
         return load_spec(target).store_path()
     return target
@@ -41,6 +45,16 @@ def load_status(target: Path) -> dict:
         return {"store": str(path), "state": "absent", "tasks": [], "message": "no store yet: run `runner apply`"}
     records = read_tasks(path)
     events = list(read_events(runner_dir(path) / "events.jsonl"))
+    return fold_status(path, events, records)
+
+
+def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_alive=None) -> dict:
+    """The status of a store from its events (oldest first) and completion records.
+
+    ``is_alive(pid) -> bool`` tells whether the writer of the last run still lives (default: this host's
+    process table). The monitor calls this with the events it has read so far, incrementally.
+    """
+    is_alive = is_alive or _alive
     runs = [e for e in events if e["event"] == "run_started"]
     last_run = runs[-1] if runs else None
     tasks: dict[str, dict] = {}
@@ -53,7 +67,7 @@ def load_status(target: Path) -> dict:
         tasks[tid].update(state="done", seconds=rec.get("seconds"), resumed_from=rec.get("resumed_from"))
     run_events = [e for e in events if last_run and e.get("run") == last_run["run"]]
     finished = next((e for e in reversed(run_events) if e["event"] == "run_finished"), None)
-    alive = bool(last_run) and _alive(int(last_run.get("pid", 0))) and finished is None
+    alive = bool(last_run) and is_alive(int(last_run.get("pid", 0))) and finished is None
     for e in run_events:
         ids = e.get("task", [])
         for tid in ids if isinstance(ids, list) else [ids]:
@@ -65,6 +79,8 @@ def load_status(target: Path) -> dict:
                 tasks[tid].update(step=e["step"], steps_per_s=e.get("steps_per_s"), updated=e["ts"])
             elif e["event"] == "task_failed":
                 tasks[tid].update(state="failed", error=e.get("error"))
+            elif e["event"] == "task_done":  # the record is written first; this covers a stale read
+                tasks[tid].update(state="done", seconds=e.get("seconds"))
     for t in tasks.values():
         if t["state"] == "running" and t.get("steps_per_s") and t.get("steps"):
             t["eta_s"] = (t["steps"] - t.get("step", 0)) / t["steps_per_s"]

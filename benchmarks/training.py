@@ -1,0 +1,87 @@
+"""Training throughput of a training spec run by the runner (checkpoints + measures at checkpoints)
+against the same networks trained by a plain PyTorch loop, in the same process.
+
+Usage: python benchmarks/training.py [--spec specs/tiny/lstm_tiny.toml] [--device cpu|cuda] [--epochs N]
+
+The plain loop is pytorch/examples word_language_model: same model class, batches, TBPTT,
+clipping and torch.optim.SGD, no checkpoints, no measures. Reported: tokens/s of each and the
+runner's overhead, (t_runner - t_plain) / t_plain (target: < 10% with measures at checkpoints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from runner.corpus import batchify, get_batch
+from runner.training.apply import apply, prepare
+from runner.training.train import build_model, steps_per_epoch
+
+
+def plain_loop(p, device: torch.device) -> tuple[float, int]:
+    study, tr = p.study, p.study.training
+    tokens, t0 = 0, time.perf_counter()
+    for i, net in enumerate(study.network):
+        model = build_model(net, tr, p.corpus, study.network_seed(i)).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=tr.lr)
+        words = batchify(p.corpus.train, tr.batch_size).to(device)
+        tags = batchify(p.corpus.tags[net.tagset].train, tr.batch_size).to(device) if net.kind == "tagger" else None
+        for _ in range(tr.epochs):
+            model.train()
+            hidden = model.init_hidden(tr.batch_size)
+            for b in range(steps_per_epoch(p.corpus.train.numel(), tr)):
+                x, y = get_batch(words, b * tr.bptt, tr.bptt)
+                if tags is not None:
+                    y = model.targets(*get_batch(tags, b * tr.bptt, tr.bptt))
+                hidden = model.detach_hidden(hidden)
+                opt.zero_grad()
+                logits, hidden = model(x, hidden)
+                loss = model.loss(logits, y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tr.clip)
+                opt.step()
+                tokens += x.numel()
+            loss.item()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0, tokens
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spec", default="specs/tiny/lstm_tiny.toml")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--epochs", type=int, help="override [training] epochs")
+    args = ap.parse_args()
+    src = Path(args.spec).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        text = src.read_text()
+        text = re.sub(r'(source = ")(\.\./[^"]+)"', lambda m: f'{m.group(1)}{(src.parent / m.group(2)).resolve()}"', text)
+        text = text.replace("[experiment]\n", f'[experiment]\nstore = "{tmp}/bench.zarr"\n', 1)
+        if args.epochs:
+            text = re.sub(r"(?m)^epochs = \d+", f"epochs = {args.epochs}", text, count=1)
+        spec = Path(tmp) / "bench.toml"
+        spec.write_text(text)
+        p = prepare(spec)
+        device = torch.device(args.device)
+        plain_loop(p, device)  # warm-up (imports, kernels)
+        t_plain, tokens = plain_loop(p, device)
+        t0 = time.perf_counter()
+        out = apply(p, device=args.device, quiet=True)
+        t_runner = time.perf_counter() - t0
+        assert not out.failed, out.failed
+    n_measures = sum(t.kind != "train" for t in p.plan.tasks)
+    print(f"spec {args.spec}: {len(p.study.network)} networks, {p.study.training.epochs} epochs, "
+          f"{len(p.plan.steps)} checkpoints each, {n_measures} measure tasks, device {device}")
+    print(f"plain PyTorch loop : {t_plain:8.2f} s  {tokens / t_plain:12.0f} tokens/s")
+    print(f"runner (with all)  : {t_runner:8.2f} s  {tokens / t_runner:12.0f} tokens/s")
+    print(f"overhead           : {100 * (t_runner - t_plain) / t_plain:+.1f}% (checkpoints, validation, measures, store)")
+
+
+if __name__ == "__main__":
+    main()

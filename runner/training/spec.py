@@ -1,0 +1,366 @@
+"""TOML manifest of a *training* study -> typed, validated :class:`TrainingStudy`.
+
+A training spec has ``[experiment]``, ``[corpus]``, ``[training]``, ``[checkpoints]``, one or more
+``[[network]]`` and any number of ``[[measure]]`` tables (and no ``[dynamics]``). Every default
+is the setting of Saphra's thesis (Ch. 4 and 6): SGD from lr 20, quartered when the validation
+loss stops improving, gradient clipping 0.25, batch 40, sequence length 35, dropout 0.2, 50
+epochs, 200-unit embedding and LSTM layers, a checkpoint every epoch. Errors use the format of
+:mod:`runner.spec`: ``FILE:LINE: [table] key: message``, all problems at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import tomli
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from runner.spec import MAX_SPEC_BYTES, Experiment, SpecError, _locate
+
+LAYERS = ("embedding", "lstm1", "lstm2")
+Layer = Literal["embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits"]
+TAGSETS = ("upos", "xpos", "topic", "spacy_upos", "spacy_xpos")
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class CorpusSpec(_Table):
+    source: str
+    """``hf:<dataset id>`` (e.g. ``hf:Salesforce/wikitext``), a local ``.conllu`` file (words, UPOS,
+    XPOS and ``# newdoc`` topics), a local ``.txt`` file (one sentence per line), or
+    ``builtin:pydoc-topics`` (Python's help texts, offline)."""
+    subset: str | None = None
+    """Dataset configuration for ``hf:`` sources (e.g. ``wikitext-2-raw-v1``)."""
+    field: str = "text"
+    """Column holding the text (``hf:`` sources)."""
+    lowercase: bool = True
+    """Lowercase every token (thesis: yes)."""
+    min_count: int = Field(1, ge=1)
+    """Words seen fewer times in the training split become ``<unk>`` (thesis: 100)."""
+    drop_rare_sentences: bool = False
+    """Drop sentences holding a word seen fewer than ``min_count`` times, before replacing (thesis: yes)."""
+    split: tuple[float, float, float] = (0.7, 0.1, 0.2)
+    """Train / validation / test fractions of the sentences (thesis: 70/10/20)."""
+    max_sentences: int | None = Field(None, ge=3)
+    """Keep only the first N sentences of the source (quick runs)."""
+    analysis_tokens: int = Field(2000, ge=16)
+    """Validation tokens on which checkpoint measures are computed (activations, gradients, probes)."""
+
+
+class TrainingSpec(_Table):
+    epochs: int = Field(50, ge=1)
+    """Passes over the training split (thesis: 50)."""
+    lr: float = Field(20.0, gt=0)
+    """Initial SGD learning rate (thesis: 20)."""
+    lr_decay: float = Field(4.0, ge=1)
+    """The rate is divided by this when the validation loss does not improve (thesis: 4, 'quartered')."""
+    momentum: float = Field(0.0, ge=0, lt=1)
+    """SGD momentum (thesis: none)."""
+    clip: float = Field(0.25, gt=0)
+    """Clip the gradient's global l2 norm to this (thesis: 0.25)."""
+    batch_size: int = Field(40, ge=1)
+    """Parallel streams (thesis: 40)."""
+    bptt: int = Field(35, ge=2)
+    """Sequence length of truncated backpropagation through time (thesis: 35)."""
+    eval_batch_size: int = Field(10, ge=1)
+    """Parallel streams when computing the validation loss."""
+    dropout: float = Field(0.2, ge=0, lt=1)
+    """Dropout on embeddings, between layers and before the decoder (thesis: 0.2)."""
+    embedding_dim: int = Field(200, ge=1)
+    """Embedding units (thesis: 200)."""
+    hidden_dim: int = Field(200, ge=1)
+    """Units of each LSTM layer (thesis: 200)."""
+    num_layers: int = Field(2, ge=1, le=4)
+    """LSTM layers of the language model (thesis: 2); taggers have one."""
+    device: str = "auto"
+    """``auto`` (CUDA when present), ``cpu``, ``cuda``..."""
+    log_every: int = Field(1, ge=1)
+    """Keep the training loss and learning rate every n optimizer steps."""
+
+
+class LogSpaced(_Table):
+    start: int = Field(1, ge=1)
+    """First step (log scale cannot hold 0; step 0 is the ``initial`` checkpoint)."""
+    stop: int | None = Field(None, ge=1)
+    """Last step (default: the last step of training)."""
+    count: int = Field(10, ge=2)
+    """Number of log-spaced steps (rounded to integers, duplicates removed)."""
+
+
+class CheckpointSpec(_Table):
+    every_epoch: bool = True
+    """A checkpoint at the end of every epoch (thesis)."""
+    steps: list[int] = Field(default_factory=list)
+    """Explicit optimizer steps (e.g. [100, 1000])."""
+    log_spaced: LogSpaced | None = None
+    """Log-spaced steps, as public checkpoint suites use (e.g. ``{ start = 1, count = 20 }``)."""
+    initial: bool = True
+    """Also keep the untrained network (step 0)."""
+
+
+class NetworkSpec(_Table):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    """Label in the store's ``network`` coordinate."""
+    kind: Literal["lm", "tagger"] = "lm"
+    """``lm``: the Ch. 6 2-layer LSTM LM; ``tagger``: the Ch. 4 one-layer LSTM tagger."""
+    seed: int | None = None
+    """Initialisation and dropout seed (default: experiment seed + position of the entry)."""
+    tagset: Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos"] | None = None
+    """Tag set of a tagger: CoNLL-U UPOS/XPOS, document 'topic', or spaCy silver tags."""
+    mode: Literal["tag_predictor", "input_tagger"] = "tag_predictor"
+    """Predict the tag of the next word (tag predictor) or of the word just read (input tagger)."""
+    shuffled: bool = False
+    """Train on token-shuffled labels (Zhang et al. 2016), the lower bound of the thesis."""
+
+    @model_validator(mode="after")
+    def _check(self) -> NetworkSpec:
+        if self.kind == "tagger" and self.tagset is None:
+            raise ValueError("a tagger needs a tagset (upos, xpos, topic, spacy_upos, spacy_xpos)")
+        if self.kind == "lm" and (self.tagset is not None or self.shuffled):
+            raise ValueError("tagset and shuffled apply to taggers only")
+        return self
+
+
+class _Measure(_Table):
+    networks: list[str] = Field(default_factory=list)
+    """Networks measured (default: every language model)."""
+
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"kind"})
+
+
+class SVCCA(_Measure):
+    """SVCCA, PWCCA and linear CKA of layer activations on the analysis tokens (Ch. 4 Figs. 3-5, 8-11)."""
+
+    kind: Literal["svcca"]
+    compare: Literal["final", "seed", "layers", "tagger"] = "final"
+    """``final``: each checkpoint vs the network's last one; ``seed``: vs ``reference`` (another LM
+    with another seed) at the same checkpoint; ``layers``: every layer vs every layer at each
+    checkpoint; ``tagger``: each LM layer vs the ``reference`` tagger's LSTM layer."""
+    reference: list[str] = Field(default_factory=list)
+    """Networks compared with (``seed``: one other LM; ``tagger``: the taggers)."""
+    layers: list[Layer] = Field(default_factory=lambda: list(LAYERS))
+    keep_variance: float = Field(0.99, gt=0, le=1)
+    """Variance kept by the SVD step (Raghu et al.: 0.99)."""
+
+
+class Sparsity(_Measure):
+    """Sparsity chi = ||v||_2/||v||_1 of activations and gradients, per word (Ch. 6 Figs. 2-4)."""
+
+    kind: Literal["sparsity"]
+    layers: list[Layer] = Field(default_factory=lambda: [*LAYERS, "logits"])
+    frequent_words: int = Field(50, ge=1)
+    """Words (most frequent in training) kept in the word x checkpoint matrix (Fig. 2)."""
+    min_count: int = Field(1, ge=1)
+    """Words seen fewer times in training do not enter the frequency correlations."""
+
+
+class Diagnostic(_Measure):
+    """Diagnostic classifiers (ReLU + softmax) per checkpoint and layer (Ch. 4 Figs. 6-7)."""
+
+    kind: Literal["diagnostic"]
+    tagsets: list[Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos"]] = Field(default_factory=lambda: ["upos"])
+    layers: list[Layer] = Field(default_factory=lambda: list(LAYERS))
+    epochs: int = Field(30, ge=1)
+    lr: float = Field(1e-3, gt=0)
+
+
+class LossChange(_Measure):
+    """Loss change allocation per layer between consecutive checkpoints (Sec. 6.1.1.1)."""
+
+    kind: Literal["lca"]
+    rule: Literal["first_order", "trapezoid", "simpson"] = "simpson"
+    """Gradient average along the straight path between checkpoints (Lan et al. use RK4 ~ Simpson)."""
+
+
+Measure = Annotated[Union[SVCCA, Sparsity, Diagnostic, LossChange], Field(discriminator="kind")]
+MEASURE_TYPES = {"svcca": SVCCA, "sparsity": Sparsity, "diagnostic": Diagnostic, "lca": LossChange}
+
+
+class TrainingStudy(_Table):
+    experiment: Experiment
+    corpus: CorpusSpec
+    training: TrainingSpec = TrainingSpec()
+    checkpoints: CheckpointSpec = CheckpointSpec()
+    network: list[NetworkSpec] = Field(min_length=1)
+    measure: list[Measure] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingStudy:
+        names = [n.name for n in self.network]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"network names must be unique; repeated: {dupes}")
+        known = set(names)
+        seen = [(m.kind, getattr(m, "compare", None)) for m in self.measure]
+        dupes = sorted({f"{k}{' ' + c if c else ''}" for k, c in seen if seen.count((k, c)) > 1})
+        if dupes:
+            raise ValueError(f"each measure (and svcca compare mode) may appear once; repeated: {dupes}")
+        for i, m in enumerate(self.measure):
+            bad = [n for n in m.networks + getattr(m, "reference", []) if n not in known]
+            if bad:
+                raise ValueError(f"measure #{i + 1} ({m.kind}) names unknown networks {bad}; networks: {names}")
+            for n in self.measured(m):
+                if self.net(n).kind != "lm":
+                    raise ValueError(f"measure #{i + 1} ({m.kind}) measures language models; {n} is a tagger")
+            if isinstance(m, SVCCA):
+                if m.compare in ("seed", "tagger") and not m.reference:
+                    raise ValueError(f"measure #{i + 1} (svcca, compare = {m.compare!r}) needs reference networks")
+                want = "lm" if m.compare == "seed" else "tagger"
+                wrong = [r for r in m.reference if self.net(r).kind != want]
+                if m.compare in ("seed", "tagger") and wrong:
+                    raise ValueError(f"measure #{i + 1} (svcca, compare = {m.compare!r}): references must be "
+                                     f"{'language models' if want == 'lm' else 'taggers'}; not {wrong}")
+            for layer in getattr(m, "layers", []):
+                if layer.startswith("lstm") and int(layer[4:]) > self.training.num_layers:
+                    raise ValueError(f"measure #{i + 1} ({m.kind}): layer {layer} but training.num_layers = "
+                                     f"{self.training.num_layers}")
+        if not (self.checkpoints.every_epoch or self.checkpoints.steps or self.checkpoints.log_spaced):
+            raise ValueError("[checkpoints]: the schedule keeps no checkpoint besides the initial one; set "
+                             "every_epoch, steps or log_spaced")
+        if abs(sum(self.corpus.split) - 1.0) > 1e-6:
+            raise ValueError("[corpus] split must sum to 1")
+        return self
+
+    def net(self, name: str) -> NetworkSpec:
+        return next(n for n in self.network if n.name == name)
+
+    def measured(self, m: Any) -> list[str]:
+        return list(m.networks) or [n.name for n in self.network if n.kind == "lm"]
+
+    def network_seed(self, index: int) -> int:
+        n = self.network[index]
+        return n.seed if n.seed is not None else self.experiment.seed + index
+
+    def tagsets(self) -> list[str]:
+        """Tag sets the study needs (taggers, probes, the open/closed split of sparsity)."""
+        out = {n.tagset for n in self.network if n.tagset}
+        for m in self.measure:
+            out |= set(getattr(m, "tagsets", []))
+        return [t for t in TAGSETS if t in out]
+
+    def store_path(self) -> Path:
+        return Path(self.experiment.store or f"store/{self.experiment.name}.zarr")
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def is_training_spec(path: str | Path) -> bool:
+    """True when the TOML file has a ``[training]`` table (how ``runner`` dispatches)."""
+    try:
+        return "training" in tomli.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomli.TOMLDecodeError):
+        return False
+
+
+def load_training_spec(path: str | Path) -> TrainingStudy:
+    """Read, parse and validate a training spec; raise :class:`SpecError` listing every problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(path, [f"{path}: no such spec file"])
+    raw = path.read_bytes()
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(path, [f"{path}: larger than {MAX_SPEC_BYTES} bytes; is this a spec?"])
+    text = raw.decode("utf-8")
+    try:
+        data = tomli.loads(text)
+    except tomli.TOMLDecodeError as err:
+        raise SpecError(path, [f"{path}:{err.lineno}:{err.colno}: invalid TOML: {err.msg}"]) from None
+    if "dynamics" in data:
+        raise SpecError(path, [f"{path}:{_locate(text, ('dynamics',))}: [dynamics]: a training spec has no "
+                               "[dynamics] table (depth dynamics and training are separate specs)"])
+    try:
+        study = TrainingStudy.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(path, [_describe(path, text, data, e) for e in err.errors()]) from None
+    problems = _check_sources(study, path, text)
+    if problems:
+        raise SpecError(path, problems)
+    return study
+
+
+def _check_sources(study: TrainingStudy, path: Path, text: str) -> list[str]:
+    src = study.corpus.source
+    line = _locate(text, ("corpus", "source"))
+    if src.startswith("hf:") or src == "builtin:pydoc-topics":
+        pass
+    elif src.startswith("builtin:"):
+        return [f"{path}:{line}: [corpus] source: unknown builtin {src!r}; known: builtin:pydoc-topics"]
+    else:
+        local = (path.parent / src) if not Path(src).is_absolute() and not Path(src).exists() else Path(src)
+        if not local.is_file():
+            return [f"{path}:{line}: [corpus] source: no such file {src}"]
+        if local.suffix not in (".conllu", ".txt"):
+            return [f"{path}:{line}: [corpus] source: local corpora are .conllu or .txt files, not {local.suffix!r}"]
+    conllu = src.endswith(".conllu")
+    for t in study.tagsets():
+        if t in ("upos", "xpos") and not conllu:
+            return [f"{path}:{line}: [corpus] source: tag set {t!r} needs a .conllu corpus; use spacy_{t} for "
+                    "silver tags from spaCy, or 'topic'"]
+        if t == "topic" and not (conllu or src.startswith("hf:")):
+            return [f"{path}:{line}: [corpus] source: tag set 'topic' needs documents (.conllu with # newdoc, or "
+                    "wikitext articles)"]
+        if t.startswith("spacy_"):
+            try:
+                import spacy  # noqa: F401
+            except ImportError:
+                return [f"{path}:{line}: [corpus] source: tag set {t!r} needs spaCy: pip install spacy && "
+                        "python -m spacy download en_core_web_sm"]
+    return []
+
+
+# --------------------------------------------------------------------------- error messages
+
+_TABLES = {"experiment": Experiment, "corpus": CorpusSpec, "training": TrainingSpec, "checkpoints": CheckpointSpec,
+           "network": NetworkSpec}
+_ARRAYS = ("network", "measure")
+
+
+def _describe(path: Path, text: str, data: dict, error: dict) -> str:
+    loc = list(error["loc"])
+    if len(loc) >= 3 and loc[0] == "measure" and isinstance(loc[2], str) and loc[2] in MEASURE_TYPES:
+        del loc[2]
+    line = _locate(text, tuple(loc))
+    is_array = len(loc) >= 2 and loc[0] in _ARRAYS and isinstance(loc[1], int)
+    if not loc:
+        where = "(top level)"
+    elif is_array:
+        entry = data.get(loc[0], [])[loc[1]] if isinstance(data.get(loc[0]), list) else {}
+        label = (entry.get("name") or entry.get("kind")) if isinstance(entry, dict) else None
+        where = f"[[{loc[0]}]] #{loc[1] + 1}" + (f" ({label})" if label else "")
+    elif loc[0] in _ARRAYS:
+        where = f"[[{loc[0]}]]"
+    else:
+        where = f"[{loc[0]}]" if len(loc) > 1 or loc[0] in TrainingStudy.model_fields else "(top level)"
+    key = ".".join(str(p) for p in loc[2 if is_array else 1:])
+    msg = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        msg = "unknown key" + _suggest(loc, data)
+    elif error["type"] == "missing":
+        msg = "required key is missing"
+    return f"{path}:{line}: {where}{' ' + key if key else ''}: {msg}"
+
+
+def _suggest(loc: list, data: dict) -> str:
+    if len(loc) == 1:
+        fields = TrainingStudy.model_fields
+    elif loc[0] == "measure" and isinstance(loc[1], int):
+        kind = data["measure"][loc[1]].get("kind")
+        fields = MEASURE_TYPES[kind].model_fields if kind in MEASURE_TYPES else {}
+    else:
+        fields = _TABLES[loc[0]].model_fields if loc[0] in _TABLES else {}
+    close = difflib.get_close_matches(str(loc[-1]), list(fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(fields)})"

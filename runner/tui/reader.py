@@ -1,0 +1,253 @@
+"""What the monitor reads, incrementally: the event log (new bytes only) and the store's summaries.
+
+:class:`StoreWatcher` keeps an :class:`~runner.events.EventReader` (a byte offset into
+``events.jsonl``), the events read so far, and the store's completion records; ``poll()`` reads only
+the bytes appended since the last call and says whether the status changed and whether the store
+holds new results (a segment crossed, a task done, a run finished): only then does the app re-read the
+store's variables (:func:`read_summaries`, run in a thread worker).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from runner.events import EventReader
+from runner.status import fold_status, store_of
+from runner.store import read_tasks, runner_dir
+
+# Time-series summaries the plots offer, in the order `v` cycles through them.
+SERIES = ("lyapunov_per_step", "effective_dimension", "deviation", "chaos_length")
+LOG_SCALE = {"deviation"}
+HISTOGRAM = {"chaos_length"}
+
+
+@dataclass
+class Poll:
+    changed: bool
+    """New events were read (the task table needs a refresh)."""
+    new_results: bool
+    """The store may hold new values (re-read the plotted variables)."""
+
+
+class StoreWatcher:
+    def __init__(self, target: Path):
+        self.target = Path(target)
+        self.path = store_of(self.target)
+        self.reader = EventReader(runner_dir(self.path) / "events.jsonl")
+        self.events: list[dict] = []
+        self.records: dict[str, dict] = {}
+        self._segments: dict = {}
+        self._first = True
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / "zarr.json").exists()
+
+    def poll(self) -> Poll:
+        new = self.reader.read_new()
+        new_results = self._first and self.exists
+        if self._first or any(e["event"] in ("task_done", "run_finished", "run_started") for e in new):
+            self.records = read_tasks(self.path)
+        self._first = False
+        for e in new:
+            if e["event"] in ("task_done", "task_failed", "run_finished"):
+                new_results = True
+            elif e["event"] == "progress":
+                key = (e.get("run"), e.get("network"))
+                seg = int(e.get("step", 0)) // max(self.segment, 1)
+                if self._segments.get(key) != seg:
+                    self._segments[key] = seg
+                    new_results = True
+        self.events.extend(new)
+        return Poll(changed=bool(new), new_results=new_results)
+
+    @property
+    def segment(self) -> int:
+        """Steps per durable write (the store's chunk length along time), read once from its metadata."""
+        if getattr(self, "_segment", None) is None:
+            self._segment = _segment_of(self.path)
+        return self._segment or 1
+
+    def status(self) -> dict:
+        if not self.exists and not runner_dir(self.path).exists():
+            return {"store": str(self.path), "state": "absent", "tasks": [],
+                    "message": "no store yet: waiting for `runner apply`"}
+        return fold_status(self.path, self.events, self.records)
+
+    def written_upto(self) -> int | None:
+        """The last step the store can hold values for, when a first pass is still under way (else None:
+        read everything). Bounds what a read of a long, young run costs."""
+        runs = [e for e in self.events if e["event"] == "run_started"]
+        if not runs or any(r.get("kind") == "iterate" for r in self.records.values()):
+            return None
+        run = runs[-1]["run"]
+        steps = 0
+        for e in self.events:
+            if e.get("run") != run:
+                continue
+            if e["event"] in ("task_done", "run_finished"):
+                return None
+            if e["event"] == "progress":
+                steps = max(steps, int(e.get("step", 0)))
+        return steps
+
+    def run_started(self) -> float | None:
+        runs = [e["ts"] for e in self.events if e["event"] == "run_started"]
+        return runs[-1] if runs else None
+
+
+def _segment_of(path: Path) -> int | None:
+    """Chunk length along a time axis times its stride: the steps one durable write covers."""
+    try:
+        import zarr
+
+        g = zarr.open_group(path, mode="r", use_consolidated=False)
+        for name in ("deviation", "lyapunov_per_step", "effective_dimension"):
+            if name in g:
+                arr = g[name]
+                dim = arr.metadata.dimension_names[-1]
+                steps = np.asarray(g[dim][:2])
+                stride = int(steps[1] - steps[0]) if steps.size > 1 else 1
+                return int(arr.chunks[-1]) * stride
+    except Exception:
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------- store contents
+
+
+@dataclass
+class Series:
+    """One variable summarised over samples, per network, with the store's own labels."""
+
+    name: str
+    long_name: str
+    units: str
+    x_label: str
+    networks: list[str]
+    x: np.ndarray | None = None
+    mean: dict[int, np.ndarray] = field(default_factory=dict)
+    lo: dict[int, np.ndarray] = field(default_factory=dict)
+    hi: dict[int, np.ndarray] = field(default_factory=dict)
+    spread: str = ""
+    values: dict[int, np.ndarray] = field(default_factory=dict)
+    """Per-network values for histograms (no NaN / no -1)."""
+
+    def has_data(self, net: int) -> bool:
+        if self.name in HISTOGRAM:
+            return net in self.values and self.values[net].size > 0
+        return net in self.mean and bool(np.isfinite(self.mean[net]).any())
+
+
+@dataclass
+class StoreData:
+    path: str
+    dims: dict[str, int]
+    variables: list[tuple[str, tuple[str, ...], str, str, str]]
+    """(name, dims, dtype, long_name, units)"""
+    attrs: dict[str, str]
+    networks: list[str]
+    series: dict[str, Series]
+
+
+def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) -> StoreData | None:
+    """Open the store (no locks, not consolidated) and summarise the plotted variables over samples.
+
+    Values not yet written are NaN (fill) or -1 for integer results: they are skipped. ``upto`` (a
+    step) limits the read to the steps written so far; at most ``max_points`` steps are read along
+    time (evenly strided: a terminal plot has fewer columns than that).
+    """
+    import xarray as xr
+
+    path = Path(path)
+    if not (path / "zarr.json").exists():
+        return None
+    with xr.open_zarr(path, consolidated=False) as ds:
+        labels = [str(v) for v in ds["network_label"].values] if "network_label" in ds.coords else \
+            [str(i) for i in range(ds.sizes.get("network", 0))]
+        variables = [(n, tuple(v.dims), str(v.dtype), str(v.attrs.get("long_name", "")), str(v.attrs.get("units", "")))
+                     for n, v in ds.data_vars.items()]
+        series = {}
+        for name in SERIES:
+            if name in ds.data_vars:
+                series[name] = _summarise(_thin(ds[name], upto, max_points), labels)
+        attrs = {k: str(v) for k, v in ds.attrs.items()}
+        dims = dict(ds.sizes)
+    return StoreData(str(path), dims, sorted(variables), attrs, labels, series)
+
+
+def _thin(var, upto: int | None, max_points: int):
+    if var.ndim < 2 or not var.dims[-1].endswith("_step"):
+        return var
+    tdim = var.dims[-1]
+    if upto is not None:
+        var = var.sel({tdim: slice(None, upto)})
+    n = var.sizes[tdim]
+    if n > max_points:
+        var = var.isel({tdim: slice(None, None, -(-n // max_points))})
+    return var
+
+
+def _summarise(var, labels: list[str]) -> Series:
+    attrs = var.attrs
+    s = Series(var.name, str(attrs.get("long_name", var.name)), str(attrs.get("units", "")), "", labels)
+    data = np.asarray(var.values, dtype=np.float64)
+    if var.name in HISTOGRAM:
+        s.x_label = f"{attrs.get('long_name', var.name)} [{attrs.get('units', '')}]"
+        for i in range(data.shape[0]):
+            v = data[i][np.isfinite(data[i]) & (data[i] >= 0)]
+            s.values[i] = v
+        return s
+    tdim = var.dims[-1]
+    x = var[tdim]
+    s.x = np.asarray(x.values, dtype=np.float64)
+    s.x_label = f"{x.attrs.get('long_name', tdim)}"
+    if var.name in LOG_SCALE:  # plotted as log10 on a linear axis: readable tick labels
+        with np.errstate(all="ignore"):
+            data = np.log10(np.where(data > 0, data, np.nan))
+        s.units = f"log10, {s.units}" if s.units not in ("", "1") else "log10"
+    for i in range(data.shape[0]):
+        d = data[i]
+        if d.ndim == 1:  # one value per network and step (e.g. N_eff): no spread over samples
+            s.mean[i] = d
+            continue
+        with np.errstate(all="ignore"), _quiet():
+            if var.name in LOG_SCALE:  # spread of a log-scale quantity: quartiles
+                s.mean[i] = np.nanmedian(d, axis=0)
+                s.lo[i] = np.nanpercentile(d, 25, axis=0)
+                s.hi[i] = np.nanpercentile(d, 75, axis=0)
+                s.spread = "median, quartiles"
+            else:
+                m, sd = np.nanmean(d, axis=0), np.nanstd(d, axis=0)
+                s.mean[i], s.lo[i], s.hi[i] = m, m - sd, m + sd
+                s.spread = "mean ± std"
+    return s
+
+
+class _quiet:
+    def __enter__(self):
+        import warnings
+
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+
+    def __exit__(self, *exc):
+        self._w.__exit__(*exc)
+
+
+def provenance(attrs: dict[str, str]) -> dict[str, object]:
+    """Root attrs a run writes: spec text, package versions, device, git commit."""
+    try:
+        versions = json.loads(attrs.get("runner_package_versions", "{}"))
+    except ValueError:
+        versions = {}
+    return {"spec": attrs.get("runner_spec_toml", ""), "spec_sha256": attrs.get("runner_spec_sha256", ""),
+            "versions": versions, "device": attrs.get("runner_device", "?"),
+            "git": attrs.get("runner_git_commit", "?") + (" (dirty)" if attrs.get("runner_git_dirty") == "true" else ""),
+            "updated": attrs.get("runner_updated_utc", "?")}

@@ -1,0 +1,72 @@
+"""A plot of one variable summarised over samples, per network (textual-plotext).
+
+Only prepared arrays reach it (:class:`runner.tui.reader.Series`): drawing re-runs on every resize,
+reading the store happens in a worker. NaN (not yet written) is skipped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from textual_plotext import PlotextPlot
+
+from runner.tui.reader import HISTOGRAM, Series
+
+COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "gray")
+
+
+class SummaryPlot(PlotextPlot):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.series: Series | None = None
+        self.network: int | None = None  # None: all networks
+        self.note = ""
+
+    def on_mount(self) -> None:
+        self.draw()
+
+    def show(self, series: Series | None, network: int | None, note: str = "") -> None:
+        self.series, self.network, self.note = series, network, note
+        self.draw()
+
+    def draw(self) -> None:
+        plt = self.plt
+        plt.clear_figure()
+        s = self.series
+        if s is None:
+            plt.title(self.note or "no data yet")
+            self.refresh()
+            return
+        nets = range(len(s.networks)) if self.network is None else [self.network]
+        band = self.network is not None
+        drawn = 0
+        if s.name in HISTOGRAM:
+            for i in nets:
+                if s.has_data(i):
+                    plt.hist(s.values[i].tolist(), bins=20, label=s.networks[i], color=COLORS[i % len(COLORS)])
+                    drawn += 1
+            plt.xlabel(s.x_label)
+            plt.ylabel("samples")
+            title = f"{s.long_name} [{s.units}], histogram over samples"
+        else:
+            for i in nets:
+                if not s.has_data(i):
+                    continue
+                color = COLORS[i % len(COLORS)]
+                m = s.mean[i]
+                ok = np.isfinite(m)
+                x = s.x[ok].tolist()
+                if band and i in s.lo:
+                    for edge in (s.lo[i], s.hi[i]):
+                        e_ok = ok & np.isfinite(edge)
+                        plt.plot(s.x[e_ok].tolist(), edge[e_ok].tolist(), color=color, marker="dot")
+                plt.plot(x, m[ok].tolist(), color=color, marker="braille", label=s.networks[i])
+                drawn += 1
+            plt.xlabel(s.x_label)
+            plt.ylabel(s.units)
+            title = f"{s.long_name} [{s.units}]"
+            if s.spread:
+                title += f", {s.spread} over samples" if band else f", {s.spread.split(',')[0]} over samples"
+        if not drawn:
+            title += ": no values yet"
+        plt.title(title)
+        self.refresh()

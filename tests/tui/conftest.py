@@ -1,0 +1,174 @@
+"""Real stores written by real tiny runs of ``runner apply`` (map:tanh, seconds on a CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TINY = """\
+[experiment]
+name = "{name}"
+description = "monitor test"
+seed = 0
+
+[[model]]
+name = "chaotic"
+source = "map:tanh"
+params = {{ g = 2.0, n = 16 }}
+
+[[model]]
+name = "calm"
+source = "map:tanh"
+params = {{ g = 0.5, n = 16 }}
+
+[input]
+samples = 8
+
+[dynamics]
+steps = {steps}
+checkpoint_every = {every}
+
+[[measure]]
+kind = "token_deviation"
+
+[[measure]]
+kind = "lyapunov"
+tau = 1
+
+[[measure]]
+kind = "transient_chaos"
+
+[[measure]]
+kind = "effective_dimension"
+"""
+
+FROZEN = 1_800_000_000.0
+
+
+def write_spec(root: Path, name: str, steps: int = 200, every: int = 50) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    spec = root / f"{name}.toml"
+    spec.write_text(TINY.format(name=name, steps=steps, every=every))
+    return spec
+
+
+def apply_cmd(spec: Path) -> list[str]:
+    return [sys.executable, "-m", "runner.cli", "apply", spec.name, "--quiet"]
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory) -> Path:
+    """A finished store: ``<root>/store/tiny.zarr``, from ``runner apply`` in a subprocess."""
+    root = tmp_path_factory.mktemp("tiny")
+    spec = write_spec(root, "tiny")
+    subprocess.run(apply_cmd(spec), cwd=root, check=True, env=env(), capture_output=True, timeout=120)
+    return root
+
+
+def normalise(root: Path, name: str = "tiny") -> None:
+    """Fixed timestamps, durations and device: for deterministic snapshots."""
+    import zarr
+
+    store = root / "store" / f"{name}.zarr"
+    log = root / "store" / f"{name}.runner" / "events.jsonl"
+    lines = []
+    for i, line in enumerate(log.read_text().splitlines()):
+        e = json.loads(line)
+        e["ts"] = FROZEN - 100 + i
+        if "device" in e:
+            e["device"] = "cpu"
+        if "steps_per_s" in e:
+            e["steps_per_s"] = 1000.0
+        if "seconds" in e:
+            e["seconds"] = 1.5
+        lines.append(json.dumps(e))
+    log.write_text("\n".join(lines) + "\n")
+    g = zarr.open_group(store, mode="r+", use_consolidated=False)
+    records = json.loads(g.attrs["runner_tasks"])
+    for rec in records.values():
+        rec["seconds"] = 1.5 if rec.get("kind") == "iterate" else 0.01
+    g.attrs["runner_tasks"] = json.dumps(records)
+
+
+def copy_store(src: Path, dst: Path, name: str = "tiny") -> Path:
+    (dst / "store").mkdir(parents=True, exist_ok=True)
+    for suffix in (".zarr", ".runner"):
+        shutil.copytree(src / "store" / f"{name}{suffix}", dst / "store" / f"{name}{suffix}")
+    return dst
+
+
+@pytest.fixture
+def done_root(tiny_root, tmp_path) -> Path:
+    return copy_store(tiny_root, tmp_path)
+
+
+@pytest.fixture
+def failed_root(tiny_root, tmp_path) -> Path:
+    """The tiny store as a run that failed on network 1 ("calm") leaves it: its records gone, a
+    ``task_failed`` event with the error in the log."""
+    import zarr
+
+    root = copy_store(tiny_root, tmp_path)
+    store = root / "store" / "tiny.zarr"
+    g = zarr.open_group(store, mode="r+", use_consolidated=False)
+    records = json.loads(g.attrs["runner_tasks"])
+    kept = {k: v for k, v in records.items() if v.get("network") != 1}
+    g.attrs["runner_tasks"] = json.dumps(kept)
+    log = root / "store" / "tiny.runner" / "events.jsonl"
+    started = next(json.loads(x) for x in log.read_text().splitlines() if '"run_started"' in x)
+    ids = [t["id"] for t in started["tasks"] if t["network"] == 1 and t["kind"] == "iterate"]
+    run = dict(started, run="f41led00", pid=os.getpid(), ts=FROZEN - 10,
+               tasks=[dict(t, state="done" if t["id"] in kept else "pending") for t in started["tasks"]])
+    base = {"run": "f41led00", "pid": os.getpid(), "network": 1}
+    new = [run,
+           {**base, "ts": FROZEN - 9, "event": "task_started", "task": ids, "total_steps": 200},
+           {**base, "ts": FROZEN - 8, "event": "progress", "task": ids, "step": 120, "total_steps": 200,
+            "steps_per_s": 60.0},
+           {**base, "ts": FROZEN - 7, "event": "task_failed", "task": ids,
+            "error": "FloatingPointError: state diverged at step 121 (test)"},
+           {**base, "ts": FROZEN - 6, "event": "run_finished", "status": "failed", "seconds": 4.0}]
+    with open(log, "a") as f:
+        for e in new:
+            f.write(json.dumps(e) + "\n")
+    return root
+
+
+@pytest.fixture
+def live_run(tmp_path):
+    """``runner apply`` of a long map run, still going in another process; SIGINT + wait at the end."""
+    spec = write_spec(tmp_path, "live", steps=400_000, every=500)
+    proc = subprocess.Popen(apply_cmd(spec), cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    log = tmp_path / "store" / "live.runner" / "events.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if log.exists() and '"progress"' in log.read_text():
+            break
+        if proc.poll() is not None:
+            raise AssertionError(f"apply exited early: {proc.stderr.read().decode()}")
+        time.sleep(0.1)
+    try:
+        yield tmp_path, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stderr.close()

@@ -1,0 +1,255 @@
+"""The monitor driven headless (``App.run_test``) against stores written by real ``runner apply`` runs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from runner.events import EventReader
+from runner.status import fold_status, load_status
+from runner.tui import app as app_module
+from runner.tui.app import HelpScreen, MonitorApp
+from runner.tui.reader import StoreWatcher, read_summaries
+from runner.tui.state import RunState, fmt_duration
+from runner.tui.widgets import StoreDetails, SummaryPlot, TaskDetail, TaskTable
+
+from .conftest import FROZEN
+
+
+async def settle(pilot, cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        await pilot.pause(0.05)
+
+
+def loaded(app):
+    return lambda: app.run_state is not None and app.data is not None and not app._reading
+
+
+def table_states(app) -> dict[str, str]:
+    return {t.id: t.state for t in app.run_state.tasks}
+
+
+def static_text(widget) -> str:
+    return str(widget.render())
+
+
+# ---------------------------------------------------------------------- no Textual: state and reader
+
+
+def test_state_matches_runner_status(tiny_root, monkeypatch):
+    monkeypatch.chdir(tiny_root)
+    w = StoreWatcher("store/tiny.zarr")
+    w.poll()
+    rs = RunState.build(w.status(), time.time(), w.run_started())
+    status = load_status("store/tiny.zarr")
+    assert [(t.id, t.state) for t in rs.tasks] == [(t["id"], t["state"]) for t in status["tasks"]]
+    assert rs.state == status["state"] == "done" and rs.fraction == 1.0
+    assert len(rs.tasks) == 8 and rs.summary_line() == "8/8 done"
+
+
+def test_watcher_reads_only_new_bytes_and_holds_partial_lines(tiny_root, tmp_path):
+    log = tmp_path / "events.jsonl"
+    log.write_text(json.dumps({"ts": 1, "event": "run_started", "run": "r", "tasks": []}) + "\n" + '{"ts": 2, "ev')
+    r = EventReader(log)
+    assert [e["event"] for e in r.read_new()] == ["run_started"]
+    with open(log, "a") as f:
+        f.write('ent": "run_finished", "run": "r", "status": "done"}\n')
+    assert [e["event"] for e in r.read_new()] == ["run_finished"]
+    assert r.read_new() == [] and r.offset == log.stat().st_size
+
+
+def test_watcher_asks_for_a_reread_only_on_new_results(done_root, monkeypatch):
+    monkeypatch.chdir(done_root)
+    w = StoreWatcher("store/tiny.zarr")
+    assert w.poll().new_results  # first look
+    assert w.segment == 50
+    quiet = w.poll()
+    assert not quiet.changed and not quiet.new_results
+    log = done_root / "store" / "tiny.runner" / "events.jsonl"
+    base = {"run": "x", "pid": 1, "network": 0, "task": ["a"], "total_steps": 200}
+    with open(log, "a") as f:
+        f.write(json.dumps({**base, "ts": 1, "event": "progress", "step": 10}) + "\n")
+    assert w.poll().new_results  # a new segment (0)
+    with open(log, "a") as f:
+        f.write(json.dumps({**base, "ts": 2, "event": "progress", "step": 20}) + "\n")
+    p = w.poll()
+    assert p.changed and not p.new_results  # same segment: nothing new in the store
+    with open(log, "a") as f:
+        f.write(json.dumps({**base, "ts": 3, "event": "progress", "step": 60}) + "\n")
+    assert w.poll().new_results
+
+
+def test_summaries_use_store_labels_and_skip_nan(tiny_root):
+    data = read_summaries(tiny_root / "store" / "tiny.zarr")
+    assert data.networks == ["chaotic", "calm"]
+    lam = data.series["lyapunov_per_step"]
+    assert lam.long_name == "local Lyapunov exponent per step" and lam.units == "1/step"
+    assert lam.mean[0][:-1].mean() > 0 > lam.mean[1][:-1].mean()  # g = 2 chaotic, g = 0.5 contracting
+    assert data.series["chaos_length"].values[0].size == 8
+    assert data.series["deviation"].units.startswith("log10")
+    assert "runner_spec_toml" in data.attrs
+
+
+def test_fmt_duration():
+    assert [fmt_duration(x) for x in (None, 0.44, 12, 185, 3725)] == ["-", "0.4s", "12s", "3m05s", "1h02m"]
+
+
+# ---------------------------------------------------------------------- the app
+
+
+async def test_finished_store_table_plots_and_keys(done_root, monkeypatch):
+    monkeypatch.chdir(done_root)
+    app = MonitorApp("store/tiny.zarr", clock=lambda: FROZEN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, loaded(app))
+        table = app.query_one(TaskTable)
+        assert table.row_count == 8
+        assert set(table_states(app).values()) == {"done"}
+        header = static_text(app.query_one("#run-header"))
+        assert "done" in header and "100.0%" in header and "8/8 done" in header
+        # plots: variables and networks are a key away
+        assert app.variable == "lyapunov_per_step" and app.network is None
+        await pilot.press("2")
+        assert app.query_one("TabbedContent").active == "plots"
+        plot = app.query_one(SummaryPlot)
+        assert plot.series.name == "lyapunov_per_step"
+        await pilot.press("v")
+        assert app.variable == "effective_dimension" and plot.series.name == "effective_dimension"
+        await pilot.press("v", "v")
+        assert app.variable == "chaos_length"
+        await pilot.press("v")
+        assert app.variable == "lyapunov_per_step"
+        await pilot.press("V")
+        assert app.variable == "chaos_length"
+        await pilot.press("n")
+        assert app.network == 0 and plot.network == 0
+        assert "chaotic" in static_text(app.query_one("#plot-bar"))
+        await pilot.press("n")
+        assert app.network == 1
+        await pilot.press("n")
+        assert app.network is None
+        await pilot.press("N")
+        assert app.network == 1
+        await pilot.press("a")
+        assert app.network is None
+        # store details: dims, variables, provenance
+        await pilot.press("3")
+        details = static_text(app.query_one(StoreDetails).query_one("#details-text"))
+        for word in ("dimensions", "lyapunov_per_step", "local Lyapunov exponent per step", "provenance",
+                     "versions", "numpy", "[experiment]", "device"):
+            assert word in details
+        # help and theme
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        assert app.theme == "textual-dark"
+        await pilot.press("t")
+        assert app.theme == "textual-light"
+        await pilot.press("t")
+        assert app.theme == "textual-dark"
+        await pilot.press("1")
+        assert app.query_one("TabbedContent").active == "tasks"
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+async def test_monitor_from_spec_path(done_root, monkeypatch):
+    monkeypatch.chdir(done_root)
+    from .conftest import write_spec
+
+    write_spec(done_root, "tiny")
+    app = MonitorApp("tiny.toml")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, loaded(app))
+        assert app.watcher.path.as_posix() == "store/tiny.zarr"
+        assert app.run_state.state == "done"
+
+
+async def test_failed_task_shows_its_error(failed_root, monkeypatch):
+    monkeypatch.chdir(failed_root)
+    app = MonitorApp("store/tiny.zarr", clock=lambda: FROZEN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, loaded(app))
+        states = [t.state for t in app.run_state.tasks]
+        assert states.count("failed") == 3 and states.count("done") == 4 and states.count("pending") == 1
+        assert app.run_state.state == "failed"
+        assert "FloatingPointError" not in static_text(app.query_one(TaskDetail))
+        failed_row = next(i for i, t in enumerate(app.run_state.tasks) if t.state == "failed")
+        table = app.query_one(TaskTable)
+        for _ in range(failed_row):
+            await pilot.press("down")
+        await pilot.pause()
+        detail = static_text(app.query_one(TaskDetail))
+        assert "failed" in detail and "FloatingPointError: state diverged at step 121 (test)" in detail
+        assert table.selected_id() == app.run_state.tasks[failed_row].id
+        assert "failed" in static_text(app.query_one("#run-header"))
+
+
+async def test_live_run_in_another_process(live_run, monkeypatch):
+    root, proc = live_run
+    monkeypatch.chdir(root)
+    app = MonitorApp("store/live.zarr", poll_s=0.2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, lambda: app.run_state is not None and app.run_state.state == "running", 15)
+        running = [t for t in app.run_state.tasks if t.state == "running"]
+        assert running and all(0 < t.step < t.steps for t in running)
+        assert running[0].steps_per_s and running[0].eta_s is not None
+        assert 0 < app.run_state.fraction < 1 and app.run_state.eta_s is not None
+        assert "running" in static_text(app.query_one("#run-header"))
+        step = running[0].step
+        await settle(pilot, lambda: app.run_state.task(running[0].id).step > step, 10)
+        # the plot shows what the store holds so far (NaN beyond is skipped)
+        await settle(pilot, lambda: app.data is not None and app.data.series["lyapunov_per_step"].has_data(0), 15)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        await settle(pilot, lambda: app.run_state.state == "interrupted", 10)
+        assert any(t.state == "interrupted" for t in app.run_state.tasks)
+        await pilot.press("q")
+
+
+def test_apply_with_monitor_stops_apply_with_sigint(tmp_path, monkeypatch, capsys):
+    from .conftest import write_spec
+
+    write_spec(tmp_path, "live", steps=400_000, every=500)
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    def fake_run(self):  # the user watches until a task runs, then presses q
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            self.watcher.poll()
+            st = self.watcher.status()
+            if st["state"] == "running" and any(t.get("step") for t in st["tasks"]):
+                seen["running"] = True
+                break
+            time.sleep(0.1)
+
+    monkeypatch.setattr(MonitorApp, "run", fake_run)
+    code = app_module.run_apply_with_monitor(tmp_path / "live.toml")
+    assert seen.get("running") and code == 130
+    err = capsys.readouterr().err
+    assert "SIGINT" in err and "resume" in err
+    assert load_status(tmp_path / "store" / "live.zarr")["state"] == "interrupted"
+
+
+def test_fold_status_accepts_a_liveness_probe(done_root):
+    events = list(EventReader(done_root / "store" / "tiny.runner" / "events.jsonl").read_new())
+    started = [e for e in events if e["event"] not in ("run_finished", "task_done")]
+    st = fold_status(done_root / "store" / "tiny.zarr", started, {}, is_alive=lambda pid: True)
+    assert st["state"] == "running"
+    st = fold_status(done_root / "store" / "tiny.zarr", started, {}, is_alive=lambda pid: False)
+    assert st["state"] == "interrupted"
+
+
+@pytest.mark.parametrize("missing", ["store/nothing.zarr"])
+def test_run_monitor_rejects_a_missing_store(missing, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert app_module.run_monitor(missing) == 2
+    assert "no such store" in capsys.readouterr().err
