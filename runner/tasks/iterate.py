@@ -66,6 +66,7 @@ class IteratePass:
                  inputs: PassInputs, device: torch.device, checkpoint: Path):
         self.spec, self.layout, self.net, self.store = spec, layout, net, store
         self.tasks = {t.measure: t for t in tasks}
+        self.params = {k: t.params for k, t in self.tasks.items()}
         self.device, self.checkpoint = device, checkpoint
         self.S, self.T = spec.input.samples, spec.dynamics.steps
         self.lyap = spec.measures().get("lyapunov")
@@ -171,16 +172,18 @@ class IteratePass:
 
     def _record(self, t: int, z: torch.Tensor, state: dict, sync, bufs: dict, seg_start: int, model) -> None:
         x = z[: self.S]
-        finite = torch.isfinite(x).flatten(1).all(1)
-        d = state["diverged"]
-        state["diverged"] = torch.where((d < 0) & ~finite, t, d)
-        p = {k: task.params for k, task in self.tasks.items()}
+        p = self.params
         if sync is not None:
             D = token_deviation(x)
             sync.update(t, D)
             every = p["token_deviation"]["every"]
             if t % every == 0:
                 bufs["deviation"][:, t // every - seg_start // every] = D
+            finite = torch.isfinite(D)  # D is NaN or Inf exactly when the state holds one
+        else:
+            finite = torch.isfinite(x.flatten(1).sum(1))
+        d = state["diverged"]
+        state["diverged"] = torch.where((d < 0) & ~finite, t, d)
         if "effective_dimension" in p and t % p["effective_dimension"]["every"] == 0:
             every = p["effective_dimension"]["every"]
             bufs["effective_dimension"][t // every - seg_start // every] = effective_dimension(x)
