@@ -53,8 +53,8 @@ class ProgressView:
             overall = self._progress.tasks[self._overall]
             if overall.speed:
                 self._progress.update(self._overall, rate=f"{overall.speed:.1f}")
-        elif not self.quiet and step * 10 // bar["total"] > bar["reported"]:
-            bar["reported"] = step * 10 // bar["total"]
+        elif not self.quiet and step * 4 // bar["total"] > bar["reported"]:
+            bar["reported"] = step * 4 // bar["total"]
             self._say(f"  {bar['label']}: step {step}/{bar['total']} ({self.rate(key):.1f} steps/s)")
 
     def rate(self, key: int) -> float:

@@ -41,9 +41,9 @@ class CorpusSpec(_Table):
     """Column holding the text (``hf:`` sources)."""
     lowercase: bool = True
     """Lowercase every token (thesis: yes)."""
-    min_count: int = Field(1, ge=1)
+    min_count: int = Field(100, ge=1)
     """Words seen fewer times in the training split become ``<unk>`` (thesis: 100)."""
-    drop_rare_sentences: bool = False
+    drop_rare_sentences: bool = True
     """Drop sentences holding a word seen fewer than ``min_count`` times, before replacing (thesis: yes)."""
     split: tuple[float, float, float] = (0.7, 0.1, 0.2)
     """Train / validation / test fractions of the sentences (thesis: 70/10/20)."""
@@ -157,7 +157,7 @@ class Sparsity(_Measure):
     layers: list[Layer] = Field(default_factory=lambda: [*LAYERS, "logits"])
     frequent_words: int = Field(50, ge=1)
     """Words (most frequent in training) kept in the word x checkpoint matrix (Fig. 2)."""
-    min_count: int = Field(1, ge=1)
+    min_count: int = Field(100, ge=1)
     """Words seen fewer times in training do not enter the frequency correlations."""
 
 
