@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from runner.corpus import batchify, get_batch
+from runner.store import read_tasks
 from runner.training.apply import apply, prepare
 from runner.training.train import build_model, steps_per_epoch
 
@@ -75,12 +76,22 @@ def main() -> None:
         out = apply(p, device=args.device, quiet=True)
         t_runner = time.perf_counter() - t0
         assert not out.failed, out.failed
+        records = read_tasks(p.store_path)
+    t_measures = sum(r.get("seconds") or 0 for r in records.values() if r.get("kind") != "train")
     n_measures = sum(t.kind != "train" for t in p.plan.tasks)
+    n_checkpoints = len(p.plan.steps) * len(p.study.network)
     print(f"spec {args.spec}: {len(p.study.network)} networks, {p.study.training.epochs} epochs, "
           f"{len(p.plan.steps)} checkpoints each, {n_measures} measure tasks, device {device}")
     print(f"plain PyTorch loop : {t_plain:8.2f} s  {tokens / t_plain:12.0f} tokens/s")
     print(f"runner (with all)  : {t_runner:8.2f} s  {tokens / t_runner:12.0f} tokens/s")
     print(f"overhead           : {100 * (t_runner - t_plain) / t_plain:+.1f}% (checkpoints, validation, measures, store)")
+    t_train = t_runner - t_measures
+    print(f"  of which measures: {t_measures:8.2f} s ({t_measures / max(n_checkpoints, 1):.2f} s per checkpoint)")
+    print(f"  training alone   : {100 * (t_train - t_plain) / t_plain:+.1f}% (validation each epoch, checkpoint files, curves)")
+    for label, epoch_tokens in (("this corpus", p.corpus.train.numel()), ("thesis (227M tokens/epoch)", 227e6)):
+        per_epoch = epoch_tokens * len(p.study.network) / (tokens / t_plain)
+        share = t_measures / p.study.training.epochs / per_epoch
+        print(f"  measures at one checkpoint per epoch, {label}: {100 * share:.2f}% of training time")
 
 
 if __name__ == "__main__":
