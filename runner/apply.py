@@ -157,13 +157,18 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
         outcome.interrupted = True
         events.emit("run_finished", status="interrupted", seconds=round(time.monotonic() - t_run, 3))
     finally:
-        view.stop()
-        if store.group is not None:
-            store.set_attrs(runner_updated_utc=now())
-            store.consolidate()
-        events.close()
-        store.unlock()
+        close_run(store, events, view)
     return outcome
+
+
+def close_run(store: Store, events: EventLog, view: ProgressView) -> None:
+    """End an apply whatever happened: stop the bars, refresh the store's metadata, release the lock."""
+    view.stop()
+    if store.group is not None:
+        store.set_attrs(runner_updated_utc=now())
+        store.consolidate()
+    events.close()
+    store.unlock()
 
 
 def _passes_total(todo: list[Task], networks: list[Network]) -> list[Task]:

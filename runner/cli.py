@@ -149,30 +149,35 @@ def cmd_plan(args) -> int:
 
 def cmd_apply(args) -> int:
     if _training(args.spec):
-        from runner.training.cli import cmd_apply as apply_training
+        from runner.training.apply import apply, prepare
+    else:
+        from runner.apply import apply, prepare
 
-        return apply_training(args)
-    from runner.apply import apply, open_snippet, prepare
-
-    p = prepare(args.spec)
+    p = prepare(args.spec)  # every input error is reported here, before anything runs
     if args.monitor:
         from runner.tui.app import run_apply_with_monitor
 
         return run_apply_with_monitor(args.spec, device=args.device)
-    outcome = apply(p, device=args.device, quiet=args.quiet)
+    return report_outcome(apply(p, device=args.device, quiet=args.quiet), args.spec, p.store_path)
+
+
+def report_outcome(outcome, spec: Path, store_path: Path) -> int:
+    """Say what an apply did and return its exit code."""
+    from runner.apply import open_snippet
+
     if outcome.interrupted:
-        print(f"interrupted; finished work is kept in {p.store_path}; run `runner apply {args.spec}` to resume",
+        print(f"interrupted; finished work is kept in {store_path}; run `runner apply {spec}` to resume",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     if not outcome.ran and not outcome.failed:
-        print(f"nothing to do: all {outcome.skipped} tasks of {args.spec} are done in {p.store_path}")
+        print(f"nothing to do: all {outcome.skipped} tasks of {spec} are done in {store_path}")
         return EXIT_OK
-    print(f"ran {len(outcome.ran)} task(s), {outcome.skipped} already done; store: {p.store_path}")
+    print(f"ran {len(outcome.ran)} task(s), {outcome.skipped} already done; store: {store_path}")
     if outcome.failed:
         for tid, msg in outcome.failed.items():
             print(f"task {tid} failed: {msg}", file=sys.stderr)
         return EXIT_FAILED
-    print("open it with:\n" + open_snippet(p.store_path))
+    print("open it with:\n" + open_snippet(store_path))
     return EXIT_OK
 
 

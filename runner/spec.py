@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import tomli
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 MAX_SPEC_BYTES = 1 << 20
 Precision = Literal["fp32", "fp64", "tf32"]
@@ -277,9 +277,8 @@ MEASURE_TYPES = {t.model_fields["kind"].annotation.__args__[0]: t for t in Measu
 # --------------------------------------------------------------------------- loading
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read, parse and validate a spec; raise :class:`SpecError` listing every problem."""
-    path = Path(path)
+def read_toml(path: Path) -> tuple[str, dict]:
+    """The text and parsed tables of a spec file; :class:`SpecError` if it is missing, huge or not TOML."""
     if not path.is_file():
         raise SpecError(path, [f"{path}: no such spec file"])
     raw = path.read_bytes()
@@ -287,9 +286,15 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(path, [f"{path}: larger than {MAX_SPEC_BYTES} bytes; is this a spec?"])
     text = raw.decode("utf-8")
     try:
-        data = tomli.loads(text)
+        return text, tomli.loads(text)
     except tomli.TOMLDecodeError as err:
         raise SpecError(path, [f"{path}:{err.lineno}:{err.colno}: invalid TOML: {err.msg}"]) from None
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read, parse and validate a spec; raise :class:`SpecError` listing every problem."""
+    path = Path(path)
+    text, data = read_toml(path)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as err:

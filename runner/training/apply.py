@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from runner.apply import close_run
 from runner.events import EventLog
 from runner.progress import ProgressView
 from runner.provenance import now, provenance_attrs
@@ -243,12 +244,7 @@ def apply(p: Prepared, device: str | None = None, quiet: bool = False) -> Outcom
         outcome.interrupted = True
         events.emit("run_finished", status="interrupted", seconds=round(time.monotonic() - t_run, 3))
     finally:
-        view.stop()
-        if store.group is not None:
-            store.set_attrs(runner_updated_utc=now())
-            store.consolidate()
-        events.close()
-        store.unlock()
+        close_run(store, events, view)
     return outcome
 
 

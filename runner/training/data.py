@@ -12,7 +12,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 from runner.corpus import (

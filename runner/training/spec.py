@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union
 import tomli
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from runner.spec import MAX_SPEC_BYTES, Experiment, SpecError, _locate
+from runner.spec import Experiment, SpecError, _locate, read_toml
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 Layer = Literal["embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits"]
@@ -269,16 +269,7 @@ def is_training_spec(path: str | Path) -> bool:
 def load_training_spec(path: str | Path) -> TrainingStudy:
     """Read, parse and validate a training spec; raise :class:`SpecError` listing every problem."""
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(path, [f"{path}: no such spec file"])
-    raw = path.read_bytes()
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(path, [f"{path}: larger than {MAX_SPEC_BYTES} bytes; is this a spec?"])
-    text = raw.decode("utf-8")
-    try:
-        data = tomli.loads(text)
-    except tomli.TOMLDecodeError as err:
-        raise SpecError(path, [f"{path}:{err.lineno}:{err.colno}: invalid TOML: {err.msg}"]) from None
+    text, data = read_toml(path)
     if "dynamics" in data:
         raise SpecError(path, [f"{path}:{_locate(text, ('dynamics',))}: [dynamics]: a training spec has no "
                                "[dynamics] table (depth dynamics and training are separate specs)"])

@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from runner.tui.reader import SERIES, StoreData, StoreWatcher, read_summaries
 from runner.tui.state import RunState
-from runner.tui.widgets import RunHeader, StoreDetails, SummaryPlot, TaskDetail, TaskTable
+from runner.tui.widgets import RunHeader, StoreDetails, SummaryPlot, TaskDetail, TaskTable, TrainingPlot
 
 HELP = """\
 [b]runner monitor[/b]: a store's tasks, live plots and provenance (read only).
@@ -35,9 +35,11 @@ HELP = """\
   [b]1[/b]      tasks: state, progress, steps/s, elapsed, ETA of every task
   [b]↑ ↓[/b]    select a task; a failed task shows its error below the table
   [b]2[/b]      plots: a variable summarised over samples, per network
-  [b]v[/b] [b]V[/b]    next / previous variable (λ per step, N_eff, D(t), chaos length)
+  [b]v[/b] [b]V[/b]    next / previous variable (λ per step, N_eff, D(t), chaos length;
+         training: losses, SVCCA/PWCCA/CKA vs final, sparsity χ, LCA)
   [b]n[/b] [b]N[/b]    next / previous network (one network also shows the spread)
   [b]a[/b]      all networks
+  [b]l[/b] [b]L[/b]    training measures: next / previous layer (all: one line per layer)
   [b]3[/b]      store: dimensions, variables, provenance and the spec
   [b]r[/b]      re-read the store now
   [b]t[/b]      light / dark theme
@@ -75,6 +77,8 @@ class MonitorApp(App):
         Binding("n", "network(1)", "network"),
         Binding("N", "network(-1)", "prev net", show=False),
         Binding("a", "all_networks", "all nets", show=False),
+        Binding("l", "layer(1)", "layer", show=False),
+        Binding("L", "layer(-1)", "prev layer", show=False),
         Binding("t", "toggle_theme", "theme"),
         Binding("r", "reread", "re-read", show=False),
     ]
@@ -92,6 +96,7 @@ class MonitorApp(App):
         self.data: StoreData | None = None
         self.variable = SERIES[0]
         self.network: int | None = None
+        self.layer: str | None = None  # training measures per checkpoint: None = one line per layer
         self._reading = False
         self._reread = False
         self._polling = False
@@ -108,6 +113,7 @@ class MonitorApp(App):
             with TabPane("2 plots", id="plots"):
                 yield Static("", id="plot-bar")
                 yield SummaryPlot(id="plot")
+                yield TrainingPlot(id="training-plot")
             with TabPane("3 store", id="store"):
                 yield StoreDetails(id="store-details")
         yield Footer()
@@ -195,15 +201,25 @@ class MonitorApp(App):
     def _row_highlighted(self) -> None:
         self._show_selected()
 
+    @property
+    def training(self) -> bool:
+        return self.data is not None and self.data.kind == "training"
+
     def _variables(self) -> list[str]:
         if self.data is None:
             return list(SERIES)
+        if self.training:
+            return list(self.data.curves) or ["train_loss"]
         return [v for v in SERIES if v in self.data.series] or list(SERIES)
 
     def _draw(self) -> None:
         names = self.data.networks if self.data else []
         if self.network is not None and self.network >= len(names):
             self.network = None
+        self.query_one(SummaryPlot).display = not self.training
+        self.query_one(TrainingPlot).display = self.training
+        if self.training:
+            return self._draw_training(names)
         series = self.data.series.get(self.variable) if self.data else None
         note = "" if self.data else "no store yet"
         if self.data and series is None:
@@ -215,6 +231,31 @@ class MonitorApp(App):
         bar.append("\n")
         bar.append(" networks: ", "dim")
         bar.append("all" if self.network is None else names[self.network], "bold")
+        if names:
+            bar.append(f"  ({len(names)}: " + ", ".join(names) + ")", "dim")
+        bar.truncate(max(self.size.width - 2, 20) * 2, overflow="ellipsis")
+        self.query_one("#plot-bar", Static).update(bar)
+
+    def _draw_training(self, names: list[str]) -> None:
+        variables = self._variables()
+        if self.variable not in variables:
+            self.variable = variables[0]
+        curves = self.data.curves.get(self.variable)
+        groups = curves.groups if curves else []
+        layer = self.layer if self.layer in groups else None
+        self.query_one(TrainingPlot).show(curves, self.network, layer, f"this store has no {self.variable}")
+        bar = Text()
+        bar.append(f" {self.variable} ", "reverse bold")
+        bar.append(f" {variables.index(self.variable) + 1}/{len(variables)}", "dim")
+        if curves:
+            bar.append(f"  {curves.long_name}", "dim")
+        bar.append("\n")
+        bar.append(" network: ", "dim")
+        bar.append("all" if self.network is None else names[self.network], "bold")
+        if groups:
+            bar.append(f"  {curves.group_dim}: ", "dim")
+            bar.append(layer or "all", "bold")
+            bar.append(" (l)", "dim")
         if names:
             bar.append(f"  ({len(names)}: " + ", ".join(names) + ")", "dim")
         bar.truncate(max(self.size.width - 2, 20) * 2, overflow="ellipsis")
@@ -237,6 +278,15 @@ class MonitorApp(App):
         if n:
             order = [None, *range(n)]
             self.network = order[(order.index(self.network) + delta) % len(order)]
+        self.query_one(TabbedContent).active = "plots"
+        self._draw()
+
+    def action_layer(self, delta: int) -> None:
+        curves = self.data.curves.get(self.variable) if self.training else None
+        if curves and curves.groups:
+            order = [None, *curves.groups]
+            i = order.index(self.layer) if self.layer in order else 0
+            self.layer = order[(i + delta) % len(order)]
         self.query_one(TabbedContent).active = "plots"
         self._draw()
 

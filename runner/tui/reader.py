@@ -3,8 +3,9 @@
 :class:`StoreWatcher` keeps an :class:`~runner.events.EventReader` (a byte offset into
 ``events.jsonl``), the events read so far, and the store's completion records; ``poll()`` reads only
 the bytes appended since the last call and says whether the status changed and whether the store
-holds new results (a segment crossed, a task done, a run finished): only then does the app re-read the
-store's variables (:func:`read_summaries`, run in a thread worker).
+holds new results (a segment crossed, a task done, a run finished; for a training store, a checkpoint
+saved instead of a segment crossed): only then does the app re-read the store's variables
+(:func:`read_summaries`, run in a thread worker).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from runner.events import EventReader
 from runner.status import fold_status, store_of
 from runner.store import read_tasks, runner_dir
+from runner.tui.training import Curves, is_training, read_training
 
 # Time-series summaries the plots offer, in the order `v` cycles through them.
 SERIES = ("lyapunov_per_step", "effective_dimension", "deviation", "chaos_length")
@@ -54,9 +56,9 @@ class StoreWatcher:
             self.records = read_tasks(self.path)
         self._first = False
         for e in new:
-            if e["event"] in ("task_done", "task_failed", "run_finished"):
+            if e["event"] in ("task_done", "task_failed", "run_finished", "checkpoint"):
                 new_results = True
-            elif e["event"] == "progress":
+            elif e["event"] == "progress" and not self.training:
                 key = (e.get("run"), e.get("network"))
                 seg = int(e.get("step", 0)) // max(self.segment, 1)
                 if self._segments.get(key) != seg:
@@ -64,6 +66,13 @@ class StoreWatcher:
                     new_results = True
         self.events.extend(new)
         return Poll(changed=bool(new), new_results=new_results)
+
+    @property
+    def training(self) -> bool:
+        """A training store (curves written at each checkpoint): progress events bring nothing new."""
+        if getattr(self, "_training", None) is None and self.exists:
+            self._training = _is_training_store(self.path)
+        return bool(getattr(self, "_training", False))
 
     @property
     def segment(self) -> int:
@@ -118,6 +127,15 @@ def _segment_of(path: Path) -> int | None:
     return None
 
 
+def _is_training_store(path: Path) -> bool:
+    try:
+        import zarr
+
+        return is_training(zarr.open_group(path, mode="r", use_consolidated=False).array_keys())
+    except Exception:
+        return False
+
+
 # --------------------------------------------------------------------------- store contents
 
 
@@ -153,6 +171,9 @@ class StoreData:
     attrs: dict[str, str]
     networks: list[str]
     series: dict[str, Series]
+    kind: str = "dynamics"
+    """"dynamics" (depth-dynamics summaries in ``series``) or "training" (``curves``)."""
+    curves: dict[str, Curves] = field(default_factory=dict)
 
 
 def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) -> StoreData | None:
@@ -160,7 +181,8 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
 
     Values not yet written are NaN (fill) or -1 for integer results: they are skipped. ``upto`` (a
     step) limits the read to the steps written so far; at most ``max_points`` steps are read along
-    time (evenly strided: a terminal plot has fewer columns than that).
+    time (evenly strided: a terminal plot has fewer columns than that). A training store (it has
+    ``train_loss``) is read by :func:`runner.tui.training.read_training` instead.
     """
     import xarray as xr
 
@@ -168,17 +190,20 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
     if not (path / "zarr.json").exists():
         return None
     with xr.open_zarr(path, consolidated=False) as ds:
-        labels = [str(v) for v in ds["network_label"].values] if "network_label" in ds.coords else \
-            [str(i) for i in range(ds.sizes.get("network", 0))]
+        label = next((c for c in ("network_label", "network_name") if c in ds.coords), None)
+        labels = [str(v) for v in ds[label].values] if label else [str(i) for i in range(ds.sizes.get("network", 0))]
         variables = [(n, tuple(v.dims), str(v.dtype), str(v.attrs.get("long_name", "")), str(v.attrs.get("units", "")))
                      for n, v in ds.data_vars.items()]
-        series = {}
-        for name in SERIES:
+        series, curves = {}, {}
+        kind = "training" if is_training(ds.data_vars) else "dynamics"
+        if kind == "training":
+            curves = read_training(ds, labels, max_points)
+        for name in SERIES if kind == "dynamics" else ():
             if name in ds.data_vars:
                 series[name] = _summarise(_thin(ds[name], upto, max_points), labels)
         attrs = {k: str(v) for k, v in ds.attrs.items()}
         dims = dict(ds.sizes)
-    return StoreData(str(path), dims, sorted(variables), attrs, labels, series)
+    return StoreData(str(path), dims, sorted(variables), attrs, labels, series, kind, curves)
 
 
 def _thin(var, upto: int | None, max_points: int):

@@ -172,3 +172,72 @@ def live_run(tmp_path):
                 proc.kill()
                 proc.wait()
         proc.stderr.close()
+
+
+# ---------------------------------------------------------------------- a tiny training run
+
+TRAIN = """\
+[experiment]
+name = "{name}"
+description = "monitor training test"
+seed = 0
+
+[corpus]
+source = "{corpus}"
+lowercase = true
+min_count = 2
+drop_rare_sentences = false
+analysis_tokens = 100
+
+[training]
+epochs = 2
+lr = 20.0
+batch_size = 8
+bptt = 10
+eval_batch_size = 4
+dropout = 0.2
+embedding_dim = 8
+hidden_dim = 8
+
+[checkpoints]
+every_epoch = true
+steps = [5]
+
+[[network]]
+name = "lm"
+kind = "lm"
+
+[[network]]
+name = "lm_b"
+kind = "lm"
+seed = 7
+
+[[measure]]
+kind = "svcca"
+compare = "final"
+
+[[measure]]
+kind = "sparsity"
+frequent_words = 5
+
+[[measure]]
+kind = "lca"
+"""
+
+
+@pytest.fixture(scope="session")
+def train_root(tmp_path_factory) -> Path:
+    """A finished training store ``<root>/store/train.zarr`` (2 tiny LSTM LMs, 2 epochs, 4 checkpoints):
+    ``runner apply`` in a subprocess on one thread (a few seconds)."""
+    root = tmp_path_factory.mktemp("train")
+    corpus = Path(__file__).resolve().parents[1] / "data" / "tiny_tagged.conllu"
+    spec = root / "train.toml"
+    spec.write_text(TRAIN.format(name="train", corpus=corpus))
+    e = dict(env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    subprocess.run(apply_cmd(spec), cwd=root, check=True, env=e, capture_output=True, timeout=120)
+    return root
+
+
+@pytest.fixture
+def train_done(train_root, tmp_path) -> Path:
+    return copy_store(train_root, tmp_path, "train")

@@ -55,3 +55,10 @@ def test_help_80x24(done_root, monkeypatch, snap_compare):
 
 def test_light_theme_tasks_120x40(failed_root, monkeypatch, snap_compare):
     assert snap_compare(_app(failed_root, monkeypatch), terminal_size=(120, 40), run_before=_loaded, press=["t"])
+
+
+def test_training_svcca_80x24(train_done, monkeypatch, snap_compare):
+    normalise(train_done, "train")
+    monkeypatch.chdir(train_done)
+    app = MonitorApp("store/train.zarr", clock=lambda: FROZEN, poll_s=3600)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_loaded, press=["2", "v", "v", "v"])

@@ -5,5 +5,6 @@ from runner.tui.widgets.store_details import StoreDetails
 from runner.tui.widgets.summary_plot import SummaryPlot
 from runner.tui.widgets.task_detail import TaskDetail
 from runner.tui.widgets.task_table import TaskTable
+from runner.tui.widgets.training_plot import TrainingPlot
 
-__all__ = ["RunHeader", "StoreDetails", "SummaryPlot", "TaskDetail", "TaskTable"]
+__all__ = ["RunHeader", "StoreDetails", "SummaryPlot", "TaskDetail", "TaskTable", "TrainingPlot"]

@@ -1,0 +1,50 @@
+"""A plot of one training-store variable (textual-plotext): loss curves, or a measure per checkpoint.
+
+Only prepared arrays reach it (:class:`runner.tui.training.Curves`); which lines to draw for the
+selected network and layer is :func:`runner.tui.training.lines`. NaN (unfinished) is skipped.
+"""
+
+from __future__ import annotations
+
+from textual_plotext import PlotextPlot
+
+from runner.tui.training import Curves, lines
+from runner.tui.widgets.summary_plot import COLORS
+
+
+class TrainingPlot(PlotextPlot):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.curves: Curves | None = None
+        self.network: int | None = None
+        self.group: str | None = None
+        self.note = ""
+
+    def on_mount(self) -> None:
+        self.draw()
+
+    def show(self, curves: Curves | None, network: int | None, group: str | None, note: str = "") -> None:
+        self.curves, self.network, self.group, self.note = curves, network, group, note
+        self.draw()
+
+    def draw(self) -> None:
+        plt = self.plt
+        plt.clear_figure()
+        c = self.curves
+        if c is None:
+            plt.title(self.note or "no data yet")
+            self.refresh()
+            return
+        what, drawn = lines(c, self.network, self.group)
+        drawn = [ln for ln in drawn if ln.x.size]
+        for ln in drawn:
+            kw = dict(color=COLORS[ln.color % len(COLORS)], marker=ln.marker, label=ln.label)
+            if ln.x.size == 1 or ln.marker == "dot":
+                plt.scatter(ln.x.tolist(), ln.y.tolist(), **kw)
+            else:
+                plt.plot(ln.x.tolist(), ln.y.tolist(), **kw)
+        plt.xlabel(c.x_label)
+        plt.ylabel(c.units)
+        title = f"{c.long_name} [{c.units}], {what}"
+        plt.title(title if drawn else f"{title}: no values yet")
+        self.refresh()
