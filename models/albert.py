@@ -303,9 +303,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _wrap(source: str, what: str, exc: BaseException, *, is_hub: bool, revision: str | None) -> ModelLoadError:
+    """One line: what failed, its first cause, and (for hub ids) what to do without network."""
     chain = _chain(exc)
-    reason = "; ".join(dict.fromkeys(_first_line(e) for e in chain))
-    msg = f"could not load the {what} from {source!r}: {reason}"
+    reason = _first_line(chain[0])
+    if len(reason) > 160:
+        reason = reason[:157] + "..."
+    msg = f"could not load the {what} from {source!r} ({reason})"
     if is_hub:
         hubby = any(type(e).__name__ in _HUB_ERRORS for e in chain) or any(
             m in str(e).lower() for e in chain for m in _HUB_MESSAGES
@@ -313,11 +316,9 @@ def _wrap(source: str, what: str, exc: BaseException, *, is_hub: bool, revision:
         if hubby:
             rev = f" --revision {revision}" if revision else ""
             msg += (
-                f"\n{source!r} is not a local directory, so it was looked up on the Hugging Face hub, which failed "
-                "(no network, offline mode, or no such repository). To use it without network: on a machine with "
-                f"network run `hf download {source}{rev}` (or `hf download {source}{rev} --local-dir DIR`) and point "
-                "`source` at the downloaded local directory, or set HF_HOME to a Hugging Face cache that already "
-                "holds it (and HF_HUB_OFFLINE=1)."
+                f"; the Hugging Face hub cannot be reached or has no such repository: run `hf download {source}{rev} "
+                "--local-dir DIR` on a machine with network and set source = \"path:DIR\" (or point HF_HOME at a "
+                "cache that holds it)"
             )
     return ModelLoadError(msg)
 
@@ -327,13 +328,19 @@ def _quiet_transformers() -> Iterator[None]:
     """No progress bars or load reports while loading; problems are checked and raised by us."""
     from transformers.utils import logging as hf_logging
 
+    import logging
+
     verbosity = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
+    hub_logger = logging.getLogger("huggingface_hub")
+    hub_level = hub_logger.level
+    hub_logger.setLevel(logging.ERROR)  # its retry warnings would precede our own one-line error
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
         yield
     finally:
+        hub_logger.setLevel(hub_level)
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()

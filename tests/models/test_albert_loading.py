@@ -51,7 +51,8 @@ def test_unknown_hub_id_offline_says_what_to_do():
         msg = str(info.value)
         assert source in msg
         assert f"hf download {source} --revision v1" in msg
-        assert "HF_HOME" in msg and "local directory" in msg
+        assert "HF_HOME" in msg and 'source = "path:DIR"' in msg
+        assert "\n" not in msg  # the CLI prints it as one line
 
 
 def test_checkpoint_missing_encoder_weights_is_an_error(tmp_path, save_albert):
