@@ -218,21 +218,38 @@ def measure_diagnostic(ctx: Context, task: Task) -> None:
 
 
 def _loss_and_grads(ctx: Context, model) -> tuple[float, dict[str, Tensor]]:
-    """L(theta) and its gradient over all analysis tokens (token-weighted mean)."""
+    """L(theta) over all analysis tokens (token-weighted mean) and its exact gradient.
+
+    The hidden state is carried across windows *without* detaching, so the gradient is that of
+    the very function whose values are compared (LCA's allocations must add up to its change)."""
     model.zero_grad(set_to_none=True)
     hidden = model.init_hidden(ctx.columns)
     total_tokens = sum(get_batch(ctx.words, i, ctx.bptt)[1].numel() for i in ctx.windows())
-    loss_sum = 0.0
     with torch.enable_grad():
+        loss = 0.0
         for i in ctx.windows():
             x, y = get_batch(ctx.words, i, ctx.bptt)
-            hidden = model.detach_hidden(hidden)
             logits, hidden = model(x, hidden)
-            loss = model.loss(logits, y) * (y.numel() / total_tokens)
-            loss.backward()
-            loss_sum += loss.item()
+            loss = loss + model.loss(logits, y) * (y.numel() / total_tokens)
+        loss.backward()
     grads = {k: (v.grad.detach().clone() if v.grad is not None else None) for k, v in model.named_parameters()}
-    return loss_sum, grads
+    return float(loss.detach()), grads
+
+
+def _simpson_gradient(ctx: Context, model, theta_a: dict, deltas: dict, g_a: dict, g_b: dict, m: int) -> dict:
+    """Composite Simpson average of the gradient along theta_a + s * delta, s in [0, 1] (2m sub-steps),
+    so that sum(average * delta) approximates the path integral of Eq. 6.1."""
+    n = 2 * m
+    total = {k: (g_a[k] + g_b[k]) if g_a[k] is not None else None for k in g_a}
+    for j in range(1, n):
+        with torch.no_grad():
+            for k, v in model.named_parameters():
+                v.copy_(theta_a[k] + (j / n) * deltas[k])
+        _, g = _loss_and_grads(ctx, model)
+        for k, v in g.items():
+            if v is not None:
+                total[k] = total[k] + (4 if j % 2 else 2) * v
+    return {k: (v / (3 * n) if v is not None else None) for k, v in total.items()}
 
 
 def measure_lca(ctx: Context, task: Task) -> None:
@@ -250,13 +267,11 @@ def measure_lca(ctx: Context, task: Task) -> None:
     loss_a, g_a = _loss_and_grads(ctx, a)
     loss_b, g_b = _loss_and_grads(ctx, b)
     rule = task.params["rule"]
-    g_mid = None
     if rule == "simpson":
-        with torch.no_grad():
-            for k, v in a.named_parameters():
-                v.copy_((theta_a[k] + theta_b[k]) / 2)
-        _, g_mid = _loss_and_grads(ctx, a)
-    alloc = loss_change_allocation(g_a, deltas, None if rule == "first_order" else g_b, g_mid)
+        alloc = loss_change_allocation(_simpson_gradient(ctx, a, theta_a, deltas, g_a, g_b, task.params["intervals"]),
+                                       deltas)
+    else:
+        alloc = loss_change_allocation(g_a, deltas, None if rule == "first_order" else g_b)
     groups = group_allocations(alloc, key=lambda name: name.split(".", 1)[0])
     names = [str(v) for v in ctx.layout.coords["parameter_group"].values]
     ctx.write("lca", task, np.array([float(groups[g]) if g in groups else np.nan for g in names]))

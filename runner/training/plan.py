@@ -19,7 +19,7 @@ from typing import Any
 from runner.training.spec import SVCCA, CheckpointSpec, TrainingStudy
 
 #: Bump when the code of a task kind changes what it writes; its tasks then rerun.
-VERSIONS = {"train": 1, "svcca": 1, "sparsity": 1, "diagnostic": 1, "lca": 1}
+VERSIONS = {"train": 1, "svcca": 1, "sparsity": 1, "diagnostic": 1, "lca": 2}
 
 
 def checkpoint_steps(schedule: CheckpointSpec, steps_per_epoch: int, epochs: int) -> list[int]:

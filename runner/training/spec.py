@@ -176,7 +176,11 @@ class LossChange(_Measure):
 
     kind: Literal["lca"]
     rule: Literal["first_order", "trapezoid", "simpson"] = "simpson"
-    """Gradient average along the straight path between checkpoints (Lan et al. use RK4 ~ Simpson)."""
+    """How the gradient is averaged along the straight path between two checkpoints. The thesis'
+    Eq. 6.2 is first order, for one optimizer step; over a checkpoint interval the path integral
+    (Eq. 6.1) needs quadrature, so the default is composite Simpson (Lan et al. 2019 use RK4)."""
+    intervals: int = Field(4, ge=1, le=64)
+    """Simpson sub-intervals along the path (2 * intervals + 1 gradient evaluations)."""
 
 
 Measure = Annotated[Union[SVCCA, Sparsity, Diagnostic, LossChange], Field(discriminator="kind")]

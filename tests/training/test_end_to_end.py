@@ -11,6 +11,7 @@ import time
 
 
 import numpy as np
+import pytest
 import xarray as xr
 from safetensors.torch import load_file
 
@@ -85,6 +86,16 @@ def test_kill_resume_matches_uninterrupted_run(tmp_path):
     assert np.isfinite(b.probe_accuracy.sel(network=0, layer="lstm2").values).all()
     assert np.isnan(b.lca.sel(network=0, checkpoint=0).values).all()
     assert np.isfinite(b.lca.sel(network=0, checkpoint=1).values).all()
+    # known answers: a layer is perfectly similar to itself, and the allocations of a checkpoint
+    # interval add up to the loss change over it (path integral of the gradient, Lan et al. 2019)
+    layers = b.svcca_layers.sel(network=0).isel(checkpoint=-1)
+    for name in ("embedding", "lstm1", "lstm2"):
+        assert layers.sel(layer=name, layer_other=name).item() == pytest.approx(1.0, abs=1e-6)
+    total = b.lca.sel(network=0).sum("parameter_group").values[1:]
+    np.testing.assert_allclose(total, b.loss_change.sel(network=0).values[1:], rtol=0.05, atol=1e-3)
+    # sparsity chi of a d-dimensional vector lies in [1/sqrt(d), 1]
+    chi = b.chi_mean.sel(network=0).values
+    assert ((chi > 0) & (chi <= 1)).all()
 
 
 def test_plan_cli_lists_tasks(tmp_path):
