@@ -206,14 +206,21 @@ def cmd_show(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from runner.spec import MEASURE_TYPES, DynamicsSpec, Experiment, InitScheme, InputSpec, ModelSpec
+    from runner import spec as depth
+    from runner.training import spec as training
 
-    tables = {"experiment": Experiment, "model": ModelSpec, "init": InitScheme, "input": InputSpec,
-              "dynamics": DynamicsSpec, **MEASURE_TYPES}
+    depth_tables = {"experiment": depth.Experiment, "model": depth.ModelSpec, "init": depth.InitScheme,
+                    "input": depth.InputSpec, "dynamics": depth.DynamicsSpec}
+    training_tables = {"corpus": training.CorpusSpec, "training": training.TrainingSpec,
+                       "checkpoints": training.CheckpointSpec, "log_spaced": training.LogSpaced,
+                       "network": training.NetworkSpec}
+    MEASURE_TYPES = {**depth.MEASURE_TYPES, **training.MEASURE_TYPES}
+    tables = {**depth_tables, **training_tables, **MEASURE_TYPES}
     if not args.name:
-        print("spec tables: experiment, model, init, input, dynamics")
-        print("measures:    " + ", ".join(MEASURE_TYPES))
-        print("run `runner explain NAME` for the parameters of one")
+        print("depth dynamics:   tables " + ", ".join(depth_tables) + "; measures " + ", ".join(depth.MEASURE_TYPES))
+        print("training studies: tables experiment, " + ", ".join(training_tables) + "; measures "
+              + ", ".join(training.MEASURE_TYPES))
+        print("run `runner explain NAME` for the parameters of one, with defaults (the papers' settings)")
         return EXIT_OK
     if args.name not in tables:
         print(f"error: unknown name {args.name!r}; choose one of {', '.join(tables)}", file=sys.stderr)
@@ -227,7 +234,7 @@ def cmd_explain(args) -> int:
         default = "(required)" if field.is_required() else repr(field.get_default(call_default_factory=True))
         print(f"  {name} = {default}")
         if field.description:
-            print(f"      {field.description}")
+            print(f"      {' '.join(field.description.split())}")
     return EXIT_OK
 
 
