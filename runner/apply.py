@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from runner.events import EventLog
-from runner.layout import Layout, build_layout
+from runner.layout import build_layout
 from runner.plan import Plan, Task, make_plan
 from runner.progress import ProgressView
 from runner.provenance import now, provenance_attrs
@@ -90,8 +90,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
     outcome = Outcome([], {}, 0)
     t_run = time.monotonic()
     try:
-        recreated = store.open(layout, provenance_attrs(p.spec_text, spec.sha256(), describe(dev)))
-        _forget_stale(store, layout, recreated)
+        store.open(layout, provenance_attrs(p.spec_text, spec.sha256(), describe(dev)))
         if samples is not None:
             store.write("input_ids", (slice(None), slice(None)), samples.input_ids.numpy())
         done = store.tasks()
@@ -179,15 +178,6 @@ def _passes_total(todo: list[Task], networks: list[Network]) -> list[Task]:
             seen.add(t.network)
             out.append(t)
     return out
-
-
-def _forget_stale(store: Store, layout: Layout, recreated: list[str]) -> None:
-    """Tasks whose arrays were recreated (their layout changed) must run again."""
-    measures = {layout.vars[v].measure for v in recreated}
-    if "trajectory_health" in measures:  # written by every iterate pass
-        measures |= {v.measure for v in layout.vars.values()}
-    stale = [tid for tid, rec in store.tasks().items() if rec.get("measure") in measures]
-    store.forget(stale)
 
 
 def _record(t: Task, net: Network, seconds: float, start: int, dev) -> dict:

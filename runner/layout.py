@@ -117,7 +117,7 @@ def build_layout(spec: Spec, networks: list[Network], texts: list[str] | None = 
               long_name="where the text was drawn from")
         var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", "1",
             "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)")
-    var("diverged_step", "trajectory_health", ("network", "sample"), "int64", -1, "first non-finite step", "1",
+    var("diverged_step", "*", ("network", "sample"), "int64", -1, "first non-finite step", "1",
         "first step t at which the state held NaN or Inf, or its D(t) overflowed (-1: never); later values of that sample are NaN")
 
     for m in spec.measure:

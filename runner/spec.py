@@ -218,8 +218,24 @@ Measure = Annotated[
 # --------------------------------------------------------------------------- the spec
 
 
-class Spec(_Table):
+class Study(_Table):
+    """What every spec has: an ``[experiment]``, a store, and a hash of its resolved content."""
+
     experiment: Experiment
+
+    def store_path(self) -> Path:
+        return Path(self.experiment.store or f"store/{self.experiment.name}.zarr")
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+class Spec(Study):
+    """A depth-dynamics spec."""
+
     model: list[ModelSpec] = Field(min_length=1)
     input: InputSpec = InputSpec()
     dynamics: DynamicsSpec = DynamicsSpec()
@@ -260,15 +276,6 @@ class Spec(_Table):
 
     def measures(self) -> dict[str, Any]:
         return {m.kind: m for m in self.measure}
-
-    def store_path(self) -> Path:
-        return Path(self.experiment.store or f"store/{self.experiment.name}.zarr")
-
-    def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
-    def sha256(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
 
 
 MEASURE_TYPES = {t.model_fields["kind"].annotation.__args__[0]: t for t in Measure.__origin__.__args__}  # type: ignore[attr-defined]

@@ -77,7 +77,10 @@ class Store:
 
     # --- layout
     def open(self, layout: Layout, root_attrs: dict[str, Any]) -> list[str]:
-        """Create or update arrays to match ``layout``; return the variables (re)created."""
+        """Create or update arrays to match ``layout``; return the variables (re)created.
+
+        The completion records of the tasks that wrote a recreated variable are dropped, so those
+        tasks run again (all tasks, for a variable every task writes: measure ``"*"``)."""
         if (self.path / "zarr.json").exists():
             self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
         else:
@@ -113,6 +116,8 @@ class Store:
             recreated.append(v.name)
         non_index = [c.name for c in coords.values() if c.dims != (c.name,)]
         g.attrs.update({**root_attrs, "coordinates": " ".join(non_index)})
+        stale = {layout.vars[v].measure for v in recreated}
+        self.forget([tid for tid, rec in self.tasks().items() if "*" in stale or rec.get("measure") in stale])
         return recreated
 
     @property

@@ -139,9 +139,7 @@ def apply(p: Prepared, device: str | None = None, quiet: bool = False) -> Outcom
     outcome = Outcome([], {}, 0)
     t_run = time.monotonic()
     try:
-        recreated = store.open(layout, provenance_attrs(p.spec_text, study.sha256(), describe(dev)))
-        kinds = {layout.vars[v].measure for v in recreated}
-        store.forget([tid for tid, rec in store.tasks().items() if rec.get("measure") in kinds])
+        store.open(layout, provenance_attrs(p.spec_text, study.sha256(), describe(dev)))
         store.write("word_frequency", (slice(None),), np.asarray(p.corpus.frequencies(), dtype=np.int64))
         if p.corpus.word_class:
             store.write("word_class", (slice(None),), np.asarray(p.corpus.word_class, dtype=object))

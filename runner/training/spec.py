@@ -11,15 +11,13 @@ epochs, 200-unit embedding and LSTM layers, a checkpoint every epoch. Errors use
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import tomli
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from runner.spec import Experiment, SpecError, _locate, read_toml
+from runner.spec import Experiment, SpecError, Study, _locate, read_toml
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 Layer = Literal["embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits"]
@@ -187,8 +185,7 @@ Measure = Annotated[Union[SVCCA, Sparsity, Diagnostic, LossChange], Field(discri
 MEASURE_TYPES = {"svcca": SVCCA, "sparsity": Sparsity, "diagnostic": Diagnostic, "lca": LossChange}
 
 
-class TrainingStudy(_Table):
-    experiment: Experiment
+class TrainingStudy(Study):
     corpus: CorpusSpec
     training: TrainingSpec = TrainingSpec()
     checkpoints: CheckpointSpec = CheckpointSpec()
@@ -248,15 +245,6 @@ class TrainingStudy(_Table):
         for m in self.measure:
             out |= set(getattr(m, "tagsets", []))
         return [t for t in TAGSETS if t in out]
-
-    def store_path(self) -> Path:
-        return Path(self.experiment.store or f"store/{self.experiment.name}.zarr")
-
-    def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
-    def sha256(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- loading
