@@ -300,7 +300,7 @@ def _check_sources(study: TrainingStudy, path: Path, text: str) -> list[str]:
             try:
                 import spacy  # noqa: F401
             except ImportError:
-                return [f"{path}:{line}: [corpus] source: tag set {t!r} needs spaCy: pip install spacy && "
+                return [f"{path}:{line}: [corpus] source: tag set {t!r} needs spaCy: pip install -e '.[spacy]' && "
                         "python -m spacy download en_core_web_sm"]
     return []
 
