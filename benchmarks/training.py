@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from runner.corpus import batchify, get_batch
+from runner.training.corpus import batchify, get_batch
 from runner.store import read_tasks
 from runner.training.apply import apply, prepare
 from runner.training.train import build_model, steps_per_epoch

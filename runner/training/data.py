@@ -1,6 +1,6 @@
 """The corpus of a training study: sentences -> preprocessing -> split -> vocabulary -> streams.
 
-Reuses :mod:`runner.corpus` (the thesis' preprocessing, CoNLL-U reader, tags, batching). The
+Reuses :mod:`runner.training.corpus` and :mod:`runner.training.sources` (the thesis' preprocessing, CoNLL-U reader, tags, batching). The
 order is the thesis': lowercase and drop sentences with rare words over the whole corpus, split
 70/10/20 by sentence, build the vocabulary on the training split (rarer words encode to
 ``<unk>``). Tag streams are aligned token for token with the word streams (same ``<eos>``).
@@ -14,9 +14,10 @@ from pathlib import Path
 
 from torch import Tensor
 
-from runner.corpus import (
-    EOS, TaggedSentence, Vocabulary, build_vocabulary, encode_corpus, load_hf_text, preprocess_tagged, read_conllu,
-    read_text, shuffled_tags, spacy_tags, split_corpus, wikitext_articles,
+from runner.training.corpus import EOS, Vocabulary, build_vocabulary, encode_corpus, split_corpus
+from runner.training.sources import (
+    TaggedSentence, load_hf_text, preprocess_tagged, read_conllu, read_text, shuffled_tags, spacy_tags,
+    wikitext_articles,
 )
 from runner.training.spec import CorpusSpec
 

@@ -21,7 +21,7 @@ from analyses.diagnostic import train_diagnostic_classifier
 from analyses.loss_change import group_allocations, loss_change_allocation
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from models.lstm import capture
-from runner.corpus import batchify, get_batch
+from runner.training.corpus import batchify, get_batch
 from runner.layout import Layout
 from runner.store import Store
 from runner.training.data import Corpus

@@ -30,7 +30,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import Tensor
 
 from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
-from runner.corpus import batchify, get_batch
+from runner.training.corpus import batchify, get_batch
 from runner.training.data import Corpus
 from runner.training.spec import NetworkSpec, TrainingSpec
 

@@ -1,4 +1,4 @@
-"""Corpora, preprocessing, tags and batching for the LSTM studies (runner/corpus.py)."""
+"""Corpora, preprocessing, tags and batching for the LSTM studies (runner/training/corpus.py, sources.py)."""
 
 from __future__ import annotations
 
@@ -8,23 +8,16 @@ from collections import Counter
 import pytest
 import torch
 
-from runner.corpus import (
-    EOS,
-    UNK,
+from runner.training.corpus import EOS, UNK, batchify, build_vocabulary, encode_corpus, get_batch, preprocess, split_corpus
+from runner.training.sources import (
     TaggedSentence,
-    batchify,
-    build_vocabulary,
-    encode_corpus,
-    get_batch,
     load_hf_text,
     parse_conllu,
-    preprocess,
     preprocess_tagged,
     read_conllu,
     read_text,
     shuffled_tags,
     spacy_tags,
-    split_corpus,
     topic_tags,
     wikitext_articles,
 )
