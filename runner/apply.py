@@ -83,10 +83,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
     dev = pick_device(device or spec.dynamics.device)
     samples = draw_inputs(p)
     layout = build_layout(spec, p.networks, samples.texts if samples else None, samples.origins if samples else None)
-    store = Store(p.store_path)
-    store.lock()
-    events = EventLog(store.state_dir / "events.jsonl")
-    view = ProgressView(quiet=quiet)
+    store, events, view = open_run(p.store_path, quiet)
     outcome = Outcome([], {}, 0)
     t_run = time.monotonic()
     try:
@@ -158,6 +155,13 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
     finally:
         close_run(store, events, view)
     return outcome
+
+
+def open_run(store_path: Path, quiet: bool) -> tuple[Store, EventLog, ProgressView]:
+    """Lock the store (a second apply is refused here) and open its event log and progress view."""
+    store = Store(store_path)
+    store.lock()
+    return store, EventLog(store.state_dir / "events.jsonl"), ProgressView(quiet=quiet)
 
 
 def close_run(store: Store, events: EventLog, view: ProgressView) -> None:

@@ -18,9 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from runner.apply import close_run
-from runner.events import EventLog
-from runner.progress import ProgressView
+from runner.apply import close_run, open_run
 from runner.provenance import now, provenance_attrs
 from runner.store import Store
 from runner.training.data import Corpus, load_corpus
@@ -132,10 +130,7 @@ def apply(p: Prepared, device: str | None = None, quiet: bool = False) -> Outcom
     study, plan = p.study, p.plan
     dev = pick_device(device or study.training.device)
     layout = build_layout(plan, p.corpus)
-    store = Store(p.store_path)
-    store.lock()
-    events = EventLog(store.state_dir / "events.jsonl")
-    view = ProgressView(quiet=quiet)
+    store, events, view = open_run(p.store_path, quiet)
     outcome = Outcome([], {}, 0)
     t_run = time.monotonic()
     try:
