@@ -118,6 +118,7 @@ class Store:
         g.attrs.update({**root_attrs, "coordinates": " ".join(non_index)})
         stale = {layout.vars[v].measure for v in recreated}
         self.forget([tid for tid, rec in self.tasks().items() if "*" in stale or rec.get("measure") in stale])
+        self.consolidate()  # a plain xr.open_zarr during the run sees every array (their data is live)
         return recreated
 
     @property
