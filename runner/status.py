@@ -140,6 +140,7 @@ def render_show(path: Path) -> str:
         lines.append(f"  {name:<24} ({', '.join(v.dims)}) {v.dtype}  {v.attrs.get('long_name', '')}"
                      f" [{v.attrs.get('units', '')}]")
     lines.append("coordinates: " + ", ".join(ds.coords))
+    lines += _results(ds)
     records = json.loads(ds.attrs.get("runner_tasks", "{}"))
     lines.append(f"completed tasks: {len(records)}")
     for tid, rec in sorted(records.items(), key=lambda kv: (kv[1].get("network", 0), kv[1].get("measure", ""))):
@@ -152,6 +153,31 @@ def render_show(path: Path) -> str:
                  + f", device {ds.attrs.get('runner_device', '?')}, updated {ds.attrs.get('runner_updated_utc', '?')}")
     lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     return "\n".join(lines)
+
+
+#: headline results per network: (variable, how it is summarised, reduction over its other dims)
+HEADLINES = (
+    ("sync_offset", "median sync offset", lambda v: v.where(v >= 0).median()),
+    ("lyapunov_per_step", "mean lambda/step", lambda v: v.mean()),
+    ("effective_dimension", "N_eff at the end", lambda v: v.isel({v.dims[-1]: -1})),
+    ("chaos_length", "mean chaos length", lambda v: v.where(v >= 0).mean()),
+    ("fraction_never_chaotic", "never chaotic", lambda v: v),
+    ("val_perplexity", "final val perplexity", lambda v: v.isel({v.dims[-1]: -1})),
+    ("svcca_final", "SVCCA first vs final ckpt", lambda v: v.isel(checkpoint=0).mean()),
+)
+
+
+def _results(ds) -> list[str]:
+    """A few headline numbers per network (NaN: not computed yet)."""
+    rows = [(label, name, fn) for name, label, fn in HEADLINES if name in ds and "network" in ds[name].dims]
+    if not rows:
+        return []
+    labels = next((ds[c].values for c in ("network_label", "network_name") if c in ds.coords), ds.network.values)
+    lines = ["results (per network; - = none or not computed yet):"]
+    for label, name, fn in rows:
+        values = [float(fn(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])]
+        lines.append(f"  {label:<26} " + "  ".join(f"{n}={v:.4g}" if v == v else f"{n}=-" for n, v in zip(labels, values)))
+    return lines
 
 
 def age(ts: float | None) -> str:
