@@ -178,6 +178,7 @@ def report_outcome(outcome, spec: Path, store_path: Path) -> int:
             print(f"task {tid} failed: {msg}", file=sys.stderr)
         return EXIT_FAILED
     print("open it with:\n" + open_snippet(store_path))
+    print(f"headline numbers per network: runner show {store_path}", file=sys.stderr)
     return EXIT_OK
 
 

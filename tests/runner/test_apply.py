@@ -166,3 +166,4 @@ def test_status_and_show(tmp_path):
     assert status.returncode == 0 and "done" in status.stdout and "8/8 tasks done" in status.stdout
     show = run_cli("show", tmp_path / "store/status.zarr", cwd=tmp_path)
     assert "lyapunov_per_step" in show.stdout and "completed tasks: 8" in show.stdout
+    assert "mean lambda/step" in show.stdout and "logistic=0.69" in show.stdout  # ln 2
