@@ -23,8 +23,12 @@ def describe(device: torch.device) -> str:
 def set_precision(precision: str) -> None:
     """fp32/fp64 use exact IEEE matmuls; tf32 lets CUDA matmuls use TensorFloat-32."""
     tf32 = precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # torch >= 2.9 API
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if tf32 else "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
 
 
 def apply_map(model, z: torch.Tensor, mask: torch.Tensor | None, batch_size: int | None) -> tuple[torch.Tensor, int | None]:
