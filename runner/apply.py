@@ -88,8 +88,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
     t_run = time.monotonic()
     try:
         store.open(layout, provenance_attrs(p.spec_text, spec.sha256(), describe(dev)))
-        if samples is not None:
-            store.write("input_ids", (slice(None), slice(None)), samples.input_ids.numpy())
+        if samples is not None and not np.array_equal(store.read("input_ids"), samples.input_ids.numpy()):
+            store.write("input_ids", (slice(None), slice(None)), samples.input_ids.numpy())  # only when new
         done = store.tasks()
         todo = [t for t in p.plan.tasks if t.id not in done]
         outcome.skipped = len(p.plan.tasks) - len(todo)
@@ -200,18 +200,3 @@ def open_snippet(store_path: Path) -> str:
         f"ds = xr.open_zarr({str(store_path)!r})\n"
         "print(ds)"
     )
-
-
-def summary_rows(p: Prepared, done: dict[str, dict]) -> list[tuple[str, str, str, str]]:
-    rows = []
-    for t in p.plan.tasks:
-        state = "done" if t.id in done else "pending"
-        rows.append((t.id, p.networks[t.network].label, t.measure, state))
-    return rows
-
-
-def np_summary(values: np.ndarray) -> str:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return "no finite values"
-    return f"mean {finite.mean():.4g}, min {finite.min():.4g}, max {finite.max():.4g}"

@@ -48,8 +48,6 @@ def _known_error(err: Exception) -> int | None:
         return EXIT_UNAVAILABLE
     if isinstance(err, StoreLocked):
         return EXIT_LOCKED
-    if isinstance(err, ValueError) and str(err).startswith("[dynamics]"):
-        return EXIT_SPEC
     return None
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,14 +66,8 @@ class Layout:
 
 def segment_length(spec: Spec) -> int:
     """Steps between durable points: ``checkpoint_every`` or about 1% of the run (>= 1000 steps)."""
-    strides = [getattr(m, "every", 1) for m in spec.measure] + [getattr(m, "tau", 1) for m in spec.measure]
-    base = math.lcm(*strides)
-    if spec.dynamics.checkpoint_every:
-        if spec.dynamics.checkpoint_every % base:
-            raise ValueError(
-                f"[dynamics] checkpoint_every = {spec.dynamics.checkpoint_every} must be a multiple of "
-                f"every stride and tau of the measures (their lcm is {base})"
-            )
+    base = spec.stride_lcm()
+    if spec.dynamics.checkpoint_every:  # a multiple of base (checked by the spec)
         return spec.dynamics.checkpoint_every
     target = min(spec.dynamics.steps, max(1000, spec.dynamics.steps // 100))
     return base * max(1, round(target / base))

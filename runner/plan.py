@@ -47,9 +47,6 @@ class Plan:
     networks: list[Network]
     tasks: list[Task] = field(default_factory=list)
 
-    def by_id(self) -> dict[str, Task]:
-        return {t.id: t for t in self.tasks}
-
     def for_network(self, index: int) -> list[Task]:
         return [t for t in self.tasks if t.network == index]
 
@@ -97,7 +94,3 @@ def make_plan(spec: Spec, networks: list[Network]) -> Plan:
                 tid = task_id({"from": ids[source], "measure": kind, "params": params, "v": MEASURE_VERSIONS[kind]})
                 tasks.append(Task(tid, "derive", net.index, kind, params, deps=(ids[source],)))
     return Plan(spec, networks, tasks)
-
-
-def pending(plan: Plan, done: dict[str, dict]) -> list[Task]:
-    return [t for t in plan.tasks if t.id not in done]

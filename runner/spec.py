@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -253,6 +254,10 @@ class Spec(Study):
             raise ValueError(f"each measure kind may appear once; repeated: {dupes}")
         if "transient_chaos" in kinds and "lyapunov" not in kinds:
             raise ValueError("measure transient_chaos needs a lyapunov measure")
+        every = self.dynamics.checkpoint_every
+        if every and every % self.stride_lcm():
+            raise ValueError(f"[dynamics] checkpoint_every: {every} must be a multiple of every measure's `every` "
+                             f"and `tau` (their lcm is {self.stride_lcm()}), so that segments align with chunks")
         for m in self.measure:
             for s in getattr(m, "samples", []):
                 if not 0 <= s < self.input.samples:
@@ -276,6 +281,10 @@ class Spec(Study):
 
     def measures(self) -> dict[str, Any]:
         return {m.kind: m for m in self.measure}
+
+    def stride_lcm(self) -> int:
+        """Least common multiple of the strides (``every``) and intervals (``tau``) of the measures."""
+        return math.lcm(*(getattr(m, a, 1) for m in self.measure for a in ("every", "tau")))
 
 
 MEASURE_TYPES = {t.model_fields["kind"].annotation.__args__[0]: t for t in Measure.__origin__.__args__}  # type: ignore[attr-defined]
@@ -362,6 +371,10 @@ def local_path(source: str) -> Path | None:
 
 def _describe(path: Path, text: str, data: dict, error: dict) -> str:
     loc = [p for p in error["loc"]]
+    msg = error["msg"].removeprefix("Value error, ")
+    named = re.match(r"^\[(\w+)\] (\w+): ", msg)  # a cross-table rule that names its table and key
+    if not loc and named:
+        return f"{path}:{_locate(text, (named[1], named[2]))}: {msg}"
     # discriminated unions add the tag as a path segment: measure.1.lyapunov.tau
     if len(loc) >= 3 and loc[0] == "measure" and isinstance(loc[2], str) and loc[2] in MEASURE_TYPES:
         del loc[2]
@@ -370,7 +383,6 @@ def _describe(path: Path, text: str, data: dict, error: dict) -> str:
     line = _locate(text, tuple(loc))
     where = _table_name(loc, data)
     key = ".".join(str(p) for p in loc[2 if _is_array(loc) else 1 :])
-    msg = error["msg"].removeprefix("Value error, ")
     if len(loc) == 1 and error["type"] in ("extra_forbidden", "missing"):
         what = "unknown table" + _suggest(loc, data) if error["type"] == "extra_forbidden" else "required table is missing"
         return f"{path}:{line}: [{loc[0]}]: {what}"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 from runner.events import read_events
@@ -178,7 +177,3 @@ def _results(ds) -> list[str]:
         values = [float(fn(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])]
         lines.append(f"  {label:<26} " + "  ".join(f"{n}={v:.4g}" if v == v else f"{n}=-" for n, v in zip(labels, values)))
     return lines
-
-
-def age(ts: float | None) -> str:
-    return "never" if ts is None else f"{time.time() - ts:.0f} s ago"

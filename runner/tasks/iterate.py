@@ -75,6 +75,9 @@ class IteratePass:
         self.index = {k: torch.tensor(t.params["samples"], device=device)
                       for k, t in self.tasks.items() if "samples" in t.params}
         self.mask_x = inputs.attention_mask.to(device) if inputs.attention_mask is not None else None
+        if "pca" in self.tasks:
+            steps = layout.coords["pca_step"].values
+            self.pca_window = (int(steps[0]), int(steps[-1]))
 
     # ------------------------------------------------------------------ state
     def _initial(self, model) -> dict:
@@ -197,10 +200,9 @@ class IteratePass:
             if probs is not None:
                 bufs["attention"][:, t // q["every"] - seg_start // q["every"], : probs.shape[1]] = probs
         if "pca" in p:
-            steps = self.layout.coords["pca_step"].values
-            q = p["pca"]
-            if steps[0] <= t <= steps[-1] and (t - steps[0]) % q["every"] == 0:
-                state["pca_points"][(t - steps[0]) // q["every"]] = x[self.index["pca"]]
+            first, last = self.pca_window
+            if first <= t <= last and (t - first) % p["pca"]["every"] == 0:
+                state["pca_points"][(t - first) // p["pca"]["every"]] = x[self.index["pca"]]
 
     def _trace(self, x: torch.Tensor) -> torch.Tensor:
         """x[samples][:, tokens][:, :, elements], NaN where a token or element does not exist (maps)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from runner.apply import close_run, open_run
+from runner.apply import Outcome, close_run, open_run
 from runner.provenance import now, provenance_attrs
 from runner.store import Store
 from runner.training.data import Corpus, load_corpus
@@ -43,14 +43,6 @@ class Prepared:
     @property
     def spec(self) -> TrainingStudy:
         return self.study
-
-
-@dataclass
-class Outcome:
-    ran: list[str]
-    failed: dict[str, str]
-    skipped: int
-    interrupted: bool = False
 
 
 def corpus_key(corpus: Corpus) -> str:

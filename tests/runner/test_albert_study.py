@@ -92,6 +92,10 @@ def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
     assert "initial/1" in plan.stdout and "k=1.0 tau=5" in plan.stdout and "init=truncated_normal" in plan.stdout
     result = run_cli("apply", spec, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    chunks = {p: p.stat().st_mtime_ns for p in (tmp_path / "store/tiny_albert.zarr").rglob("c/**/*") if p.is_file()}
+    again = run_cli("apply", spec, cwd=tmp_path)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    assert {p: p.stat().st_mtime_ns for p in chunks} == chunks, "a finished spec rewrote data"
     ds = xr.open_zarr(tmp_path / "store/tiny_albert.zarr")  # what a user types: consolidated metadata
     assert ds.sizes["network"] == 3 and list(ds.network_label.values) == ["pretrained", "initial/0", "initial/1"]
 

@@ -141,7 +141,20 @@ def test_cli_rejects_bad_spec_before_compute(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
-def test_explain_prints_defaults():
+def test_checkpoint_interval_must_align_with_the_strides(tmp_path):
+    text = BASE + '[dynamics]\nsteps = 100\ncheckpoint_every = 25\n[[measure]]\nkind = "lyapunov"\ntau = 10\n'
+    (problem,) = _problems(tmp_path, text)
+    line = int(problem.split(":")[1])
+    assert text.splitlines()[line - 1].startswith("checkpoint_every")
+    assert "[dynamics] checkpoint_every: 25 must be a multiple" in problem and "lcm is 10" in problem
+
+
+def test_explain_prints_the_papers_defaults(capsys):
     from runner.cli import main
 
     assert main(["explain", "lyapunov"]) == 0
+    out = capsys.readouterr().out
+    assert "k = 1.0" in out and "tau = 10" in out and "Algorithm A1" in out
+    assert main(["explain", "training"]) == 0
+    out = capsys.readouterr().out
+    assert "lr = 20.0" in out and "clip = 0.25" in out and "bptt = 35" in out
