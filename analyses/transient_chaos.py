@@ -3,6 +3,11 @@ r"""Transient chaos length (Inoue et al. 2021, Sec. II.B; Fig. 4B, 4D).
 A trajectory is chaotic while its local Lyapunov exponent lambda(t)
 (Algorithm A1) is positive; the transient chaos length is the time after which
 lambda stays negative (non-positive) until the end of the run.
+
+Two cases are not measured lengths and are marked as such: a trajectory still
+chaotic in the last interval is *censored* (its length is only a lower bound:
+the run ended first, as in the paper's Fig. 4D), and a trajectory that diverged
+(lambda NaN in the last interval: the state holds NaN or Inf) has no length.
 """
 
 from __future__ import annotations
@@ -21,17 +26,23 @@ class TransientChaos:
 
     Attributes
     ----------
-    length : Tensor, shape ``(batch,)``, int64
-        Transient chaos length in steps of f (a multiple of tau).
+    length : Tensor, shape ``(batch,)``, float64
+        Transient chaos length in steps of f (a multiple of tau); NaN when not measured.
     chaotic : Tensor, shape ``(batch,)``, bool
         ``length > 0``.
     mean_exponent : Tensor, shape ``(batch,)``, float64
-        Mean lambda over the chaotic intervals; NaN when not chaotic.
+        Mean lambda over the chaotic intervals; NaN when not chaotic or not measured.
+    censored : Tensor, shape ``(batch,)``, bool
+        Still chaotic in the last interval: ``length`` is a lower bound (the run's length).
+    measured : Tensor, shape ``(batch,)``, bool
+        False where the trajectory diverged (lambda NaN in the last interval).
     """
 
     length: Tensor
     chaotic: Tensor
     mean_exponent: Tensor
+    censored: Tensor
+    measured: Tensor
 
 
 def transient_chaos(lam: Tensor, tau: int) -> TransientChaos:
@@ -43,8 +54,9 @@ def transient_chaos(lam: Tensor, tau: int) -> TransientChaos:
 
     L = 0 when lambda is never positive. :math:`\bar\lambda` is the paper's
     "average LLE value in chaotic trajectories" (9.54e-2 pre-trained,
-    6.41e-3 initial, with tau = 50). NaN lambda counts as not positive and is
-    left out of the mean.
+    6.41e-3 initial, with tau = 50). A NaN lambda inside the series counts as
+    not positive and is left out of the mean; NaN in the last interval (a
+    diverged trajectory) leaves the sample unmeasured: NaN length and mean.
 
     Parameters
     ----------
@@ -69,8 +81,13 @@ def transient_chaos(lam: Tensor, tau: int) -> TransientChaos:
     total = torch.where(use, lam, torch.zeros_like(lam)).sum(dim=-1)
     count = use.sum(dim=-1)
     mean = total / count.to(torch.float64)
-    mean = torch.where(chaotic, mean, torch.full_like(mean, float("nan")))
-    return TransientChaos(length=length.to(torch.int64), chaotic=chaotic, mean_exponent=mean)
+    measured = ~torch.isnan(lam[..., -1]) if n_intervals else torch.zeros_like(chaotic)
+    nan = torch.full_like(mean, float("nan"))
+    mean = torch.where(chaotic & measured, mean, nan)
+    length = torch.where(measured, length.to(torch.float64), nan)
+    censored = positive[..., -1] & measured if n_intervals else torch.zeros_like(chaotic)
+    return TransientChaos(length=length, chaotic=chaotic & measured, mean_exponent=mean, censored=censored,
+                          measured=measured)
 
 
 def summarize_chaos(result: TransientChaos) -> dict[str, Tensor]:
@@ -83,12 +100,14 @@ def summarize_chaos(result: TransientChaos) -> dict[str, Tensor]:
     Returns
     -------
     dict of 0-d float64 Tensors
-        ``fraction_never_chaotic``: fraction of samples with length 0 (paper:
-        0.385 for initial networks, 0 pre-trained); ``mean_exponent``: mean of
-        ``result.mean_exponent`` over chaotic samples (NaN if none).
+        ``fraction_never_chaotic``: fraction of the measured samples with length
+        0 (paper: 0.385 for initial networks, 0 pre-trained; NaN when no sample
+        was measured); ``mean_exponent``: mean of ``result.mean_exponent`` over
+        chaotic samples (NaN if none).
     """
     chaotic = result.chaotic
-    fraction = (~chaotic).to(torch.float64).mean()
+    never = (~chaotic & result.measured).to(torch.float64).sum()
+    fraction = never / result.measured.sum().to(torch.float64)
     values = torch.where(chaotic, result.mean_exponent.to(torch.float64), torch.zeros_like(result.mean_exponent, dtype=torch.float64))
     mean = values.sum() / chaotic.sum().to(torch.float64)
     return {"fraction_never_chaotic": fraction, "mean_exponent": mean}

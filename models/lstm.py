@@ -135,6 +135,18 @@ class _LSTMStack(nn.Module):
         nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
         nn.init.zeros_(self.decoder.bias)
 
+    def train(self, mode: bool = True) -> _LSTMStack:
+        """Dropout follows ``mode``; the LSTM modules always stay in training mode.
+
+        cuDNN's RNN backward exists only for a forward run in training mode, and measures take
+        gradients of a model in eval mode (sparsity of gradients, loss change allocation). A
+        one-layer ``nn.LSTM`` has no dropout of its own, so its training mode computes the same
+        function; only this model's ``nn.Dropout`` depends on ``mode``."""
+        super().train(mode)
+        for lstm in self.lstms():
+            lstm.train(True)
+        return self
+
     def lstms(self) -> list[nn.LSTM]:
         return [getattr(self, f"lstm{i + 1}") for i in range(self.num_layers)]
 

@@ -1,18 +1,35 @@
 """``runner``: plan | apply | status | show | monitor | explain.
 
-Exit codes: 0 success (also "nothing to do"); 1 a task failed; 2 usage error; 65 the spec is
-invalid; 66 a model, tokenizer or data set cannot be loaded; 75 another apply holds the store
-(retry later); 130 interrupted (re-run apply to resume).
+Exit codes (one convention for every command, after sysexits.h):
+  0    success, also "nothing to do" and output cut short by a closed pipe (`| head`)
+  1    a task failed (the others ran; see `runner status`)
+  2    usage: unknown option, bad --device, unknown name for explain
+  65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message)
+  66   an input is missing: no such store (status, show), or a requirement this machine does
+       not meet (a model or data set neither cached nor reachable, a missing extra, no CUDA)
+  74   the store cannot be written (disk full, read-only); finished work is kept
+  75   another apply holds the store (retry later)
+  130  interrupted (Ctrl-C or SIGTERM); apply again to resume
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FAILED, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_LOCKED, EXIT_INTERRUPTED = 0, 1, 65, 66, 75, 130
+(EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_IOERR, EXIT_LOCKED,
+ EXIT_INTERRUPTED) = 0, 1, 2, 65, 66, 74, 75, 130
+
+
+class UsageError(Exception):
+    """A command-line argument that cannot be used (exit 2)."""
+
+
+class NoStore(Exception):
+    """The store a command reads does not exist (exit 66)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,12 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         return args.func(args)
     except KeyboardInterrupt:
         print("interrupted; run `runner apply` again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_OK
     except Exception as err:
         code = _known_error(err)
         if code is None:
@@ -34,27 +54,31 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
 
-def _known_error(err: Exception) -> int | None:
-    from runner.apply import InputsError
-    from runner.resolve import ResolveError
-    from runner.spec import SpecError
-    from runner.store import StoreLocked
+def _stdout_to_devnull() -> None:
+    """The reader went away (``runner plan | head -1``): drop the rest of the output quietly
+    (Python would otherwise report the broken pipe again when it flushes stdout at exit)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
-    if isinstance(err, SpecError):
-        return EXIT_SPEC
+
+def _known_error(err: Exception) -> int | None:
+    from runner.apply import InputsError, Unmet
+    from runner.resolve import ResolveError
+    from runner.specfile import SpecError
+    from runner.store import StoreLocked, StorePathError, StoreWriteError
     from runner.training.data import CorpusError
 
-    if isinstance(err, (ResolveError, InputsError, CorpusError)):
-        return EXIT_UNAVAILABLE
-    if isinstance(err, StoreLocked):
-        return EXIT_LOCKED
-    return None
+    codes = {SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, UsageError: EXIT_USAGE, NoStore: EXIT_UNAVAILABLE,
+             ResolveError: EXIT_UNAVAILABLE, InputsError: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
+             Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED}
+    return next((code for cls, code in codes.items() if isinstance(err, cls)), None)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="runner", description="Declarative experiments on the dynamics of neural networks.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("plan", help="show what apply would run, the resolved parameters and what is done")
@@ -69,7 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--monitor", action="store_true", help="run and watch it in the terminal monitor")
     p.set_defaults(func=cmd_apply)
 
-    p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots")
+    p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots",
+                       description="Watch a store, whether its run is going, finished or interrupted. A store "
+                       "that does not exist yet is waited for: start `runner apply` in another terminal.")
     p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.set_defaults(func=cmd_monitor)
 
@@ -78,8 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("show", help="variables, dimensions, provenance and completed tasks of a store")
-    p.add_argument("store", type=Path)
+    p = sub.add_parser("show", help="headline results, variables, dimensions, provenance and tasks of a store")
+    p.add_argument("store", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("explain", help="parameters of a spec table or measure, with defaults and meaning")
@@ -89,6 +115,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------------- commands
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("transient")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def _training(spec) -> bool:
@@ -102,7 +137,7 @@ def cmd_plan(args) -> int:
         from runner.training.cli import cmd_plan as plan_training
 
         return plan_training(args)
-    from runner.apply import prepare
+    from runner.apply import describe_store, prepare
     from runner.layout import segment_length
     from runner.store import read_tasks
 
@@ -113,15 +148,15 @@ def cmd_plan(args) -> int:
               "state": "done" if t.id in done else "pending"} for t in p.plan.tasks]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "store": str(p.store_path), "spec_sha256": spec.sha256(),
-                          "resolved": spec.model_dump(mode="json"), "tasks": tasks}, indent=2))
+                          "resolved": spec.model_dump(mode="json"), "tasks": tasks, "unmet": p.unmet}, indent=2))
         return EXIT_OK
     print(f"experiment {spec.experiment.name}: {spec.experiment.description}")
-    print(f"store      {p.store_path}")
+    print(f"store      {describe_store(p.store_path)}")
     print("models")
     for net in p.networks:
         m = net.model
         init = f" init={m.init.scheme}(std={m.init.std}, clip={m.init.clip})" if m.init else ""
-        dims = f"{net.n_tokens}x{net.n_hidden}" + (f", {net.n_heads} heads" if net.n_heads else "")
+        dims = f"{net.n_tokens}x{net.n_hidden or '?'}" + (f", {net.n_heads} heads" if net.n_heads else "")
         print(f"  {net.label:<16} {m.source} [{dims}] {net.precision}{init}")
     if spec.text_models:
         i = spec.input
@@ -142,20 +177,43 @@ def cmd_plan(args) -> int:
     pending_nets = {t["network"] for t in tasks if t["state"] == "pending" and t["kind"] == "iterate"}
     print(f"Plan: {len(tasks) - n_done} to run, {n_done} done; "
           f"{len(pending_nets)} pass(es) of {d.steps} steps x {seqs} sequences")
+    print_unmet(p.unmet)
     return EXIT_OK
 
 
+def print_unmet(unmet: list[str]) -> None:
+    """The requirements this machine does not meet; apply refuses to start until they are."""
+    if unmet:
+        print(f"requirements not met here ({len(unmet)}; `runner apply` refuses until they are):")
+        for r in unmet:
+            print(f"  - {r}")
+
+
 def cmd_apply(args) -> int:
+    from runner.apply import Unmet, describe_store
+
+    if args.device:
+        from runner.tasks.device import device_unavailable
+
+        problem = device_unavailable(args.device)
+        if problem:
+            raise UsageError(f"--device: {problem}")
     if _training(args.spec):
         from runner.training.apply import apply, prepare
     else:
         from runner.apply import apply, prepare
 
     p = prepare(args.spec)  # every input error is reported here, before anything runs
+    unmet = [u for u in p.unmet if not (args.device and "device:" in u)]
+    if unmet:
+        raise Unmet(unmet)
     if args.monitor:
         from runner.tui.app import run_apply_with_monitor
 
         return run_apply_with_monitor(args.spec, device=args.device)
+    if not args.quiet and "outside" in describe_store(p.store_path):
+        print(f"store: {describe_store(p.store_path)}", file=sys.stderr)
+    p.unmet = unmet
     return report_outcome(apply(p, device=args.device, quiet=args.quiet), args.spec, p.store_path)
 
 
@@ -186,10 +244,21 @@ def cmd_monitor(args) -> int:
     return run_monitor(args.target)
 
 
+def _existing_store(target: Path) -> Path:
+    from runner.status import store_of
+    from runner.store import runner_dir
+
+    path = store_of(target)
+    if not (path / "zarr.json").exists() and not runner_dir(path).exists():
+        hint = f" (run `runner apply {target}`)" if Path(target).suffix == ".toml" else ""
+        raise NoStore(f"{path}: no such store{hint}")
+    return path
+
+
 def cmd_status(args) -> int:
     from runner.status import load_status, render_status
 
-    status = load_status(args.target)
+    status = load_status(_existing_store(args.target))
     if args.json:
         print(json.dumps(status, indent=2))
     else:
@@ -200,7 +269,10 @@ def cmd_status(args) -> int:
 def cmd_show(args) -> int:
     from runner.status import render_show
 
-    print(render_show(args.store))
+    path = _existing_store(args.store)
+    if not (path / "zarr.json").exists():
+        raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.store}`)")
+    print(render_show(path))
     return EXIT_OK
 
 
@@ -222,8 +294,7 @@ def cmd_explain(args) -> int:
         print("run `runner explain NAME` for the parameters of one, with defaults (the papers' settings)")
         return EXIT_OK
     if args.name not in tables:
-        print(f"error: unknown name {args.name!r}; choose one of {', '.join(tables)}", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown name {args.name!r}; choose one of {', '.join(tables)}")
     cls = tables[args.name]
     if cls.__doc__ and args.name in MEASURE_TYPES:
         print(cls.__doc__.strip())

@@ -10,8 +10,14 @@ Event kinds and their fields (besides ``ts``, ``event``, ``run``):
 - ``progress``: ``task``, ``step``, ``total_steps``, ``steps_per_s``
 - ``task_done``: ``task``, ``seconds``
 - ``task_failed``: ``task``, ``error``
-- ``nonfinite``: ``network``, ``samples`` (count diverged so far)
+- ``run_preparing``: ``spec``, ``store``, ``stage`` (written as soon as the store is locked, before
+  inputs are drawn and models built, so a monitor sees the run from its first second)
+- ``nonfinite``: ``task``, ``network``, ``samples`` (count diverged so far), ``first_step``, ``step``
+- ``checkpoint`` (training): ``task``, ``network``, ``checkpoint``, ``step``, ``path``
 - ``run_finished``: ``status`` (done | interrupted | failed), ``seconds``
+
+A crash can leave a torn last line: the writer starts a new line before its first event, and
+readers skip any line that is not a whole JSON object.
 """
 
 from __future__ import annotations
@@ -32,15 +38,33 @@ class EventLog:
         self.path = path
         self.run = uuid.uuid4().hex[:8]
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf-8")
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(self._fd).st_size
+        if size:
+            with open(path, "rb") as f:
+                f.seek(size - 1)
+                torn = f.read(1) != b"\n"
+            if torn:  # the last writer died mid-line: end that line so ours stays whole
+                self._write(b"\n")
 
     def emit(self, event: str, **fields: Any) -> None:
+        """Append one event as one line (one write call). Progress is not worth a run: if the log
+        cannot be written (disk full), the run goes on without it."""
         record = {"ts": time.time(), "event": event, "run": self.run, "pid": os.getpid(), **fields}
-        self._file.write(json.dumps(record, default=str) + "\n")
-        self._file.flush()
+        self._write((json.dumps(record, default=str) + "\n").encode())
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.write(self._fd, data)
+        except OSError:
+            self.close()
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @dataclass
@@ -61,7 +85,18 @@ class EventReader:
         data = self._partial + chunk
         lines = data.split(b"\n")
         self._partial = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
+        return [e for e in map(_parse, lines) if e is not None]
+
+
+def _parse(line: bytes) -> dict | None:
+    """An event, or None for a blank, torn or foreign line."""
+    if not line.strip():
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
 
 
 def read_events(path: Path) -> Iterator[dict]:

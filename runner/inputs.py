@@ -265,11 +265,15 @@ def _load_local(path: Path, builder: str):
     return datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True)
 
 
+def hub_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` switches the hub off now."""
+    return any(os.environ.get(v, "").upper() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
 @contextlib.contextmanager
 def _offline_from_env() -> Iterator[bool]:
     """Honour ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` as set now, not only at import."""
-    offline = any(os.environ.get(v, "").upper() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-    if not offline:
+    if not hub_offline():
         yield False
         return
     import datasets.config

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from runner.resolve import Network
-from runner.spec import PCA, Attention, Spec, Trajectory
+from runner.spec import PCA, Attention, EffectiveDimension, Lyapunov, Spec, TokenDeviation, Trajectory, TransientChaos
 
 PAPER = "Inoue et al. 2021, Transient chaos in BERT (arXiv:2106.03181)"
 
@@ -134,12 +134,16 @@ def build_layout(spec: Spec, networks: list[Network], texts: list[str] | None = 
             var("effective_dimension", m.kind, ("network", dim), "float64", np.nan, "effective dimension N_eff(t)", "1",
                 "N_eff = (sum_i s_i)^2 / sum_i s_i^2, s_i eigenvalues of the state covariance across samples (Eq. 6)")
         elif m.kind == "transient_chaos":
-            var("chaos_length", m.kind, ("network", "sample"), "int64", -1, "transient chaos length", "step",
-                "time after which lambda(t) stays negative to the end of the run; 0: never chaotic (Fig. 4D)")
+            var("chaos_length", m.kind, ("network", "sample"), "float64", np.nan, "transient chaos length", "step",
+                "time after which lambda(t) stays negative to the end of the run; 0: never chaotic (Fig. 4D); "
+                "NaN: the sample diverged (see diverged_step); a censored length (chaos_censored) is a lower bound")
+            var("chaos_censored", m.kind, ("network", "sample"), "bool", False, "chaos length censored", "1",
+                "true where lambda(t) was still positive in the last interval: the run ended before the transient "
+                "did, so chaos_length is only a lower bound")
             var("chaos_mean_exponent", m.kind, ("network", "sample"), "float64", np.nan,
                 "mean lambda(t) over the chaotic transient", "1/interval", "mean of lambda over intervals before chaos_length")
             var("fraction_never_chaotic", m.kind, ("network",), "float64", np.nan, "fraction of samples never chaotic",
-                "1", "paper: 38.5% for initial networks, 0% pre-trained")
+                "1", "over the samples that did not diverge; paper: 38.5% for initial networks, 0% pre-trained")
             var("mean_chaotic_exponent", m.kind, ("network",), "float64", np.nan, "mean exponent of chaotic samples",
                 "1/interval", "mean of chaos_mean_exponent over chaotic samples (paper: 9.54e-2 pre-trained, 6.41e-3 initial)")
         elif isinstance(m, Trajectory):
@@ -187,3 +191,97 @@ def _chunk(dim: str, size: int, segment: int, stride: int | None) -> int:
     if stride is None or stride < 0:
         return max(size, 1)
     return max(1, min(size, segment // stride))
+
+
+# --------------------------------------------------------------------------- sizes, before anything exists
+
+
+def available_memory() -> int:
+    """Bytes of memory available to new allocations on this host (Linux's MemAvailable; the
+    physical memory elsewhere)."""
+    import os
+
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Bytes a run needs, estimated from the spec and the networks' sizes without allocating anything."""
+
+    store: dict[str, int]
+    """Each variable of the store, uncompressed."""
+    host: int
+    """Host memory held at once: the coordinates plus one segment's results of one network (twice:
+    device buffers and their host copy)."""
+    state: int
+    """Memory of the iterated batch (x and its perturbed twin) and of the PCA window, on the device."""
+
+    @property
+    def store_total(self) -> int:
+        return sum(self.store.values())
+
+
+def footprint(spec: Spec, networks: list[Network]) -> Footprint:
+    """What :func:`build_layout` would allocate and a pass would hold, computed from sizes alone."""
+    N, S, T = len(networks), spec.input.samples, spec.dynamics.steps
+    L = segment_length(spec)
+    tokens = spec.input.tokens
+    heads = max([n.n_heads for n in networks] + [1])
+    store: dict[str, int] = {}
+    coords = 8 * (N + S)
+    segment = 0
+
+    def kept(every: int) -> int:
+        return T // every + 1
+
+    def add(name: str, per_network: int, time: int | None = None, seg: int | None = None) -> None:
+        nonlocal segment
+        store[name] = N * per_network * (time or 1)
+        if time:
+            segment += per_network * (seg or 1)
+
+    if spec.text_models:
+        store["input_ids"] = S * tokens * 8
+    add("diverged_step", S * 8)
+    for m in spec.measure:
+        if isinstance(m, TokenDeviation):
+            coords += 8 * kept(m.every)
+            add("deviation", S * 4, kept(m.every), L // m.every + 1)
+            add("sync_offset", S * 8)
+        elif isinstance(m, Lyapunov):
+            coords += 8 * (T // m.tau)
+            add("lyapunov", S * 4, T // m.tau, L // m.tau)
+            add("lyapunov_per_step", S * 4, T // m.tau, L // m.tau)
+        elif isinstance(m, EffectiveDimension):
+            coords += 8 * kept(m.every)
+            add("effective_dimension", 8, kept(m.every), L // m.every + 1)
+        elif isinstance(m, TransientChaos):
+            for name in ("chaos_length", "chaos_mean_exponent"):
+                add(name, S * 8)
+            add("chaos_censored", S)
+            for name in ("fraction_never_chaotic", "mean_chaotic_exponent"):
+                add(name, 8)
+        elif isinstance(m, Trajectory):
+            coords += 8 * kept(m.every)
+            add("trace", len(m.samples) * len(m.tokens) * len(m.elements) * 4, kept(m.every), L // m.every + 1)
+        elif isinstance(m, Attention):
+            coords += 8 * kept(m.every)
+            add("attention", len(m.samples) * heads * tokens * tokens * 4, kept(m.every), L // m.every + 1)
+        elif isinstance(m, PCA):
+            points = ((m.stop or T) - m.start) // m.every + 1
+            coords += 8 * points
+            add("pca_projection", len(m.samples) * points * m.components * 4)
+            add("pca_explained_variance", len(m.samples) * m.components * 8)
+    twin = 2 if "lyapunov" in spec.measures() else 1
+    state = 0
+    for net in networks:
+        itemsize = 8 if net.precision == "fp64" else 4
+        per_sample = net.n_tokens * net.n_hidden * itemsize
+        pca = next((m for m in spec.measure if isinstance(m, PCA)), None)
+        window = 0 if pca is None else (((pca.stop or T) - pca.start) // pca.every + 1) * len(pca.samples) * per_sample
+        state = max(state, S * twin * per_sample + window)
+    return Footprint(store, coords + 2 * segment, state)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.spec import ModelSpec, Spec, local_path
+from runner.specfile import SpecProblem
 
 TINY_ALBERT = "builtin:tiny-albert"
 
@@ -67,8 +68,12 @@ def locate(source: str) -> str:
     return str(local)
 
 
-def resolve(spec: Spec) -> list[Network]:
+def resolve(spec: Spec) -> tuple[list[Network], list[str]]:
+    """The networks of a spec, and the requirements this machine does not meet (e.g. a hub model
+    that is neither cached nor reachable). A network whose model cannot be read has unknown sizes
+    (0); planning still works, running does not."""
     networks: list[Network] = []
+    unmet: list[str] = []
     for i, model in enumerate(spec.model):
         where = f"[[model]] #{i + 1} ({model.name})"
         precision = model.precision or spec.dynamics.precision
@@ -83,10 +88,11 @@ def resolve(spec: Spec) -> list[Network]:
                 location = locate(model.source)
                 dims = _albert_dims(location, model.revision, spec.input.tokens)
             except ResolveError as err:
-                raise ResolveError(f"{where} source {model.source!r}: {err}") from None
+                unmet.append(f"{where} source {model.source!r}: {err}")
+                location, dims = model.source, (spec.input.tokens, 0, 0)
         for r in range(model.replicates):
             networks.append(Network(len(networks), spec.experiment.seed, model, r, location, precision, *dims))
-    return networks
+    return networks, unmet
 
 
 def tokenizer_location(spec: Spec, networks: list[Network]) -> str | None:
@@ -104,5 +110,6 @@ def _albert_dims(location: str, revision: str | None, n_tokens: int) -> tuple[in
     except ModelLoadError as err:
         raise ResolveError(str(err)) from None
     if n_tokens > config.max_position_embeddings:
-        raise ResolveError(f"input.tokens = {n_tokens} exceeds max_position_embeddings = {config.max_position_embeddings}")
+        raise SpecProblem(("input", "tokens"), f"{n_tokens} exceeds the model's max_position_embeddings = "
+                          f"{config.max_position_embeddings} ({location})")
     return n_tokens, config.hidden_size, config.num_attention_heads

@@ -8,46 +8,23 @@ dynamics). :func:`load_spec` reports *all* problems at once, each as
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import json
 import math
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import tomli
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-MAX_SPEC_BYTES = 1 << 20
+from runner.specfile import (Experiment, Name, SpecError, SpecFile, StudySpec, Table, read_toml,  # noqa: F401
+                             validate)
+from runner.tasks.device import device_problem
+
 Precision = Literal["fp32", "fp64", "tf32"]
-
-
-class SpecError(Exception):
-    """A spec that cannot be run; ``problems`` holds one line per problem."""
-
-    def __init__(self, path: Path | str, problems: list[str]):
-        self.path = str(path)
-        self.problems = problems
-        super().__init__("\n".join(problems))
-
-
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_Table = Table
+Study = StudySpec
 
 
 # --------------------------------------------------------------------------- tables
-
-
-class Experiment(_Table):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    """Experiment name; the store defaults to ``store/<name>.zarr``."""
-    description: str = ""
-    """One line saying what the experiment reproduces."""
-    seed: int = 0
-    """Master seed: sample draws, initial networks and perturbations derive from it."""
-    store: str | None = None
-    """Path of the zarr store (default ``store/<name>.zarr``, relative to the working directory)."""
 
 
 class InitScheme(_Table):
@@ -60,7 +37,7 @@ class InitScheme(_Table):
 
 
 class ModelSpec(_Table):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: Name
     """Label of this model in the store's ``model`` coordinate."""
     source: str
     """``hf:<hub id>``, ``path:<dir>`` or a plain directory, ``builtin:tiny-albert``, or
@@ -94,7 +71,7 @@ class ModelSpec(_Table):
             if self.init is not None:
                 raise ValueError("init applies to ALBERT models, not to reference maps")
             try:
-                params_model(self.map_name)(**self.params)
+                params_model(self.map_name).model_validate(self.params, strict=True)
             except ValidationError as err:
                 detail = "; ".join(f"params.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
                 raise ValueError(detail) from None
@@ -128,6 +105,14 @@ class DynamicsSpec(_Table):
     """fp32 (default), fp64, or tf32 (opt-in; biases negative exponents, see docs)."""
     device: str = "auto"
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:1``..."""
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        problem = device_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
     implementation: Literal["fused", "transformers"] = "fused"
     """ALBERT layer: ``fused`` (one QKV GEMM, SDPA, one-kernel GELU) or the ``transformers`` module."""
     checkpoint_every: int | None = Field(None, ge=1)
@@ -219,22 +204,7 @@ Measure = Annotated[
 # --------------------------------------------------------------------------- the spec
 
 
-class Study(_Table):
-    """What every spec has: an ``[experiment]``, a store, and a hash of its resolved content."""
-
-    experiment: Experiment
-
-    def store_path(self) -> Path:
-        return Path(self.experiment.store or f"store/{self.experiment.name}.zarr")
-
-    def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
-    def sha256(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
-
-
-class Spec(Study):
+class Spec(StudySpec):
     """A depth-dynamics spec."""
 
     model: list[ModelSpec] = Field(min_length=1)
@@ -242,37 +212,50 @@ class Spec(Study):
     dynamics: DynamicsSpec = DynamicsSpec()
     measure: list[Measure] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _check(self) -> Spec:
+    def problems(self) -> list[tuple[tuple, str]]:
+        out: list[tuple[tuple, str]] = []
         names = [m.name for m in self.model]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"model names must be unique; repeated: {dupes}")
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                out.append((("model", i, "name"), f"model names must be unique; {n!r} is repeated"))
         kinds = [m.kind for m in self.measure]
-        dupes = sorted({k for k in kinds if kinds.count(k) > 1})
-        if dupes:
-            raise ValueError(f"each measure kind may appear once; repeated: {dupes}")
+        for i, k in enumerate(kinds):
+            if k in kinds[:i]:
+                out.append((("measure", i, "kind"), f"each measure kind may appear once; {k!r} is repeated"))
         if "transient_chaos" in kinds and "lyapunov" not in kinds:
-            raise ValueError("measure transient_chaos needs a lyapunov measure")
+            out.append((("measure", kinds.index("transient_chaos"), "kind"),
+                        "measure transient_chaos needs a lyapunov measure"))
+        steps = self.dynamics.steps
         every = self.dynamics.checkpoint_every
         if every and every % self.stride_lcm():
-            raise ValueError(f"[dynamics] checkpoint_every: {every} must be a multiple of every measure's `every` "
-                             f"and `tau` (their lcm is {self.stride_lcm()}), so that segments align with chunks")
-        for m in self.measure:
+            out.append((("dynamics", "checkpoint_every"),
+                        f"{every} must be a multiple of every measure's `every` and `tau` (their lcm is "
+                        f"{self.stride_lcm()}), so that segments align with chunks"))
+        for i, m in enumerate(self.measure):
+            for key in ("tau", "every"):
+                value = getattr(m, key, None)
+                if value is not None and value > steps and not (key == "every" and isinstance(m, PCA)):
+                    out.append((("measure", i, key), f"{value} is larger than [dynamics] steps = {steps}; "
+                                "the measure would keep no value"))
             for s in getattr(m, "samples", []):
                 if not 0 <= s < self.input.samples:
-                    raise ValueError(f"measure {m.kind}: sample {s} out of range (input.samples = {self.input.samples})")
-            if isinstance(m, Trajectory):
+                    out.append((("measure", i, "samples"),
+                                f"sample {s} out of range (input.samples = {self.input.samples})"))
+            if isinstance(m, Trajectory) and self.text_models:
                 bad = [t for t in m.tokens if not 0 <= t < self.input.tokens]
-                if bad and self.text_models:
-                    raise ValueError(f"measure trajectory: tokens {bad} out of range (input.tokens = {self.input.tokens})")
+                if bad:
+                    out.append((("measure", i, "tokens"),
+                                f"tokens {bad} out of range (input.tokens = {self.input.tokens})"))
             if isinstance(m, PCA):
-                stop = m.stop or self.dynamics.steps
-                if not m.start < stop <= self.dynamics.steps:
-                    raise ValueError(f"measure pca: need start < stop <= dynamics.steps ({self.dynamics.steps})")
-                if (stop - m.start) // m.every + 1 > m.max_points:
-                    raise ValueError(f"measure pca: the window holds more than max_points = {m.max_points} points")
-        return self
+                stop = m.stop or steps
+                if not m.start < stop <= steps:
+                    out.append((("measure", i, "stop" if m.stop else "start"),
+                                f"need start < stop <= [dynamics] steps ({steps}); got start = {m.start}, stop = {stop}"))
+                elif (stop - m.start) // m.every + 1 > m.max_points:
+                    out.append((("measure", i, "max_points"),
+                                f"the window holds {(stop - m.start) // m.every + 1} points, more than max_points = "
+                                f"{m.max_points}; raise max_points, shorten the window or raise every"))
+        return out
 
     # --- conveniences used by the planner
     @property
@@ -293,32 +276,17 @@ MEASURE_TYPES = {t.model_fields["kind"].annotation.__args__[0]: t for t in Measu
 # --------------------------------------------------------------------------- loading
 
 
-def read_toml(path: Path) -> tuple[str, dict]:
-    """The text and parsed tables of a spec file; :class:`SpecError` if it is missing, huge or not TOML."""
-    if not path.is_file():
-        raise SpecError(path, [f"{path}: no such spec file"])
-    raw = path.read_bytes()
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(path, [f"{path}: larger than {MAX_SPEC_BYTES} bytes; is this a spec?"])
-    text = raw.decode("utf-8")
-    try:
-        return text, tomli.loads(text)
-    except tomli.TOMLDecodeError as err:
-        raise SpecError(path, [f"{path}:{err.lineno}:{err.colno}: invalid TOML: {err.msg}"]) from None
-
-
 def load_spec(path: str | Path) -> Spec:
     """Read, parse and validate a spec; raise :class:`SpecError` listing every problem."""
-    path = Path(path)
-    text, data = read_toml(path)
-    try:
-        spec = Spec.model_validate(data)
-    except ValidationError as err:
-        raise SpecError(path, [_describe(path, text, data, e) for e in err.errors()]) from None
-    spec = _anchor_paths(spec, path.parent)
-    problems = check_files(spec, path, text)
+    return load_spec_file(read_toml(path))
+
+
+def load_spec_file(sf: SpecFile) -> Spec:
+    spec = validate(Spec, sf)
+    spec = _anchor_paths(spec, sf.path.parent)
+    problems = check_files(spec, sf)
     if problems:
-        raise SpecError(path, problems)
+        raise SpecError(sf.path, problems)
     return spec
 
 
@@ -339,21 +307,26 @@ def _anchor_paths(spec: Spec, base: Path) -> Spec:
     return spec.model_copy(update={"model": models, "input": inp})
 
 
-def check_files(spec: Spec, path: Path, text: str) -> list[str]:
-    """Local paths named by the spec must exist (hub ids are checked when resolved)."""
+def check_files(spec: Spec, sf: SpecFile) -> list[str]:
+    """Local paths named by the spec must exist (hub ids are checked when resolved); the store
+    path must be new, an empty folder, or a store of this runner."""
+    from runner.store import store_path_problem
+
     problems = []
     for i, m in enumerate(spec.model):
         local = local_path(m.source)
         if local is not None and not local.is_dir():
-            line = _locate(text, ("model", i, "source"))
-            problems.append(f"{path}:{line}: [[model]] #{i + 1} ({m.name}) source: no such directory {local}")
+            problems.append(sf.problem(("model", i, "source"), f"no such directory {local}"))
     if spec.text_models:
         from runner.inputs import InputError, check_source
 
         try:
             check_source(spec.input.source, subset=spec.input.subset, split=spec.input.split, field=spec.input.field)
         except InputError as err:
-            problems.append(f"{path}:{_locate(text, ('input', 'source'))}: [input] source: {err}")
+            problems.append(sf.problem(("input", "source"), str(err)))
+    store = store_path_problem(spec.store_path())
+    if store:
+        problems.append(sf.problem(("experiment", "store" if spec.experiment.store else "name"), store))
     return problems
 
 
@@ -364,84 +337,3 @@ def local_path(source: str) -> Path | None:
     if re.match(r"^[a-z]+:", source):
         return None
     return Path(source)
-
-
-# --------------------------------------------------------------------------- error messages
-
-
-def _describe(path: Path, text: str, data: dict, error: dict) -> str:
-    loc = [p for p in error["loc"]]
-    msg = error["msg"].removeprefix("Value error, ")
-    named = re.match(r"^\[(\w+)\] (\w+): ", msg)  # a cross-table rule that names its table and key
-    if not loc and named:
-        return f"{path}:{_locate(text, (named[1], named[2]))}: {msg}"
-    # discriminated unions add the tag as a path segment: measure.1.lyapunov.tau
-    if len(loc) >= 3 and loc[0] == "measure" and isinstance(loc[2], str) and loc[2] in MEASURE_TYPES:
-        del loc[2]
-    if len(loc) >= 3 and loc[0] == "model" and loc[2] == "params":
-        loc = loc[:3]
-    line = _locate(text, tuple(loc))
-    where = _table_name(loc, data)
-    key = ".".join(str(p) for p in loc[2 if _is_array(loc) else 1 :])
-    if len(loc) == 1 and error["type"] in ("extra_forbidden", "missing"):
-        what = "unknown table" + _suggest(loc, data) if error["type"] == "extra_forbidden" else "required table is missing"
-        return f"{path}:{line}: [{loc[0]}]: {what}"
-    if error["type"] == "extra_forbidden":
-        msg = "unknown key" + _suggest(loc, data)
-    elif error["type"] == "missing":
-        msg = "required key is missing"
-    return f"{path}:{line}: {where}{' ' + key if key else ''}: {msg}"
-
-
-def _is_array(loc: list) -> bool:
-    return len(loc) >= 2 and loc[0] in ("model", "measure") and isinstance(loc[1], int)
-
-
-def _table_name(loc: list, data: dict) -> str:
-    if not loc:
-        return "(top level)"
-    if _is_array(loc):
-        entry = data.get(loc[0], [])[loc[1]] if isinstance(data.get(loc[0]), list) else {}
-        label = entry.get("name") or entry.get("kind") if isinstance(entry, dict) else None
-        return f"[[{loc[0]}]] #{loc[1] + 1}" + (f" ({label})" if label else "")
-    if loc[0] in ("model", "measure"):
-        return f"[[{loc[0]}]]"
-    return f"[{loc[0]}]" if len(loc) > 1 or loc[0] in Spec.model_fields else "(top level)"
-
-
-def _suggest(loc: list, data: dict) -> str:
-    key = loc[-1]
-    parent: Any = Spec
-    if len(loc) == 1:
-        fields = Spec.model_fields
-    else:
-        table = loc[0]
-        if table == "measure" and _is_array(loc):
-            kind = data["measure"][loc[1]].get("kind")
-            fields = MEASURE_TYPES[kind].model_fields if kind in MEASURE_TYPES else {}
-        else:
-            parent = {"experiment": Experiment, "model": ModelSpec, "input": InputSpec, "dynamics": DynamicsSpec}.get(table)
-            fields = parent.model_fields if parent else {}
-    close = difflib.get_close_matches(str(key), list(fields), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(fields)})"
-
-
-def _locate(text: str, loc: tuple) -> int:
-    """Line of the TOML text where ``loc`` (table, [index,] key) is set; the table header if the key is absent."""
-    table = loc[0] if loc else None
-    index = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
-    key = next((p for p in loc[1:] if isinstance(p, str)), None)
-    header_line, seen, inside = 1, -1, False
-    for n, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        m = re.match(r"^\[\[?\s*([A-Za-z0-9_.-]+)\s*\]\]?", stripped)
-        if m:
-            inside = False
-            if m.group(1) == table:
-                seen += 1 if stripped.startswith("[[") else 0
-                if not stripped.startswith("[[") or seen == index:
-                    inside, header_line = True, n
-            continue
-        if inside and key and re.match(rf"^{re.escape(key)}\s*=", stripped):
-            return n
-    return header_line

@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+
 from runner.events import read_events
 from runner.store import read_tasks, runner_dir
 
@@ -91,8 +93,27 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
         state = "interrupted" if last_run else "unknown"
     if tasks and all(t["state"] == "done" for t in tasks.values()):
         state = "done"
+    message = None
+    preparing = _preparing(events, last_run, is_alive)
+    if preparing is not None:  # a newer run is locked and loading, before its tasks are known
+        state, message = preparing
     return {"store": str(path), "state": state, "device": last_run.get("device") if last_run else None,
-            "updated": events[-1]["ts"] if events else None, "tasks": sorted(tasks.values(), key=_order)}
+            "updated": events[-1]["ts"] if events else None, "tasks": sorted(tasks.values(), key=_order),
+            **({"message": message} if message else {})}
+
+
+def _preparing(events: list[dict], last_run: dict | None, is_alive) -> tuple[str, str] | None:
+    """(state, message) when the newest run has not started its tasks yet, else None."""
+    prep = next((e for e in reversed(events) if e["event"] == "run_preparing"), None)
+    if prep is None or (last_run is not None and (last_run.get("run") == prep.get("run") or last_run["ts"] > prep["ts"])):
+        return None
+    finished = next((e for e in reversed(events) if e["event"] == "run_finished" and e.get("run") == prep.get("run")),
+                    None)
+    if finished is not None:
+        return None if finished["status"] == "done" else (finished["status"], "the run ended before its tasks started")
+    if not is_alive(int(prep.get("pid", 0))):
+        return "interrupted", "the run ended before its tasks started"
+    return "preparing", f"apply (pid {prep.get('pid')}) is {prep.get('stage', 'preparing')}"
 
 
 def _order(t: dict) -> tuple:
@@ -157,9 +178,12 @@ def render_show(path: Path) -> str:
 #: headline results per network: (variable, how it is summarised, reduction over its other dims)
 HEADLINES = (
     ("sync_offset", "median sync offset", lambda v: v.where(v >= 0).median()),
-    ("lyapunov_per_step", "mean lambda/step", lambda v: v.mean()),
+    ("diverged_step", "diverged samples", lambda v: (v >= 0).sum()),
+    # -inf: the perturbation collapsed to 0 in the working precision; NaN: diverged
+    ("lyapunov_per_step", "mean lambda/step", lambda v: v.where(np.isfinite(v)).mean()),
     ("effective_dimension", "N_eff at the end", lambda v: v.isel({v.dims[-1]: -1})),
-    ("chaos_length", "mean chaos length", lambda v: v.where(v >= 0).mean()),
+    ("chaos_length", "mean chaos length", lambda v: v.mean()),
+    ("chaos_censored", "censored chaos lengths", lambda v: v.sum()),
     ("fraction_never_chaotic", "never chaotic", lambda v: v),
     ("val_perplexity", "final val perplexity", lambda v: v.isel({v.dims[-1]: -1})),
     ("svcca_final", "SVCCA first vs final ckpt", lambda v: v.isel(checkpoint=0).mean()),

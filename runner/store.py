@@ -12,11 +12,14 @@ data; an array whose layout changed is recreated and the tasks that wrote it are
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +36,100 @@ class StoreLocked(Exception):
     """Another process is applying a spec to this store."""
 
 
+class StorePathError(Exception):
+    """The store path names something the runner must not write to; the message says what."""
+
+
+class StoreWriteError(Exception):
+    """The store (or the runner's folder beside it) cannot be written: disk full, read-only, ...
+    Work recorded before the error is kept; applying again after fixing the cause resumes."""
+
+    def __init__(self, path: Path, err: OSError):
+        self.errno = err.errno
+        reason = err.strerror or str(err)
+        super().__init__(f"cannot write {path}: {reason}; finished work is kept: "
+                         + ("free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "fix this")
+                         + " and run apply again to resume")
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Turn an OS error while writing ``path`` into :class:`StoreWriteError`."""
+    try:
+        yield
+    except OSError as err:
+        raise StoreWriteError(path, err) from None
+
+
 def runner_dir(path: Path) -> Path:
     return path.with_suffix(".runner")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def is_runner_store(path: Path) -> bool:
+    """True for a zarr group this runner created (its root attributes carry ``runner_store_id``)."""
+    try:
+        meta = json.loads((Path(path) / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "runner_store_id" in (meta.get("attributes") or {})
+
+
+def store_path_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be this experiment's store, or None.
+
+    The runner writes only where it owns the place: a new path, an empty folder, or a store it
+    created. An existing file, a folder holding anything else, or another program's zarr store is
+    refused (the runner never deletes what it did not create), and so is a place it cannot write.
+    """
+    name = path.name
+    if str(path).strip() == "" or name in ("", ".", ".."):
+        return f"{str(path)!r} names no folder of its own; give a path such as 'store/NAME.zarr'"
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            return f"{path} exists and is not a store (it is a file); choose another path"
+        if (path / "zarr.json").exists():
+            if not is_runner_store(path):
+                return f"{path} is a zarr store this runner did not create; choose another path"
+        else:
+            entries = sorted(p.name for p in path.iterdir())
+            if entries:
+                shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+                return (f"{path} exists and is not a store of this project (it holds {len(entries)} "
+                        f"entr{'y' if len(entries) == 1 else 'ies'}: {shown}); nothing there is touched. "
+                        "Choose a new path or an empty folder")
+    state = runner_dir(path)
+    if state.exists() and not state.is_dir():
+        return f"{state} (the runner's folder beside the store) exists and is not a folder; choose another path"
+    return _unwritable(path)
+
+
+def _unwritable(path: Path) -> str | None:
+    """Probe the nearest existing folder with a temporary directory (created and removed)."""
+    folder = path if path.is_dir() else next((p for p in path.absolute().parents if p.exists()), None)
+    if folder is None or not folder.is_dir():
+        return f"{path}: no existing folder to create it in"
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".runner-probe-"))
+    except OSError as err:
+        return f"{path} cannot be created: {folder} is not writable ({err.strerror or err})"
+    return None
+
+
+def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
+    """Write ``path`` whole or not at all (temporary file, fsync, rename); :class:`StoreWriteError`
+    on a full or read-only disk, with no partial file left behind."""
+    with writing(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 class Store:
@@ -58,17 +143,21 @@ class Store:
 
     # --- locking
     def lock(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with writing(self.state_dir):
+            self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(self.state_dir / "apply.lock", timeout=0)
         try:
             self._lock.acquire()
-        except Timeout:
+        except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
             owner = (self.state_dir / "apply.pid").read_text().strip() if (self.state_dir / "apply.pid").exists() else "?"
             raise StoreLocked(
                 f"{self.path} is being written by another `runner apply` (pid {owner}); "
                 "wait for it to finish or stop it, then apply again"
             ) from None
-        (self.state_dir / "apply.pid").write_text(str(os.getpid()))
+        except OSError as err:
+            raise StoreWriteError(self.state_dir, err) from None
+        with writing(self.state_dir):
+            (self.state_dir / "apply.pid").write_text(str(os.getpid()))
 
     def unlock(self) -> None:
         if self._lock is not None:
@@ -81,9 +170,17 @@ class Store:
 
         The completion records of the tasks that wrote a recreated variable are dropped, so those
         tasks run again (all tasks, for a variable every task writes: measure ``"*"``)."""
+        with writing(self.path):
+            return self._open(layout, root_attrs)
+
+    def _open(self, layout: Layout, root_attrs: dict[str, Any]) -> list[str]:
         if (self.path / "zarr.json").exists():
+            if not is_runner_store(self.path):
+                raise StorePathError(f"{self.path} is a zarr store this runner did not create")
             self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
         else:
+            if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+                raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.group = zarr.open_group(self.path, mode="w", zarr_format=3)
             self.group.attrs.update({"runner_store_id": uuid.uuid4().hex, "runner_tasks": "{}"})
@@ -126,7 +223,8 @@ class Store:
         return self.group.attrs["runner_store_id"]
 
     def write(self, name: str, region: tuple, values: np.ndarray) -> None:
-        self.group[name][region] = values
+        with writing(self.path):
+            self.group[name][region] = values
 
     def read(self, name: str, region: tuple = (...,)) -> np.ndarray:
         return self.group[name][region]
@@ -138,20 +236,22 @@ class Store:
     def record(self, task_id: str, record: dict) -> None:
         tasks = self.tasks()
         tasks[task_id] = record
-        self.group.attrs["runner_tasks"] = json.dumps(tasks, sort_keys=True)
+        self.set_attrs(runner_tasks=json.dumps(tasks, sort_keys=True))
 
     def forget(self, task_ids: list[str]) -> None:
         tasks = self.tasks()
         for t in task_ids:
             tasks.pop(t, None)
-        self.group.attrs["runner_tasks"] = json.dumps(tasks, sort_keys=True)
+        self.set_attrs(runner_tasks=json.dumps(tasks, sort_keys=True))
 
     def set_attrs(self, **attrs: Any) -> None:
-        self.group.attrs.update(attrs)
+        with writing(self.path):
+            self.group.attrs.update(attrs)
 
     def consolidate(self) -> None:
         """Refresh consolidated metadata so a plain ``xr.open_zarr(path)`` sees current attrs."""
-        zarr.consolidate_metadata(self.path)
+        with writing(self.path):
+            zarr.consolidate_metadata(self.path)
 
 
 def read_tasks(path: Path) -> dict[str, dict]:

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 
 import torch
 
+from runner.store import atomic_write_bytes
+
 
 def save_checkpoint(path: Path, state: dict, task_ids: list[str], store_id: str, batch_size: int | None) -> None:
     """Save ``state`` (tensors moved to the CPU) for the pass running ``task_ids``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"tasks": task_ids, "store_id": store_id, "batch_size": batch_size, "state": _to(state, "cpu")}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)  # to memory first: a full disk then fails as an OSError, below
+    atomic_write_bytes(path, buffer.getbuffer())
 
 
 def load_checkpoint(path: Path, task_ids: list[str], store_id: str, device: torch.device) -> dict | None:

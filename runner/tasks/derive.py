@@ -15,6 +15,7 @@ def derive_transient_chaos(store: Store, network: int, tau: int) -> None:
     result = transient_chaos(lam, tau)
     summary = summarize_chaos(result)
     store.write("chaos_length", (network,), result.length.numpy())
+    store.write("chaos_censored", (network,), result.censored.numpy())
     store.write("chaos_mean_exponent", (network,), result.mean_exponent.numpy())
     store.write("fraction_never_chaotic", (network,), summary["fraction_never_chaotic"].numpy())
     store.write("mean_chaotic_exponent", (network,), summary["mean_exponent"].numpy())

@@ -24,6 +24,7 @@ from analyses.effective_dimension import effective_dimension
 from analyses.lyapunov import initial_perturbation, renormalize
 from analyses.pca import pca_projection
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
+from runner import interrupt
 from runner.layout import Layout
 from runner.plan import Task
 from runner.resolve import Network, derive_seed
@@ -34,6 +35,7 @@ from runner.tasks.device import apply_map, set_precision
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp64": torch.float64}
 Progress = Callable[[int], None]
+Notify = Callable[..., None]
 
 
 @dataclass
@@ -63,8 +65,9 @@ class IteratePass:
     """The pending iterate tasks of one network, run as one pass over the trajectory."""
 
     def __init__(self, spec: Spec, layout: Layout, net: Network, tasks: list[Task], store: Store,
-                 inputs: PassInputs, device: torch.device, checkpoint: Path):
+                 inputs: PassInputs, device: torch.device, checkpoint: Path, notify: Notify | None = None):
         self.spec, self.layout, self.net, self.store = spec, layout, net, store
+        self.notify = notify or (lambda event, **fields: None)
         self.tasks = {t.measure: t for t in tasks}
         self.params = {k: t.params for k, t in self.tasks.items()}
         self.device, self.checkpoint = device, checkpoint
@@ -123,6 +126,7 @@ class IteratePass:
             sync.load_state_dict(state["sync"])
         mask = self._mask()
         L = self.layout.segment
+        diverged = int((state["diverged"] >= 0).sum())
         t_loop = time.monotonic()
         with torch.no_grad():
             for seg_start in range(start, self.T, L):
@@ -139,6 +143,8 @@ class IteratePass:
                         if "lyapunov" in bufs:
                             bufs["lyapunov"][:, (t + 1) // self.lyap.tau - 1 - seg_start // self.lyap.tau] = lam
                     progress(t + 1)
+                    interrupt.check()
+                    interrupt.stall_point(self.store.state_dir, self.net.label, t + 1)
                 if last:
                     self._record(self.T, z, state, sync, bufs, seg_start, model)
                 state["z"], state["t"] = z, seg_end
@@ -146,6 +152,11 @@ class IteratePass:
                     state["sync"] = sync.state_dict()
                 self._write(bufs, state, seg_start, seg_end, last)
                 save_checkpoint(self.checkpoint, state, ids, self.store.store_id, self.batch_size)
+                now_diverged = int((state["diverged"] >= 0).sum())  # one host sync per segment
+                if now_diverged > diverged:
+                    first = int(state["diverged"][state["diverged"] >= 0].min())
+                    self.notify("nonfinite", samples=now_diverged, first_step=first, step=seg_end)
+                    diverged = now_diverged
         self.loop_seconds = time.monotonic() - t_loop
         return start
 
@@ -266,9 +277,11 @@ class IteratePass:
         self.store.write("pca_explained_variance", (self.net.index,), ratio)
 
 
-def run_pass(spec, layout, net, tasks, store, inputs, device, checkpoint, progress) -> tuple[int, float, float]:
-    """Run a pass; returns (step it resumed from, total seconds, seconds of the iteration loop)."""
+def run_pass(spec, layout, net, tasks, store, inputs, device, checkpoint, progress,
+             notify: Notify | None = None) -> tuple[int, float, float]:
+    """Run a pass; returns (step it resumed from, total seconds, seconds of the iteration loop).
+    ``notify(event, **fields)`` is called when samples diverge (event ``nonfinite``)."""
     t0 = time.monotonic()
-    p = IteratePass(spec, layout, net, tasks, store, inputs, device, checkpoint)
+    p = IteratePass(spec, layout, net, tasks, store, inputs, device, checkpoint, notify)
     start = p.run(progress)
     return start, time.monotonic() - t0, p.loop_seconds

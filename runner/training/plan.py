@@ -52,7 +52,13 @@ class Task:
 
     @property
     def label(self) -> str:
-        return self.kind if self.checkpoint < 0 else f"{self.kind}@{self.checkpoint}"
+        name = task_label(self.kind, self.params)
+        return name if self.checkpoint < 0 else f"{name}@{self.checkpoint}"
+
+
+def task_label(kind: str, params: dict[str, Any]) -> str:
+    """``svcca:final``, ``svcca:layers`` ...: measures that come in modes are told apart."""
+    return f"{kind}:{params['compare']}" if "compare" in params else kind
 
 
 @dataclass(frozen=True)

@@ -10,22 +10,21 @@ epochs, 200-unit embedding and LSTM layers, a checkpoint every epoch. Errors use
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import tomli
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from runner.spec import Experiment, SpecError, Study, _locate, read_toml
+from runner.specfile import Name, SpecError, SpecFile, StudySpec, Table, read_toml, validate
+from runner.tasks.device import device_problem
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 Layer = Literal["embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits"]
 TAGSETS = ("upos", "xpos", "topic", "spacy_upos", "spacy_xpos")
 
 
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_Table = Table
 
 
 class CorpusSpec(_Table):
@@ -43,7 +42,7 @@ class CorpusSpec(_Table):
     """Words seen fewer times in the training split become ``<unk>`` (thesis: 100)."""
     drop_rare_sentences: bool = True
     """Drop sentences holding a word seen fewer than ``min_count`` times, before replacing (thesis: yes)."""
-    split: tuple[float, float, float] = (0.7, 0.1, 0.2)
+    split: list[float] = Field(default_factory=lambda: [0.7, 0.1, 0.2], min_length=3, max_length=3)
     """Train / validation / test fractions of the sentences (thesis: 70/10/20)."""
     max_sentences: int | None = Field(None, ge=3)
     """Keep only the first N sentences of the source (quick runs)."""
@@ -78,6 +77,14 @@ class TrainingSpec(_Table):
     """LSTM layers of the language model (thesis: 2); taggers have one."""
     device: str = "auto"
     """``auto`` (CUDA when present), ``cpu``, ``cuda``..."""
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        problem = device_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
     log_every: int = Field(1, ge=1)
     """Keep the training loss and learning rate every n optimizer steps."""
 
@@ -103,7 +110,7 @@ class CheckpointSpec(_Table):
 
 
 class NetworkSpec(_Table):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: Name
     """Label in the store's ``network`` coordinate."""
     kind: Literal["lm", "tagger"] = "lm"
     """``lm``: the Ch. 6 2-layer LSTM LM; ``tagger``: the Ch. 4 one-layer LSTM tagger."""
@@ -185,49 +192,52 @@ Measure = Annotated[Union[SVCCA, Sparsity, Diagnostic, LossChange], Field(discri
 MEASURE_TYPES = {"svcca": SVCCA, "sparsity": Sparsity, "diagnostic": Diagnostic, "lca": LossChange}
 
 
-class TrainingStudy(Study):
+class TrainingStudy(StudySpec):
     corpus: CorpusSpec
     training: TrainingSpec = TrainingSpec()
     checkpoints: CheckpointSpec = CheckpointSpec()
     network: list[NetworkSpec] = Field(min_length=1)
     measure: list[Measure] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _check(self) -> TrainingStudy:
+    def problems(self) -> list[tuple[tuple, str]]:
+        out: list[tuple[tuple, str]] = []
         names = [n.name for n in self.network]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"network names must be unique; repeated: {dupes}")
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                out.append((("network", i, "name"), f"network names must be unique; {n!r} is repeated"))
         known = set(names)
         seen = [(m.kind, getattr(m, "compare", None)) for m in self.measure]
-        dupes = sorted({f"{k}{' ' + c if c else ''}" for k, c in seen if seen.count((k, c)) > 1})
-        if dupes:
-            raise ValueError(f"each measure (and svcca compare mode) may appear once; repeated: {dupes}")
+        for i, (k, c) in enumerate(seen):
+            if (k, c) in seen[:i]:
+                out.append((("measure", i, "kind"), "each measure (and svcca compare mode) may appear once; "
+                            f"{k}{' ' + c if c else ''} is repeated"))
         for i, m in enumerate(self.measure):
             bad = [n for n in m.networks + getattr(m, "reference", []) if n not in known]
             if bad:
-                raise ValueError(f"measure #{i + 1} ({m.kind}) names unknown networks {bad}; networks: {names}")
+                out.append((("measure", i, "networks" if set(bad) & set(m.networks) else "reference"),
+                            f"unknown networks {bad}; networks: {names}"))
+                continue
             for n in self.measured(m):
                 if self.net(n).kind != "lm":
-                    raise ValueError(f"measure #{i + 1} ({m.kind}) measures language models; {n} is a tagger")
-            if isinstance(m, SVCCA):
-                if m.compare in ("seed", "tagger") and not m.reference:
-                    raise ValueError(f"measure #{i + 1} (svcca, compare = {m.compare!r}) needs reference networks")
+                    out.append((("measure", i, "networks"), f"measures language models; {n} is a tagger"))
+            if isinstance(m, SVCCA) and m.compare in ("seed", "tagger"):
                 want = "lm" if m.compare == "seed" else "tagger"
                 wrong = [r for r in m.reference if self.net(r).kind != want]
-                if m.compare in ("seed", "tagger") and wrong:
-                    raise ValueError(f"measure #{i + 1} (svcca, compare = {m.compare!r}): references must be "
-                                     f"{'language models' if want == 'lm' else 'taggers'}; not {wrong}")
+                if not m.reference:
+                    out.append((("measure", i, "reference"), f"compare = {m.compare!r} needs reference networks"))
+                elif wrong:
+                    out.append((("measure", i, "reference"), f"references of compare = {m.compare!r} must be "
+                                f"{'language models' if want == 'lm' else 'taggers'}; not {wrong}"))
             for layer in getattr(m, "layers", []):
                 if layer.startswith("lstm") and int(layer[4:]) > self.training.num_layers:
-                    raise ValueError(f"measure #{i + 1} ({m.kind}): layer {layer} but training.num_layers = "
-                                     f"{self.training.num_layers}")
+                    out.append((("measure", i, "layers"),
+                                f"layer {layer} but [training] num_layers = {self.training.num_layers}"))
         if not (self.checkpoints.every_epoch or self.checkpoints.steps or self.checkpoints.log_spaced):
-            raise ValueError("[checkpoints]: the schedule keeps no checkpoint besides the initial one; set "
-                             "every_epoch, steps or log_spaced")
+            out.append((("checkpoints", "every_epoch"), "the schedule keeps no checkpoint besides the initial "
+                        "one; set every_epoch, steps or log_spaced"))
         if abs(sum(self.corpus.split) - 1.0) > 1e-6:
-            raise ValueError("[corpus] split must sum to 1")
-        return self
+            out.append((("corpus", "split"), f"must sum to 1, not {sum(self.corpus.split):g}"))
+        return out
 
     def net(self, name: str) -> NetworkSpec:
         return next(n for n in self.network if n.name == name)
@@ -260,90 +270,57 @@ def is_training_spec(path: str | Path) -> bool:
 
 def load_training_spec(path: str | Path) -> TrainingStudy:
     """Read, parse and validate a training spec; raise :class:`SpecError` listing every problem."""
-    path = Path(path)
-    text, data = read_toml(path)
-    if "dynamics" in data:
-        raise SpecError(path, [f"{path}:{_locate(text, ('dynamics',))}: [dynamics]: a training spec has no "
-                               "[dynamics] table (depth dynamics and training are separate specs)"])
-    try:
-        study = TrainingStudy.model_validate(data)
-    except ValidationError as err:
-        raise SpecError(path, [_describe(path, text, data, e) for e in err.errors()]) from None
-    problems = _check_sources(study, path, text)
+    sf = read_toml(path)
+    if "dynamics" in sf.data:
+        raise SpecError(sf.path, [sf.problem(("dynamics",), "a training spec has no [dynamics] table (depth "
+                                             "dynamics and training are separate specs)")])
+    study = validate(TrainingStudy, sf)
+    problems = _check_sources(study, sf)
+    from runner.store import store_path_problem
+
+    store = store_path_problem(study.store_path())
+    if store:
+        problems.append(sf.problem(("experiment", "store" if study.experiment.store else "name"), store))
     if problems:
-        raise SpecError(path, problems)
+        raise SpecError(sf.path, problems)
     return study
 
 
-def _check_sources(study: TrainingStudy, path: Path, text: str) -> list[str]:
+def _check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
     src = study.corpus.source
-    line = _locate(text, ("corpus", "source"))
+    where = ("corpus", "source")
     if src.startswith("hf:") or src == "builtin:pydoc-topics":
         pass
     elif src.startswith("builtin:"):
-        return [f"{path}:{line}: [corpus] source: unknown builtin {src!r}; known: builtin:pydoc-topics"]
+        return [sf.problem(where, f"unknown builtin {src!r}; known: builtin:pydoc-topics")]
     else:
+        path = sf.path
         local = (path.parent / src) if not Path(src).is_absolute() and not Path(src).exists() else Path(src)
         if not local.is_file():
-            return [f"{path}:{line}: [corpus] source: no such file {src}"]
+            return [sf.problem(where, f"no such file {src}")]
         if local.suffix not in (".conllu", ".txt"):
-            return [f"{path}:{line}: [corpus] source: local corpora are .conllu or .txt files, not {local.suffix!r}"]
+            return [sf.problem(where, f"local corpora are .conllu or .txt files, not {local.suffix!r}")]
     conllu = src.endswith(".conllu")
     for t in study.tagsets():
         if t in ("upos", "xpos") and not conllu:
-            return [f"{path}:{line}: [corpus] source: tag set {t!r} needs a .conllu corpus; use spacy_{t} for "
-                    "silver tags from spaCy, or 'topic'"]
+            return [sf.problem(where, f"tag set {t!r} needs a .conllu corpus; use spacy_{t} for silver tags "
+                               "from spaCy, or 'topic'")]
         if t == "topic" and not (conllu or src.startswith("hf:")):
-            return [f"{path}:{line}: [corpus] source: tag set 'topic' needs documents (.conllu with # newdoc, or "
-                    "wikitext articles)"]
-        if t.startswith("spacy_"):
-            try:
-                import spacy  # noqa: F401
-            except ImportError:
-                return [f"{path}:{line}: [corpus] source: tag set {t!r} needs spaCy: pip install -e '.[spacy]' && "
-                        "python -m spacy download en_core_web_sm"]
+            return [sf.problem(where, "tag set 'topic' needs documents (.conllu with # newdoc, or wikitext articles)")]
     return []
 
 
-# --------------------------------------------------------------------------- error messages
-
-_TABLES = {"experiment": Experiment, "corpus": CorpusSpec, "training": TrainingSpec, "checkpoints": CheckpointSpec,
-           "network": NetworkSpec}
-_ARRAYS = ("network", "measure")
+SPACY_INSTALL = "pip install -e '.[spacy]' && python -m spacy download en_core_web_sm"
 
 
-def _describe(path: Path, text: str, data: dict, error: dict) -> str:
-    loc = list(error["loc"])
-    if len(loc) >= 3 and loc[0] == "measure" and isinstance(loc[2], str) and loc[2] in MEASURE_TYPES:
-        del loc[2]
-    line = _locate(text, tuple(loc))
-    is_array = len(loc) >= 2 and loc[0] in _ARRAYS and isinstance(loc[1], int)
-    if not loc:
-        where = "(top level)"
-    elif is_array:
-        entry = data.get(loc[0], [])[loc[1]] if isinstance(data.get(loc[0]), list) else {}
-        label = (entry.get("name") or entry.get("kind")) if isinstance(entry, dict) else None
-        where = f"[[{loc[0]}]] #{loc[1] + 1}" + (f" ({label})" if label else "")
-    elif loc[0] in _ARRAYS:
-        where = f"[[{loc[0]}]]"
-    else:
-        where = f"[{loc[0]}]" if len(loc) > 1 or loc[0] in TrainingStudy.model_fields else "(top level)"
-    key = ".".join(str(p) for p in loc[2 if is_array else 1:])
-    msg = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "extra_forbidden":
-        msg = "unknown key" + _suggest(loc, data)
-    elif error["type"] == "missing":
-        msg = "required key is missing"
-    return f"{path}:{line}: {where}{' ' + key if key else ''}: {msg}"
-
-
-def _suggest(loc: list, data: dict) -> str:
-    if len(loc) == 1:
-        fields = TrainingStudy.model_fields
-    elif loc[0] == "measure" and isinstance(loc[1], int):
-        kind = data["measure"][loc[1]].get("kind")
-        fields = MEASURE_TYPES[kind].model_fields if kind in MEASURE_TYPES else {}
-    else:
-        fields = _TABLES[loc[0]].model_fields if loc[0] in _TABLES else {}
-    close = difflib.get_close_matches(str(loc[-1]), list(fields), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(fields)})"
+def missing_extras(study: TrainingStudy) -> list[str]:
+    """Optional packages the study needs and this environment lacks, each with its install command."""
+    if not any(t.startswith("spacy_") for t in study.tagsets()):
+        return []
+    try:
+        import spacy
+    except ImportError:
+        return [f"spaCy for the silver tag sets {[t for t in study.tagsets() if t.startswith('spacy_')]}: {SPACY_INSTALL}"]
+    if not spacy.util.is_package("en_core_web_sm"):
+        return [f"spaCy's English model for the silver tag sets: python -m spacy download en_core_web_sm"]
+    return []

@@ -19,23 +19,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, safe_open, save_file
+from safetensors.torch import load_file, safe_open, save
 from torch import Tensor
 
 from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
+from runner import interrupt
+from runner.store import atomic_write_bytes
 from runner.training.corpus import batchify, get_batch
 from runner.training.data import Corpus
 from runner.training.spec import NetworkSpec, TrainingSpec
-
-#: Test hook: after this optimizer step the trainer writes ``<dir>/stalled`` and sleeps (to be killed).
-STALL_ENV = "RUNNER_TRAINING_STALL_AT_STEP"
 
 
 def build_model(net: NetworkSpec, training: TrainingSpec, corpus: Corpus, seed: int):
@@ -64,12 +61,7 @@ def checkpoint_file(state_dir: Path, network: str, train_id: str, step: int) -> 
 
 
 def _save(path: Path, tensors: dict[str, Tensor], metadata: dict[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp), metadata=metadata)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_bytes(path, save({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, metadata=metadata))
 
 
 def load_weights(model: torch.nn.Module, path: Path, device: torch.device) -> None:
@@ -185,7 +177,6 @@ def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, s
     optimizer = SGD(list(model.parameters()), training.momentum)
     resume = ckpt_dir / "resume.safetensors"
     meta = _read_meta(resume)
-    stall = int(os.environ.get(STALL_ENV, "-1"))
     resumed = meta is not None and meta.get("train_id") == train_id
     epoch_loss, epoch_n = 0.0, 0
     if resumed:
@@ -260,10 +251,8 @@ def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, s
                 curves.lr.append(lr)
             if progress is not None:
                 progress(step, total)
-            if step == stall:
-                (ckpt_dir / "stalled").write_text(str(os.getpid()))
-                while True:
-                    time.sleep(1)
+            interrupt.check()
+            interrupt.stall_point(ckpt_dir, net.name, step)
             if step in schedule and b + 1 < spe:
                 saved = save(step, epoch, b + 1)
                 yield saved

@@ -316,21 +316,26 @@ class MonitorApp(App):
 
 
 def run_monitor(target: Path) -> int:
-    target = Path(target)
-    if target.suffix != ".toml" and not target.exists():
-        print(f"error: {target}: no such store", file=sys.stderr)
-        return 2
-    MonitorApp(target).run()
+    """Watch a store (or a spec's store); one that does not exist yet is waited for."""
+    MonitorApp(Path(target)).run()
     return 0
 
 
+def exit_code(returncode: int) -> int:
+    """A child's return code as a shell reports it: 128 + N when it died of signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 def run_apply_with_monitor(spec_path: Path, device: str | None = None) -> int:
-    """Run ``runner apply SPEC`` in a subprocess and monitor its store; quitting stops it with SIGINT."""
+    """Run ``runner apply SPEC`` in a subprocess and monitor its store; quitting stops it with SIGINT.
+
+    The apply runs in a session of its own, so a Ctrl-C typed into the terminal reaches the monitor
+    only; the monitor then stops the apply with one SIGINT (it finishes its step and exits 130)."""
     cmd = [sys.executable, "-m", "runner.cli", "apply", str(spec_path), "--quiet"]
     if device:
         cmd += ["--device", device]
     with tempfile.TemporaryFile(mode="w+") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             MonitorApp(Path(spec_path), process=proc, spec=Path(spec_path)).run()
         finally:
@@ -338,7 +343,7 @@ def run_apply_with_monitor(spec_path: Path, device: str | None = None) -> int:
                 print(f"stopping apply (pid {proc.pid}) with SIGINT…", file=sys.stderr)
                 proc.send_signal(signal.SIGINT)
                 try:
-                    proc.wait(timeout=60)
+                    proc.wait(timeout=120)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
@@ -346,8 +351,9 @@ def run_apply_with_monitor(spec_path: Path, device: str | None = None) -> int:
                       file=sys.stderr)
         log.seek(0)
         out = log.read().strip()
-    if out and proc.returncode not in (0, 130):
+    code = exit_code(proc.returncode)
+    if out and code not in (0, 130):
         print(out, file=sys.stderr)
-    elif proc.returncode == 0:
+    elif code == 0:
         print(f"apply finished: `runner status {spec_path}` for a summary")
-    return proc.returncode
+    return code

@@ -11,20 +11,22 @@ from pathlib import Path
 RUNNER = [sys.executable, "-m", "runner.cli"]
 
 
-def cli_env(tmp_path: Path) -> dict[str, str]:
+def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("RUNNER_TEST_STALL", None)
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSIENT_CACHE=str(tmp_path / "cache"),
-               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra)
     return env
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([*RUNNER, *map(str, args)], cwd=cwd, env=cli_env(cwd), capture_output=True, text=True,
-                          timeout=timeout)
+def run_cli(*args: str, cwd: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*RUNNER, *map(str, args)], cwd=cwd, env=cli_env(cwd, **env), capture_output=True,
+                          text=True, timeout=timeout)
 
 
-def popen_cli(*args: str, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([*RUNNER, *map(str, args)], cwd=cwd, env=cli_env(cwd), stdout=subprocess.PIPE,
+def popen_cli(*args: str, cwd: Path, **env: str) -> subprocess.Popen:
+    """``runner ARGS`` in the background; ``env`` adds variables (e.g. the RUNNER_TEST_STALL hook)."""
+    return subprocess.Popen([*RUNNER, *map(str, args)], cwd=cwd, env=cli_env(cwd, **env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

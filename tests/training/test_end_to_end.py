@@ -23,7 +23,7 @@ RUNNER = [sys.executable, "-m", "runner.cli"]
 
 def _env(**extra):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("RUNNER_TRAINING_STALL_AT_STEP", None)
+    env.pop("RUNNER_TEST_STALL", None)
     env.update(extra)
     return env
 
@@ -35,7 +35,7 @@ def test_kill_resume_matches_uninterrupted_run(tmp_path):
 
     spec = tiny_spec(tmp_path, "killed")
     # step 27 is mid-epoch 2 of the first network, 7 steps after its last durable point (20)
-    proc = subprocess.Popen([*RUNNER, "apply", "-q", str(spec)], cwd=tmp_path, env=_env(RUNNER_TRAINING_STALL_AT_STEP="27"),
+    proc = subprocess.Popen([*RUNNER, "apply", "-q", str(spec)], cwd=tmp_path, env=_env(RUNNER_TEST_STALL="lm@27"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     marker = None
     deadline = time.monotonic() + 60

@@ -154,7 +154,7 @@ def live_run(tmp_path):
     proc = subprocess.Popen(apply_cmd(spec), cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     log = tmp_path / "store" / "live.runner" / "events.jsonl"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300  # bounds a failure only: it waits for the first progress event
     while time.monotonic() < deadline:
         if log.exists() and '"progress"' in log.read_text():
             break

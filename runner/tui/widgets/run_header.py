@@ -8,7 +8,7 @@ from textual.widgets import Static
 from runner.tui.state import RunState, fmt_duration
 
 STATE_STYLE = {"running": "bold yellow", "done": "bold green", "failed": "bold red", "interrupted": "bold magenta",
-               "absent": "dim", "unknown": "dim", "pending": "dim"}
+               "absent": "dim", "unknown": "dim", "pending": "dim", "preparing": "bold cyan"}
 
 
 def bar(fraction: float, width: int) -> Text:
