@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import DynamicalMap, MapInputs
+from .hub import hub_off
 from .init import TruncatedNormalInit, apply_truncated_normal
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -264,12 +265,6 @@ _HUB_MESSAGES = ("couldn't connect", "not a valid model identifier", "offline", 
                  "not found", "repository not found", "404")
 
 
-def _offline() -> bool:
-    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE read at call time (huggingface_hub reads it at import)."""
-    v = (os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or "").strip().lower()
-    return v in {"1", "true", "yes", "on"}
-
-
 def _resolve_source(source: str) -> tuple[str, bool]:
     """``(what to pass to from_pretrained, looks like a hub id)``; raises for a missing local path."""
     if not isinstance(source, (str, os.PathLike)) or not str(source).strip():
@@ -350,7 +345,7 @@ def _hf_load(fn: Callable[..., Any], source: str, what: str, *, revision: str | 
     path, is_hub = _resolve_source(source)
     try:
         with _quiet_transformers():
-            return fn(path, revision=revision, local_files_only=_offline(), **kwargs)
+            return fn(path, revision=revision, local_files_only=hub_off() if is_hub else True, **kwargs)
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001 -- every loading failure becomes one clear error

@@ -8,24 +8,25 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from models.hub import hub_off
+from runner import interrupt
 from runner.events import EventLog
-from runner.inputs import hub_offline
 from runner.layout import available_memory, build_layout, footprint
 from runner.plan import Plan, Task, make_plan
 from runner.progress import ProgressView
 from runner.provenance import now, provenance_attrs
-from runner.resolve import Network, resolve, tokenizer_location
+from runner.resolve import Network, build_builtins, resolve, tokenizer_location
 from runner.spec import Spec, Trajectory, load_spec_file
 from runner.specfile import SpecError, SpecProblem, read_toml
-from runner.tasks.device import device_unavailable
-from runner import interrupt
 from runner.store import Store, StoreWriteError
+from runner.tasks.device import device_unavailable
 
 
 class InputsError(Exception):
@@ -72,9 +73,9 @@ def prepare(spec_path: str | Path) -> Prepared:
     device = device_unavailable(spec.dynamics.device)
     if device:
         unmet.append(f"[dynamics] device: {device}")
-    if spec.text_models and spec.input.source.startswith("hf:") and hub_offline():
-        unmet.append(f"[input] source {spec.input.source!r}: a hub dataset, and the hub is switched off here "
-                     "(HF_HUB_OFFLINE / HF_DATASETS_OFFLINE); give a local .txt/.jsonl/.parquet file instead")
+    if spec.text_models and spec.input.source.startswith("hf:") and hub_off():
+        unmet.append(f"[input] source {spec.input.source!r}: a hub dataset, streamed, and the hub is switched off "
+                     "or out of reach here; give a local .txt/.jsonl/.parquet file instead")
     return Prepared(sf.path, sf.text, spec, networks, make_plan(spec, networks), unmet)
 
 
@@ -88,7 +89,8 @@ def check_sizes(spec: Spec, networks: list[Network]) -> None:
     free = shutil.disk_usage(folder).free
     if fp.store_total > free:
         name, size = max(fp.store.items(), key=lambda kv: kv[1])
-        raise SpecProblem(("dynamics", "steps"), f"the store would need {decimal(fp.store_total)} ({name}: "
+        where = ("dynamics", "steps") if name in fp.timed else ("input", "samples")
+        raise SpecProblem(where, f"the store would need {decimal(fp.store_total)} ({name}: "
                           f"{decimal(size)}) but {folder} has {decimal(free)} free; fewer steps, samples or "
                           "networks, or a larger `every`")
     memory = available_memory()
@@ -150,6 +152,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
     status = "failed"
     try:
         events.emit("run_preparing", spec=str(p.spec_path), store=str(p.store_path), stage="drawing inputs")
+        build_builtins(p.networks)
         samples = draw_inputs(p)  # a Ctrl-C here stops at once: nothing is written yet
         layout = build_layout(spec, p.networks, samples.texts if samples else None,
                               samples.origins if samples else None)
@@ -246,17 +249,23 @@ def open_run(store_path: Path, quiet: bool) -> tuple[Store, EventLog, ProgressVi
 
 def close_run(store: Store, events: EventLog, view: ProgressView) -> None:
     """End an apply whatever happened: stop the bars, refresh the store's metadata, release the lock.
-    Each step runs even when an earlier one fails (a full disk), and none raises over the run's own error."""
+
+    Every step runs even when an earlier one fails. When the run is already ending with an error
+    (a full disk), a failed refresh says nothing more: that error is the one message, and the next
+    apply refreshes the metadata. Otherwise the refresh's own error is raised."""
     view.stop()
+    failed: StoreWriteError | None = None
     try:
         if store.group is not None:
             store.set_attrs(runner_updated_utc=now())
             store.consolidate()
     except StoreWriteError as err:
-        view.warn(f"could not refresh the store's metadata: {err}")
+        failed = err
     finally:
         events.close()
         store.unlock()
+    if failed is not None and sys.exc_info()[1] is None:
+        raise failed
 
 
 def _passes_total(todo: list[Task], networks: list[Network]) -> list[Task]:

@@ -265,15 +265,13 @@ def _load_local(path: Path, builder: str):
     return datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True)
 
 
-def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` switches the hub off now."""
-    return any(os.environ.get(v, "").upper() in _TRUE for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
 @contextlib.contextmanager
 def _offline_from_env() -> Iterator[bool]:
-    """Honour ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` as set now, not only at import."""
-    if not hub_offline():
+    """With the hub switched off or out of reach (:func:`models.hub.hub_off`), make ``datasets``
+    use its local cache only, now (it reads the switches once, at import)."""
+    from models.hub import hub_off
+
+    if not hub_off():
         yield False
         return
     import datasets.config
@@ -286,6 +284,9 @@ def _offline_from_env() -> Iterator[bool]:
         yield True
     finally:
         (datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE, hub_constants.HF_HUB_OFFLINE) = saved
+
+
+offline_hub = _offline_from_env
 
 
 def _hub_error(label: str, src: _Source, subset, split, streaming, exc: BaseException, offline: bool) -> InputError:

@@ -7,8 +7,9 @@ save or the lock's release, and it is never lost: once requested, the stop happe
 check. A second signal interrupts at once (the user insists).
 
 :func:`stall_point` is a test hook: with ``RUNNER_TEST_STALL="<network label>@<step>"`` in the
-environment, the run of that network stops after that step, writes ``<state dir>/stalled`` and
-waits there (checking for a stop) so that a test can signal or kill it at a known point.
+environment, the run of that network pauses after that step: it writes ``<state dir>/stalled``
+and waits there (checking for a stop) until the file is removed, so that a test can signal or
+kill it, or change its surroundings (fill the disk), at a known point.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def stall_point(state_dir: Path, label: str, step: int) -> None:
     """Test hook (see the module docstring); does nothing unless ``RUNNER_TEST_STALL`` names this point."""
     if _stall is None or _stall != f"{label}@{step}":
         return
-    (state_dir / "stalled").write_text(f"{os.getpid()} {label}@{step}\n")
-    while True:
+    marker = state_dir / "stalled"
+    marker.write_text(f"{os.getpid()} {label}@{step}\n")
+    while marker.exists():
         check()
         time.sleep(0.05)

@@ -219,6 +219,8 @@ class Footprint:
     device buffers and their host copy)."""
     state: int
     """Memory of the iterated batch (x and its perturbed twin) and of the PCA window, on the device."""
+    timed: frozenset[str] = frozenset()
+    """The variables with a time axis (their size grows with the steps)."""
 
     @property
     def store_total(self) -> int:
@@ -232,6 +234,7 @@ def footprint(spec: Spec, networks: list[Network]) -> Footprint:
     tokens = spec.input.tokens
     heads = max([n.n_heads for n in networks] + [1])
     store: dict[str, int] = {}
+    timed: set[str] = set()
     coords = 8 * (N + S)
     segment = 0
 
@@ -242,6 +245,7 @@ def footprint(spec: Spec, networks: list[Network]) -> Footprint:
         nonlocal segment
         store[name] = N * per_network * (time or 1)
         if time:
+            timed.add(name)
             segment += per_network * (seg or 1)
 
     if spec.text_models:
@@ -274,6 +278,7 @@ def footprint(spec: Spec, networks: list[Network]) -> Footprint:
         elif isinstance(m, PCA):
             points = ((m.stop or T) - m.start) // m.every + 1
             coords += 8 * points
+            timed.add("pca_projection")
             add("pca_projection", len(m.samples) * points * m.components * 4)
             add("pca_explained_variance", len(m.samples) * m.components * 8)
     twin = 2 if "lyapunov" in spec.measures() else 1
@@ -284,4 +289,4 @@ def footprint(spec: Spec, networks: list[Network]) -> Footprint:
         pca = next((m for m in spec.measure if isinstance(m, PCA)), None)
         window = 0 if pca is None else (((pca.stop or T) - pca.start) // pca.every + 1) * len(pca.samples) * per_sample
         state = max(state, S * twin * per_sample + window)
-    return Footprint(store, coords + 2 * segment, state)
+    return Footprint(store, coords + 2 * segment, state, frozenset(timed))

@@ -54,12 +54,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TRANSIENT_CACHE", Path.home() / ".cache" / "transient"))
 
 
-def locate(source: str) -> str:
-    """What transformers should load for a model source (building the builtin tiny model if needed)."""
+def locate(source: str, build: bool = True) -> str:
+    """What transformers should load for a model source. The builtin tiny model is built on first
+    use (``build``), i.e. when a task needs it, not when a spec is planned."""
     if source == TINY_ALBERT:
         from models.tiny import build_tiny_albert
 
-        return str(build_tiny_albert(cache_dir() / "tiny-albert-v1"))
+        directory = cache_dir() / "tiny-albert-v1"
+        return str(build_tiny_albert(directory) if build else directory)
     if source.startswith("hf:"):
         return source.removeprefix("hf:")
     local = local_path(source)
@@ -73,7 +75,7 @@ def resolve(spec: Spec) -> tuple[list[Network], list[str]]:
     that is neither cached nor reachable). A network whose model cannot be read has unknown sizes
     (0); planning still works, running does not."""
     networks: list[Network] = []
-    unmet: list[str] = []
+    failed: dict[tuple, tuple[list[str], str]] = {}  # (source, revision) -> (entries, reason)
     for i, model in enumerate(spec.model):
         where = f"[[model]] #{i + 1} ({model.name})"
         precision = model.precision or spec.dynamics.precision
@@ -84,22 +86,42 @@ def resolve(spec: Spec) -> tuple[list[Network], list[str]]:
             dims = (1, n or (2 if model.map_name == "henon" else 1), 0)
             location = model.source
         else:
+            key = (model.source, model.revision)
             try:
-                location = locate(model.source)
-                dims = _albert_dims(location, model.revision, spec.input.tokens)
+                if key in failed:
+                    raise ResolveError(failed[key][1])
+                location = locate(model.source, build=False)
+                dims = _tiny_dims(spec.input.tokens) if model.source == TINY_ALBERT else \
+                    _albert_dims(location, model.revision, spec.input.tokens)
             except ResolveError as err:
-                unmet.append(f"{where} source {model.source!r}: {err}")
+                failed.setdefault(key, ([], str(err)))[0].append(where)
                 location, dims = model.source, (spec.input.tokens, 0, 0)
         for r in range(model.replicates):
             networks.append(Network(len(networks), spec.experiment.seed, model, r, location, precision, *dims))
+    unmet = [f"{', '.join(wheres)} source {source!r}: {reason}" for (source, _), (wheres, reason) in failed.items()]
     return networks, unmet
 
 
 def tokenizer_location(spec: Spec, networks: list[Network]) -> str | None:
     if spec.input.tokenizer:
-        return locate(spec.input.tokenizer)
+        return locate(spec.input.tokenizer, build=True)
     text = [n for n in networks if not n.model.is_map]
     return text[0].location if text else None
+
+
+def _tiny_dims(n_tokens: int) -> tuple[int, int, int]:
+    from models.tiny import TINY_CONFIG
+
+    if n_tokens > TINY_CONFIG["max_position_embeddings"]:
+        raise SpecProblem(("input", "tokens"), f"{n_tokens} exceeds the tiny ALBERT's max_position_embeddings = "
+                          f"{TINY_CONFIG['max_position_embeddings']}")
+    return n_tokens, TINY_CONFIG["hidden_size"], TINY_CONFIG["num_attention_heads"]
+
+
+def build_builtins(networks: list[Network]) -> None:
+    """Build the builtin models the networks use, if they are not built yet (before the first task)."""
+    for source in {n.model.source for n in networks if n.model.source == TINY_ALBERT}:
+        locate(source, build=True)
 
 
 def _albert_dims(location: str, revision: str | None, n_tokens: int) -> tuple[int, int, int]:

@@ -161,16 +161,17 @@ def _suggest(root: type[BaseModel], loc: list, data: dict) -> str:
 
 def _fields_at(model: type[BaseModel], loc: list, data: Any) -> dict:
     """The fields of the table at ``loc`` (following arrays and ``kind``-tagged unions)."""
-    for part in loc:
+    for i, part in enumerate(loc):
         if isinstance(part, int):
-            data = data[part] if isinstance(data, list) and part < len(data) else {}
             continue
         field = model.model_fields.get(part)
         if field is None:
             return {}
         data = data.get(part, {}) if isinstance(data, dict) else {}
-        item = data[0] if isinstance(data, list) and data else data
-        model = _model_of(field.annotation, item)
+        if isinstance(data, list):  # an array of tables: the entry the next index names
+            index = loc[i + 1] if i + 1 < len(loc) and isinstance(loc[i + 1], int) else 0
+            data = data[index] if index < len(data) else {}
+        model = _model_of(field.annotation, data)
         if model is None:
             return {}
     return model.model_fields

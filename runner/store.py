@@ -90,6 +90,7 @@ def store_path_problem(path: Path) -> str | None:
         if (path / "zarr.json").exists():
             if not is_runner_store(path):
                 return f"{path} is a zarr store this runner did not create; choose another path"
+            return None  # ours: a write that fails later (read-only, full) is a store error, not the spec's
         else:
             entries = sorted(p.name for p in path.iterdir())
             if entries:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from runner.apply import Outcome, Unmet, close_run, describe_store, open_run
-from runner.inputs import hub_offline
+from runner.inputs import offline_hub
 from runner.provenance import now, provenance_attrs
 from runner import interrupt
 from runner.store import Store, StoreWriteError
@@ -73,17 +73,16 @@ def prepare(spec_path: str | Path) -> Prepared:
     device = device_unavailable(study.training.device)
     if device:
         unmet.append(f"[training] device: {device}")
-    if study.corpus.source.startswith("hf:") and hub_offline():
-        unmet.append(f"[corpus] source {study.corpus.source!r}: a hub dataset, and the hub is switched off here "
-                     "(HF_HUB_OFFLINE / HF_DATASETS_OFFLINE); give a local .conllu or .txt file instead")
-    if unmet:
-        return Prepared(sf.path, sf.text, study, None, None, unmet)
+    tagsets = [t for t in study.tagsets() if not (unmet and t.startswith("spacy_"))]  # spaCy may be missing
     try:
-        corpus = load_corpus(study.corpus, study.tagsets(), seed=study.experiment.seed, base=sf.path.parent)
+        with offline_hub():  # a hub corpus from the local cache when the hub is off
+            corpus = load_corpus(study.corpus, tagsets, seed=study.experiment.seed, base=sf.path.parent)
     except CorpusError as err:
         if not study.corpus.source.startswith("hf:"):
             raise
-        return Prepared(sf.path, sf.text, study, None, None, [str(err)])
+        unmet.append(str(err))
+    if unmet:
+        return Prepared(sf.path, sf.text, study, None, None, unmet)
     spe = steps_per_epoch(corpus.train.numel(), study.training)
     if spe < 1:
         raise SpecError(sf.path, [sf.problem(("training", "batch_size"), f"batch_size x bptt ({study.training.batch_size}"

@@ -15,7 +15,8 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("RUNNER_TEST_STALL", None)
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSIENT_CACHE=str(tmp_path / "cache"),
-               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra)
+               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    env.update(extra)
     return env
 
 
