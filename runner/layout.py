@@ -218,7 +218,8 @@ class Footprint:
     """Host memory held at once: the coordinates plus one segment's results of one network (twice:
     device buffers and their host copy)."""
     state: int
-    """Memory of the iterated batch (x and its perturbed twin) and of the PCA window, on the device."""
+    """Memory of the iterated batch (x and its perturbed twin), the PCA window and a reservoir's
+    weights, on the device."""
     timed: frozenset[str] = frozenset()
     """The variables with a time axis (their size grows with the steps)."""
 
@@ -288,5 +289,6 @@ def footprint(spec: Spec, networks: list[Network]) -> Footprint:
         per_sample = net.n_tokens * net.n_hidden * itemsize
         pca = next((m for m in spec.measure if isinstance(m, PCA)), None)
         window = 0 if pca is None else (((pca.stop or T) - pca.start) // pca.every + 1) * len(pca.samples) * per_sample
-        state = max(state, S * twin * per_sample + window)
+        weights = net.n_hidden ** 2 * (8 + 2 * itemsize) if net.model.source == "map:tanh" else 0  # W, drawn in fp64
+        state = max(state, S * twin * per_sample + window + weights)
     return Footprint(store, coords + 2 * segment, state, frozenset(timed))

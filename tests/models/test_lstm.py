@@ -200,3 +200,22 @@ def test_two_layer_lm_overfits_repetitive_corpus():
         opt.step()
     assert initial > 1.5  # ~ log(7) at init
     assert loss.item() < 0.05
+
+
+def test_eval_turns_dropout_off_and_keeps_the_lstms_in_training_mode():
+    """cuDNN has an RNN backward only for a forward in training mode; measures take gradients of
+    eval-mode models. A one-layer nn.LSTM has no dropout, so its training mode is the same function."""
+    model = LSTMLanguageModel(LSTMLanguageModelConfig(vocab_size=20, embedding_dim=8, hidden_dim=8, dropout=0.5))
+    model.eval()
+    assert not model.drop.training and all(lstm.training for lstm in model.lstms())
+    x = torch.randint(0, 20, (3, 7))
+    first, _ = model(x)
+    second, _ = model(x)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)  # no dropout
+    reference = LSTMLanguageModel(model.config)
+    reference.load_state_dict(model.state_dict())
+    torch.nn.Module.train(reference, False)  # every module in eval mode, as before
+    expected, _ = reference(x)
+    torch.testing.assert_close(first, expected, rtol=0, atol=0)
+    model.train()
+    assert model.drop.training

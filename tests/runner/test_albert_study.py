@@ -139,3 +139,39 @@ def test_hub_model_without_network_is_refused_before_compute(tmp_path):
     assert "[[model]] #1 (pretrained)" in result.stderr and "albert-base-v2" in result.stderr
     assert "hf download" in result.stderr
     assert not (tmp_path / "store").exists()
+
+
+def test_a_failed_task_exits_1_and_the_others_still_run(tmp_path, tiny_albert, corpus):
+    """A checkpoint whose weights cannot be read: its network's tasks fail (exit 1), the other
+    networks finish and are kept, and status names the error."""
+    import json
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_albert, broken)
+    (broken / "model.safetensors").write_bytes(b"not safetensors")
+    spec = write_spec(tmp_path, f"""
+        [experiment]
+        name = "failing"
+        [[model]]
+        name = "good"
+        source = "path:{tiny_albert}"
+        [[model]]
+        name = "broken"
+        source = "path:{broken}"
+        [input]
+        source = "{corpus}"
+        samples = 4
+        tokens = 12
+        [dynamics]
+        steps = 10
+        [[measure]]
+        kind = "token_deviation"
+        """)
+    result = run_cli("apply", spec, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "failed: " in result.stderr and "broken" in result.stderr and "Traceback" not in result.stderr
+    status = json.loads(run_cli("status", spec, "--json", cwd=tmp_path).stdout)
+    states = {t["network_label"]: t["state"] for t in status["tasks"]}
+    assert states == {"good": "done", "broken": "failed"} and status["state"] == "failed"
+    assert next(t for t in status["tasks"] if t["state"] == "failed")["error"]

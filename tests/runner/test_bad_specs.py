@@ -193,6 +193,7 @@ CASES = [
      "[input] samples: the store would need"),
     ("state-too-large-for-memory", edit(MAPS, "n = 8", "n = 1_000_000").replace("samples = 4", "samples = 4000"),
      "[input] samples: the run needs about"),
+    ("reservoir-too-large-for-memory", edit(MAPS, "n = 8", "n = 200_000"), "[input] samples: the run needs about"),
     # --- training specs
     ("training-unknown-key", edit(TRAINING, "epochs = 1", "epoch = 1"), "[training] epoch: unknown key (did you mean 'epochs'?)"),
     ("training-lr-negative", edit(TRAINING, "epochs = 1", "epochs = 1\nlr = -1"), "[training] lr: Input should be greater than 0"),

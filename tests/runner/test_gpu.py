@@ -3,6 +3,8 @@ segment, and the same statistics as on the CPU."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -56,3 +58,116 @@ def test_cuda_and_cpu_give_the_same_exponents(tmp_path):
         p.run(lambda step: None)
         rates[device] = p.store.read("lyapunov_per_step", (p.net.index,)).mean()
     assert rates["cuda"] == pytest.approx(rates["cpu"], abs=0.01)
+
+
+# ---------------------------------------------------------------------- CUDA-only paths
+
+
+def _run(*args, cwd, **env):
+    from tests.runner.helpers import run_cli
+
+    return run_cli(*args, cwd=cwd, timeout=900, **env)
+
+
+def test_the_training_study_runs_every_measure_on_cuda(tmp_path):
+    """Sparsity of gradients and loss change allocation take gradients of eval-mode LSTMs: on cuDNN
+    that needs the LSTM modules in training mode (models.lstm); the whole tiny study must finish."""
+    import xarray as xr
+
+    from tests.training.training_helpers import tiny_spec
+
+    spec = tiny_spec(tmp_path, "cuda")
+    result = _run("apply", spec, "-q", "--device", "cuda", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    ds = xr.open_zarr(tmp_path / "cuda.zarr")
+    assert ds.chi_mean.sel(quantity="gradient").notnull().any() and ds.lca.notnull().any()
+    assert ds.svcca_final.notnull().any() and ds.probe_accuracy.notnull().any()
+
+
+def test_training_resume_after_kill_is_bitwise_equal_on_cuda(tmp_path):
+    import numpy as np
+    import xarray as xr
+
+    from tests.runner.helpers import popen_cli
+    from tests.training.training_helpers import tiny_spec
+
+    ref = tiny_spec(tmp_path, "ref")
+    assert _run("apply", ref, "-q", "--device", "cuda", cwd=tmp_path).returncode == 0
+    spec = tiny_spec(tmp_path, "killed")
+    proc = popen_cli("apply", spec, "-q", "--device", "cuda", cwd=tmp_path, RUNNER_TEST_STALL="lm@27")
+    deadline = time.monotonic() + 600
+    while not list((tmp_path / "killed.runner" / "checkpoints").glob("*/*/stalled")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.kill()
+    proc.communicate()
+    next((tmp_path / "killed.runner" / "checkpoints").glob("*/*/stalled")).unlink()
+    assert _run("apply", spec, "-q", "--device", "cuda", cwd=tmp_path).returncode == 0
+    a, b = xr.open_zarr(tmp_path / "ref.zarr"), xr.open_zarr(tmp_path / "killed.zarr")
+    for name in a.data_vars:
+        if name != "checkpoint_path":
+            np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def test_depth_resume_after_kill_is_equal_on_cuda(tmp_path):
+    import xarray as xr
+
+    from tests.runner.helpers import maps_spec, popen_cli, write_spec
+
+    text = maps_spec("resume", steps=3000, samples=64, checkpoint_every=100, n=256).replace(
+        'precision = "fp64"', 'precision = "fp32"')
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    assert _run("apply", write_spec(ref, text), "--device", "cuda", cwd=ref).returncode == 0
+    spec = write_spec(tmp_path, text)
+    proc = popen_cli("apply", spec, "--device", "cuda", cwd=tmp_path, RUNNER_TEST_STALL="tanh@1550")
+    marker = tmp_path / "store/resume.runner/stalled"
+    deadline = time.monotonic() + 600
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.kill()
+    proc.communicate()
+    marker.unlink()
+    assert _run("apply", spec, "--device", "cuda", cwd=tmp_path).returncode == 0
+    a = xr.open_zarr(tmp_path / "store/resume.zarr").load().drop_attrs()
+    b = xr.open_zarr(ref / "store/resume.zarr").load().drop_attrs()
+    xr.testing.assert_equal(a, b)
+
+
+def test_lstm_on_cuda_is_ieee_fp32_not_tf32():
+    """cuDNN would run fp32 LSTMs in TF32 by default (about 1e-3 relative error); the runner asks
+    for IEEE fp32, within 1e-5 of a float64 reference."""
+    from runner.tasks.device import set_precision
+
+    set_precision("fp32")
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(256, 256, batch_first=True)
+    x = torch.randn(8, 64, 256)
+    ref, _ = lstm.double()(x.double())
+    out, _ = lstm.float().cuda()(x.cuda())
+    assert (out.double().cpu() - ref).abs().max() < 1e-5
+
+
+def test_oom_halves_the_micro_batch_and_gives_the_same_states():
+    from transformers import AlbertConfig, AlbertModel
+
+    from models.albert import AlbertMap
+    from runner.tasks.device import apply_map
+
+    config = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=64, num_attention_heads=4,
+                          intermediate_size=8192, num_hidden_layers=1, max_position_embeddings=64)
+    amap = AlbertMap(AlbertModel(config, add_pooling_layer=False).eval()).cuda().requires_grad_(False)
+    z = torch.randn(2048, 32, 64, device="cuda")
+    with torch.no_grad():
+        whole, _ = apply_map(amap, z, None, None)  # about 2 GB of FFN activations at once
+        torch.cuda.empty_cache()
+        total = torch.cuda.get_device_properties(0).total_memory
+        limit = torch.cuda.memory_allocated() + (768 << 20)
+        torch.cuda.set_per_process_memory_fraction(limit / total)
+        try:
+            split, batch = apply_map(amap, z, None, None)
+        finally:
+            torch.cuda.set_per_process_memory_fraction(1.0)
+    assert batch is not None and batch < 2048
+    torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-5)

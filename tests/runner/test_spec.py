@@ -158,3 +158,19 @@ def test_explain_prints_the_papers_defaults(capsys):
     assert main(["explain", "training"]) == 0
     out = capsys.readouterr().out
     assert "lr = 20.0" in out and "clip = 0.25" in out and "bptt = 35" in out
+
+
+@pytest.mark.parametrize("name", ["reference_maps.toml", "quickstart.toml"])
+def test_the_size_estimate_is_what_the_layout_allocates(name):
+    """Sizes are refused before anything is allocated, from an estimate that must equal the arrays."""
+    import numpy as np
+
+    from runner.layout import build_layout, footprint
+    from runner.resolve import resolve
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / name)
+    networks, unmet = resolve(spec)
+    assert not unmet
+    layout = build_layout(spec, networks)
+    allocated = {v.name: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in layout.vars.values()}
+    assert footprint(spec, networks).store == allocated

@@ -81,3 +81,12 @@ def test_checkpoint_schedules():
     assert log == [1, 10, 100, 1000]
     mixed = checkpoint_steps(CheckpointSpec(steps=[5], log_spaced=LogSpaced(start=1, stop=100, count=3)), 50, 2)
     assert mixed == [0, 1, 5, 10, 50, 100]
+
+
+def test_measures_with_modes_have_distinct_labels(tmp_path):
+    """The monitor's rows for SVCCA against the final checkpoint and between layers must differ."""
+    from runner.training.plan import make_plan
+
+    study = load_training_spec(tiny_spec(tmp_path))
+    labels = {t.label for t in make_plan(study, 10, "corpus").tasks if t.kind == "svcca" and t.checkpoint == 1}
+    assert {"svcca:final@1", "svcca:layers@1"} <= labels

@@ -265,3 +265,18 @@ async def test_monitor_waits_for_a_store_that_does_not_exist_yet(tmp_path, monke
         await settle(pilot, lambda: app.run_state.state == "done" and app.data is not None, 60)
         assert len(app.run_state.tasks) == 8
         await pilot.press("q")
+
+
+def test_a_run_that_is_preparing_is_shown_from_its_first_second(done_root):
+    """apply writes run_preparing as soon as it holds the lock: status and the monitor say so while
+    inputs are drawn and models built (before the run's tasks are known)."""
+    import os
+
+    log = done_root / "store" / "tiny.runner" / "events.jsonl"
+    events = list(EventReader(log).read_new())
+    new = {"ts": events[-1]["ts"] + 1, "event": "run_preparing", "run": "newrun01", "pid": os.getpid(),
+           "stage": "drawing inputs"}
+    st = fold_status(done_root / "store" / "tiny.zarr", [*events, new], {}, is_alive=lambda pid: True)
+    assert st["state"] == "preparing" and "drawing inputs" in st["message"]
+    st = fold_status(done_root / "store" / "tiny.zarr", [*events, new], {}, is_alive=lambda pid: False)
+    assert st["state"] == "interrupted"
