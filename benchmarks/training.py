@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from runner.training.corpus import batchify, get_batch
 from runner.store import read_tasks
+from runner.tasks.device import make_deterministic, set_precision
 from runner.training.apply import apply, prepare
+from runner.training.corpus import batchify, get_batch
 from runner.training.train import build_model, steps_per_epoch
 
 
@@ -71,6 +72,11 @@ def main() -> None:
         p = prepare(spec)
         device = torch.device(args.device)
         plain_loop(p, device)  # warm-up (imports, kernels)
+        t_default = plain_loop(p, device)[0] if device.type == "cuda" else None
+        # the plain loop under the runner's settings: IEEE fp32 (no TF32 in cuDNN's LSTM) and
+        # deterministic kernels, so the overhead below is the runner's own
+        set_precision("fp32")
+        make_deterministic(device)
         t_plain, tokens = plain_loop(p, device)
         t0 = time.perf_counter()
         out = apply(p, device=args.device, quiet=True)
@@ -82,6 +88,9 @@ def main() -> None:
     n_checkpoints = len(p.plan.steps) * len(p.study.network)
     print(f"spec {args.spec}: {len(p.study.network)} networks, {p.study.training.epochs} epochs, "
           f"{len(p.plan.steps)} checkpoints each, {n_measures} measure tasks, device {device}")
+    if t_default is not None:
+        print(f"plain loop, PyTorch's default flags (TF32 cuDNN RNN, nondeterministic): {t_default:8.2f} s "
+              f"({100 * (t_plain - t_default) / t_default:+.1f}% for IEEE fp32 + determinism)")
     print(f"plain PyTorch loop : {t_plain:8.2f} s  {tokens / t_plain:12.0f} tokens/s")
     print(f"runner (with all)  : {t_runner:8.2f} s  {tokens / t_runner:12.0f} tokens/s")
     print(f"overhead           : {100 * (t_runner - t_plain) / t_plain:+.1f}% (checkpoints, validation, measures, store)")
