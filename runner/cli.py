@@ -145,7 +145,7 @@ def cmd_plan(args) -> int:
     done = read_tasks(p.store_path)
     spec = p.spec
     tasks = [{"id": t.id, "network": p.networks[t.network].label, "measure": t.measure, "kind": t.kind,
-              "state": "done" if t.id in done else "pending"} for t in p.plan.tasks]
+              "deps": list(t.deps), "state": "done" if t.id in done else "pending"} for t in p.plan.tasks]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "store": str(p.store_path), "spec_sha256": spec.sha256(),
                           "resolved": spec.model_dump(mode="json"), "tasks": tasks, "unmet": p.unmet}, indent=2))

@@ -99,7 +99,7 @@ def plan_rows(p: Prepared, done: dict[str, dict]) -> list[dict]:
         return unresolved_rows(p.study)
     rows = []
     for t in p.plan.tasks:
-        rows.append({"id": t.id, "network": p.study.network[t.network].name, "kind": t.kind,
+        rows.append({"id": t.id, "network": p.study.network[t.network].name, "kind": t.kind, "deps": list(t.deps),
                      "measure": task_label(t.kind, t.params), "checkpoint": t.checkpoint,
                      "step": p.plan.steps[t.checkpoint] if t.checkpoint >= 0 else None,
                      "state": "done" if t.id in done else "pending"})

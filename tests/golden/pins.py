@@ -1,0 +1,108 @@
+"""Golden pins of what the runner plans and stores, taken before the engine was restructured.
+
+``python -m tests.golden.pins`` rewrites ``plans.json`` and ``values.json``; do that only on
+purpose (a change of task ids comes with a new ``store_format``, see docs/architecture.md).
+
+- plans: for every shipped spec, ``runner plan --json`` offline: each task's id, kind, measure,
+  network and dependencies, and the unmet requirements.
+- values: small real runs (``quickstart``, ``reference_maps``, the tiny LSTM study, which has
+  every training measure kind) through ``runner apply``: per variable and coordinate its dims,
+  shape, dtype and a SHA-256 of its values. Floating-point bits depend on the machine, so values
+  are compared only where the fingerprint (Python, torch, CPU capability) is the one they were
+  pinned on, with one thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+RUNS = {"quickstart": "specs/quickstart.toml", "reference_maps": "specs/reference_maps.toml",
+        "lstm_tiny": "specs/tiny/lstm_tiny.toml"}
+
+
+def shipped_specs() -> list[Path]:
+    return sorted(ROOT.glob("specs/**/*.toml"))
+
+
+def env(cache: Path) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if k != "RUNNER_TEST_STALL"}
+    e.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+             TRANSIENT_CACHE=str(cache), PYTHONPATH=str(ROOT))
+    return e
+
+
+def fingerprint() -> dict[str, str]:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine()}
+
+
+def runner(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=cwd, env=env(cache),
+                          capture_output=True, text=True, timeout=1800)
+
+
+def plan_of(spec: Path, work: Path) -> dict:
+    result = runner("plan", str(spec), "--json", cwd=work, cache=work / "cache")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    keys = ("id", "kind", "measure", "network", "deps")
+    return {"tasks": [{k: t.get(k) for k in keys} for t in plan["tasks"]], "unmet": len(plan["unmet"])}
+
+
+def digest(values: np.ndarray) -> str:
+    if values.dtype == object or values.dtype.kind in "UT":
+        data = "\x00".join(map(str, values.ravel())).encode()
+    else:
+        data = np.ascontiguousarray(values).tobytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+def values_of(store: Path) -> dict:
+    import xarray as xr
+
+    ds = xr.open_zarr(store, consolidated=False).load()
+    out = {}
+    for name, var in {**ds.coords, **ds.data_vars}.items():
+        if name == "checkpoint_path":  # absolute location of the run
+            continue
+        out[str(name)] = {"dims": list(var.dims), "shape": list(var.shape), "dtype": str(var.dtype),
+                          "sha256": digest(var.values)}
+    return out
+
+
+def run_values(name: str, work: Path) -> dict:
+    """Apply a shipped spec from a copy whose store is in ``work`` and pin its values."""
+    src = ROOT / RUNS[name]
+    text = src.read_text().replace("../../tests/data/", f"{ROOT}/tests/data/")
+    store = work / f"{name}.zarr"
+    spec = work / f"{name}.toml"
+    spec.write_text(text.replace("[experiment]\n", f'[experiment]\nstore = "{store}"\n', 1))
+    result = runner("apply", str(spec), "-q", cwd=work, cache=work / "cache")
+    assert result.returncode == 0, result.stderr
+    return values_of(store)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        plans = {str(p.relative_to(ROOT / "specs")): plan_of(p, work) for p in shipped_specs()}
+        (HERE / "plans.json").write_text(json.dumps(plans, indent=1, sort_keys=True) + "\n")
+        values = {"fingerprint": fingerprint(), "runs": {name: run_values(name, work) for name in RUNS}}
+        (HERE / "values.json").write_text(json.dumps(values, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""The runner's plans and stored values, pinned before the engine was restructured (see
+tests/golden/pins.py): a restructure must not change a task id or a bit of a result."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.golden.pins import HERE, ROOT, RUNS, fingerprint, plan_of, run_values
+
+PLANS = json.loads((HERE / "plans.json").read_text())
+VALUES = json.loads((HERE / "values.json").read_text())
+
+
+def test_every_shipped_spec_is_pinned():
+    assert sorted(PLANS) == sorted(str(p.relative_to(ROOT / "specs")) for p in ROOT.glob("specs/**/*.toml"))
+
+
+@pytest.mark.parametrize("spec", sorted(PLANS))
+def test_plan_is_unchanged(spec, tmp_path):
+    assert plan_of(ROOT / "specs" / spec, tmp_path) == PLANS[spec]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_stored_values_are_bitwise_unchanged(name, tmp_path):
+    if fingerprint() != VALUES["fingerprint"]:
+        pytest.skip(f"values were pinned on {VALUES['fingerprint']}; this is {fingerprint()}")
+    got, pinned = run_values(name, tmp_path), VALUES["runs"][name]
+    assert sorted(got) == sorted(pinned)
+    changed = [k for k in pinned if got[k] != pinned[k]]
+    assert not changed, f"changed: {changed}"
