@@ -21,7 +21,7 @@ import torch
 from runner.store import read_tasks
 from runner.tasks.device import make_deterministic, set_precision
 from runner.training.apply import apply, prepare
-from runner.training.corpus import batchify, get_batch
+from runner.data.tokens import batchify, get_batch
 from runner.training.train import build_model, steps_per_epoch
 
 

@@ -113,7 +113,7 @@ def draw_inputs(p: Prepared):
     if not p.spec.text_models:
         return None
     from models.albert import ModelLoadError, load_tokenizer
-    from runner.inputs import InputError, draw_samples
+    from runner.data.sentences import InputError, draw_samples
 
     inp = p.spec.input
     location = tokenizer_location(p.spec, p.networks)

@@ -66,7 +66,7 @@ def _known_error(err: Exception) -> int | None:
     from runner.resolve import ResolveError
     from runner.specfile import SpecError
     from runner.store import StoreLocked, StorePathError, StoreWriteError
-    from runner.training.data import CorpusError
+    from runner.data.corpus import CorpusError
 
     codes = {SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, UsageError: EXIT_USAGE, NoStore: EXIT_UNAVAILABLE,
              ResolveError: EXIT_UNAVAILABLE, InputsError: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,

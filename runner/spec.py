@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from runner.specfile import (Experiment, Name, SpecError, SpecFile, StudySpec, Table, read_toml,  # noqa: F401
                              validate)
+from runner.data.sources import anchor
 from runner.tasks.device import device_problem
 
 Precision = Literal["fp32", "fp64", "tf32"]
@@ -290,20 +291,9 @@ def load_spec_file(sf: SpecFile) -> Spec:
     return spec
 
 
-def _anchor(source: str, base: Path) -> str:
-    """A relative local path as seen from the spec's folder when it exists there, else as typed
-    (relative to the working directory)."""
-    local = local_path(source)
-    if local is None or local.is_absolute() or not (base / local).exists():
-        return source
-    return ("path:" if source.startswith("path:") else "") + str(base / local)
-
-
 def _anchor_paths(spec: Spec, base: Path) -> Spec:
-    models = [m.model_copy(update={"source": _anchor(m.source, base)}) for m in spec.model]
-    inp = spec.input
-    if local_path(inp.source) is not None and not inp.source.startswith("hf:"):
-        inp = inp.model_copy(update={"source": _anchor(inp.source, base)})
+    models = [m.model_copy(update={"source": anchor(m.source, base)}) for m in spec.model]
+    inp = spec.input.model_copy(update={"source": anchor(spec.input.source, base)})
     return spec.model_copy(update={"model": models, "input": inp})
 
 
@@ -318,7 +308,7 @@ def check_files(spec: Spec, sf: SpecFile) -> list[str]:
         if local is not None and not local.is_dir():
             problems.append(sf.problem(("model", i, "source"), f"no such directory {local}"))
     if spec.text_models:
-        from runner.inputs import InputError, check_source
+        from runner.data.sources import InputError, check_source
 
         try:
             check_source(spec.input.source, subset=spec.input.subset, split=spec.input.split, field=spec.input.field)

@@ -23,6 +23,8 @@ def _imports(path: Path) -> set[str]:
 
 RULES = [
     ("analyses", ("runner", "models")),
+    ("runner/data", ("runner.apply", "runner.cli", "runner.spec", "runner.training", "runner.tasks", "runner.store",
+                     "runner.tui", "runner.layout", "runner.plan")),
     ("models", ("runner", "analyses")),
     ("runner/tui", ("runner.tasks", "runner.apply", "runner.training.train", "runner.training.measures")),
 ]

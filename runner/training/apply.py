@@ -19,13 +19,13 @@ import numpy as np
 import torch
 
 from runner.apply import Outcome, Unmet, close_run, describe_store, open_run
-from runner.inputs import offline_hub
+from runner.data.sources import offline_hub
 from runner.provenance import now, provenance_attrs
 from runner import interrupt
 from runner.store import Store, StoreWriteError
 from runner.specfile import SpecError, read_toml
 from runner.tasks.device import device_unavailable
-from runner.training.data import Corpus, CorpusError, load_corpus
+from runner.data.corpus import Corpus, CorpusError, load_corpus
 from runner.training.layout import build_layout
 from runner.training.plan import Task, TrainingPlan, make_plan, task_label
 from runner.training.spec import TrainingStudy, load_training_spec, missing_extras

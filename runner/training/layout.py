@@ -18,7 +18,7 @@ import json
 import numpy as np
 
 from runner.layout import Coord, Layout, Var
-from runner.training.data import Corpus
+from runner.data.corpus import Corpus
 from runner.training.plan import TrainingPlan
 from runner.training.spec import SVCCA
 

@@ -21,10 +21,10 @@ from analyses.diagnostic import train_diagnostic_classifier
 from analyses.loss_change import group_allocations, loss_change_allocation
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from models.lstm import capture
-from runner.training.corpus import batchify, get_batch
+from runner.data.tokens import batchify, get_batch
 from runner.layout import Layout
 from runner.store import Store
-from runner.training.data import Corpus
+from runner.data.corpus import Corpus
 from runner.training.plan import Task, TrainingPlan
 from runner.training.train import build_model, load_weights
 

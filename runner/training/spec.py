@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Union
 import tomli
 from pydantic import Field, field_validator, model_validator
 
+from runner.data.sources import anchor
 from runner.specfile import Name, SpecError, SpecFile, StudySpec, Table, read_toml, validate
 from runner.tasks.device import device_problem
 
@@ -294,8 +295,7 @@ def _check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
     elif src.startswith("builtin:"):
         return [sf.problem(where, f"unknown builtin {src!r}; known: builtin:pydoc-topics")]
     else:
-        path = sf.path
-        local = (path.parent / src) if not Path(src).is_absolute() and not Path(src).exists() else Path(src)
+        local = Path(anchor(src, sf.path.parent))
         if not local.is_file():
             return [sf.problem(where, f"no such file {src}")]
         if local.suffix not in (".conllu", ".txt"):
@@ -322,5 +322,5 @@ def missing_extras(study: TrainingStudy) -> list[str]:
     except ImportError:
         return [f"spaCy for the silver tag sets {[t for t in study.tagsets() if t.startswith('spacy_')]}: {SPACY_INSTALL}"]
     if not spacy.util.is_package("en_core_web_sm"):
-        return [f"spaCy's English model for the silver tag sets: python -m spacy download en_core_web_sm"]
+        return ["spaCy's English model for the silver tag sets: python -m spacy download en_core_web_sm"]
     return []

@@ -30,8 +30,8 @@ from torch import Tensor
 from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
 from runner import interrupt
 from runner.store import atomic_write_bytes
-from runner.training.corpus import batchify, get_batch
-from runner.training.data import Corpus
+from runner.data.tokens import batchify, get_batch
+from runner.data.corpus import Corpus
 from runner.training.spec import NetworkSpec, TrainingSpec
 
 

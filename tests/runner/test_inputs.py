@@ -1,4 +1,4 @@
-"""Tests for runner.inputs: drawing fixed-length token samples from text corpora (offline)."""
+"""Tests for runner.data.sentences and sources: drawing fixed-length token samples from text corpora (offline)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from runner import inputs
-from runner.inputs import (
-    InputError,
-    Samples,
-    builtin_documents,
-    check_source,
-    draw_samples,
-    split_sentences,
-)
+from runner.data.sentences import Samples, draw_samples, split_sentences
+from runner.data.sources import InputError, builtin_documents, check_source
 
 TOKENS = 16
 
@@ -401,19 +394,6 @@ def test_hub_errors_are_wrapped(fake_hub, tokenizer):
     assert "network" in str(err.value)
     with pytest.raises(InputError, match="no field 'body'"):
         draw_samples("hf:fake/wiki", tokenizer=tokenizer, samples=1, tokens=8, seed=0, field="body")
-
-
-def test_module_is_standalone():
-    """runner.inputs must not depend on the rest of the runner package."""
-    import ast
-    import pathlib
-
-    tree = ast.parse(pathlib.Path(inputs.__file__).read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            assert not (node.module or "").startswith("runner") and node.level == 0
-        elif isinstance(node, ast.Import):
-            assert not any(a.name.startswith("runner") for a in node.names)
 
 
 @pytest.fixture(autouse=True)

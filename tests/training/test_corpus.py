@@ -1,4 +1,4 @@
-"""Corpora, preprocessing, tags and batching for the LSTM studies (runner/training/corpus.py, sources.py)."""
+"""Corpora, preprocessing, tags and batching for the LSTM studies (runner/data: sources, tokens, tagsets)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,10 @@ from collections import Counter
 import pytest
 import torch
 
-from runner.training.corpus import EOS, UNK, batchify, build_vocabulary, encode_corpus, get_batch, preprocess, split_corpus
-from runner.training.sources import (
-    TaggedSentence,
-    load_hf_text,
-    parse_conllu,
-    preprocess_tagged,
-    read_conllu,
-    read_text,
-    shuffled_tags,
-    spacy_tags,
-    topic_tags,
-    wikitext_articles,
-)
+from runner.data.sources import TaggedSentence, load_hf_text, parse_conllu, read_conllu, read_text, wikitext_articles
+from runner.data.tagsets import shuffled_tags, spacy_tags, topic_tags
+from runner.data.tokens import (EOS, UNK, batchify, build_vocabulary, encode_corpus, get_batch, preprocess,
+                                preprocess_tagged, split_corpus)
 
 CONLLU = """\
 # newdoc id = doc-a

@@ -6,7 +6,6 @@ import json
 import signal
 import time
 
-import pytest
 
 from runner.events import EventReader
 from runner.status import fold_status, load_status

@@ -1,6 +1,6 @@
 """Corpora for the LSTM training studies of Saphra's thesis (Chapters 4 and 6): vocabulary,
-preprocessing, splits and batching. Readers of text, CoNLL-U and hub corpora and the tag sets
-(spaCy, topic, shuffled) are in :mod:`runner.training.sources`.
+preprocessing, splits and batching. Readers of text, CoNLL-U and hub corpora are in
+:mod:`runner.data.sources`, the tag sets (spaCy, topic, shuffled) in :mod:`runner.data.tagsets`.
 
 * Preprocessing (Ch. 4 Sec. 3, Ch. 6 Sec. 2): "a corpus of tokenized, lowercased English
   Wikipedia (70/10/20 train/dev/test split). To reduce the number of unique words (mostly names)
@@ -10,7 +10,7 @@ preprocessing, splits and batching. Readers of text, CoNLL-U and hub corpora and
 * Batching (Ch. 6 Sec. 2): "The batch size is set to forty, the maximum sequence length to 35"
   -> ``batchify`` / ``get_batch`` as in pytorch/examples ``word_language_model``.
 
-Only plain arguments come in; nothing here imports the rest of ``runner``.
+Only plain arguments come in; nothing here imports the rest of ``runner`` but its data sources.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import TypeVar
 
 import torch
 from torch import Tensor
+
+from runner.data.sources import TaggedSentence
 
 T = TypeVar("T")
 
@@ -250,3 +252,24 @@ def get_batch(
     if batch_first:
         return data.t().contiguous(), target.t().contiguous()
     return data, target
+
+
+def preprocess_tagged(
+    sentences: Sequence[TaggedSentence],
+    *,
+    lowercase: bool = True,
+    min_count: int | None = None,
+    drop_rare_sentences: bool = False,
+    drop_below: int | None = None,
+    counts: Mapping[str, int] | None = None,
+    unk: str = UNK,
+) -> list[TaggedSentence]:
+    """``preprocess`` on the words of tagged sentences; tags and doc ids follow their words."""
+    words, kept = _preprocess(
+        [s.words for s in sentences], lowercase=lowercase, min_count=min_count,
+        drop_rare_sentences=drop_rare_sentences, drop_below=drop_below, counts=counts, unk=unk,
+    )
+    return [
+        TaggedSentence(tuple(w), sentences[i].upos, sentences[i].xpos, sentences[i].doc_id)
+        for w, i in zip(words, kept)
+    ]

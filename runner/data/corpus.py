@@ -1,7 +1,7 @@
 """The corpus of a training study: sentences -> preprocessing -> split -> vocabulary -> streams.
 
-Reuses :mod:`runner.training.corpus` and :mod:`runner.training.sources` (the thesis' preprocessing, CoNLL-U reader, tags, batching). The
-order is the thesis': lowercase and drop sentences with rare words over the whole corpus, split
+Built from :mod:`runner.data.sources` (readers), :mod:`runner.data.tokens` (the thesis'
+preprocessing, vocabulary, batching) and :mod:`runner.data.tagsets`. The order is the thesis': lowercase and drop sentences with rare words over the whole corpus, split
 70/10/20 by sentence, build the vocabulary on the training split (rarer words encode to
 ``<unk>``). Tag streams are aligned token for token with the word streams (same ``<eos>``).
 """
@@ -14,16 +14,10 @@ from pathlib import Path
 
 from torch import Tensor
 
-from runner.training.corpus import EOS, Vocabulary, build_vocabulary, encode_corpus, split_corpus
-from runner.training.sources import (
-    TaggedSentence, load_hf_text, preprocess_tagged, read_conllu, read_text, shuffled_tags, spacy_tags,
-    wikitext_articles,
-)
-from runner.training.spec import CorpusSpec
-
-#: Universal Dependencies open-class UPOS tags; the closed classes are listed too, the rest is "other".
-OPEN_CLASS = frozenset({"ADJ", "ADV", "INTJ", "NOUN", "PROPN", "VERB"})
-CLOSED_CLASS = frozenset({"ADP", "AUX", "CCONJ", "DET", "NUM", "PART", "PRON", "SCONJ"})
+from runner.data.sentences import split_sentences
+from runner.data.sources import TaggedSentence, anchor, builtin_documents, load_hf_text, read_conllu, read_text, wikitext_articles
+from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_tags
+from runner.data.tokens import EOS, Vocabulary, build_vocabulary, encode_corpus, preprocess_tagged, split_corpus
 
 
 class CorpusError(Exception):
@@ -57,7 +51,7 @@ class Corpus:
         return encode_corpus(sents, self.tags[tagset].vocab)
 
 
-def _sentences(spec: CorpusSpec, base: Path) -> list[TaggedSentence]:
+def _sentences(spec, base: Path) -> list[TaggedSentence]:
     src = spec.source
     if src.startswith("hf:"):
         try:
@@ -68,19 +62,14 @@ def _sentences(spec: CorpusSpec, base: Path) -> list[TaggedSentence]:
         for title, recs in wikitext_articles(records) or [("0", records)]:
             out += [TaggedSentence(tuple(r), ("_",) * len(r), ("_",) * len(r), title) for r in recs]
         return out
-    if src == "builtin:pydoc-topics":
-        from pydoc_data.topics import topics
-
+    if src.startswith("builtin:"):  # the same English prose as the depth study's inputs
         out = []
-        for key in sorted(topics):
-            for line in topics[key].splitlines():
-                words = line.split()
-                if words:
-                    out.append(TaggedSentence(tuple(words), ("_",) * len(words), ("_",) * len(words), key))
+        for topic, text in builtin_documents(src.removeprefix("builtin:")):
+            for sentence in split_sentences(text):
+                words = tuple(sentence.split())
+                out.append(TaggedSentence(words, ("_",) * len(words), ("_",) * len(words), topic))
         return out
-    path = Path(src)
-    if not path.exists() and not path.is_absolute():
-        path = base / src
+    path = Path(anchor(src, base))
     try:
         if path.suffix == ".conllu":
             return read_conllu(path)
@@ -89,7 +78,7 @@ def _sentences(spec: CorpusSpec, base: Path) -> list[TaggedSentence]:
         raise CorpusError(f"[corpus] source {src!r}: {err}") from None
 
 
-def load_corpus(spec: CorpusSpec, tagsets: list[str], seed: int, base: Path = Path(".")) -> Corpus:
+def load_corpus(spec, tagsets: list[str], seed: int, base: Path = Path(".")) -> Corpus:
     """Read and preprocess the corpus; ``seed`` draws the split; ``tagsets`` are encoded too."""
     sents = _sentences(spec, base)
     if spec.max_sentences:

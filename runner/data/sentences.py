@@ -1,0 +1,200 @@
+"""Fixed-length token samples for depth-dynamics runs (Inoue et al. 2021: "1,000 32-token
+sentences randomly sampled from English Wikipedia articles").
+
+:func:`draw_samples` reproduces that recipe for any source (:mod:`runner.data.sources`) and any
+tokenizer, deterministically under a seed.
+
+1. Each document is split into sentences by :func:`split_sentences`: first at line breaks, then
+   after ``.``, ``!`` or ``?`` (optionally followed by a closing quote or bracket) followed by
+   whitespace; each piece is stripped and empty pieces dropped. The splitter is deliberately
+   simple and deterministic (it will, e.g., split after "e.g. ").
+2. Every sentence is tokenized with ``tokenizer(text, truncation=True, max_length=tokens)``,
+   special tokens included (ALBERT: ``[CLS] ... [SEP]``). Only sentences whose encoding has
+   exactly ``tokens`` ids are kept; longer ones are truncated (the tokenizer keeps the final
+   special token). No sample is padded and the attention mask is all ones: the paper's fixed
+   ``N_w``-token inputs. ``Samples.texts`` holds the whole sentence that was tokenized.
+3. The draw: local files and builtin corpora: all qualifying sentences of the whole source are
+   collected in source order and ``random.Random(seed).sample(candidates, samples)`` picks them
+   (several may come from one document; the whole source is read, so this is meant for corpora
+   that fit in memory). Hub datasets: the dataset is shuffled with ``dataset.shuffle(seed=seed,
+   buffer_size=shuffle_buffer)`` (streaming) or ``dataset.shuffle(seed=seed)`` and read in that
+   order; from each document at most one sentence is taken, chosen among its qualifying
+   sentences with ``random.Random(seed)``, until ``samples`` are found. A streamed shuffle is
+   reproducible for the same dataset revision, seed and buffer size.
+
+``Samples.origins[i]`` tells where sample ``i`` came from, with 0-based indices:
+``"<path>: row 12, sentence 3"`` (for ``.txt`` the row is the line number, empty lines
+included), ``"builtin:pydoc-topics: topic 'assert', sentence 2"``, and
+``"hf:<id>/<subset>[<split>]: shuffled row 17 (id=..., title=...), sentence 3"``; the sentence
+index refers to ``split_sentences(document)``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+from runner.data.sources import (InputError, _check_local, _document, _hub_error, _local_documents, _offline_from_env,
+                                 _parse, builtin_documents)
+
+__all__ = ["InputError", "Samples", "draw_samples", "split_sentences"]
+
+_TOKENIZE_BATCH = 1024
+# After ., ! or ? (optionally closed by a quote or bracket), at the following whitespace.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+")
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Fixed-length tokenized sentences, one row per sample."""
+
+    texts: list[str]  # the sentence each sample was tokenized from (whole, before truncation)
+    input_ids: torch.Tensor  # (samples, tokens) int64, no padding
+    attention_mask: torch.Tensor  # (samples, tokens) int64, all ones
+    origins: list[str]  # where each sample came from, see the module docstring
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+# --------------------------------------------------------------------------- sentences
+
+
+def split_sentences(document: str) -> list[str]:
+    """Split a document into stripped, non-empty sentences (line breaks, then ``[.!?] + space``)."""
+    sentences = []
+    for line in document.splitlines():
+        for piece in _SENTENCE_END.split(line):
+            piece = piece.strip()
+            if piece:
+                sentences.append(piece)
+    return sentences
+
+
+def _tokenize(tokenizer, texts: list[str], tokens: int) -> list[list[int]]:
+    enc = tokenizer(texts, truncation=True, max_length=tokens)
+    return [list(ids) for ids in enc["input_ids"]]
+
+
+def _candidates(
+    documents: Iterable[tuple[str, str | None]], tokenizer, tokens: int
+) -> list[tuple[str, list[int], str]]:
+    """All qualifying ``(sentence, ids, origin)`` of ``(origin prefix, document)`` pairs, in order."""
+    found: list[tuple[str, list[int], str]] = []
+    pending: list[tuple[str, str]] = []
+
+    def flush():
+        if pending:
+            ids = _tokenize(tokenizer, [t for t, _ in pending], tokens)
+            found.extend((t, i, o) for (t, o), i in zip(pending, ids) if len(i) == tokens)
+            pending.clear()
+
+    for prefix, doc in documents:
+        for j, sentence in enumerate(split_sentences(doc or "")):
+            pending.append((sentence, f"{prefix}, sentence {j}"))
+            if len(pending) >= _TOKENIZE_BATCH:
+                flush()
+    flush()
+    return found
+
+
+def _not_enough(label: str, found: int, samples: int, tokens: int, what: str = "sentences") -> InputError:
+    return InputError(
+        f"input {label} has only {found} {what} that fill {tokens} tokens, but {samples} samples "
+        f"were requested; ask for fewer samples or fewer tokens, or use a larger corpus"
+    )
+
+
+def _pack(chosen: list[tuple[str, list[int], str]]) -> Samples:
+    ids = torch.tensor([c[1] for c in chosen], dtype=torch.int64)
+    return Samples(
+        texts=[c[0] for c in chosen],
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        origins=[c[2] for c in chosen],
+    )
+
+
+def draw_samples(
+    source: str,
+    *,
+    tokenizer,
+    samples: int,
+    tokens: int,
+    seed: int,
+    subset: str | None = None,
+    split: str = "train",
+    field: str = "text",
+    streaming: bool = True,
+    shuffle_buffer: int = 10_000,
+) -> Samples:
+    """Draw ``samples`` sentences of exactly ``tokens`` tokens from ``source`` (see the module docstring)."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 2:
+        raise ValueError(f"tokens must be an integer >= 2 (room for the special tokens), got {tokens!r}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
+    if isinstance(shuffle_buffer, bool) or not isinstance(shuffle_buffer, int) or shuffle_buffer < 1:
+        raise ValueError(f"shuffle_buffer must be an integer >= 1, got {shuffle_buffer!r}")
+
+    src = _parse(source)
+    if src.kind == "hf":
+        return _draw_hub(src, tokenizer, samples, tokens, seed, subset, split, field, streaming, shuffle_buffer)
+
+    if src.kind == "builtin":
+        docs = ((f"{src.text}: topic {label!r}", text) for label, text in builtin_documents(src.name))
+        label = src.text
+    else:
+        path, builder = _check_local(src, field)
+        column = "text" if builder == "text" else field
+        label = str(path)
+        docs = _local_documents(path, builder, column)
+    candidates = _candidates(docs, tokenizer, tokens)
+    if len(candidates) < samples:
+        raise _not_enough(repr(label), len(candidates), samples, tokens)
+    return _pack(random.Random(seed).sample(candidates, samples))
+
+
+def _draw_hub(src, tokenizer, samples, tokens, seed, subset, split, field, streaming, shuffle_buffer) -> Samples:
+    label = f"hf:{src.name}" + (f"/{subset}" if subset else "") + f"[{split}]"
+    rng = random.Random(seed)
+    chosen: list[tuple[str, list[int], str]] = []
+    scanned = 0
+    with _offline_from_env() as offline:
+        try:
+            import datasets
+
+            ds = datasets.load_dataset(src.name, subset, split=split, streaming=streaming)
+            if isinstance(ds, datasets.IterableDataset):
+                ds = ds.shuffle(seed=seed, buffer_size=shuffle_buffer)
+            else:
+                ds = ds.shuffle(seed=seed)
+            rows = iter(ds)
+        except Exception as exc:  # noqa: BLE001 - network, auth, unknown id, offline ...
+            raise _hub_error(label, src, subset, split, streaming, exc, offline) from exc
+        while len(chosen) < samples:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except Exception as exc:  # noqa: BLE001 - streaming errors surface while iterating
+                raise _hub_error(label, src, subset, split, streaming, exc, offline) from exc
+            i = scanned
+            scanned += 1
+            sentences = split_sentences(_document(row, field, label) or "")
+            if not sentences:
+                continue
+            ids = _tokenize(tokenizer, sentences, tokens)
+            good = [j for j, x in enumerate(ids) if len(x) == tokens]
+            if not good:
+                continue
+            j = rng.choice(good)
+            tags = ", ".join(f"{k}={row[k]!r}" for k in ("id", "title") if k in row and k != field)
+            origin = f"{label}: shuffled row {i}" + (f" ({tags})" if tags else "") + f", sentence {j}"
+            chosen.append((sentences[j], ids[j], origin))
+    if len(chosen) < samples:
+        raise _not_enough(label, len(chosen), samples, tokens, what=f"documents (of {scanned}) with sentences")
+    return _pack(chosen)

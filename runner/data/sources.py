@@ -1,0 +1,364 @@
+"""Where text comes from, for every study: hub datasets, local files, the builtin corpus, CoNLL-U.
+
+Source strings (``source = ...`` in a spec):
+
+``"hf:<dataset id>"``
+    A Hugging Face hub dataset (``subset``, ``split``, ``field`` name the part and the column).
+    Streamed for depth inputs; read through the ``datasets`` cache for training corpora. With the
+    hub switched off or out of reach (:func:`models.hub.hub_off`), only the local cache is used.
+``"path:<file>"`` or a plain path
+    A local ``.txt`` (one document per line), ``.jsonl`` / ``.json`` (records with ``field``) or
+    ``.parquet`` file, read with the ``datasets`` packaged builders; ``.conllu`` treebanks for
+    training corpora (words, UPOS, XPOS and ``# newdoc`` documents, read with ``conllu``).
+``"builtin:pydoc-topics"``
+    Offline English prose: the standard library's ``pydoc_data.topics``, one document per topic in
+    sorted order, code blocks and heading underlines dropped, each paragraph on one line
+    (:func:`builtin_documents`). It follows the running Python version. Every study reads this
+    one text the same way.
+
+A relative path is looked up beside the spec first, then in the working directory
+(:func:`anchor`), in every study.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUILTIN_SOURCES = ("pydoc-topics",)
+LOCAL_EXTENSIONS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
+_UNDERLINE = re.compile(r"^[\s*=\-~^#+_`'\"]+$")
+
+
+class InputError(Exception):
+    """The input source cannot give the requested samples; the message says why and what to do."""
+
+
+def anchor(source: str, base: Path) -> str:
+    """A relative local path as seen from the spec's folder ``base`` when it exists there, else as
+    typed (relative to the working directory); hub ids and builtins unchanged."""
+    if re.match(r"^[a-z]+:", source) and not source.startswith("path:"):
+        return source
+    prefix = "path:" if source.startswith("path:") else ""
+    local = Path(source.removeprefix("path:"))
+    if local.is_absolute() or not (base / local).exists():
+        return source
+    return prefix + str(base / local)
+
+
+# --------------------------------------------------------------------------- builtin text
+
+
+def builtin_documents(name: str) -> list[tuple[str, str]]:
+    """The documents of a builtin corpus as ``(label, text)`` pairs, in a fixed order."""
+    if name != "pydoc-topics":
+        raise InputError(
+            f"unknown builtin source 'builtin:{name}'; known: "
+            + ", ".join(f"'builtin:{n}'" for n in BUILTIN_SOURCES)
+        )
+    from pydoc_data.topics import topics
+
+    return [(topic, _reflow(topics[topic])) for topic in sorted(topics)]
+
+
+def _reflow(text: str) -> str:
+    """English prose of a pydoc topic: one paragraph per line, code blocks and underlines dropped."""
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [ln for ln in block.split("\n") if ln.strip()]
+        if not lines or lines[0][:1].isspace():  # indented: code, grammar, quoted output
+            continue
+        words = [ln.strip() for ln in lines if not _UNDERLINE.match(ln)]
+        if words:
+            paragraphs.append(" ".join(words))
+    return "\n".join(paragraphs)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+# --------------------------------------------------------------------------- hub and local files
+
+
+@dataclass(frozen=True)
+class _Source:
+    kind: str  # "hf" | "path" | "builtin"
+    name: str  # hub id, file path as given, or builtin name
+    text: str  # the source string as given
+
+
+def _parse(source: str) -> _Source:
+    if not isinstance(source, str) or not source.strip():
+        raise InputError(
+            f"input source {source!r} is empty; give 'hf:<dataset id>', a local "
+            "file path (.txt, .jsonl, .json, .parquet) or 'builtin:pydoc-topics'"
+        )
+    source = source.strip()
+    if source.startswith("hf:"):
+        name = source[3:].strip()
+        if not _HUB_ID.match(name):
+            raise InputError(
+                f"input source {source!r}: {name!r} is not a Hugging Face dataset id; "
+                "write it as 'hf:<owner>/<name>' (e.g. 'hf:wikimedia/wikipedia')"
+            )
+        return _Source("hf", name, source)
+    if source.startswith("builtin:"):
+        name = source[len("builtin:"):].strip()
+        if name not in BUILTIN_SOURCES:
+            raise InputError(
+                f"unknown builtin input source {source!r}; known: "
+                + ", ".join(f"'builtin:{n}'" for n in BUILTIN_SOURCES)
+            )
+        return _Source("builtin", name, source)
+    name = source[len("path:"):].strip() if source.startswith("path:") else source
+    if not name:
+        raise InputError(f"input source {source!r} names no file")
+    return _Source("path", name, source)
+
+
+def _check_local(src: _Source, field: str) -> tuple[Path, str]:
+    """Validate a local file source; return its path and ``datasets`` builder name."""
+    path = Path(src.name).expanduser()
+    if not path.exists():
+        hint = ""
+        if not src.text.startswith("path:") and _HUB_ID.match(src.name) and "/" in src.name:
+            hint = f"; for the Hugging Face dataset write 'hf:{src.name}'"
+        raise InputError(f"input file not found: {str(path)!r} (source {src.text!r}){hint}")
+    if not path.is_file():
+        raise InputError(f"input source {str(path)!r} is not a file; give one .txt, .jsonl, .json or .parquet file")
+    suffix = path.suffix.lower()
+    if suffix not in LOCAL_EXTENSIONS:
+        raise InputError(
+            f"input file {str(path)!r} has unsupported extension {suffix or '(none)'!r}; "
+            "supported: .txt (one document per line), .jsonl / .json (records with a "
+            f"{field!r} field), .parquet (a {field!r} column)"
+        )
+    builder = LOCAL_EXTENSIONS[suffix]
+    if builder == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            names = pq.read_schema(path).names
+        except Exception as exc:  # noqa: BLE001 - any unreadable file
+            raise InputError(f"cannot read parquet file {str(path)!r}: {exc}") from exc
+        _require_field(names, field, path)
+    elif builder == "json":
+        try:
+            first = next(iter(_load_local(path, builder)), None)
+        except Exception as exc:  # noqa: BLE001 - malformed JSON and the like
+            raise InputError(f"cannot read JSON file {str(path)!r}: {exc}") from exc
+        if first is None:
+            raise InputError(f"input file {str(path)!r} holds no records")
+        _require_field(list(first), field, path)
+    return path, builder
+
+
+def _require_field(names: Iterable[str], field: str, where: Any) -> None:
+    names = list(names)
+    if field not in names:
+        raise InputError(
+            f"input {str(where)!r} has no field {field!r}; its fields are "
+            f"{', '.join(map(repr, names)) or '(none)'}; set the input field to one of them"
+        )
+
+
+def check_source(
+    source: str, *, subset: str | None = None, split: str = "train", field: str = "text"
+) -> None:
+    """Cheap validation before any compute; raises :class:`InputError`.
+
+    Local files: exists, supported extension, and (``.jsonl``/``.json``/``.parquet``)
+    has ``field``.  Builtin corpora: the name is known.  Hub ids: syntax only, no
+    network call.
+    """
+    src = _parse(source)
+    if src.kind == "path":
+        _check_local(src, field)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _load_local(path: Path, builder: str):
+    import datasets
+
+    return datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True)
+
+
+def _document(row: dict, field: str, where: str) -> str | None:
+    if field not in row:
+        _require_field(row, field, where)
+    value = row[field]
+    if value is None or isinstance(value, str):
+        return value
+    raise InputError(f"input {where!r}: field {field!r} holds {type(value).__name__}, not text; choose a text field")
+
+
+def _local_documents(path: Path, builder: str, column: str) -> Iterator[tuple[str, str | None]]:
+    try:
+        rows = iter(_load_local(path, builder))
+        i = 0
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            yield f"{path}: row {i}", _document(row, column, str(path))
+            i += 1
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - malformed files surface as datasets/pyarrow errors
+        raise InputError(f"cannot read input file {str(path)!r}: {type(exc).__name__}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _offline_from_env() -> Iterator[bool]:
+    """With the hub switched off or out of reach (:func:`models.hub.hub_off`), make ``datasets``
+    use its local cache only, now (it reads the switches once, at import)."""
+    from models.hub import hub_off
+
+    if not hub_off():
+        yield False
+        return
+    import datasets.config
+    import huggingface_hub.constants as hub_constants
+
+    saved = (datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE, hub_constants.HF_HUB_OFFLINE)
+    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
+    hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield True
+    finally:
+        (datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE, hub_constants.HF_HUB_OFFLINE) = saved
+
+
+offline_hub = _offline_from_env
+
+
+def _hub_error(label: str, src: _Source, subset, split, streaming, exc: BaseException, offline: bool) -> InputError:
+    args = ", ".join(repr(a) for a in (src.name, subset) if a is not None)
+    mode = " (offline mode is on: HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)" if offline else ""
+    return InputError(
+        f"could not read hub dataset {label}{mode}: {type(exc).__name__}: {exc}. "
+        "Check the dataset id, subset and split. If this machine has no network, save a part of "
+        "the dataset to a file on a machine that has, e.g. datasets.Dataset.from_list(list("
+        f"datasets.load_dataset({args}, split={split!r}, streaming=True).take(100_000)))"
+        ".to_parquet('corpus.parquet'), copy it here and give its path as the input source"
+        + (" (or use 'builtin:pydoc-topics' for a demo)." if streaming else
+           ", or fill the datasets cache there and run with streaming=False.")
+    )
+
+
+# --------------------------------------------------------------------------- drawing
+
+
+# --------------------------------------------------------------------------- training corpora
+
+
+@dataclass(frozen=True)
+class TaggedSentence:
+    """A sentence with per-token tags and the id of the document it came from."""
+
+    words: tuple[str, ...]
+    upos: tuple[str, ...]
+    xpos: tuple[str, ...]
+    doc_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not len(self.words) == len(self.upos) == len(self.xpos):
+            raise ValueError("words, upos and xpos must have the same length")
+
+
+def read_text(path: str | Path) -> list[list[str]]:
+    """One sentence per line, whitespace-separated tokens; blank lines are skipped."""
+    with open(path, encoding="utf-8") as f:
+        return [line.split() for line in f if line.strip()]
+
+
+def parse_conllu(text: str) -> list[TaggedSentence]:
+    """CoNLL-U text (https://universaldependencies.org/format.html), read with ``conllu``.
+
+    FORM, UPOS and XPOS of the syntactic words are kept: multiword-token ranges (``1-2``) and empty
+    nodes (``1.1``) are skipped, and an empty field stays ``_``. ``# newdoc`` / ``# newdoc id = X``
+    starts a document (id ``X``, or its ordinal among the newdoc lines when no id is given) that
+    the following sentences belong to until the next one.
+    """
+    import conllu
+
+    for lineno, line in enumerate(text.splitlines(), 1):  # the library names no line; we do
+        if line.strip() and not line.startswith("#") and len(line.split("\t")) != 10:
+            raise ValueError(f"CoNLL-U line {lineno}: expected 10 tab-separated fields, got {len(line.split(chr(9)))}")
+    sentences: list[TaggedSentence] = []
+    doc_id: str | None = None
+    n_docs = 0
+    try:
+        parsed = conllu.parse(text)
+    except conllu.exceptions.ParseException as err:
+        raise ValueError(f"CoNLL-U: {err}") from None  # e.g. an ID that is not a number
+    for sentence in parsed:
+        meta = sentence.metadata
+        if "newdoc id" in meta or "newdoc" in meta:
+            n_docs += 1
+            doc_id = str(meta["newdoc id"]).strip() if meta.get("newdoc id") else str(n_docs - 1)
+        words = [t for t in sentence if isinstance(t["id"], int)]
+        if words:
+            sentences.append(TaggedSentence(tuple(t["form"] for t in words), tuple(t["upos"] or "_" for t in words),
+                                            tuple(t["xpos"] or "_" for t in words), doc_id))
+    return sentences
+
+
+def read_conllu(path: str | Path) -> list[TaggedSentence]:
+    """``parse_conllu`` on a UTF-8 file."""
+    return parse_conllu(Path(path).read_text(encoding="utf-8"))
+
+
+def load_hf_text(
+    dataset_id: str = "wikitext",
+    subset: str | None = "wikitext-2-raw-v1",
+    split: str = "train",
+    field: str = "text",
+) -> list[list[str]]:
+    """Whitespace-tokenized non-empty records of a Hugging Face dataset, via ``datasets``.
+
+    Wikitext records are lines of articles (paragraphs and `` = Heading = `` lines), not
+    sentences; ``wikitext_articles`` groups them by article for topic tags. Needs network access
+    or a populated Hugging Face cache.
+    """
+    try:
+        import datasets
+    except ImportError as e:  # pragma: no cover - a declared dependency
+        raise RuntimeError("load_hf_text needs the 'datasets' package") from e
+    try:
+        ds = datasets.load_dataset(dataset_id, subset, split=split)
+    except Exception as e:
+        raise RuntimeError(
+            f"could not load Hugging Face dataset {dataset_id!r} (subset {subset!r}, split "
+            f"{split!r}): {type(e).__name__}: {e}. Downloading needs network access to the "
+            "Hugging Face Hub; offline, the dataset must already be in the cache (HF_HOME / "
+            "HF_DATASETS_CACHE, with HF_DATASETS_OFFLINE=1)."
+        ) from e
+    if field not in ds.column_names:
+        raise KeyError(f"dataset {dataset_id!r} has no field {field!r}; fields: {ds.column_names}")
+    return [tokens for text in ds[field] if (tokens := str(text).split())]
+
+
+def wikitext_articles(records: Sequence[Sequence[str]]) -> list[tuple[str, list[list[str]]]]:
+    """Group tokenized wikitext records into ``(title, records)`` articles.
+
+    A record ``= Title =`` (single equals signs) starts an article; section headings
+    (``= = Section = =``) are dropped. Records before the first title are skipped.
+    """
+    articles: list[tuple[str, list[list[str]]]] = []
+    for rec in records:
+        if len(rec) >= 3 and rec[0] == "=" and rec[-1] == "=" and "=" not in rec[1:-1]:
+            articles.append((" ".join(rec[1:-1]), []))
+        elif rec and rec[0] == "=" and rec[-1] == "=":
+            continue  # section heading
+        elif articles:
+            articles[-1][1].append(list(rec))
+    return articles
