@@ -18,25 +18,30 @@ from pathlib import Path
 
 import torch
 
-from runner.store import read_tasks
-from runner.tasks.device import make_deterministic, set_precision
-from runner.training.apply import apply, prepare
+from runner.apply import apply, prepare
 from runner.data.tokens import batchify, get_batch
-from runner.training.train import build_model, steps_per_epoch
+from runner.execute.device import make_deterministic, set_precision
+from runner.store import read_tasks
+from runner.studies.training.study import TrainingStudyPlugin
+from runner.studies.training.train import build_model, steps_per_epoch
 
 
-def plain_loop(p, device: torch.device) -> tuple[float, int]:
-    study, tr = p.study, p.study.training
+def corpus_of(p):
+    return p.state["corpus"] or TrainingStudyPlugin._load(p.spec, p.state["tagsets"], p.spec_file.path.parent)
+
+
+def plain_loop(p, corpus, device: torch.device) -> tuple[float, int]:
+    study, tr = p.spec, p.spec.training
     tokens, t0 = 0, time.perf_counter()
-    for i, net in enumerate(study.network):
-        model = build_model(net, tr, p.corpus, study.network_seed(i)).to(device)
+    for i, net in enumerate(study.model):
+        model = build_model(net, tr, corpus, study.network_seed(i), device)
         opt = torch.optim.SGD(model.parameters(), lr=tr.lr)
-        words = batchify(p.corpus.train, tr.batch_size).to(device)
-        tags = batchify(p.corpus.tags[net.tagset].train, tr.batch_size).to(device) if net.kind == "tagger" else None
+        words = batchify(corpus.train, tr.batch_size).to(device)
+        tags = batchify(corpus.tags[net.tagset].train, tr.batch_size).to(device) if net.kind == "tagger" else None
         for _ in range(tr.epochs):
             model.train()
             hidden = model.init_hidden(tr.batch_size)
-            for b in range(steps_per_epoch(p.corpus.train.numel(), tr)):
+            for b in range(steps_per_epoch(corpus.train.numel(), tr)):
                 x, y = get_batch(words, b * tr.bptt, tr.bptt)
                 if tags is not None:
                     y = model.targets(*get_batch(tags, b * tr.bptt, tr.bptt))
@@ -71,23 +76,25 @@ def main() -> None:
         spec.write_text(text)
         p = prepare(spec)
         device = torch.device(args.device)
-        plain_loop(p, device)  # warm-up (imports, kernels)
-        t_default = plain_loop(p, device)[0] if device.type == "cuda" else None
+        corpus = corpus_of(p)
+        plain_loop(p, corpus, device)  # warm-up (imports, kernels)
+        t_default = plain_loop(p, corpus, device)[0] if device.type == "cuda" else None
         # the plain loop under the runner's settings: IEEE fp32 (no TF32 in cuDNN's LSTM) and
         # deterministic kernels, so the overhead below is the runner's own
         set_precision("fp32")
         make_deterministic(device)
-        t_plain, tokens = plain_loop(p, device)
+        t_plain, tokens = plain_loop(p, corpus, device)
         t0 = time.perf_counter()
         out = apply(p, device=args.device, quiet=True)
         t_runner = time.perf_counter() - t0
         assert not out.failed, out.failed
         records = read_tasks(p.store_path)
     t_measures = sum(r.get("seconds") or 0 for r in records.values() if r.get("kind") != "train")
-    n_measures = sum(t.kind != "train" for t in p.plan.tasks)
-    n_checkpoints = len(p.plan.steps) * len(p.study.network)
-    print(f"spec {args.spec}: {len(p.study.network)} networks, {p.study.training.epochs} epochs, "
-          f"{len(p.plan.steps)} checkpoints each, {n_measures} measure tasks, device {device}")
+    steps = p.state["steps"]
+    n_measures = sum(t.kind != "train" for t in p.tasks)
+    n_checkpoints = len(steps) * len(p.spec.model)
+    print(f"spec {args.spec}: {len(p.spec.model)} networks, {p.spec.training.epochs} epochs, "
+          f"{len(steps)} checkpoints each, {n_measures} measure tasks, device {device}")
     if t_default is not None:
         print(f"plain loop, PyTorch's default flags (TF32 cuDNN RNN, nondeterministic): {t_default:8.2f} s "
               f"({100 * (t_plain - t_default) / t_default:+.1f}% for IEEE fp32 + determinism)")
@@ -97,9 +104,9 @@ def main() -> None:
     t_train = t_runner - t_measures
     print(f"  of which measures: {t_measures:8.2f} s ({t_measures / max(n_checkpoints, 1):.2f} s per checkpoint)")
     print(f"  training alone   : {100 * (t_train - t_plain) / t_plain:+.1f}% (validation each epoch, checkpoint files, curves)")
-    for label, epoch_tokens in (("this corpus", p.corpus.train.numel()), ("thesis (227M tokens/epoch)", 227e6)):
-        per_epoch = epoch_tokens * len(p.study.network) / (tokens / t_plain)
-        share = t_measures / p.study.training.epochs / per_epoch
+    for label, epoch_tokens in (("this corpus", corpus.train.numel()), ("thesis (227M tokens/epoch)", 227e6)):
+        per_epoch = epoch_tokens * len(p.spec.model) / (tokens / t_plain)
+        share = t_measures / p.spec.training.epochs / per_epoch
         print(f"  measures at one checkpoint per epoch, {label}: {100 * share:.2f}% of training time")
 
 

@@ -4,7 +4,8 @@ Importing this package is light: transformers is imported only inside the functi
 or build ALBERT (it takes seconds to import).
 """
 
-from .albert import AlbertMap, ModelLoadError, load_albert, load_tokenizer
+from .albert import AlbertMap, load_albert
+from .hub import ModelLoadError, load_tokenizer
 from .base import DynamicalMap, MapInputs
 from .init import TruncatedNormalInit, apply_truncated_normal
 from .maps import MAPS, build_map, params_model

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .albert import _quiet_transformers
+from .hub import _quiet_transformers
 
 #: files whose presence marks a complete build (the marker is written last, before the rename)
 MARKER = "transient_tiny.json"

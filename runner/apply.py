@@ -1,36 +1,25 @@
-"""``runner plan`` and ``runner apply``: validate, resolve, plan, then run what is missing.
+"""``runner plan`` and ``runner apply`` for every study: validate, resolve, plan, run what is missing.
 
-Everything that can be wrong with the input (spec keys, paths, model ids, data sets, the store's
-lock) is checked before the first step is computed.
+Everything that can be wrong with the input (spec keys, paths, model ids, data sets, sizes, the
+store's lock) is checked before the first step is computed. A spec whose tasks are all recorded
+done costs a validation and a read of the store's records: no model is built, no text tokenized.
 """
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from models.hub import hub_off
 from runner import interrupt
 from runner.events import EventLog
-from runner.layout import available_memory, build_layout, footprint
-from runner.plan import Plan, Task, make_plan
+from runner.execute.scheduler import Scheduler, dry_run
 from runner.progress import ProgressView
 from runner.provenance import now, provenance_attrs
-from runner.resolve import Network, build_builtins, resolve, tokenizer_location
-from runner.spec import Spec, Trajectory, load_spec_file
-from runner.specfile import SpecError, SpecProblem, read_toml
-from runner.store import Store, StoreWriteError
-from runner.tasks.device import device_unavailable
-
-
-class InputsError(Exception):
-    """Inputs (data set or tokenizer) that cannot be loaded; the message says which and why."""
+from runner.specfile import SpecError, SpecProblem, read_toml, validate
+from runner.store import Store, StoreWriteError, read_tasks, store_path_problem
+from runner.study import Prepared, study_for
 
 
 class Unmet(Exception):
@@ -44,89 +33,6 @@ class Unmet(Exception):
 
 
 @dataclass
-class Prepared:
-    spec_path: Path
-    spec_text: str
-    spec: Spec
-    networks: list[Network]
-    plan: Plan
-    unmet: list[str] = field(default_factory=list)
-    """Requirements not met here; empty when the spec can run."""
-
-    @property
-    def store_path(self) -> Path:
-        return self.spec.store_path()
-
-
-def prepare(spec_path: str | Path) -> Prepared:
-    """Validate the spec and resolve its models (reads configs only); raises SpecError.
-
-    Requirements this machine does not meet are collected in ``unmet``, not raised, so that a
-    plan can still be shown; ``apply`` refuses to start when there are any."""
-    sf = read_toml(spec_path)
-    spec = load_spec_file(sf)
-    try:
-        networks, unmet = resolve(spec)
-        check_sizes(spec, networks)
-    except SpecProblem as err:
-        raise SpecError(sf.path, [sf.problem(err.loc, err.message, Spec)]) from None
-    device = device_unavailable(spec.dynamics.device)
-    if device:
-        unmet.append(f"[dynamics] device: {device}")
-    if spec.text_models and spec.input.source.startswith("hf:") and hub_off():
-        unmet.append(f"[input] source {spec.input.source!r}: a hub dataset, streamed, and the hub is switched off "
-                     "or out of reach here; give a local .txt/.jsonl/.parquet file instead")
-    return Prepared(sf.path, sf.text, spec, networks, make_plan(spec, networks), unmet)
-
-
-def check_sizes(spec: Spec, networks: list[Network]) -> None:
-    """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
-    iteration cannot fit in this machine's memory; trajectory elements beyond every state."""
-    from rich.filesize import decimal
-
-    fp = footprint(spec, networks)
-    folder = next((p for p in [spec.store_path().absolute(), *spec.store_path().absolute().parents] if p.exists()))
-    free = shutil.disk_usage(folder).free
-    if fp.store_total > free:
-        name, size = max(fp.store.items(), key=lambda kv: kv[1])
-        where = ("dynamics", "steps") if name in fp.timed else ("input", "samples")
-        raise SpecProblem(where, f"the store would need {decimal(fp.store_total)} ({name}: "
-                          f"{decimal(size)}) but {folder} has {decimal(free)} free; fewer steps, samples or "
-                          "networks, or a larger `every`")
-    memory = available_memory()
-    if fp.host + fp.state > memory:
-        where = ("input", "samples") if fp.state > fp.host else ("dynamics", "steps")
-        raise SpecProblem(where, f"the run needs about {decimal(fp.host + fp.state)} of memory at once (state "
-                          f"{decimal(fp.state)}, coordinates and results of one segment {decimal(fp.host)}); this "
-                          f"machine has {decimal(memory)} available")
-    sizes = [n.n_hidden for n in networks if n.n_hidden]
-    for i, m in enumerate(spec.measure):
-        if isinstance(m, Trajectory) and sizes:
-            beyond = [e for e in m.elements if e >= max(sizes)]
-            if beyond:
-                raise SpecProblem(("measure", i, "elements"), f"elements {beyond} are beyond every network's "
-                                  f"state (largest: {max(sizes)} elements per token)")
-
-
-def draw_inputs(p: Prepared):
-    """The input sentences, tokenized (None for specs with reference maps only)."""
-    if not p.spec.text_models:
-        return None
-    from models.albert import ModelLoadError, load_tokenizer
-    from runner.data.sentences import InputError, draw_samples
-
-    inp = p.spec.input
-    location = tokenizer_location(p.spec, p.networks)
-    try:
-        tokenizer = load_tokenizer(location)
-        return draw_samples(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
-                            seed=p.spec.experiment.seed, subset=inp.subset, split=inp.split, field=inp.field,
-                            streaming=inp.streaming)
-    except (InputError, ModelLoadError) as err:
-        raise InputsError(f"[input] source {inp.source!r}: {err}") from None
-
-
-@dataclass
 class Outcome:
     ran: list[str]
     failed: dict[str, str]
@@ -134,56 +40,76 @@ class Outcome:
     interrupted: bool = False
 
 
+def load_spec(spec_path: str | Path):
+    """Read and validate a spec of any study (its files and store path checked); no resolution."""
+    return _validated(read_toml(spec_path))[1]
+
+
+def _validated(sf):
+    study = study_for(sf)
+    spec = validate(study.spec_model(), sf)
+    problems = study.check(spec, sf)
+    store = store_path_problem(spec.store_path())
+    if store:
+        problems.append(sf.problem(("experiment", "store" if spec.experiment.store else "name"), store))
+    if problems:
+        raise SpecError(sf.path, problems)
+    return study, spec
+
+
+def prepare(spec_path: str | Path) -> Prepared:
+    """Validate a spec and resolve it into tasks; raises :class:`SpecError` listing every problem.
+    Requirements this machine does not meet are collected in ``unmet``, not raised."""
+    sf = read_toml(spec_path)
+    study, spec = _validated(sf)
+    try:
+        return study.prepare(spec, sf)
+    except SpecProblem as err:
+        raise SpecError(sf.path, [sf.problem(err.loc, err.message, type(spec))]) from None
+
+
+def states(p: Prepared) -> dict[str, str]:
+    """What ``apply`` would do with each task: the scheduler's dry run against the store's records."""
+    return dry_run(p.tasks, read_tasks(p.store_path))
+
+
 def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Outcome:
     """Run the tasks the store is missing. SIGINT/SIGTERM stop it at the next step (``interrupted``);
     a store that cannot be written ends it with :class:`StoreWriteError` (finished work kept)."""
-    from runner.tasks.derive import DERIVERS
-    from runner.tasks.device import describe, make_deterministic, pick_device
-    from runner.tasks.iterate import PassInputs, run_pass
+    from runner.execute.device import describe, make_deterministic, pick_device
+    from runner.execute.local import LocalExecutor
 
     if p.unmet:
         raise Unmet(p.unmet)
-    spec = p.spec
-    dev = pick_device(device or spec.dynamics.device)
+    done = read_tasks(p.store_path)
+    if all(t.id in done for t in p.tasks):  # nothing to do costs nothing: no lock, no models, no data
+        return Outcome([], {}, len(p.tasks))
+    dev = pick_device(device or p.device)
     make_deterministic(dev)
     store, events, view = open_run(p.store_path, quiet)
     outcome = Outcome([], {}, 0)
     t_run = time.monotonic()
     status = "failed"
     try:
-        events.emit("run_preparing", spec=str(p.spec_path), store=str(p.store_path), stage="drawing inputs")
-        build_builtins(p.networks)
-        samples = draw_inputs(p)  # a Ctrl-C here stops at once: nothing is written yet
-        layout = build_layout(spec, p.networks, samples.texts if samples else None,
-                              samples.origins if samples else None)
+        events.emit("run_preparing", spec=str(p.spec_file.path), store=str(p.store_path), stage="loading models and data")
+        session = p.study.open(p, dev, view.warn)  # a Ctrl-C here stops at once: nothing is written yet
         with interrupt.graceful_stop():
-            store.open(layout, provenance_attrs(p.spec_text, spec.sha256(), describe(dev)))
-            if samples is not None and not np.array_equal(store.read("input_ids"), samples.input_ids.numpy()):
-                store.write("input_ids", (slice(None), slice(None)), samples.input_ids.numpy())  # only when new
-            done = store.tasks()
-            todo = [t for t in p.plan.tasks if t.id not in done]
-            outcome.skipped = len(p.plan.tasks) - len(todo)
-            events.emit("run_started", spec=str(p.spec_path), spec_sha256=spec.sha256(), device=describe(dev),
-                        store=str(p.store_path), tasks=[_task_info(t, p.networks, t.id in done) for t in p.plan.tasks])
-            inputs = PassInputs(samples.input_ids if samples else None, samples.attention_mask if samples else None)
+            store.open(session.layout, provenance_attrs(p.spec_file.text, p.spec.sha256(), describe(dev)))
+            session.write_inputs(store)
+            done = store.tasks()  # without the tasks whose arrays were remade
+            todo = [t for t in p.tasks if t.id not in done]
+            outcome.skipped = len(p.tasks) - len(todo)
+            events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
+                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks])
             if todo:
-                view.start(total=sum(t.steps for t in _passes_total(todo, p.networks)), tasks=len(todo))
-            for net in p.networks:
-                group = [t for t in todo if t.network == net.index and t.kind == "iterate"]
-                if group:
-                    interrupt.check()
-                    _run_pass(p, layout, net, group, store, inputs, dev, events, view, outcome, run_pass)
-            done = store.tasks()
-            for t in todo:
-                if t.kind == "derive" and all(d in done for d in t.deps):
-                    interrupt.check()
-                    t0 = time.monotonic()
-                    DERIVERS[t.measure](store, t, spec)
-                    store.record(t.id, _record(t, p.networks[t.network], time.monotonic() - t0, 0, dev))
-                    outcome.ran.append(t.id)
-                    events.emit("task_done", task=[t.id], network=t.network, seconds=round(time.monotonic() - t0, 3))
-                elif t.kind == "derive":
-                    outcome.failed[t.id] = "skipped: the measure it derives from did not finish"
+                groups = {t.group or t.id: t.steps for t in todo}
+                view.start(total=sum(groups.values()), tasks=len(todo))
+            executor = LocalExecutor(p, session, store, events, view, dev)
+            left = Scheduler(p.tasks, done, session.available()).run(executor)
+            outcome.ran, outcome.failed = executor.ran, dict(executor.failed)
+            for t in left:
+                if t.id not in outcome.failed:
+                    outcome.failed[t.id] = "skipped: what it needs did not finish"
             status = "failed" if outcome.failed else "done"
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -192,52 +118,6 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
         events.emit("run_finished", status=status, seconds=round(time.monotonic() - t_run, 3))
         close_run(store, events, view)
     return outcome
-
-
-def _run_pass(p: Prepared, layout, net: Network, group: list[Task], store: Store, inputs, dev, events: EventLog,
-              view: ProgressView, outcome: Outcome, run_pass) -> None:
-    """One network's pass over its trajectory, running every pending iterate task of it."""
-    spec = p.spec
-    ids = [t.id for t in group]
-    key = hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16]
-    checkpoint = store.state_dir / "checkpoints" / f"{key}.pt"
-    label = f"{net.label} ({len(group)} measure{'s' * (len(group) > 1)})"
-    bar = view.add(label, spec.dynamics.steps)
-    last_emit = [0.0]
-
-    def progress(step: int) -> None:
-        view.update(bar, step)
-        now_ = time.monotonic()
-        if now_ - last_emit[0] > 1.0:
-            last_emit[0] = now_
-            events.emit("progress", task=ids, network=net.index, step=step, total_steps=spec.dynamics.steps,
-                        steps_per_s=view.rate(bar))
-
-    def notify(event: str, **fields) -> None:
-        events.emit(event, task=ids, network=net.index, **fields)
-        if event == "nonfinite":
-            view.warn(f"{net.label}: {fields['samples']} of {spec.input.samples} samples diverged (NaN or Inf "
-                      f"from step {fields['first_step']}); their values are NaN, see diverged_step")
-
-    events.emit("task_started", task=ids, network=net.index, total_steps=spec.dynamics.steps)
-    try:
-        start, seconds, loop_seconds = run_pass(spec, layout, net, group, store, inputs, dev, checkpoint,
-                                                progress, notify)
-    except (KeyboardInterrupt, StoreWriteError):
-        raise
-    except Exception as err:  # one network failing must not stop the others
-        msg = f"{type(err).__name__}: {err}"
-        outcome.failed.update({i: msg for i in ids})
-        events.emit("task_failed", task=ids, network=net.index, error=msg)
-        view.fail(bar, msg)
-        return
-    view.done(bar)
-    for t in group:
-        store.record(t.id, _record(t, net, seconds, start, dev))
-    outcome.ran += ids
-    events.emit("task_done", task=ids, network=net.index, seconds=round(seconds, 3), resumed_from=start,
-                steps_per_s=round((spec.dynamics.steps - start) / max(loop_seconds, 1e-9), 3))
-    checkpoint.unlink(missing_ok=True)
 
 
 def open_run(store_path: Path, quiet: bool) -> tuple[Store, EventLog, ProgressView]:
@@ -268,32 +148,9 @@ def close_run(store: Store, events: EventLog, view: ProgressView) -> None:
         raise failed
 
 
-def _passes_total(todo: list[Task], networks: list[Network]) -> list[Task]:
-    """One iterate task per network stands for its pass (for the overall progress bar)."""
-    seen, out = set(), []
-    for t in todo:
-        if t.kind == "iterate" and t.network not in seen:
-            seen.add(t.network)
-            out.append(t)
-    return out
-
-
-def _record(t: Task, net: Network, seconds: float, start: int, dev) -> dict:
-    return {"measure": t.measure, "network": net.index, "network_label": net.label, "kind": t.kind,
-            "seconds": round(seconds, 3), "resumed_from": start, "device": str(dev), "finished_utc": now()}
-
-
-def _task_info(t: Task, networks: list[Network], done: bool) -> dict:
-    return {"id": t.id, "network": t.network, "network_label": networks[t.network].label, "measure": t.measure,
+def _task_info(t, p: Prepared, done: bool) -> dict:
+    return {"id": t.id, "network": t.network, "network_label": p.labels[t.network], "measure": t.label,
             "kind": t.kind, "steps": t.steps, "state": "done" if done else "pending"}
-
-
-def open_snippet(store_path: Path) -> str:
-    return (
-        "import xarray as xr\n"
-        f"ds = xr.open_zarr({str(store_path)!r})\n"
-        "print(ds)"
-    )
 
 
 def describe_store(path: Path) -> str:
@@ -302,3 +159,11 @@ def describe_store(path: Path) -> str:
     if absolute.is_relative_to(Path.cwd()):
         return str(path)
     return f"{absolute} (outside the working directory {Path.cwd()})"
+
+
+def open_snippet(store_path: Path) -> str:
+    return (
+        "import xarray as xr\n"
+        f"ds = xr.open_zarr({str(store_path)!r})\n"
+        "print(ds)"
+    )

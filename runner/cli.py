@@ -62,14 +62,14 @@ def _stdout_to_devnull() -> None:
 
 
 def _known_error(err: Exception) -> int | None:
-    from runner.apply import InputsError, Unmet
-    from runner.resolve import ResolveError
-    from runner.specfile import SpecError
-    from runner.store import StoreLocked, StorePathError, StoreWriteError
+    from runner.apply import Unmet
     from runner.data.corpus import CorpusError
+    from runner.specfile import SpecError
+    from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
+    from runner.study import Unavailable
 
-    codes = {SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, UsageError: EXIT_USAGE, NoStore: EXIT_UNAVAILABLE,
-             ResolveError: EXIT_UNAVAILABLE, InputsError: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
+    codes = {SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
+             NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
              Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED}
     return next((code for cls, code in codes.items() if isinstance(err, cls)), None)
 
@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("explain", help="parameters of a spec table or measure, with defaults and meaning")
-    p.add_argument("name", nargs="?", help="measure kind (lyapunov, token_deviation, ...) or table (model, input, dynamics)")
+    p.add_argument("name", nargs="?", help="measure kind (lyapunov, svcca, ...) or table (model, input, dynamics, ...)")
     p.set_defaults(func=cmd_explain)
     return parser
 
@@ -126,57 +126,41 @@ def _version() -> str:
         return "(not installed)"
 
 
-def _training(spec) -> bool:
-    from runner.training.spec import is_training_spec
-
-    return is_training_spec(spec)
-
-
 def cmd_plan(args) -> int:
-    if _training(args.spec):  # training studies: runner/training
-        from runner.training.cli import cmd_plan as plan_training
-
-        return plan_training(args)
-    from runner.apply import describe_store, prepare
-    from runner.layout import segment_length
-    from runner.store import read_tasks
+    from runner.apply import describe_store, prepare, states
+    from runner.plan import plan_rows
 
     p = prepare(args.spec)
-    done = read_tasks(p.store_path)
-    spec = p.spec
-    tasks = [{"id": t.id, "network": p.networks[t.network].label, "measure": t.measure, "kind": t.kind,
-              "deps": list(t.deps), "state": "done" if t.id in done else "pending"} for t in p.plan.tasks]
+    state = states(p)
     if args.json:
-        print(json.dumps({"spec": str(args.spec), "store": str(p.store_path), "spec_sha256": spec.sha256(),
-                          "resolved": spec.model_dump(mode="json"), "tasks": tasks, "unmet": p.unmet}, indent=2))
+        rows = plan_rows(p.tasks, state, p.labels)
+        print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
+                          "spec_sha256": p.spec.sha256(), "resolved": p.spec.model_dump(mode="json"),
+                          **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet}, indent=2))
         return EXIT_OK
+    spec = p.spec
     print(f"experiment {spec.experiment.name}: {spec.experiment.description}")
+    print(f"study      {p.study.name}")
     print(f"store      {describe_store(p.store_path)}")
-    print("models")
-    for net in p.networks:
-        m = net.model
-        init = f" init={m.init.scheme}(std={m.init.std}, clip={m.init.clip})" if m.init else ""
-        dims = f"{net.n_tokens}x{net.n_hidden or '?'}" + (f", {net.n_heads} heads" if net.n_heads else "")
-        print(f"  {net.label:<16} {m.source} [{dims}] {net.precision}{init}")
-    if spec.text_models:
-        i = spec.input
-        print(f"input      {i.source} ({i.subset}, {i.split}, field {i.field!r}): {i.samples} samples x {i.tokens} tokens")
-    else:
-        print(f"input      {spec.input.samples} initial states drawn by each map")
-    d = spec.dynamics
-    print(f"dynamics   steps={d.steps} precision={d.precision} device={d.device} implementation={d.implementation} "
-          f"durable every {segment_length(spec)} steps")
-    print("measures   (every parameter shown, defaults included)")
-    for m in spec.measure:
-        print(f"  {m.kind:<20} " + " ".join(f"{k}={v}" for k, v in m.params().items()))
+    for line in p.study.describe(p):
+        print(line)
     print("tasks")
-    for t in tasks:
-        print(f"  {t['id']}  {t['network']:<16} {t['measure']:<20} {t['state']}")
-    n_done = sum(t["state"] == "done" for t in tasks)
-    seqs = spec.input.samples * (2 if "lyapunov" in spec.measures() else 1)
-    pending_nets = {t["network"] for t in tasks if t["state"] == "pending" and t["kind"] == "iterate"}
-    print(f"Plan: {len(tasks) - n_done} to run, {n_done} done; "
-          f"{len(pending_nets)} pass(es) of {d.steps} steps x {seqs} sequences")
+    groups: dict[tuple[int, str], list] = {}
+    for t in p.tasks:
+        groups.setdefault((t.network, t.name), []).append(t)
+    for (network, name), ts in groups.items():
+        if len(ts) == 1 and ts[0].id:
+            print(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {state[ts[0].id]}")
+        elif not ts[0].id:
+            print(f"  {'?':<16}  {p.labels[network]:<16} {name:<20} ids follow once the requirements are met")
+        else:
+            n_done = sum(state[t.id] == "done" for t in ts)
+            print(f"  {f'{len(ts)} tasks':<16}  {p.labels[network]:<16} {name:<20} {n_done}/{len(ts)} done")
+    if p.unmet:
+        print("Plan: not resolved until the requirements below are met")
+    else:
+        n_done = sum(v == "done" for v in state.values())
+        print(f"Plan: {len(p.tasks) - n_done} to run, {n_done} done")
     print_unmet(p.unmet)
     return EXIT_OK
 
@@ -190,30 +174,24 @@ def print_unmet(unmet: list[str]) -> None:
 
 
 def cmd_apply(args) -> int:
-    from runner.apply import Unmet, describe_store
+    from runner.apply import Unmet, apply, describe_store, prepare
 
     if args.device:
-        from runner.tasks.device import device_unavailable
+        from runner.execute.device import device_unavailable
 
         problem = device_unavailable(args.device)
         if problem:
             raise UsageError(f"--device: {problem}")
-    if _training(args.spec):
-        from runner.training.apply import apply, prepare
-    else:
-        from runner.apply import apply, prepare
-
     p = prepare(args.spec)  # every input error is reported here, before anything runs
-    unmet = [u for u in p.unmet if not (args.device and "device:" in u)]
-    if unmet:
-        raise Unmet(unmet)
+    p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
+    if p.unmet:
+        raise Unmet(p.unmet)
     if args.monitor:
         from runner.tui.app import run_apply_with_monitor
 
         return run_apply_with_monitor(args.spec, device=args.device)
     if not args.quiet and "outside" in describe_store(p.store_path):
         print(f"store: {describe_store(p.store_path)}", file=sys.stderr)
-    p.unmet = unmet
     return report_outcome(apply(p, device=args.device, quiet=args.quiet), args.spec, p.store_path)
 
 
@@ -277,34 +255,39 @@ def cmd_show(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from runner import spec as depth
-    from runner.training import spec as training
+    from runner.measures import measures
+    from runner.specfile import Experiment
+    from runner.study import studies
 
-    depth_tables = {"experiment": depth.Experiment, "model": depth.ModelSpec, "init": depth.InitScheme,
-                    "input": depth.InputSpec, "dynamics": depth.DynamicsSpec}
-    training_tables = {"corpus": training.CorpusSpec, "training": training.TrainingSpec,
-                       "checkpoints": training.CheckpointSpec, "log_spaced": training.LogSpaced,
-                       "network": training.NetworkSpec}
-    MEASURE_TYPES = {**depth.MEASURE_TYPES, **training.MEASURE_TYPES}
-    tables = {**depth_tables, **training_tables, **MEASURE_TYPES}
+    found: list[tuple[str, type, bool]] = []  # (study, table, is a measure)
+    for name, cls in studies().items():
+        tables = {"experiment": Experiment, **cls().tables()}
+        kinds = {kind: reg.Params for kind, reg in measures(name).items()}
+        if not args.name:
+            print(f"{name + ':':<10} {cls.description}")
+            print(f"{'':<10} tables {', '.join(tables)}; measures {', '.join(kinds)}")
+            continue
+        if args.name in tables:
+            found.append((name, tables[args.name], False))
+        if args.name in kinds:
+            found.append((name, kinds[args.name], True))
     if not args.name:
-        print("depth dynamics:   tables " + ", ".join(depth_tables) + "; measures " + ", ".join(depth.MEASURE_TYPES))
-        print("training studies: tables experiment, " + ", ".join(training_tables) + "; measures "
-              + ", ".join(training.MEASURE_TYPES))
         print("run `runner explain NAME` for the parameters of one, with defaults (the papers' settings)")
         return EXIT_OK
-    if args.name not in tables:
-        raise UsageError(f"unknown name {args.name!r}; choose one of {', '.join(tables)}")
-    cls = tables[args.name]
-    if cls.__doc__ and args.name in MEASURE_TYPES:
-        print(cls.__doc__.strip())
-    for name, field in cls.model_fields.items():
-        if name == "kind":
-            continue
-        default = "(required)" if field.is_required() else repr(field.get_default(call_default_factory=True))
-        print(f"  {name} = {default}")
-        if field.description:
-            print(f"      {' '.join(field.description.split())}")
+    if not found:
+        raise UsageError(f"unknown name {args.name!r}; `runner explain` lists the tables and measures")
+    for study, cls, is_measure in found:
+        if len(found) > 1:
+            print(f"[{args.name}] of the {study} study:")
+        if is_measure and cls.__doc__:
+            print(cls.__doc__.strip())
+        for name, field in cls.model_fields.items():
+            if name == "kind":
+                continue
+            default = "(required)" if field.is_required() else repr(field.get_default(call_default_factory=True))
+            print(f"  {name} = {default}")
+            if field.description:
+                print(f"      {' '.join(field.description.split())}")
     return EXIT_OK
 
 

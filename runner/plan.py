@@ -1,11 +1,14 @@
-"""Spec + networks -> tasks with stable ids; pure (no I/O, no torch).
+"""Tasks and their ids; the plan is a dry run of the scheduler that ``apply`` uses.
 
-There is one ``iterate`` task per (network, measure computed along the trajectory) and one
-``derive`` task per (network, measure computed from another measure's results, e.g. the
-transient-chaos length from the exponent series). A task's id hashes every resolved value its
-results depend on, plus the measure's code version, so changing one measure's parameter changes
-only that measure's task ids. Pending iterate tasks of one network run together in one pass over
-the trajectory (see :mod:`runner.tasks.iterate`).
+A :class:`Task` is the unit of work the engine schedules, records and resumes. Its id hashes every
+resolved value its results depend on (the study decides which: the model, inputs, parameters,
+the measure's version), so changing one parameter changes only the ids of the tasks it affects,
+and a finished task is never recomputed.
+
+Dependencies are *resources*: a task ``needs`` resource names and runs once they all exist. A
+finished task provides ``task:<id>``; a running task may provide more while it runs (a training
+task provides ``checkpoint:<network>:<index>`` as each checkpoint is saved), which it declares in
+``produces`` so that the dry run knows them.
 """
 
 from __future__ import annotations
@@ -15,82 +18,46 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.resolve import Network
-from runner.spec import Spec
 
-#: Bump a measure's version when its code changes what it writes; its tasks then rerun.
-MEASURE_VERSIONS = {
-    "token_deviation": 1, "lyapunov": 1, "effective_dimension": 1, "transient_chaos": 1,
-    "trajectory": 1, "attention": 1, "pca": 1,
-}
-DERIVED = {"transient_chaos": "lyapunov"}
+def task_id(payload: dict[str, Any]) -> str:
+    """A stable 16-hex id of everything a task's results depend on."""
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class Task:
     id: str
-    kind: str  # "iterate" | "derive"
-    network: int
+    kind: str
+    """What runs it: a study's task kind (``iterate``, ``derive``, ``train``, or a measure kind)."""
     measure: str
-    params: dict[str, Any]
+    """The measure whose variables it writes (``train`` for training itself)."""
+    network: int
+    name: str
+    """What the plan and the monitor call it (``lyapunov``, ``svcca:final``)."""
     deps: tuple[str, ...] = ()
+    """Ids of the tasks whose results it needs (shown by ``plan``)."""
+    needs: tuple[str, ...] | None = None
+    """Resources it needs; by default ``task:<id>`` of each dependency."""
+    produces: tuple[str, ...] = ()
+    """Resources it provides while it runs, besides ``task:<its id>``."""
+    group: str | None = None
+    """Ready tasks of one group run together (one pass over a network's trajectory)."""
     steps: int = 0
+    """Steps it advances (for progress and ETA); 0 for a task without steps."""
+    checkpoint: int = -1
+    params: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return self.needs if self.needs is not None else tuple(f"task:{d}" for d in self.deps)
 
     @property
     def label(self) -> str:
-        return f"{self.measure}@{self.network}"
+        return self.name if self.checkpoint < 0 else f"{self.name}@{self.checkpoint}"
 
 
-@dataclass(frozen=True)
-class Plan:
-    spec: Spec
-    networks: list[Network]
-    tasks: list[Task] = field(default_factory=list)
-
-    def for_network(self, index: int) -> list[Task]:
-        return [t for t in self.tasks if t.network == index]
-
-
-def trajectory_key(spec: Spec, net: Network) -> dict[str, Any]:
-    """Everything the reference trajectory x_t of a network depends on."""
-    kinds = {m.kind for m in spec.measure}
-    model = net.model.model_dump(mode="json", exclude={"name", "replicates"})
-    return {
-        "model": model,
-        "name": net.model.name,
-        "replicate": net.replicate,
-        "experiment_seed": spec.experiment.seed,
-        "input": spec.input.model_dump(mode="json", exclude={"streaming"}) if not net.model.is_map
-        else {"samples": spec.input.samples},
-        "steps": spec.dynamics.steps,
-        "precision": net.precision,
-        "implementation": spec.dynamics.implementation if not net.model.is_map else None,
-        "batch_size": spec.dynamics.batch_size,
-        # x_t is always iterated beside its perturbed twin when the spec has a Lyapunov measure,
-        # so the batch (and thus every GEMM's shape) is the same in every pass.
-        "with_perturbation": "lyapunov" in kinds,
-    }
-
-
-def task_id(payload: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def make_plan(spec: Spec, networks: list[Network]) -> Plan:
-    tasks: list[Task] = []
-    measures = spec.measures()
-    for net in networks:
-        key = trajectory_key(spec, net)
-        ids: dict[str, str] = {}
-        for kind, m in measures.items():
-            if kind in DERIVED:
-                continue
-            params = m.params()
-            ids[kind] = task_id({"trajectory": key, "measure": kind, "params": params, "v": MEASURE_VERSIONS[kind]})
-            tasks.append(Task(ids[kind], "iterate", net.index, kind, params, steps=spec.dynamics.steps))
-        for kind, source in DERIVED.items():
-            if kind in measures:
-                params = measures[kind].params()
-                tid = task_id({"from": ids[source], "measure": kind, "params": params, "v": MEASURE_VERSIONS[kind]})
-                tasks.append(Task(tid, "derive", net.index, kind, params, deps=(ids[source],)))
-    return Plan(spec, networks, tasks)
+def plan_rows(tasks: list[Task], states: dict[str, str], labels: list[str]) -> list[dict]:
+    """One row per task, in the study's order: what ``plan --json`` prints."""
+    return [{"id": t.id or None, "network": labels[t.network], "kind": t.kind, "measure": t.name,
+             "deps": list(t.deps) if t.id else None, "checkpoint": t.checkpoint if t.checkpoint >= 0 else None,
+             "state": states.get(t.id, "unresolved") if t.id else "unresolved"} for t in tasks]

@@ -217,6 +217,8 @@ def locate(text: str, loc: tuple) -> int:
 class Experiment(Table):
     name: Name
     """Experiment name; the store defaults to ``store/<name>.zarr``."""
+    study: str | None = None
+    """The study the spec belongs to (``depth``, ``training``, ...); inferred from the tables when absent."""
     description: str = ""
     """One line saying what the experiment reproduces."""
     seed: int = 0

@@ -20,13 +20,11 @@ def store_of(target: Path) -> Path:
     """The store a path names: itself, or the store of a spec file."""
     target = Path(target)
     if target.suffix == ".toml":
-        from runner.spec import load_spec
-        from runner.training.spec import is_training_spec, load_training_spec
+        from runner.specfile import read_toml, validate
+        from runner.study import study_for
 
-        if is_training_spec(target):
-            return load_training_spec(target).store_path()
-
-        return load_spec(target).store_path()
+        sf = read_toml(target)
+        return validate(study_for(sf).spec_model(), sf).store_path()
     return target
 
 
@@ -175,27 +173,33 @@ def render_show(path: Path) -> str:
     return "\n".join(lines)
 
 
-#: headline results per network: (variable, how it is summarised, reduction over its other dims)
-HEADLINES = (
-    ("sync_offset", "median sync offset", lambda v: v.where(v >= 0).median()),
-    ("diverged_step", "diverged samples", lambda v: (v >= 0).sum()),
-    # -inf: the perturbation collapsed to 0 in the working precision; NaN: diverged
-    ("lyapunov_per_step", "mean lambda/step", lambda v: v.where(np.isfinite(v)).mean()),
-    ("effective_dimension", "N_eff at the end", lambda v: v.isel({v.dims[-1]: -1})),
-    ("chaos_length", "mean chaos length", lambda v: v.mean()),
-    ("chaos_censored", "censored chaos lengths", lambda v: v.sum()),
-    ("fraction_never_chaotic", "never chaotic", lambda v: v),
-    ("val_perplexity", "final val perplexity", lambda v: v.isel({v.dims[-1]: -1})),
-    ("svcca_final", "SVCCA first vs final ckpt", lambda v: v.isel(checkpoint=0).mean()),
-)
+#: How ``show`` reduces one network's values of a variable to a headline number (the variable's
+#: ``runner_headline`` attribute names the reduction: see runner.measures.hints).
+REDUCTIONS = {
+    "mean": lambda v: v.mean(),
+    "finite_mean": lambda v: v.where(np.isfinite(v)).mean(),
+    "median_nonneg": lambda v: v.where(v >= 0).median(),
+    "last": lambda v: v.isel({v.dims[-1]: -1}) if v.ndim else v,
+    "first_mean": lambda v: v.isel({v.dims[0]: 0}).mean(),
+    "count_nonneg": lambda v: (v >= 0).sum(),
+    "count_true": lambda v: v.sum(),
+    "value": lambda v: v,
+}
 
 
 def _results(ds) -> list[str]:
-    """A few headline numbers per network (NaN: not computed yet)."""
-    rows = [(label, name, fn) for name, label, fn in HEADLINES if name in ds and "network" in ds[name].dims]
+    """A few headline numbers per network, as the variables' ``runner_headline`` attributes ask
+    (NaN: not computed yet)."""
+    rows = []
+    for name, var in ds.data_vars.items():
+        spec = var.attrs.get("runner_headline")
+        if spec and "network" in var.dims:
+            label, reduction = json.loads(spec)
+            if reduction in REDUCTIONS:
+                rows.append((label, name, REDUCTIONS[reduction]))
     if not rows:
         return []
-    labels = next((ds[c].values for c in ("network_label", "network_name") if c in ds.coords), ds.network.values)
+    labels = [str(v) for v in ds["network"].values]
     lines = ["results (per network; - = none or not computed yet):"]
     for label, name, fn in rows:
         values = [float(fn(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])]

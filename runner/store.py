@@ -27,7 +27,7 @@ import numpy as np
 import zarr
 from filelock import FileLock, Timeout
 
-from runner.layout import Layout
+from runner.layout import STORE_FORMAT, Layout
 
 warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
 
@@ -38,6 +38,10 @@ class StoreLocked(Exception):
 
 class StorePathError(Exception):
     """The store path names something the runner must not write to; the message says what."""
+
+
+class StoreFormatError(Exception):
+    """A store written by an older runner, in a layout this one does not write to."""
 
 
 class StoreWriteError(Exception):
@@ -65,13 +69,30 @@ def runner_dir(path: Path) -> Path:
     return path.with_suffix(".runner")
 
 
-def is_runner_store(path: Path) -> bool:
-    """True for a zarr group this runner created (its root attributes carry ``runner_store_id``)."""
+def _root_attrs(path: Path) -> dict | None:
     try:
         meta = json.loads((Path(path) / "zarr.json").read_text())
     except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and "runner_store_id" in (meta.get("attributes") or {})
+        return None
+    return meta.get("attributes") or {} if isinstance(meta, dict) else None
+
+
+def is_runner_store(path: Path) -> bool:
+    """True for a zarr group this runner created (its root attributes carry ``runner_store_id``)."""
+    attrs = _root_attrs(path)
+    return attrs is not None and "runner_store_id" in attrs
+
+
+def format_problem(path: Path) -> str | None:
+    """Why a store of this runner cannot be written by this version (an older ``store_format``)."""
+    attrs = _root_attrs(path) or {}
+    found = int(attrs.get("store_format", 1))
+    if found == STORE_FORMAT:
+        return None
+    return (f"{path} was written by {'an older' if found < STORE_FORMAT else 'a newer'} runner (store format {found}; "
+            f"this one writes format {STORE_FORMAT}, see docs/architecture.md). Its results stay readable with "
+            f"xarray. To run the spec, move the store away (mv {path} {path}.v{found}) or set [experiment] store to "
+            "a new path")
 
 
 def store_path_problem(path: Path) -> str | None:
@@ -90,7 +111,7 @@ def store_path_problem(path: Path) -> str | None:
         if (path / "zarr.json").exists():
             if not is_runner_store(path):
                 return f"{path} is a zarr store this runner did not create; choose another path"
-            return None  # ours: a write that fails later (read-only, full) is a store error, not the spec's
+            return format_problem(path)  # ours: a write that fails later (read-only, full) is a store error
         else:
             entries = sorted(p.name for p in path.iterdir())
             if entries:
@@ -178,13 +199,16 @@ class Store:
         if (self.path / "zarr.json").exists():
             if not is_runner_store(self.path):
                 raise StorePathError(f"{self.path} is a zarr store this runner did not create")
+            if format_problem(self.path):
+                raise StoreFormatError(format_problem(self.path))
             self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
         else:
             if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
                 raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.group = zarr.open_group(self.path, mode="w", zarr_format=3)
-            self.group.attrs.update({"runner_store_id": uuid.uuid4().hex, "runner_tasks": "{}"})
+            self.group.attrs.update({"runner_store_id": uuid.uuid4().hex, "runner_tasks": "{}",
+                                     "store_format": STORE_FORMAT})
         g = self.group
         existing = set(g.array_keys())
         for c in layout.coords.values():
@@ -256,8 +280,6 @@ class Store:
 
 
 def read_tasks(path: Path) -> dict[str, dict]:
-    """Completion records of a store, read without taking the lock ({} when there is no store)."""
-    if not (Path(path) / "zarr.json").exists():
-        return {}
-    g = zarr.open_group(path, mode="r", use_consolidated=False)
-    return json.loads(g.attrs.get("runner_tasks", "{}"))
+    """Completion records of a store, read without the lock or zarr ({} when there is no store)."""
+    attrs = _root_attrs(Path(path))
+    return json.loads(attrs.get("runner_tasks", "{}")) if attrs else {}

@@ -1,5 +1,6 @@
-"""Dependencies point one way: runner -> analyses, models; analyses and models never import runner
-or each other; the monitor only reads (it never imports the code that runs tasks)."""
+"""Dependencies point one way: studies -> engine, analyses, models; the engine names no study;
+studies do not import each other; analyses and models never import the runner (nor each other,
+for analyses); the data layer and the monitor stay on their side."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+STUDIES = sorted(p.name for p in (ROOT / "runner" / "studies").iterdir() if (p / "__init__.py").exists())
 
 
 def _imports(path: Path) -> set[str]:
@@ -21,21 +23,38 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+def _engine_files() -> list[Path]:
+    return [p for p in (ROOT / "runner").rglob("*.py") if "studies" not in p.relative_to(ROOT / "runner").parts]
+
+
+def _offenders(paths, forbidden) -> set[str]:
+    return {f"{path.relative_to(ROOT)} imports {name}" for path in paths for name in _imports(path)
+            if any(name == f or name.startswith(f + ".") for f in forbidden)}
+
+
 RULES = [
     ("analyses", ("runner", "models")),
-    ("runner/data", ("runner.apply", "runner.cli", "runner.spec", "runner.training", "runner.tasks", "runner.store",
-                     "runner.tui", "runner.layout", "runner.plan")),
     ("models", ("runner", "analyses")),
-    ("runner/tui", ("runner.tasks", "runner.apply", "runner.training.train", "runner.training.measures")),
+    ("runner/data", ("runner.apply", "runner.cli", "runner.studies", "runner.execute", "runner.store", "runner.tui",
+                     "runner.plan", "runner.study")),
+    ("runner/tui", ("runner.studies", "runner.execute", "runner.apply")),
 ]
 
 
 @pytest.mark.parametrize("package, forbidden", RULES, ids=[r[0] for r in RULES])
 def test_dependency_direction(package, forbidden):
-    offenders = {
-        f"{path.relative_to(ROOT)} imports {name}"
-        for path in (ROOT / package).rglob("*.py")
-        for name in _imports(path)
-        if any(name == f or name.startswith(f + ".") for f in forbidden)
-    }
-    assert not offenders, sorted(offenders)
+    assert not _offenders((ROOT / package).rglob("*.py"), forbidden)
+
+
+def test_the_engine_imports_no_study():
+    assert not _offenders(_engine_files(), ("runner.studies",))
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_studies_do_not_import_each_other(study):
+    others = tuple(f"runner.studies.{s}" for s in STUDIES if s != study)
+    assert not _offenders((ROOT / "runner" / "studies" / study).rglob("*.py"), others)
+
+
+def test_there_are_two_studies():
+    assert STUDIES == ["depth", "training"]

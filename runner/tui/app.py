@@ -210,7 +210,7 @@ class MonitorApp(App):
             return list(SERIES)
         if self.training:
             return list(self.data.curves) or ["train_loss"]
-        return [v for v in SERIES if v in self.data.series] or list(SERIES)
+        return list(self.data.series) or list(SERIES)
 
     def _draw(self) -> None:
         names = self.data.networks if self.data else []

@@ -21,10 +21,20 @@ from runner.status import fold_status, store_of
 from runner.store import read_tasks, runner_dir
 from runner.tui.training import Curves, is_training, read_training
 
-# Time-series summaries the plots offer, in the order `v` cycles through them.
+# The depth plots a store usually offers, in the order `v` cycles through them (shown before any
+# store is read); a store says what it offers in its variables' ``runner_plot`` attributes.
 SERIES = ("lyapunov_per_step", "effective_dimension", "deviation", "chaos_length")
-LOG_SCALE = {"deviation"}
-HISTOGRAM = {"chaos_length"}
+
+
+def with_units(name: str, units: str) -> str:
+    """``name [units]``; a pure number (units "1" or none) shows no brackets."""
+    return name if units in ("", "1") else f"{name} [{units}]"
+
+
+def plotted(ds) -> list[str]:
+    """The variables the store asks the monitor to plot, in their ``runner_plot_order``."""
+    names = [n for n, v in ds.data_vars.items() if "runner_plot" in v.attrs]
+    return sorted(names, key=lambda n: (int(ds[n].attrs.get("runner_plot_order", 100)), n))
 
 
 @dataclass
@@ -156,8 +166,11 @@ class Series:
     values: dict[int, np.ndarray] = field(default_factory=dict)
     """Per-network values for histograms (no NaN / no -1)."""
 
+    kind: str = "series"
+    """How it is drawn: ``series`` (mean and spread over samples), ``log_series``, ``histogram``."""
+
     def has_data(self, net: int) -> bool:
-        if self.name in HISTOGRAM:
+        if self.kind == "histogram":
             return net in self.values and self.values[net].size > 0
         return net in self.mean and bool(np.isfinite(self.mean[net]).any())
 
@@ -190,17 +203,15 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
     if not (path / "zarr.json").exists():
         return None
     with xr.open_zarr(path, consolidated=False) as ds:
-        label = next((c for c in ("network_label", "network_name") if c in ds.coords), None)
-        labels = [str(v) for v in ds[label].values] if label else [str(i) for i in range(ds.sizes.get("network", 0))]
+        labels = [str(v) for v in ds["network"].values] if "network" in ds.coords else []
         variables = [(n, tuple(v.dims), str(v.dtype), str(v.attrs.get("long_name", "")), str(v.attrs.get("units", "")))
                      for n, v in ds.data_vars.items()]
         series, curves = {}, {}
         kind = "training" if is_training(ds.data_vars) else "dynamics"
         if kind == "training":
             curves = read_training(ds, labels, max_points)
-        for name in SERIES if kind == "dynamics" else ():
-            if name in ds.data_vars:
-                series[name] = _summarise(_thin(ds[name], upto, max_points), labels)
+        for name in plotted(ds) if kind == "dynamics" else ():
+            series[name] = _summarise(_thin(ds[name], upto, max_points), labels)
         attrs = {k: str(v) for k, v in ds.attrs.items()}
         dims = dict(ds.sizes)
     return StoreData(str(path), dims, sorted(variables), attrs, labels, series, kind, curves)
@@ -220,10 +231,11 @@ def _thin(var, upto: int | None, max_points: int):
 
 def _summarise(var, labels: list[str]) -> Series:
     attrs = var.attrs
-    s = Series(var.name, str(attrs.get("long_name", var.name)), str(attrs.get("units", "")), "", labels)
+    s = Series(var.name, str(attrs.get("long_name", var.name)), str(attrs.get("units", "")), "", labels,
+               kind=str(attrs.get("runner_plot", "series")))
     data = np.asarray(var.values, dtype=np.float64)
-    if var.name in HISTOGRAM:
-        s.x_label = f"{attrs.get('long_name', var.name)} [{attrs.get('units', '')}]"
+    if s.kind == "histogram":
+        s.x_label = with_units(str(attrs.get("long_name", var.name)), str(attrs.get("units", "")))
         for i in range(data.shape[0]):
             v = data[i][np.isfinite(data[i]) & (data[i] >= 0)]
             s.values[i] = v
@@ -232,7 +244,8 @@ def _summarise(var, labels: list[str]) -> Series:
     x = var[tdim]
     s.x = np.asarray(x.values, dtype=np.float64)
     s.x_label = f"{x.attrs.get('long_name', tdim)}"
-    if var.name in LOG_SCALE:  # plotted as log10 on a linear axis: readable tick labels
+    log = s.kind == "log_series"
+    if log:  # plotted as log10 on a linear axis: readable tick labels
         with np.errstate(all="ignore"):
             data = np.log10(np.where(data > 0, data, np.nan))
         s.units = f"log10, {s.units}" if s.units not in ("", "1") else "log10"
@@ -242,7 +255,7 @@ def _summarise(var, labels: list[str]) -> Series:
             s.mean[i] = d
             continue
         with np.errstate(all="ignore"), _quiet():
-            if var.name in LOG_SCALE:  # spread of a log-scale quantity: quartiles
+            if log:  # spread of a log-scale quantity: quartiles
                 s.mean[i] = np.nanmedian(d, axis=0)
                 s.lo[i] = np.nanpercentile(d, 25, axis=0)
                 s.hi[i] = np.nanpercentile(d, 75, axis=0)

@@ -97,7 +97,7 @@ def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
     assert again.returncode == 0 and "nothing to do" in again.stdout
     assert {p: p.stat().st_mtime_ns for p in chunks} == chunks, "a finished spec rewrote data"
     ds = xr.open_zarr(tmp_path / "store/tiny_albert.zarr")  # what a user types: consolidated metadata
-    assert ds.sizes["network"] == 3 and list(ds.network_label.values) == ["pretrained", "initial/0", "initial/1"]
+    assert ds.sizes["network"] == 3 and list(ds.network.values) == ["pretrained", "initial/0", "initial/1"]
 
     # every sample is traceable: its text, where it came from, and exactly `tokens` token ids
     assert ds.input_ids.shape == (12, 12) and (ds.input_ids >= 0).all()
@@ -118,8 +118,8 @@ def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
 
     # initial networks are re-drawn per replicate, the pretrained one is the checkpoint
     d = ds.deviation.isel(deviation_step=10)
-    assert not np.allclose(d.sel(network=1), d.sel(network=2))
-    assert not np.allclose(d.sel(network=0), d.sel(network=1))
+    assert not np.allclose(d.sel(network="initial/0"), d.sel(network="initial/1"))
+    assert not np.allclose(d.sel(network="pretrained"), d.sel(network="initial/0"))
 
 
 def test_hub_model_without_network_is_refused_before_compute(tmp_path):

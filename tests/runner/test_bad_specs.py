@@ -44,7 +44,7 @@ min_count = 2
 [training]
 epochs = 1
 
-[[network]]
+[[model]]
 name = "lm"
 
 [[measure]]
@@ -68,7 +68,7 @@ CASES = [
     ("toml-bad-value", MAPS.replace("steps = 20", "steps = 20 20"), "invalid TOML"),
     ("toml-duplicate-key", MAPS.replace("steps = 20", "steps = 20\nsteps = 30"), "invalid TOML"),
     ("toml-unquoted-string", MAPS.replace('"map:tanh"', "map:tanh"), "invalid TOML"),
-    ("empty-file", "", "[experiment]: required table is missing"),
+    ("empty-file", "", "which study is this? Set [experiment] study"),
     # --- tables
     ("unknown-table", MAPS + "\n[dynamic]\nsteps = 3\n", "[dynamic]: unknown table (did you mean 'dynamics'?)"),
     ("no-model", edit(MAPS, '[[model]]\nname = "m"\nsource = "map:tanh"\nparams = { g = 0.5, n = 8 }', ""),
@@ -202,12 +202,12 @@ CASES = [
     ("training-split-sum", edit(TRAINING, "min_count = 2", "min_count = 2\nsplit = [0.5, 0.1, 0.1]"), "[corpus] split: must sum to 1"),
     ("training-split-length", edit(TRAINING, "min_count = 2", "min_count = 2\nsplit = [0.9, 0.1]"), "[corpus] split: List should have at least 3"),
     ("training-device-gpu", edit(TRAINING, "epochs = 1", 'epochs = 1\ndevice = "gpu"'), "[training] device: unknown device 'gpu'"),
-    ("training-dynamics-table", TRAINING + "\n[dynamics]\nsteps = 3\n", "[dynamics]: a training spec has no [dynamics] table"),
-    ("training-network-twice", TRAINING.replace('[[measure]]', '[[network]]\nname = "lm"\n\n[[measure]]'),
-     "network names must be unique; 'lm' is repeated"),
+    ("training-dynamics-table", TRAINING + "\n[dynamics]\nsteps = 3\n", "[dynamics]: unknown table"),
+    ("training-network-twice", TRAINING.replace('[[measure]]', '[[model]]\nname = "lm"\n\n[[measure]]'),
+     "model names must be unique; 'lm' is repeated"),
     ("training-unknown-reference", TRAINING + '\n[[measure]]\nkind = "svcca"\ncompare = "seed"\nreference = ["nope"]\n',
      "(svcca) reference: unknown networks ['nope']"),
-    ("training-tagger-without-tagset", TRAINING.replace('[[measure]]', '[[network]]\nname = "t"\nkind = "tagger"\n\n[[measure]]'),
+    ("training-tagger-without-tagset", TRAINING.replace('[[measure]]', '[[model]]\nname = "t"\nkind = "tagger"\n\n[[measure]]'),
      "a tagger needs a tagset"),
     ("training-layer-beyond", edit(TRAINING, 'kind = "sparsity"', 'kind = "sparsity"\nlayers = ["lstm3"]'),
      "(sparsity) layers: layer lstm3 but [training] num_layers = 2"),

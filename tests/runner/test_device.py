@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from runner.tasks.device import apply_map
+from runner.execute.device import apply_map
 
 
 class _OOMAbove(torch.nn.Module):

@@ -8,43 +8,53 @@ import time
 import pytest
 import torch
 
-from runner.tasks.iterate import IteratePass, PassInputs
+from runner.studies.depth.iterate import IteratePass, PassInputs
 
 pytestmark = pytest.mark.requires_gpu
 
 
+class _Report:
+    def progress(self, step): pass
+    def provide(self, resource): pass
+    def note(self, event, **fields): pass
+    def warn(self, message): pass
+
+
 def _pass(tmp_path, device):
     from runner.apply import prepare
-    from runner.layout import build_layout
     from runner.store import Store
+    from runner.studies.depth.layout import build_layout
     from tests.runner.helpers import maps_spec, write_spec
 
     spec_path = write_spec(tmp_path, maps_spec("gpu", steps=200, samples=64, n=128))
     p = prepare(spec_path)
-    layout = build_layout(p.spec, p.networks)
+    layout = build_layout(p.spec, p.state)
     store = Store(tmp_path / "gpu.zarr")
     store.open(layout, {})
-    net = p.networks[1]  # the tanh reservoir
-    tasks = p.plan.for_network(net.index)
-    return IteratePass(p.spec, layout, net, [t for t in tasks if t.kind == "iterate"], store,
-                       PassInputs(None, None), torch.device(device), tmp_path / "ckpt.pt")
+    net = p.state[1]  # the tanh reservoir
+    tasks = [t for t in p.tasks if t.network == net.index and t.kind == "iterate"]
+    return IteratePass(p.spec, layout, net, [t.measure for t in tasks], [t.id for t in tasks], store,
+                       PassInputs(None, None), torch.device(device), tmp_path / "ckpt.safetensors", _Report())
 
 
 def test_a_segment_never_synchronises_with_the_host(tmp_path):
-    from runner.tasks.device import apply_map
-    from runner.tasks.iterate import build_map
+    from runner.execute.device import apply_map
+    from runner.studies.depth.iterate import build_map
+    from runner.studies.depth.measure import Segment
 
     p = _pass(tmp_path, "cuda")
-    model = build_map(p.spec, p.net, p.device)
-    state = p._initial(model)
-    bufs = p._buffers(0, 100, last=False)
-    z = state["z"]
+    p.model = build_map(p.spec, p.net, p.device)
+    _, z, diverged = p._start()
+    seg = Segment(0, 100, False, p.T)
+    bufs = {m.kind(): m.buffers(p, seg) for m in p.active}
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         for t in range(100):
-            p._record(t, z, state, None, bufs, 0, model)
-            z, _ = apply_map(model, z, None, None)
+            diverged = p._observe(t, z, diverged, bufs, seg)
+            z, _ = apply_map(p.model, z, None, None)
+            if p.twin is not None:
+                z = p.twin.advance(p, t + 1, z, bufs.get(p.twin.kind(), {}), seg)
     finally:
         torch.cuda.set_sync_debug_mode("default")
 
@@ -55,7 +65,7 @@ def test_cuda_and_cpu_give_the_same_exponents(tmp_path):
         d = tmp_path / device
         d.mkdir()
         p = _pass(d, device)
-        p.run(lambda step: None)
+        p.run()
         rates[device] = p.store.read("lyapunov_per_step", (p.net.index,)).mean()
     assert rates["cuda"] == pytest.approx(rates["cpu"], abs=0.01)
 
@@ -138,7 +148,7 @@ def test_depth_resume_after_kill_is_equal_on_cuda(tmp_path):
 def test_lstm_on_cuda_is_ieee_fp32_not_tf32():
     """cuDNN would run fp32 LSTMs in TF32 by default (about 1e-3 relative error); the runner asks
     for IEEE fp32, within 1e-5 of a float64 reference."""
-    from runner.tasks.device import set_precision
+    from runner.execute.device import set_precision
 
     set_precision("fp32")
     torch.manual_seed(0)
@@ -153,7 +163,7 @@ def test_oom_halves_the_micro_batch_and_gives_the_same_states():
     from transformers import AlbertConfig, AlbertModel
 
     from models.albert import AlbertMap
-    from runner.tasks.device import apply_map
+    from runner.execute.device import apply_map
 
     config = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=64, num_attention_heads=4,
                           intermediate_size=8192, num_hidden_layers=1, max_position_embeddings=64)

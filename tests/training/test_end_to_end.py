@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 from safetensors.torch import load_file
 
-from runner.training.apply import apply, prepare
+from runner.apply import apply, prepare
 from training_helpers import ROOT, tiny_spec
 
 RUNNER = [sys.executable, "-m", "runner.cli"]
@@ -80,21 +80,21 @@ def test_kill_resume_matches_uninterrupted_run(tmp_path):
         assert all(np.array_equal(wa[k].numpy(), wb[k].numpy()) for k in wa)
     # training curves and the measures are in the store
     assert np.isfinite(b.train_loss.values).all() and np.isfinite(b.val_perplexity.values).all()
-    final = b.svcca_final.sel(network=0, layer="lstm1").values
+    final = b.svcca_final.sel(network="lm").sel(layer="lstm1").values
     assert abs(final[-1] - 1.0) < 1e-6 and np.isfinite(final).all()
-    assert np.isfinite(b.chi_mean.sel(network=0).values).all()
-    assert np.isfinite(b.probe_accuracy.sel(network=0, layer="lstm2").values).all()
-    assert np.isnan(b.lca.sel(network=0, checkpoint=0).values).all()
-    assert np.isfinite(b.lca.sel(network=0, checkpoint=1).values).all()
+    assert np.isfinite(b.chi_mean.sel(network="lm").values).all()
+    assert np.isfinite(b.probe_accuracy.sel(network="lm").sel(layer="lstm2").values).all()
+    assert np.isnan(b.lca.sel(network="lm").isel( checkpoint=0).values).all()
+    assert np.isfinite(b.lca.sel(network="lm").isel( checkpoint=1).values).all()
     # known answers: a layer is perfectly similar to itself, and the allocations of a checkpoint
     # interval add up to the loss change over it (path integral of the gradient, Lan et al. 2019)
-    layers = b.svcca_layers.sel(network=0).isel(checkpoint=-1)
+    layers = b.svcca_layers.sel(network="lm").isel(checkpoint=-1)
     for name in ("embedding", "lstm1", "lstm2"):
         assert layers.sel(layer=name, layer_other=name).item() == pytest.approx(1.0, abs=1e-6)
-    total = b.lca.sel(network=0).sum("parameter_group").values[1:]
-    np.testing.assert_allclose(total, b.loss_change.sel(network=0).values[1:], rtol=0.05, atol=1e-3)
+    total = b.lca.sel(network="lm").sum("parameter_group").values[1:]
+    np.testing.assert_allclose(total, b.loss_change.sel(network="lm").values[1:], rtol=0.05, atol=1e-3)
     # sparsity chi of a d-dimensional vector lies in [1/sqrt(d), 1]
-    chi = b.chi_mean.sel(network=0).values
+    chi = b.chi_mean.sel(network="lm").values
     assert ((chi > 0) & (chi <= 1)).all()
 
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from runner.spec import SpecError
-from runner.training.plan import checkpoint_steps
-from runner.training.spec import CheckpointSpec, LogSpaced, TrainingSpec, is_training_spec, load_training_spec
+from runner.apply import load_spec as load_training_spec
+from runner.specfile import SpecError, read_toml
+from runner.study import study_for
+from runner.studies.training.plan import checkpoint_steps
+from runner.studies.training.spec import CheckpointSpec, LogSpaced, TrainingSpec
+
+
+def is_training_spec(path) -> bool:
+    return study_for(read_toml(path)).name == "training"
 
 from training_helpers import ROOT, tiny_spec
 
@@ -25,7 +31,7 @@ def test_shipped_specs_load(name):
     path = ROOT / "specs" / name
     assert is_training_spec(path)
     study = load_training_spec(path)
-    assert study.network and study.measure
+    assert study.model and study.measure
 
 
 def test_depth_spec_is_not_a_training_spec():
@@ -53,7 +59,7 @@ def test_bad_values_all_reported(tmp_path):
 
 def test_tagger_needs_tagset(tmp_path):
     (msg,) = _errors(tmp_path, {'tagset = "upos"\nshuffled = true': "shuffled = true"})
-    assert "[[network]] #4 (tagger_upos_shuffled)" in msg and "needs a tagset" in msg
+    assert "[[model]] #4 (tagger_upos_shuffled)" in msg and "needs a tagset" in msg
 
 
 def test_dynamics_table_refused(tmp_path):
@@ -85,8 +91,8 @@ def test_checkpoint_schedules():
 
 def test_measures_with_modes_have_distinct_labels(tmp_path):
     """The monitor's rows for SVCCA against the final checkpoint and between layers must differ."""
-    from runner.training.plan import make_plan
+    from runner.studies.training.plan import make_tasks
 
     study = load_training_spec(tiny_spec(tmp_path))
-    labels = {t.label for t in make_plan(study, 10, "corpus").tasks if t.kind == "svcca" and t.checkpoint == 1}
+    labels = {t.label for t in make_tasks(study, 10, "corpus")[1] if t.kind == "svcca" and t.checkpoint == 1}
     assert {"svcca:final@1", "svcca:layers@1"} <= labels

@@ -203,11 +203,11 @@ hidden_dim = 8
 every_epoch = true
 steps = [5]
 
-[[network]]
+[[model]]
 name = "lm"
 kind = "lm"
 
-[[network]]
+[[model]]
 name = "lm_b"
 kind = "lm"
 seed = 7

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from textual_plotext import PlotextPlot
 
-from runner.tui.reader import HISTOGRAM, Series
+from runner.tui.reader import Series, with_units
 
 COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "gray")
 
@@ -39,14 +39,14 @@ class SummaryPlot(PlotextPlot):
         nets = range(len(s.networks)) if self.network is None else [self.network]
         band = self.network is not None
         drawn = 0
-        if s.name in HISTOGRAM:
+        if s.kind == "histogram":
             for i in nets:
                 if s.has_data(i):
                     plt.hist(s.values[i].tolist(), bins=20, label=s.networks[i], color=COLORS[i % len(COLORS)])
                     drawn += 1
             plt.xlabel(s.x_label)
             plt.ylabel("samples")
-            title = f"{s.long_name} [{s.units}], histogram over samples"
+            title = f"{with_units(s.long_name, s.units)}, histogram over samples"
         else:
             for i in nets:
                 if not s.has_data(i):
@@ -62,8 +62,8 @@ class SummaryPlot(PlotextPlot):
                 plt.plot(x, m[ok].tolist(), color=color, marker="braille", label=s.networks[i])
                 drawn += 1
             plt.xlabel(s.x_label)
-            plt.ylabel(s.units)
-            title = f"{s.long_name} [{s.units}]"
+            plt.ylabel("" if s.units == "1" else s.units)
+            title = with_units(s.long_name, s.units)
             if s.spread:
                 title += f", {s.spread} over samples" if band else f", {s.spread.split(',')[0]} over samples"
         if not drawn:

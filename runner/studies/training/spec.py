@@ -1,34 +1,33 @@
-"""TOML manifest of a *training* study -> typed, validated :class:`TrainingStudy`.
+"""The training spec: ``[experiment]``, ``[corpus]``, ``[training]``, ``[checkpoints]``, ``[[model]]``
+and ``[[measure]]`` (the study's registered measures, :mod:`runner.measures`).
 
-A training spec has ``[experiment]``, ``[corpus]``, ``[training]``, ``[checkpoints]``, one or more
-``[[network]]`` and any number of ``[[measure]]`` tables (and no ``[dynamics]``). Every default
+Each ``[[model]]`` is an LSTM language model or tagger of the thesis; there is no ``[dynamics]``. Every default
 is the setting of Saphra's thesis (Ch. 4 and 6): SGD from lr 20, quartered when the validation
 loss stops improving, gradient clipping 0.25, batch 40, sequence length 35, dropout 0.2, 50
-epochs, 200-unit embedding and LSTM layers, a checkpoint every epoch. Errors use the format of
-:mod:`runner.spec`: ``FILE:LINE: [table] key: message``, all problems at once.
-"""
+epochs, 200-unit embedding and LSTM layers, a checkpoint every epoch. """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
-import tomli
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from runner.data.sources import anchor
-from runner.specfile import Name, SpecError, SpecFile, StudySpec, Table, read_toml, validate
-from runner.tasks.device import device_problem
+from runner.execute.device import device_problem
+from runner.measures import measures, params_union
+from runner.specfile import Name, SpecFile, StudySpec, Table
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 Layer = Literal["embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits"]
 TAGSETS = ("upos", "xpos", "topic", "spacy_upos", "spacy_xpos")
+TagSet = Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos"]
 
 
-_Table = Table
 
 
-class CorpusSpec(_Table):
+class CorpusSpec(Table):
     source: str
     """``hf:<dataset id>`` (e.g. ``hf:Salesforce/wikitext``), a local ``.conllu`` file (words, UPOS,
     XPOS and ``# newdoc`` topics), a local ``.txt`` file (one sentence per line), or
@@ -51,7 +50,7 @@ class CorpusSpec(_Table):
     """Validation tokens on which checkpoint measures are computed (activations, gradients, probes)."""
 
 
-class TrainingSpec(_Table):
+class TrainingSpec(Table):
     epochs: int = Field(50, ge=1)
     """Passes over the training split (thesis: 50)."""
     lr: float = Field(20.0, gt=0)
@@ -90,7 +89,7 @@ class TrainingSpec(_Table):
     """Keep the training loss and learning rate every n optimizer steps."""
 
 
-class LogSpaced(_Table):
+class LogSpaced(Table):
     start: int = Field(1, ge=1)
     """First step (log scale cannot hold 0; step 0 is the ``initial`` checkpoint)."""
     stop: int | None = Field(None, ge=1)
@@ -99,7 +98,7 @@ class LogSpaced(_Table):
     """Number of log-spaced steps (rounded to integers, duplicates removed)."""
 
 
-class CheckpointSpec(_Table):
+class CheckpointSpec(Table):
     every_epoch: bool = True
     """A checkpoint at the end of every epoch (thesis)."""
     steps: list[int] = Field(default_factory=list)
@@ -110,14 +109,14 @@ class CheckpointSpec(_Table):
     """Also keep the untrained network (step 0)."""
 
 
-class NetworkSpec(_Table):
+class NetworkSpec(Table):
     name: Name
-    """Label in the store's ``network`` coordinate."""
+    """Label in the store's ``network`` index."""
     kind: Literal["lm", "tagger"] = "lm"
     """``lm``: the Ch. 6 2-layer LSTM LM; ``tagger``: the Ch. 4 one-layer LSTM tagger."""
     seed: int | None = None
     """Initialisation and dropout seed (default: experiment seed + position of the entry)."""
-    tagset: Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos"] | None = None
+    tagset: TagSet | None = None
     """Tag set of a tagger: CoNLL-U UPOS/XPOS, document 'topic', or spaCy silver tags."""
     mode: Literal["tag_predictor", "input_tagger"] = "tag_predictor"
     """Predict the tag of the next word (tag predictor) or of the word just read (input tagger)."""
@@ -133,79 +132,28 @@ class NetworkSpec(_Table):
         return self
 
 
-class _Measure(_Table):
-    networks: list[str] = Field(default_factory=list)
-    """Networks measured (default: every language model)."""
-
-    def params(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"kind"})
-
-
-class SVCCA(_Measure):
-    """SVCCA, PWCCA and linear CKA of layer activations on the analysis tokens (Ch. 4 Figs. 3-5, 8-11)."""
-
-    kind: Literal["svcca"]
-    compare: Literal["final", "seed", "layers", "tagger"] = "final"
-    """``final``: each checkpoint vs the network's last one; ``seed``: vs ``reference`` (another LM
-    with another seed) at the same checkpoint; ``layers``: every layer vs every layer at each
-    checkpoint; ``tagger``: each LM layer vs the ``reference`` tagger's LSTM layer."""
-    reference: list[str] = Field(default_factory=list)
-    """Networks compared with (``seed``: one other LM; ``tagger``: the taggers)."""
-    layers: list[Layer] = Field(default_factory=lambda: list(LAYERS))
-    keep_variance: float = Field(0.99, gt=0, le=1)
-    """Variance kept by the SVD step (Raghu et al.: 0.99)."""
-
-
-class Sparsity(_Measure):
-    """Sparsity chi = ||v||_2/||v||_1 of activations and gradients, per word (Ch. 6 Figs. 2-4)."""
-
-    kind: Literal["sparsity"]
-    layers: list[Layer] = Field(default_factory=lambda: [*LAYERS, "logits"])
-    frequent_words: int = Field(50, ge=1)
-    """Words (most frequent in training) kept in the word x checkpoint matrix (Fig. 2)."""
-    min_count: int = Field(100, ge=1)
-    """Words seen fewer times in training do not enter the frequency correlations."""
-
-
-class Diagnostic(_Measure):
-    """Diagnostic classifiers (ReLU + softmax) per checkpoint and layer (Ch. 4 Figs. 6-7)."""
-
-    kind: Literal["diagnostic"]
-    tagsets: list[Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos"]] = Field(default_factory=lambda: ["upos"])
-    layers: list[Layer] = Field(default_factory=lambda: list(LAYERS))
-    epochs: int = Field(30, ge=1)
-    lr: float = Field(1e-3, gt=0)
-
-
-class LossChange(_Measure):
-    """Loss change allocation per layer between consecutive checkpoints (Sec. 6.1.1.1)."""
-
-    kind: Literal["lca"]
-    rule: Literal["first_order", "trapezoid", "simpson"] = "simpson"
-    """How the gradient is averaged along the straight path between two checkpoints. The thesis'
-    Eq. 6.2 is first order, for one optimizer step; over a checkpoint interval the path integral
-    (Eq. 6.1) needs quadrature, so the default is composite Simpson (Lan et al. 2019 use RK4)."""
-    intervals: int = Field(4, ge=1, le=64)
-    """Simpson sub-intervals along the path (2 * intervals + 1 gradient evaluations)."""
-
-
-Measure = Annotated[Union[SVCCA, Sparsity, Diagnostic, LossChange], Field(discriminator="kind")]
-MEASURE_TYPES = {"svcca": SVCCA, "sparsity": Sparsity, "diagnostic": Diagnostic, "lca": LossChange}
-
-
 class TrainingStudy(StudySpec):
+    """A training spec (its ``measure`` list is typed by :func:`spec_model`)."""
+
     corpus: CorpusSpec
     training: TrainingSpec = TrainingSpec()
     checkpoints: CheckpointSpec = CheckpointSpec()
-    network: list[NetworkSpec] = Field(min_length=1)
-    measure: list[Measure] = Field(default_factory=list)
+    model: list[NetworkSpec] = Field(min_length=1)
+    measure: list[Any] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "network" in data:
+            raise ValueError("[[network]] tables are now called [[model]], as in every study; rename them")
+        return data
 
     def problems(self) -> list[tuple[tuple, str]]:
         out: list[tuple[tuple, str]] = []
-        names = [n.name for n in self.network]
+        names = [n.name for n in self.model]
         for i, n in enumerate(names):
             if n in names[:i]:
-                out.append((("network", i, "name"), f"network names must be unique; {n!r} is repeated"))
+                out.append((("model", i, "name"), f"model names must be unique; {n!r} is repeated"))
         known = set(names)
         seen = [(m.kind, getattr(m, "compare", None)) for m in self.measure]
         for i, (k, c) in enumerate(seen):
@@ -221,7 +169,7 @@ class TrainingStudy(StudySpec):
             for n in self.measured(m):
                 if self.net(n).kind != "lm":
                     out.append((("measure", i, "networks"), f"measures language models; {n} is a tagger"))
-            if isinstance(m, SVCCA) and m.compare in ("seed", "tagger"):
+            if m.kind == "svcca" and m.compare in ("seed", "tagger"):
                 want = "lm" if m.compare == "seed" else "tagger"
                 wrong = [r for r in m.reference if self.net(r).kind != want]
                 if not m.reference:
@@ -241,18 +189,18 @@ class TrainingStudy(StudySpec):
         return out
 
     def net(self, name: str) -> NetworkSpec:
-        return next(n for n in self.network if n.name == name)
+        return next(n for n in self.model if n.name == name)
 
     def measured(self, m: Any) -> list[str]:
-        return list(m.networks) or [n.name for n in self.network if n.kind == "lm"]
+        return list(m.networks) or [n.name for n in self.model if n.kind == "lm"]
 
     def network_seed(self, index: int) -> int:
-        n = self.network[index]
+        n = self.model[index]
         return n.seed if n.seed is not None else self.experiment.seed + index
 
     def tagsets(self) -> list[str]:
         """Tag sets the study needs (taggers, probes, the open/closed split of sparsity)."""
-        out = {n.tagset for n in self.network if n.tagset}
+        out = {n.tagset for n in self.model if n.tagset}
         for m in self.measure:
             out |= set(getattr(m, "tagsets", []))
         return [t for t in TAGSETS if t in out]
@@ -261,33 +209,24 @@ class TrainingStudy(StudySpec):
 # --------------------------------------------------------------------------- loading
 
 
-def is_training_spec(path: str | Path) -> bool:
-    """True when the TOML file has a ``[training]`` table (how ``runner`` dispatches)."""
-    try:
-        return "training" in tomli.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomli.TOMLDecodeError):
-        return False
+def spec_model() -> type[TrainingStudy]:
+    """The spec with the measures registered now (a plugin's measures included)."""
+    return _spec_model(tuple(sorted(measures("training"))))
 
 
-def load_training_spec(path: str | Path) -> TrainingStudy:
-    """Read, parse and validate a training spec; raise :class:`SpecError` listing every problem."""
-    sf = read_toml(path)
-    if "dynamics" in sf.data:
-        raise SpecError(sf.path, [sf.problem(("dynamics",), "a training spec has no [dynamics] table (depth "
-                                             "dynamics and training are separate specs)")])
-    study = validate(TrainingStudy, sf)
-    problems = _check_sources(study, sf)
-    from runner.store import store_path_problem
-
-    store = store_path_problem(study.store_path())
-    if store:
-        problems.append(sf.problem(("experiment", "store" if study.experiment.store else "name"), store))
-    if problems:
-        raise SpecError(sf.path, problems)
-    return study
+@functools.cache
+def _spec_model(kinds: tuple[str, ...]) -> type[TrainingStudy]:
+    if not kinds:
+        return TrainingStudy
+    return create_model("TrainingStudy", __base__=TrainingStudy,
+                        measure=(list[params_union("training")], Field(default_factory=list)))  # type: ignore[valid-type]
 
 
-def _check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
+TABLES = {"corpus": CorpusSpec, "training": TrainingSpec, "checkpoints": CheckpointSpec, "log_spaced": LogSpaced,
+          "model": NetworkSpec}
+
+
+def check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
     src = study.corpus.source
     where = ("corpus", "source")
     if src.startswith("hf:") or src == "builtin:pydoc-topics":

@@ -27,24 +27,23 @@ import torch
 from safetensors.torch import load_file, safe_open, save
 from torch import Tensor
 
-from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
+from models.registry import family_for
 from runner import interrupt
 from runner.store import atomic_write_bytes
 from runner.data.tokens import batchify, get_batch
 from runner.data.corpus import Corpus
-from runner.training.spec import NetworkSpec, TrainingSpec
+from runner.studies.training.spec import NetworkSpec, TrainingSpec
 
 
-def build_model(net: NetworkSpec, training: TrainingSpec, corpus: Corpus, seed: int):
-    """The network of a spec entry, initialised from ``seed``."""
-    torch.manual_seed(seed)
+def build_model(net: NetworkSpec, training: TrainingSpec, corpus: Corpus, seed: int, device="cpu"):
+    """The network of a spec entry, initialised from ``seed`` (the LSTM family of :mod:`models.registry`)."""
+    sizes = dict(vocab_size=len(corpus.vocab), embedding_dim=training.embedding_dim, hidden_dim=training.hidden_dim,
+                 dropout=training.dropout)
     if net.kind == "lm":
-        cfg = LSTMLanguageModelConfig(len(corpus.vocab), training.embedding_dim, training.hidden_dim,
-                                      training.num_layers, training.dropout)
-        return LSTMLanguageModel(cfg)
-    cfg = LSTMTaggerConfig(len(corpus.vocab), len(corpus.tags[net.tagset].vocab), training.embedding_dim,
-                           training.hidden_dim, training.dropout, net.mode)
-    return LSTMTagger(cfg)
+        source, params = "builtin:lstm-lm", dict(sizes, num_layers=training.num_layers)
+    else:
+        source, params = "builtin:lstm-tagger", dict(sizes, n_tags=len(corpus.tags[net.tagset].vocab), mode=net.mode)
+    return family_for(source).build(source, params=params, seed=seed, device=device)
 
 
 def steps_per_epoch(n_tokens: int, training: TrainingSpec) -> int:
@@ -173,7 +172,7 @@ def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, s
         train_tags = corpus.shuffled_train_tags(net.tagset, seed) if net.shuffled else corpus.tags[net.tagset].train
         tags = batchify(train_tags, training.batch_size).to(device)
         val_tags = batchify(corpus.tags[net.tagset].valid, training.eval_batch_size).to(device)
-    model = build_model(net, training, corpus, seed).to(device)
+    model = build_model(net, training, corpus, seed, device)
     optimizer = SGD(list(model.parameters()), training.momentum)
     resume = ckpt_dir / "resume.safetensors"
     meta = _read_meta(resume)

@@ -1,0 +1,243 @@
+"""Model families: one registry of what a ``[[model]] source`` can name, and how to build it.
+
+A family is an adapter (:class:`Family`) between a source string and a model the runner drives,
+through one of two protocols (:mod:`models.base`): a dynamical map (``initial_state``, ``step``)
+for depth studies, or a trainable module with activation and gradient capture for training
+studies. Families here: reference maps (``map:<name>``, more with :func:`register_map`), ALBERT
+from the hub or a directory (``hf:<id>``, ``path:<dir>``), the offline tiny ALBERT
+(``builtin:tiny-albert``), and the thesis' LSTMs (built from a training spec). A package adds a
+family with :func:`register_family`; model code never learns about the runner.
+
+Loading goes through :mod:`models.hub` (cache only when the hub is off; safetensors only; no
+remote code unless asked for).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from models.hub import ModelLoadError
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Sizes of a model's state, read from its configuration (no weights)."""
+
+    n_tokens: int
+    n_hidden: int
+    n_heads: int = 0
+
+
+class Family:
+    """Adapter of one family of models (subclass and :func:`register_family`)."""
+
+    name: ClassVar[str]
+    role: ClassVar[str] = "map"
+    """``map``: a :class:`models.base.DynamicalMap`; ``trainable``: a module a training study trains."""
+    text: ClassVar[bool] = False
+    """Driven by tokenized text (then the study draws input sentences with its tokenizer)."""
+
+    def matches(self, source: str) -> bool:
+        raise NotImplementedError
+
+    def params_model(self, source: str) -> type[BaseModel] | None:
+        """The model of ``params = {...}`` for this source (None: the family takes none)."""
+        return None
+
+    def check(self, source: str, params: dict, init: Any) -> str | None:
+        """A problem of the spec entry that needs no I/O (unknown map, params where none apply)."""
+        if params and self.params_model(source) is None:
+            return f"params applies to reference maps (source = 'map:...') only, not to {source!r}"
+        return None
+
+    def local_dir(self, source: str) -> Path | None:
+        """The local directory the source names, checked for existence with the spec."""
+        return None
+
+    def location(self, source: str, build: bool = False) -> str:
+        """What to load (hub id or directory); ``build``: make builtin assets now if missing."""
+        return source
+
+    def dims(self, source: str, *, revision: str | None, params: dict, n_tokens: int) -> Dims:
+        """State sizes from the configuration; raises :class:`ModelLoadError` when it cannot be read."""
+        raise NotImplementedError
+
+    def build(self, source: str, *, revision: str | None = None, params: dict | None = None, init: Any = None,
+              seed: int = 0, dtype=None, device="cpu", implementation: str = "fused"):
+        raise NotImplementedError
+
+
+_FAMILIES: list[Family] = []
+
+
+def register_family(family: Family) -> Family:
+    """Add a family; it is asked before the ones registered earlier (so a plugin may take a scheme)."""
+    _FAMILIES.insert(0, family)
+    return family
+
+
+def family_for(source: str) -> Family | None:
+    return next((f for f in _FAMILIES if f.matches(source)), None)
+
+
+def families() -> list[Family]:
+    return list(_FAMILIES)
+
+
+# --------------------------------------------------------------------------- reference maps
+
+
+class MapFamily(Family):
+    """Reference maps with known dynamics (:mod:`models.maps`), ``map:<name>``; one token per state."""
+
+    name = "map"
+
+    def __init__(self):
+        from models.maps import MAPS
+
+        self.maps = MAPS
+
+    def matches(self, source: str) -> bool:
+        return source.startswith("map:")
+
+    def params_model(self, source: str) -> type[BaseModel] | None:
+        cls = self.maps.get(source.removeprefix("map:"))
+        return cls.params_model if cls is not None else None
+
+    def check(self, source: str, params: dict, init: Any) -> str | None:
+        name = source.removeprefix("map:")
+        if name not in self.maps:
+            return f"unknown map {name!r}; choose one of {sorted(self.maps)}"
+        if init is not None:
+            return "init applies to ALBERT models, not to reference maps"
+        return None
+
+    def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
+        cls = self.maps[source.removeprefix("map:")]
+        p = cls.params_model.model_validate(params)
+        return Dims(1, int(getattr(p, "n", None) or cls.n_hidden), 0)
+
+    def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
+              implementation="fused"):
+        from models.maps import build_map
+
+        return build_map(source.removeprefix("map:"), dict(params or {}), seed=seed, dtype=dtype, device=device)
+
+
+def register_map(name: str, cls) -> None:
+    """Make a :class:`models.base.DynamicalMap` subclass (with a pydantic ``params_model`` and
+    ``n_hidden``) available as ``source = "map:<name>"``."""
+    from models.maps import MAPS
+
+    MAPS[name] = cls
+
+
+# --------------------------------------------------------------------------- ALBERT
+
+
+class AlbertFamily(Family):
+    """ALBERT's shared layer as a map (:mod:`models.albert`), from ``hf:<id>`` or a local directory."""
+
+    name = "albert"
+    text = True
+
+    def matches(self, source: str) -> bool:
+        return source.startswith(("hf:", "path:")) or not re.match(r"^[a-z]+:", source)
+
+    def local_dir(self, source: str) -> Path | None:
+        return None if source.startswith("hf:") else Path(source.removeprefix("path:"))
+
+    def location(self, source: str, build: bool = False) -> str:
+        return source.removeprefix("hf:") if source.startswith("hf:") else str(self.local_dir(source))
+
+    def dims(self, source: str, *, revision, params, n_tokens: int) -> Dims:
+        from models.albert import load_albert_config
+
+        config = load_albert_config(self.location(source), revision=revision)
+        return self._dims(config, n_tokens)
+
+    @staticmethod
+    def _dims(config, n_tokens: int) -> Dims:
+        if n_tokens > config.max_position_embeddings:
+            raise ValueError(f"{n_tokens} tokens exceed the model's max_position_embeddings = "
+                             f"{config.max_position_embeddings}")
+        return Dims(n_tokens, int(config.hidden_size), int(config.num_attention_heads))
+
+    def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
+              implementation="fused"):
+        from models.albert import load_albert
+
+        return load_albert(self.location(source, build=True), revision=revision, init=init, seed=seed,
+                           implementation=implementation, dtype=dtype, device=device)
+
+
+def cache_dir() -> Path:
+    """Where builtin models are built (``$TRANSIENT_CACHE``, default ``~/.cache/transient``)."""
+    return Path(os.environ.get("TRANSIENT_CACHE", Path.home() / ".cache" / "transient"))
+
+
+class TinyAlbertFamily(AlbertFamily):
+    """``builtin:tiny-albert``: a small ALBERT built and briefly MLM-trained offline (:mod:`models.tiny`)
+    on first use; its sizes are known without building it."""
+
+    name = "tiny-albert"
+    SOURCE = "builtin:tiny-albert"
+
+    def matches(self, source: str) -> bool:
+        return source == self.SOURCE
+
+    def local_dir(self, source: str) -> Path | None:
+        return None
+
+    def location(self, source: str, build: bool = False) -> str:
+        from models.tiny import build_tiny_albert
+
+        directory = cache_dir() / "tiny-albert-v1"
+        return str(build_tiny_albert(directory) if build else directory)
+
+    def dims(self, source: str, *, revision, params, n_tokens: int) -> Dims:
+        from models.tiny import TINY_CONFIG
+
+        return self._dims(_Config(TINY_CONFIG), n_tokens)
+
+
+class _Config:
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
+
+
+# --------------------------------------------------------------------------- LSTMs
+
+
+class LSTMFamily(Family):
+    """The thesis' LSTM language model and taggers (:mod:`models.lstm`), built from a training spec."""
+
+    name = "lstm"
+    role = "trainable"
+
+    def matches(self, source: str) -> bool:
+        return source in ("builtin:lstm-lm", "builtin:lstm-tagger")
+
+    def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
+              implementation="fused"):
+        import torch
+
+        from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
+
+        torch.manual_seed(seed)
+        if source == "builtin:lstm-lm":
+            return LSTMLanguageModel(LSTMLanguageModelConfig(**params)).to(device)
+        return LSTMTagger(LSTMTaggerConfig(**params)).to(device)
+
+
+for _family in (LSTMFamily(), AlbertFamily(), TinyAlbertFamily(), MapFamily()):
+    register_family(_family)
+
+__all__ = ["AlbertFamily", "Dims", "Family", "LSTMFamily", "MapFamily", "ModelLoadError", "TinyAlbertFamily",
+           "cache_dir", "families", "family_for", "register_family", "register_map"]

@@ -1,0 +1,43 @@
+"""Durable points of a run: named tensors and a little metadata, written atomically as safetensors.
+
+No pickle: a checkpoint is a safetensors file (tensors) whose metadata holds the ids of the tasks
+it belongs to and the store it was written for, so a stale or foreign file is never trusted. It
+is serialised in memory first and then written whole or not at all, so a full disk leaves no
+partial file (:func:`runner.store.atomic_write_bytes`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load, save
+
+from runner.store import atomic_write_bytes
+
+
+def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], task_ids: list[str], store_id: str,
+                    **meta: object) -> None:
+    """Save ``tensors`` (moved to the CPU) for the tasks ``task_ids`` of store ``store_id``."""
+    data = save({k: v.detach().contiguous().cpu() for k, v in tensors.items()},
+                metadata={"tasks": json.dumps(task_ids), "store_id": store_id, "meta": json.dumps(meta)})
+    atomic_write_bytes(path, data)
+
+
+def load_checkpoint(path: Path, task_ids: list[str], store_id: str,
+                    device: torch.device) -> tuple[dict[str, torch.Tensor], dict] | None:
+    """``(tensors, meta)`` if the file belongs to these tasks and this store, else None (start afresh)."""
+    if not path.is_file():
+        return None
+    try:
+        raw = path.read_bytes()
+        header_len = int.from_bytes(raw[:8], "little")
+        header = json.loads(raw[8 : 8 + header_len])
+        info = header.get("__metadata__", {})
+        if json.loads(info.get("tasks", "null")) != task_ids or info.get("store_id") != store_id:
+            return None
+        tensors = load(raw)
+    except Exception:  # a torn or foreign file: recompute rather than trust it
+        return None
+    return {k: v.to(device) for k, v in tensors.items()}, json.loads(info.get("meta", "{}"))

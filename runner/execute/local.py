@@ -1,0 +1,95 @@
+"""The default executor: runs each group of ready tasks in this process, through the study's session.
+
+It records finished tasks in the store, writes progress events, drives the progress bars, and
+keeps going when one group fails (its dependents stay pending). Stops (Ctrl-C, SIGTERM) and store
+write errors end the whole run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runner import interrupt
+from runner.events import EventLog
+from runner.progress import ProgressView
+from runner.provenance import now
+from runner.store import Store, StoreWriteError
+from runner.study import Prepared, Session
+
+
+class LocalExecutor:
+    def __init__(self, p: Prepared, session: Session, store: Store, events: EventLog, view: ProgressView, device):
+        self.p, self.session, self.store, self.events, self.view, self.device = p, session, store, events, view, device
+        self.ran: list[str] = []
+        self.failed: dict[str, str] = {}
+
+    def run(self, group: list, provide: Callable[[str], None]) -> set[str]:
+        interrupt.check()
+        ids = [t.id for t in group]
+        lead = group[0]
+        network = lead.network
+        label = self.p.labels[network]
+        steps = max(t.steps for t in group)
+        what = lead.name if len(group) == 1 else f"{len(group)} measures"
+        bar = self.view.add(f"{label} ({what})", steps) if steps else None
+        report = _Reporter(self, ids, network, steps, bar, provide)
+        self.events.emit("task_started", task=ids, network=network, total_steps=steps)
+        t0 = time.monotonic()
+        try:
+            extra = self.session.run(group, report) or {}
+        except (KeyboardInterrupt, StoreWriteError):
+            raise
+        except Exception as err:  # one group failing must not stop the others
+            msg = f"{type(err).__name__}: {err}"
+            self.failed.update({i: msg for i in ids})
+            self.events.emit("task_failed", task=ids, network=network, error=msg)
+            if bar is not None:
+                self.view.fail(bar, msg)
+            else:
+                self.view.warn(f"{label} {lead.label} failed: {msg}")
+            return set()
+        seconds = time.monotonic() - t0
+        for t in group:
+            self.store.record(t.id, self._record(t, seconds, extra))
+        self.ran += ids
+        if bar is not None:
+            self.view.done(bar)
+        fields: dict[str, Any] = {"seconds": round(seconds, 3)}
+        if "resumed_from" in extra:
+            fields["resumed_from"] = extra["resumed_from"]
+        if extra.get("loop_seconds") and steps:
+            fields["steps_per_s"] = round((steps - extra.get("resumed_from", 0)) / max(extra["loop_seconds"], 1e-9), 3)
+        self.events.emit("task_done", task=ids, network=network, **fields)
+        return set(ids)
+
+    def _record(self, t, seconds: float, extra: dict) -> dict:
+        return {"measure": t.measure, "label": t.label, "network": t.network, "network_label": self.p.labels[t.network],
+                "kind": t.kind, "checkpoint": t.checkpoint, "seconds": round(seconds, 3),
+                "resumed_from": extra.get("resumed_from", 0), "device": str(self.device), "finished_utc": now()}
+
+
+class _Reporter:
+    def __init__(self, ex: LocalExecutor, ids: list[str], network: int, steps: int, bar, provide):
+        self.ex, self.ids, self.network, self.steps, self.bar, self._provide = ex, ids, network, steps, bar, provide
+        self.store = ex.store
+        self._last_emit = 0.0
+
+    def progress(self, step: int) -> None:
+        if self.bar is not None:
+            self.ex.view.update(self.bar, step)
+        t = time.monotonic()
+        if t - self._last_emit > 1.0:
+            self._last_emit = t
+            self.ex.events.emit("progress", task=self.ids, network=self.network, step=step, total_steps=self.steps,
+                                steps_per_s=self.ex.view.rate(self.bar) if self.bar is not None else None)
+
+    def provide(self, resource: str) -> None:
+        self._provide(resource)
+
+    def note(self, event: str, **fields: Any) -> None:
+        self.ex.events.emit(event, task=self.ids, network=self.network, **fields)
+
+    def warn(self, message: str) -> None:
+        self.ex.view.warn(message)

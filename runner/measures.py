@@ -1,0 +1,109 @@
+"""Measures, declared once: a pure function in ``analyses/`` and one registration.
+
+A registration is a subclass of its study's measure base class (for instance
+``runner.studies.depth.measure.TrajectoryMeasure``) decorated with :func:`register`. It holds:
+
+- ``Params``: its ``[[measure]]`` table, a :class:`MeasureParams` with ``kind: Literal["name"]``
+  and the paper's defaults (its docstring and field docstrings are what ``runner explain`` shows);
+- ``when``: ``"step"`` (along a trajectory), ``"checkpoint"`` (at each checkpoint) or
+  ``"derived"`` (from stored results);
+- ``version``: bump it when the code changes what the measure writes (its tasks then rerun);
+- ``reference``: the paper, equation or figure it follows;
+- ``variables(builder, ctx)``: the variables it writes, declared with their dims, units,
+  ``long_name``, description and, optionally, how ``show`` summarises them (``headline``) and how
+  the monitor plots them (``plot``).
+
+Spec validation (the ``[[measure]]`` union is built from the registry), the plan, the store's
+layout, ``show`` and the monitor all follow from this one registration: ``show`` and the monitor
+read the hints from the variables' attributes in the store, so they need no study code.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from importlib.metadata import entry_points
+from typing import Annotated, Any, ClassVar, Union
+
+from pydantic import Field
+
+from runner.specfile import Table
+
+ENTRY_POINTS = "transient.measures"
+
+#: study name -> measure kind -> registration
+_REGISTRY: dict[str, dict[str, type[Measure]]] = {}
+_loaded = False
+
+#: How ``show`` may reduce a variable of one network to a headline number (see runner.status).
+REDUCTIONS = ("mean", "finite_mean", "median_nonneg", "last", "first_mean", "count_nonneg", "count_true", "value")
+#: How the monitor may plot a variable (see runner.tui).
+PLOTS = ("series", "log_series", "histogram")
+
+
+class MeasureParams(Table):
+    """Base of a ``[[measure]]`` table: ``kind`` names the registration."""
+
+    kind: str
+
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"kind"})
+
+
+class Measure:
+    """Base of every measure registration (see the module docstring)."""
+
+    study: ClassVar[str]
+    when: ClassVar[str]
+    version: ClassVar[int] = 1
+    reference: ClassVar[str] = ""
+    Params: ClassVar[type[MeasureParams]]
+
+    def __init__(self, params: MeasureParams):
+        self.p = params
+
+    @classmethod
+    def kind(cls) -> str:
+        return typing.get_args(cls.Params.model_fields["kind"].annotation)[0]
+
+
+def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str] | None = None) -> dict[str, Any]:
+    """Variable attributes that tell the monitor how to plot it (``order``: its place among the
+    plots) and ``show`` how to summarise it (``(label, reduction)``, see :data:`REDUCTIONS`)."""
+    out: dict[str, Any] = {}
+    if plot is not None:
+        assert plot in PLOTS, plot
+        out["runner_plot"] = plot
+        out["runner_plot_order"] = order
+    if headline is not None:
+        assert headline[1] in REDUCTIONS, headline
+        out["runner_headline"] = json.dumps(list(headline))
+    return out
+
+
+def register(cls: type[Measure]) -> type[Measure]:
+    """Class decorator: make a measure available to specs of its study."""
+    _REGISTRY.setdefault(cls.study, {})[cls.kind()] = cls
+    return cls
+
+
+def measures(study: str) -> dict[str, type[Measure]]:
+    """The registered measures of a study (plugins from the ``transient.measures`` entry points too)."""
+    _load_entry_points()
+    return dict(_REGISTRY.get(study, {}))
+
+
+def params_union(study: str) -> Any:
+    """The type of one ``[[measure]]`` entry of ``study``: its registrations' tables, tagged by ``kind``."""
+    tables = tuple(m.Params for m in measures(study).values())
+    if len(tables) == 1:
+        return tables[0]
+    return Annotated[Union[tables], Field(discriminator="kind")]  # noqa: UP007
+
+
+def _load_entry_points() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for ep in entry_points(group=ENTRY_POINTS):
+            ep.load()  # importing the module registers its measures

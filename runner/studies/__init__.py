@@ -1,0 +1,1 @@
+"""The built-in studies: each subpackage registers one (the engine finds them; it names none)."""

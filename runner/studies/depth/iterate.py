@@ -1,0 +1,146 @@
+"""Depth dynamics: iterate a network's map and stream its measures along the trajectory.
+
+One *pass* runs every pending trajectory measure of one network together. The batch is the
+reference trajectories x of all samples, followed by their perturbed twins y when the spec has a
+measure that needs one (the Lyapunov exponent, Algorithm A1 of Inoue et al. 2021), so a single
+application of f advances both; x_t is computed in the same batch shape in every pass.
+
+Per step nothing leaves the device: measures write into device buffers that cover one *segment*
+(``layout.segment`` steps). At the end of a segment the buffers are copied to the host once,
+written to the store as chunk-aligned regions, and the pass state is saved, so a killed run
+resumes from the last segment with results equal to an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from runner import interrupt
+from runner.execute.checkpoint import load_checkpoint, save_checkpoint
+from runner.execute.device import apply_map, set_precision
+from runner.layout import Layout
+from runner.measures import measures
+from runner.store import Store
+from runner.studies.depth.measure import Segment, TrajectoryMeasure
+from runner.studies.depth.resolve import Network, derive_seed
+from runner.studies.depth.spec import DepthSpec
+
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp64": torch.float64}
+
+
+@dataclass
+class PassInputs:
+    input_ids: torch.Tensor | None
+    attention_mask: torch.Tensor | None
+
+
+def build_map(spec: DepthSpec, net: Network, device: torch.device):
+    from models.init import TruncatedNormalInit
+
+    init = net.model.init
+    return net.model.family.build(
+        net.model.source, revision=net.model.revision, params=dict(net.model.params),
+        init=TruncatedNormalInit(std=init.std, clip=init.clip) if init else None,
+        seed=net.seed("map" if net.model.is_map else "init"), dtype=DTYPES[net.precision], device=device,
+        implementation=spec.dynamics.implementation)
+
+
+class IteratePass:
+    """The pending trajectory measures of one network, run as one pass (the context measures see)."""
+
+    def __init__(self, spec: DepthSpec, layout: Layout, net: Network, kinds: list[str], ids: list[str], store: Store,
+                 inputs: PassInputs, device: torch.device, checkpoint: Path, report):
+        self.spec, self.layout, self.net, self.store = spec, layout, net, store
+        self.index = net.index
+        self.report = report
+        self.device, self.checkpoint, self.ids = device, checkpoint, sorted(ids)
+        self.S, self.T = spec.input.samples, spec.dynamics.steps
+        self.batch_size = spec.dynamics.batch_size
+        self.inputs = inputs
+        self.mask_x = inputs.attention_mask.to(device) if inputs.attention_mask is not None else None
+        registry = measures("depth")
+        everything = {m.kind: registry[m.kind](m) for m in spec.measure if registry[m.kind].when == "step"}
+        self.active: list[TrajectoryMeasure] = [everything[k] for k in everything if k in kinds]
+        # the twin is iterated whenever the spec has a measure that needs it, measured or not this pass
+        self.twin: TrajectoryMeasure | None = next((m for m in everything.values() if m.twin), None)
+        self.loop_seconds = 0.0
+
+    # ------------------------------------------------------------------ state
+    def _start(self) -> tuple[int, torch.Tensor, torch.Tensor]:
+        from models.base import MapInputs
+
+        saved = load_checkpoint(self.checkpoint, self.ids, self.store.store_id, self.device)
+        if saved is not None:
+            tensors, meta = saved
+            self.batch_size = meta.get("batch_size", self.batch_size)
+            for m in self.active:
+                prefix = f"{m.kind()}."
+                m.load_state_dict({k.removeprefix(prefix): v for k, v in tensors.items() if k.startswith(prefix)})
+            return int(meta["t"]), tensors["z"], tensors["diverged"]
+        gen = torch.Generator().manual_seed(derive_seed(self.spec.experiment.seed, self.net.model.name, "initial_states"))
+        ids = self.inputs.input_ids.to(self.device) if self.inputs.input_ids is not None else None
+        x = self.model.initial_state(MapInputs(samples=self.S, input_ids=ids, attention_mask=self.mask_x, generator=gen))
+        z = torch.cat([x, self.twin.perturb(self, x)]) if self.twin is not None else x
+        for m in self.active:
+            m.start(self, x)
+        return 0, z, torch.full((self.S,), -1, dtype=torch.int64, device=self.device)
+
+    def _save(self, t: int, z: torch.Tensor, diverged: torch.Tensor) -> None:
+        tensors = {"z": z, "diverged": diverged}
+        for m in self.active:
+            tensors.update({f"{m.kind()}.{k}": v for k, v in m.state_dict().items()})
+        save_checkpoint(self.checkpoint, tensors, self.ids, self.store.store_id, t=t, batch_size=self.batch_size)
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> int:
+        """Iterate to the end, writing every segment; returns the step it resumed from."""
+        set_precision(self.net.precision)
+        self.model = build_map(self.spec, self.net, self.device)
+        mask = None if self.mask_x is None else (torch.cat([self.mask_x, self.mask_x]) if self.twin else self.mask_x)
+        L = self.layout.segment
+        t_loop = time.monotonic()
+        with torch.no_grad():
+            start, z, diverged = self._start()
+            n_diverged = int((diverged >= 0).sum())
+            for seg_start in range(start, self.T, L):
+                seg = Segment(seg_start, min(seg_start + L, self.T), min(seg_start + L, self.T) == self.T, self.T)
+                bufs = {m.kind(): m.buffers(self, seg) for m in self.active}
+                for t in range(seg.start, seg.end):
+                    diverged = self._observe(t, z, diverged, bufs, seg)
+                    z, self.batch_size = apply_map(self.model, z, mask, self.batch_size)
+                    if self.twin is not None:
+                        z = self.twin.advance(self, t + 1, z, bufs.get(self.twin.kind(), {}), seg)
+                    self.report.progress(t + 1)
+                    interrupt.check()
+                    interrupt.stall_point(self.store.state_dir, self.net.label, t + 1)
+                if seg.last:
+                    diverged = self._observe(self.T, z, diverged, bufs, seg)
+                for m in self.active:
+                    m.write(self, bufs[m.kind()], seg)
+                if seg.last:
+                    self.store.write("diverged_step", (self.index, slice(None)), diverged.cpu().numpy())
+                self._save(seg.end, z, diverged)
+                now_diverged = int((diverged >= 0).sum())  # one host sync per segment
+                if now_diverged > n_diverged:
+                    first = int(diverged[diverged >= 0].min())
+                    self.report.note("nonfinite", samples=now_diverged, first_step=first, step=seg.end)
+                    self.report.warn(f"{self.net.label}: {now_diverged} of {self.S} samples diverged (NaN or Inf from "
+                                     f"step {first}); their values are NaN, see diverged_step")
+                    n_diverged = now_diverged
+        self.loop_seconds = time.monotonic() - t_loop
+        return start
+
+    def _observe(self, t: int, z: torch.Tensor, diverged: torch.Tensor, bufs: dict, seg: Segment) -> torch.Tensor:
+        x = z[: self.S]
+        finite = None
+        for m in self.active:
+            f = m.observe(self, t, x, bufs[m.kind()], seg)
+            if finite is None:
+                finite = f
+        if finite is None:
+            finite = torch.isfinite(x.flatten(1).sum(1))
+        return torch.where((diverged < 0) & ~finite, t, diverged)

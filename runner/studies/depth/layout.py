@@ -1,0 +1,52 @@
+"""The store of a depth-dynamics spec: networks and samples, and each measure's variables.
+
+Each measure's time axis is its own dimension named after it (``deviation_step``,
+``lyapunov_step``, ...), holding the step t of each kept value, so a measure kept every 100 steps
+never shares an axis with one kept every step. Along time, a chunk is one *segment*
+(``checkpoint_every`` steps), so a segment's results are one region write aligned to chunks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runner.layout import Layout, LayoutBuilder, network_coords
+from runner.measures import hints, measures
+from runner.studies.depth.measure import PAPER, Shape
+from runner.studies.depth.resolve import Network
+from runner.studies.depth.spec import DepthSpec
+
+
+def segment_length(spec: DepthSpec) -> int:
+    """Steps between durable points: ``checkpoint_every`` or about 1% of the run (>= 1000 steps)."""
+    base = spec.stride_lcm()
+    if spec.dynamics.checkpoint_every:  # a multiple of base (checked by the spec)
+        return spec.dynamics.checkpoint_every
+    target = min(spec.dynamics.steps, max(1000, spec.dynamics.steps // 100))
+    return base * max(1, round(target / base))
+
+
+def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | None = None,
+                 origins: list[str] | None = None) -> Layout:
+    S, T = spec.input.samples, spec.dynamics.steps
+    b = LayoutBuilder(segment=segment_length(spec), reference=PAPER)
+    network_coords(b, [n.label for n in networks], [n.model.name for n in networks], [n.replicate for n in networks])
+    b.coord("precision", [n.precision for n in networks], ("network",), long_name="floating-point precision")
+    b.index("sample", S, long_name="input sample")  # lazy: sizes are checked before anything is allocated
+    if spec.text_models:
+        b.coord("token", np.arange(spec.input.tokens), long_name="token position")
+        for name, values, what in (("text", texts, "input text"), ("origin", origins, "where the text was drawn from")):
+            if values is None:
+                b.index(name, S, ("sample",), value="", long_name=what)
+            else:
+                b.coord(name, values, ("sample",), long_name=what)
+        b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", "1",
+              "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)")
+    b.var("diverged_step", "*", ("network", "sample"), "int64", -1, "first non-finite step", "1",
+          "first step t at which the state held NaN or Inf, or its D(t) overflowed (-1: never); later values of that "
+          "sample are NaN", **hints(headline=("diverged samples", "count_nonneg")))
+    shape = Shape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]))
+    registry = measures("depth")
+    for m in spec.measure:
+        registry[m.kind](m).variables(b, shape)
+    return b.build()

@@ -1,0 +1,125 @@
+"""How a depth-dynamics measure plugs into a pass over a trajectory, or derives from stored results.
+
+A *pass* iterates one network's map over all samples (``x``, and a perturbed twin ``y`` when a
+measure asks for one) and calls, for each of its measures, in order:
+
+``start``   once: the measure's resumable state (tensors; saved in every durable point)
+``buffers`` per segment: device buffers for the values the segment keeps
+``observe`` at every step t, before ``x <- f(x)``: write into the buffers (no host sync)
+``advance`` after every application of f, for a measure with a twin (renormalise ``y``)
+``write``   per segment: region writes of the buffers (and, at the end, the final values)
+
+A :class:`DerivedMeasure` instead runs once per network from the stored results of ``source``.
+Both declare their variables with ``variables`` (see :mod:`runner.measures`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from runner.layout import LayoutBuilder
+from runner.measures import Measure, MeasureParams
+
+PAPER = "Inoue et al. 2021, Transient chaos in BERT (arXiv:2106.03181)"
+
+
+class DepthParams(MeasureParams):
+    def strides(self) -> list[int]:
+        """Steps between kept values and renormalisations; durable points are multiples of them."""
+        return [getattr(self, a) for a in ("every", "tau") if isinstance(getattr(self, a, None), int)]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a measure's variables depend on besides its parameters."""
+
+    steps: int
+    samples: int
+    tokens: int
+    text: bool
+    """Whether the spec has text models (token coordinates exist)."""
+    heads: int
+    """Attention heads of the widest network (1 for maps)."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    start: int
+    end: int
+    last: bool
+    steps: int
+
+    def kept(self, every: int) -> int:
+        """How many values kept every ``every`` steps fall in this segment (the final step in the last)."""
+        hi = self.steps // every + 1 if self.last else self.end // every
+        return hi - self.start // every
+
+    def span(self, every: int, length: int) -> slice:
+        return slice(self.start // every, self.start // every + length)
+
+
+class DepthMeasure(Measure):
+    study = "depth"
+    reference = PAPER
+
+    def variables(self, b: LayoutBuilder, shape: Shape) -> None:
+        raise NotImplementedError
+
+    def problems(self, spec) -> list[tuple[str, str]]:
+        """(key, message) problems of this measure in the context of the whole spec."""
+        return []
+
+
+class TrajectoryMeasure(DepthMeasure):
+    """A measure computed along the trajectory, in a pass (``when = "step"``). One instance per pass."""
+
+    when = "step"
+    twin: ClassVar[bool] = False
+    """The pass iterates a perturbed twin y beside x (then ``perturb`` and ``advance`` are called)."""
+
+    def start(self, ctx: Any, x0: Tensor) -> None:
+        """Set up a fresh state at t = 0."""
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The state to resume from (tensors; saved at every durable point)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        pass
+
+    def perturb(self, ctx: Any, x0: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def buffers(self, ctx: Any, seg: Segment) -> dict[str, Tensor]:
+        return {}
+
+    def observe(self, ctx: Any, t: int, x: Tensor, bufs: dict, seg: Segment) -> Tensor | None:
+        """Record what the measure keeps at step t; may return per-sample finiteness of x (saves
+        the pass its own check)."""
+        return None
+
+    def advance(self, ctx: Any, t: int, z: Tensor, bufs: dict, seg: Segment) -> Tensor:
+        """After the step that reached t: the batch to iterate on (twin measures renormalise y)."""
+        return z
+
+    def write(self, ctx: Any, bufs: dict, seg: Segment) -> None:
+        pass
+
+    @staticmethod
+    def nan(shape: tuple[int, ...], dtype: torch.dtype, device) -> Tensor:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+class DerivedMeasure(DepthMeasure):
+    """A measure computed from another measure's stored results (``when = "derived"``)."""
+
+    when = "derived"
+    source: ClassVar[str]
+    """The kind of the measure whose results it reads."""
+
+    def derive(self, store, network: int, spec) -> None:
+        raise NotImplementedError

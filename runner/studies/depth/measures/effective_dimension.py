@@ -1,0 +1,44 @@
+"""Effective dimension N_eff(t) of the state cloud across samples (Inoue et al. 2021, Eq. 6, Fig. 2C)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from analyses.effective_dimension import effective_dimension
+from runner.measures import hints, register
+from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+
+
+class Params(DepthParams):
+    """Effective dimension N_eff(t) of the state cloud across samples (Eq. 6, Fig. 2C)."""
+
+    kind: Literal["effective_dimension"]
+    every: int = Field(1, ge=1)
+
+
+@register
+class EffectiveDimension(TrajectoryMeasure):
+    Params = Params
+
+    def variables(self, b, shape) -> None:
+        dim = b.axis("neff_step", 0, shape.steps, self.p.every)
+        b.var("effective_dimension", "effective_dimension", ("network", dim), "float64", np.nan,
+              "effective dimension N_eff(t)", "1",
+              "N_eff = (sum_i s_i)^2 / sum_i s_i^2, s_i eigenvalues of the state covariance across samples (Eq. 6)",
+              **hints(plot="series", order=1, headline=("N_eff at the end", "last")))
+
+    def buffers(self, ctx, seg):
+        return {"neff": self.nan((seg.kept(self.p.every),), torch.float64, ctx.device)}
+
+    def observe(self, ctx, t, x, bufs, seg):
+        every = self.p.every
+        if t % every == 0:
+            bufs["neff"][t // every - seg.start // every] = effective_dimension(x)
+
+    def write(self, ctx, bufs, seg):
+        n = bufs["neff"].cpu().numpy()
+        ctx.store.write("effective_dimension", (ctx.index, seg.span(self.p.every, len(n))), n)

@@ -1,0 +1,66 @@
+"""Local Lyapunov exponent lambda(t) (Inoue et al. 2021, Algorithm A1, Appendix C; Fig. 2C, 4B)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from analyses.lyapunov import initial_perturbation, renormalize
+from runner.measures import hints, register
+from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+
+
+class Params(DepthParams):
+    """Local Lyapunov exponent lambda(t), Algorithm A1 (Appendix C)."""
+
+    kind: Literal["lyapunov"]
+    k: float = Field(1.0, gt=0)
+    """Perturbation norm (paper: 1.0)."""
+    tau: int = Field(10, ge=1)
+    """Renormalisation interval (paper: 10 short-term, 50 long-term)."""
+
+
+@register
+class Lyapunov(TrajectoryMeasure):
+    """The batch holds x and its twin y = x + k eps/||eps||; every tau steps lambda = ln(||y - x|| / k)
+    and y is renormalised to distance k (Algorithm A1)."""
+
+    Params = Params
+    twin = True
+
+    def variables(self, b, shape) -> None:
+        tau = self.p.tau
+        dim = b.axis("lyapunov_step", 0, (shape.steps // tau - 1) * tau, tau, long_name="interval start t")
+        desc = "lambda(t) = ln(||y_{t+tau} - x_{t+tau}|| / k), y_t = x_t + k eps/||eps|| (Algorithm A1); -inf where " \
+               "the perturbation collapsed to 0 in the working precision, NaN where the sample diverged"
+        b.var("lyapunov", "lyapunov", ("network", "sample", dim), "float32", np.nan,
+              f"local Lyapunov exponent lambda(t) over tau = {tau} steps", "1", desc, k=self.p.k, tau=tau)
+        b.var("lyapunov_per_step", "lyapunov", ("network", "sample", dim), "float32", np.nan,
+              "local Lyapunov exponent per step", "1", "lambda(t) / tau", k=self.p.k, tau=tau,
+              **hints(plot="series", order=0, headline=("mean lambda/step", "finite_mean")))
+
+    def perturb(self, ctx, x0):
+        gen = torch.Generator().manual_seed(ctx.net.seed("perturbation"))
+        return initial_perturbation(x0, self.p.k, gen)
+
+    def buffers(self, ctx, seg):
+        return {"lyapunov": self.nan((ctx.S, (seg.end - seg.start) // self.p.tau), torch.float64, ctx.device)}
+
+    def advance(self, ctx, t, z, bufs, seg):
+        tau = self.p.tau
+        if t % tau:
+            return z
+        lam, y = renormalize(z[: ctx.S], z[ctx.S :], self.p.k)
+        if "lyapunov" in bufs:  # this pass measures it (a pass may iterate the twin for another measure's sake)
+            bufs["lyapunov"][:, t // tau - 1 - seg.start // tau] = lam
+        return torch.cat([z[: ctx.S], y])
+
+    def write(self, ctx, bufs, seg):
+        tau = self.p.tau
+        lam = bufs["lyapunov"].cpu().numpy()
+        region = (ctx.index, slice(None), slice(seg.start // tau, seg.start // tau + lam.shape[1]))
+        ctx.store.write("lyapunov", region, lam.astype(np.float32))
+        ctx.store.write("lyapunov_per_step", region, (lam / tau).astype(np.float32))

@@ -1,0 +1,69 @@
+"""Selected elements of selected token vectors along the trajectory (Inoue et al. 2021, Fig. 2A top, 4A)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from runner.measures import register
+from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+
+
+class Params(DepthParams):
+    """Selected elements of selected token vectors (Fig. 2A top, Fig. 4A)."""
+
+    kind: Literal["trajectory"]
+    samples: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    tokens: list[int] = Field(default_factory=lambda: list(range(10)), min_length=1)
+    elements: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    every: int = Field(1, ge=1)
+
+
+@register
+class Trajectory(TrajectoryMeasure):
+    Params = Params
+
+    def problems(self, spec):
+        bad = [t for t in self.p.tokens if not 0 <= t < spec.input.tokens]
+        if bad and spec.text_models:
+            return [("tokens", f"tokens {bad} out of range (input.tokens = {spec.input.tokens})")]
+        return []
+
+    def variables(self, b, shape) -> None:
+        p = self.p
+        dim = b.axis("trace_step", 0, shape.steps, p.every)
+        b.coord("trace_sample", np.array(p.samples))
+        b.coord("trace_token", np.array(p.tokens))
+        b.coord("trace_element", np.array(p.elements))
+        b.var("trace", "trajectory", ("network", "trace_sample", dim, "trace_token", "trace_element"), "float32",
+              np.nan, "state element x_t^i[e]", "1", "selected elements of selected token vectors (Fig. 2A top); NaN "
+              "where the network's state has no such token or element")
+
+    def _index(self, ctx, x):
+        tok = torch.tensor(self.p.tokens, device=ctx.device)
+        el = torch.tensor(self.p.elements, device=ctx.device)
+        valid = (tok < x.shape[1])[:, None] & (el < x.shape[2])[None, :]
+        self.where = (torch.tensor(self.p.samples, device=ctx.device), tok.clamp(max=x.shape[1] - 1),
+                      el.clamp(max=x.shape[2] - 1), valid)
+
+    def buffers(self, ctx, seg):
+        p = self.p
+        return {"trace": self.nan((len(p.samples), seg.kept(p.every), len(p.tokens), len(p.elements)), torch.float32,
+                                  ctx.device)}
+
+    def observe(self, ctx, t, x, bufs, seg):
+        every = self.p.every
+        if t % every:
+            return
+        if not hasattr(self, "where"):
+            self._index(ctx, x)
+        samples, tok, el, valid = self.where
+        out = x[samples][:, tok][:, :, el].float()
+        bufs["trace"][:, t // every - seg.start // every] = torch.where(valid, out, torch.full_like(out, float("nan")))
+
+    def write(self, ctx, bufs, seg):
+        tr = bufs["trace"].cpu().numpy()
+        ctx.store.write("trace", (ctx.index, slice(None), seg.span(self.p.every, tr.shape[1])), tr)

@@ -1,0 +1,181 @@
+"""The depth-dynamics spec: ``[experiment]``, ``[[model]]``, ``[input]``, ``[dynamics]``, ``[[measure]]``.
+
+Every default is the paper's parameter (Inoue et al. 2021): 1000 sentences of 32 tokens, 500
+steps, the initial networks' truncated normal (0.02, 2 sigma), and each measure's own defaults.
+The ``[[measure]]`` entries are the study's registered measures (:mod:`runner.measures`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
+
+from models.registry import family_for
+from runner.execute.device import device_problem
+from runner.measures import measures, params_union
+from runner.specfile import Name, StudySpec, Table
+
+Precision = Literal["fp32", "fp64", "tf32"]
+
+
+class InitScheme(Table):
+    scheme: Literal["truncated_normal"] = "truncated_normal"
+    """Weight distribution of the paper's initial networks (ALBERT's own initialiser)."""
+    std: float = Field(0.02, gt=0)
+    """Standard deviation sigma of N(0, sigma^2) (paper: 0.02)."""
+    clip: float = Field(2.0, gt=0)
+    """Samples are clipped to +-clip*sigma (paper: 2)."""
+
+
+class ModelSpec(Table):
+    name: Name
+    """Label of this model in the store's ``model`` coordinate."""
+    source: str
+    """``hf:<hub id>``, ``path:<dir>`` or a plain directory, ``builtin:tiny-albert``, or
+    ``map:logistic`` / ``map:henon`` / ``map:tanh`` for the reference maps."""
+    revision: str | None = None
+    """Hub revision (branch, tag or commit) to pin."""
+    init: InitScheme | None = None
+    """Re-draw every weight with this scheme (the paper's initial networks); None keeps the trained weights."""
+    replicates: int = Field(1, ge=1)
+    """Independently seeded copies (initial networks, or maps with random weights)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters of a reference map (r; a, b; g, n)."""
+    precision: Precision | None = None
+    """Overrides ``[dynamics] precision`` for this model (e.g. fp64 for maps)."""
+
+    @property
+    def family(self):
+        return family_for(self.source)
+
+    @property
+    def is_map(self) -> bool:
+        return self.family is not None and not self.family.text
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        family = self.family
+        if family is None:
+            raise ValueError(f"unknown source {self.source!r}; use hf:<id>, path:<dir>, builtin:tiny-albert or map:<name>")
+        problem = family.check(self.source, self.params, self.init)
+        if problem:
+            raise ValueError(problem)
+        params_model = family.params_model(self.source)
+        if params_model is not None:
+            try:
+                params_model.model_validate(self.params, strict=True)
+            except ValidationError as err:
+                detail = "; ".join(f"params.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+                raise ValueError(detail) from None
+        return self
+
+
+class InputSpec(Table):
+    source: str = "hf:wikimedia/wikipedia"
+    """``hf:<dataset id>``, a local .txt/.jsonl/.parquet file, or ``builtin:pydoc-topics``."""
+    subset: str | None = "20231101.en"
+    """Dataset configuration (the English Wikipedia dump for the paper)."""
+    split: str = "train"
+    field: str = "text"
+    """Column holding the text."""
+    samples: int = Field(1000, ge=1)
+    """Number of sentences (paper: 1000); reference maps draw this many initial states."""
+    tokens: int = Field(32, ge=2)
+    """Exactly this many tokens per sentence, N_w (paper: 32)."""
+    tokenizer: str | None = None
+    """Tokenizer source; defaults to the first text model's source."""
+    streaming: bool = True
+    """Stream hub datasets instead of downloading them whole."""
+
+
+class DynamicsSpec(Table):
+    steps: int = Field(500, ge=1)
+    """t = 0 .. steps applications of f (paper: 500 short-term, 1e6 long-term)."""
+    precision: Precision = "fp32"
+    """fp32 (default), fp64, or tf32 (opt-in; biases negative exponents, see docs)."""
+    device: str = "auto"
+    """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:1``..."""
+    implementation: Literal["fused", "transformers"] = "fused"
+    """ALBERT layer: ``fused`` (one QKV GEMM, SDPA, one-kernel GELU) or the ``transformers`` module."""
+    checkpoint_every: int | None = Field(None, ge=1)
+    """Steps between durable points (results written, state saved); default chosen from steps."""
+    batch_size: int | None = Field(None, ge=1)
+    """Sequences per application of f (default: all at once; halved automatically on OOM)."""
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        problem = device_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+class DepthSpec(StudySpec):
+    """A depth-dynamics spec (its ``measure`` list is typed by :func:`spec_model`)."""
+
+    model: list[ModelSpec] = Field(min_length=1)
+    input: InputSpec = InputSpec()
+    dynamics: DynamicsSpec = DynamicsSpec()
+    measure: list[Any] = Field(min_length=1)
+
+    def problems(self) -> list[tuple[tuple, str]]:
+        out: list[tuple[tuple, str]] = []
+        names = [m.name for m in self.model]
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                out.append((("model", i, "name"), f"model names must be unique; {n!r} is repeated"))
+        kinds = [m.kind for m in self.measure]
+        registry = measures("depth")
+        for i, k in enumerate(kinds):
+            if k in kinds[:i]:
+                out.append((("measure", i, "kind"), f"each measure kind may appear once; {k!r} is repeated"))
+            source = getattr(registry[k], "source", None)
+            if source and source not in kinds:
+                out.append((("measure", i, "kind"), f"measure {k} needs a {source} measure"))
+        steps = self.dynamics.steps
+        every = self.dynamics.checkpoint_every
+        if every and every % self.stride_lcm():
+            out.append((("dynamics", "checkpoint_every"),
+                        f"{every} must be a multiple of every measure's `every` and `tau` (their lcm is "
+                        f"{self.stride_lcm()}), so that segments align with chunks"))
+        for i, m in enumerate(self.measure):
+            for key in ("tau", "every"):
+                value = getattr(m, key, None)
+                if isinstance(value, int) and value > steps and not (key == "every" and m.kind == "pca"):
+                    out.append((("measure", i, key), f"{value} is larger than [dynamics] steps = {steps}; "
+                                "the measure would keep no value"))
+            for s in getattr(m, "samples", []):
+                if not 0 <= s < self.input.samples:
+                    out.append((("measure", i, "samples"),
+                                f"sample {s} out of range (input.samples = {self.input.samples})"))
+            out += [(("measure", i, key), msg) for key, msg in registry[m.kind](m).problems(self)]
+        return out
+
+    @property
+    def text_models(self) -> list[ModelSpec]:
+        return [m for m in self.model if not m.is_map]
+
+    def measures(self) -> dict[str, Any]:
+        return {m.kind: m for m in self.measure}
+
+    def stride_lcm(self) -> int:
+        """Least common multiple of the strides (``every``) and intervals (``tau``) of the measures."""
+        return math.lcm(*(s for m in self.measure for s in m.strides()))
+
+
+def spec_model() -> type[DepthSpec]:
+    """The spec with the measures registered now (a plugin's measures included)."""
+    return _spec_model(tuple(sorted(measures("depth"))))
+
+
+@functools.cache
+def _spec_model(kinds: tuple[str, ...]) -> type[DepthSpec]:
+    return create_model("DepthSpec", __base__=DepthSpec,
+                        measure=(list[params_union("depth")], Field(min_length=1)))  # type: ignore[valid-type]
+
+
+TABLES = {"model": ModelSpec, "init": InitScheme, "input": InputSpec, "dynamics": DynamicsSpec}

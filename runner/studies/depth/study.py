@@ -1,0 +1,250 @@
+"""The depth-dynamics study: a layer applied again and again (Inoue et al. 2021, transient chaos in ALBERT).
+
+Tasks: one ``iterate`` task per (network, trajectory measure), grouped so that the pending ones of
+a network run as one pass; one ``derive`` task per (network, derived measure), needing the task
+it derives from. A task id hashes the trajectory key (model source, revision, init, replicate,
+experiment seed, input config, steps, precision, implementation, batch size, whether a twin is
+iterated) plus the measure's parameters and version: changing one measure parameter changes
+only that measure's task ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models.hub import hub_off
+from runner.execute.device import device_unavailable
+from runner.layout import available_memory
+from runner.measures import measures
+from runner.plan import Task, task_id
+from runner.specfile import SpecFile, SpecProblem
+from runner.study import Prepared, Study, Unavailable, register
+from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
+from runner.studies.depth.iterate import IteratePass, PassInputs
+from runner.studies.depth.layout import build_layout, segment_length
+from runner.studies.depth.resolve import Network, resolve, tokenizer_location
+from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
+
+
+def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
+    """Everything the reference trajectory x_t of a network depends on."""
+    registry = measures("depth")
+    model = net.model.model_dump(mode="json", exclude={"name", "replicates"})
+    return {
+        "model": model,
+        "name": net.model.name,
+        "replicate": net.replicate,
+        "experiment_seed": spec.experiment.seed,
+        "input": spec.input.model_dump(mode="json", exclude={"streaming"}) if not net.model.is_map
+        else {"samples": spec.input.samples},
+        "steps": spec.dynamics.steps,
+        "precision": net.precision,
+        "implementation": spec.dynamics.implementation if not net.model.is_map else None,
+        "batch_size": spec.dynamics.batch_size,
+        # x_t is iterated beside its perturbed twin whenever the spec has a measure that needs one,
+        # so the batch (and thus every GEMM's shape) is the same in every pass.
+        "with_perturbation": any(getattr(registry[m.kind], "twin", False) for m in spec.measure),
+    }
+
+
+def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
+    registry = measures("depth")
+    tasks: list[Task] = []
+    for net in networks:
+        key = trajectory_key(spec, net)
+        ids: dict[str, str] = {}
+        for m in spec.measure:
+            reg = registry[m.kind]
+            if reg.when != "step":
+                continue
+            params = m.params()
+            ids[m.kind] = task_id({"trajectory": key, "measure": m.kind, "params": params, "v": reg.version})
+            tasks.append(Task(ids[m.kind], "iterate", m.kind, net.index, m.kind, group=f"pass:{net.index}",
+                              steps=spec.dynamics.steps, params=params))
+        for m in spec.measure:
+            reg = registry[m.kind]
+            if reg.when == "derived":
+                params = m.params()
+                tid = task_id({"from": ids[reg.source], "measure": m.kind, "params": params, "v": reg.version})
+                tasks.append(Task(tid, "derive", m.kind, net.index, m.kind, deps=(ids[reg.source],), params=params))
+    return tasks
+
+
+@register
+class DepthStudy(Study):
+    name = "depth"
+    description = "a layer applied again and again (depth as time): ALBERT, reference maps"
+
+    def spec_model(self):
+        return spec_model()
+
+    def tables(self) -> dict[str, type]:
+        return dict(TABLES)
+
+    def check(self, spec: DepthSpec, sf: SpecFile) -> list[str]:
+        """Local paths named by the spec must exist (hub ids are checked when resolved)."""
+        from runner.data.sources import InputError, anchor, check_source
+
+        problems = []
+        base = sf.path.parent
+        for i, m in enumerate(spec.model):
+            local = m.family.local_dir(anchor(m.source, base))
+            if local is not None and not local.is_dir():
+                problems.append(sf.problem(("model", i, "source"), f"no such directory {m.source.removeprefix('path:')}"))
+        if spec.text_models:
+            try:
+                inp = spec.input
+                check_source(anchor(inp.source, base), subset=inp.subset, split=inp.split, field=inp.field)
+            except InputError as err:
+                problems.append(sf.problem(("input", "source"), str(err)))
+        return problems
+
+    def prepare(self, spec: DepthSpec, sf: SpecFile) -> Prepared:
+        from runner.data.sources import anchor
+
+        base = sf.path.parent  # relative local paths as seen from the spec's folder when they exist there
+        spec = spec.model_copy(update={
+            "model": [m.model_copy(update={"source": anchor(m.source, base)}) for m in spec.model],
+            "input": spec.input.model_copy(update={"source": anchor(spec.input.source, base)})})
+        networks, unmet = resolve(spec)
+        check_sizes(spec, networks)
+        device = device_unavailable(spec.dynamics.device)
+        if device:
+            unmet.append(f"[dynamics] device: {device}")
+        if spec.text_models and spec.input.source.startswith("hf:") and hub_off():
+            unmet.append(f"[input] source {spec.input.source!r}: a hub dataset, streamed, and the hub is switched off "
+                         "or out of reach here; give a local .txt/.jsonl/.parquet file instead")
+        return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
+                        spec.dynamics.device, unmet, state=networks)
+
+    def describe(self, p: Prepared) -> list[str]:
+        spec = p.spec
+        lines = ["models"]
+        for net in p.state:
+            m = net.model
+            init = f" init={m.init.scheme}(std={m.init.std}, clip={m.init.clip})" if m.init else ""
+            dims = f"{net.n_tokens}x{net.n_hidden or '?'}" + (f", {net.n_heads} heads" if net.n_heads else "")
+            lines.append(f"  {net.label:<16} {m.source} [{dims}] {net.precision}{init}")
+        i = spec.input
+        if spec.text_models:
+            lines.append(f"input      {i.source} ({i.subset}, {i.split}, field {i.field!r}): {i.samples} samples x "
+                         f"{i.tokens} tokens")
+        else:
+            lines.append(f"input      {i.samples} initial states drawn by each map")
+        d = spec.dynamics
+        lines.append(f"dynamics   steps={d.steps} precision={d.precision} device={d.device} "
+                     f"implementation={d.implementation} durable every {segment_length(spec)} steps")
+        lines.append("measures   (every parameter shown, defaults included)")
+        lines += [f"  {m.kind:<20} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in spec.measure]
+        return lines
+
+    def open(self, p: Prepared, device, say) -> DepthSession:
+        return DepthSession(p, device)
+
+
+def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
+    """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
+    iteration cannot fit in this machine's memory; trajectory elements beyond every state."""
+    from rich.filesize import decimal
+
+    layout = build_layout(spec, networks)  # coordinates are lazy: nothing is allocated here
+    sizes = layout.nbytes()
+    total = sum(sizes.values())
+    path = spec.store_path().absolute()
+    folder = next(p for p in [path, *path.parents] if p.exists())
+    free = shutil.disk_usage(folder).free
+    if total > free:
+        name, size = max(sizes.items(), key=lambda kv: kv[1])
+        where = ("dynamics", "steps") if name in layout.timed else ("input", "samples")
+        raise SpecProblem(where, f"the store would need {decimal(total)} ({name}: {decimal(size)}) but {folder} has "
+                          f"{decimal(free)} free; fewer steps, samples or networks, or a larger `every`")
+    state = _state_nbytes(spec, networks)
+    host = layout.host_nbytes()
+    memory = available_memory()
+    if host + state > memory:
+        where = ("input", "samples") if state > host else ("dynamics", "steps")
+        raise SpecProblem(where, f"the run needs about {decimal(host + state)} of memory at once (state "
+                          f"{decimal(state)}, coordinates and results of one segment {decimal(host)}); this machine "
+                          f"has {decimal(memory)} available")
+    widest = max([n.n_hidden for n in networks if n.n_hidden] or [0])
+    for i, m in enumerate(spec.measure):
+        beyond = [e for e in getattr(m, "elements", []) if widest and e >= widest]
+        if m.kind == "trajectory" and beyond:
+            raise SpecProblem(("measure", i, "elements"), f"elements {beyond} are beyond every network's state "
+                              f"(largest: {widest} elements per token)")
+
+
+def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:
+    """The iterated batch (x and its twin), the PCA window and a reservoir's weights, per network."""
+    registry = measures("depth")
+    twin = 2 if any(getattr(registry[m.kind], "twin", False) for m in spec.measure) else 1
+    pca = next((m for m in spec.measure if m.kind == "pca"), None)
+    out = 0
+    for net in networks:
+        itemsize = 8 if net.precision == "fp64" else 4
+        per_sample = net.n_tokens * net.n_hidden * itemsize
+        window = 0 if pca is None else \
+            (((pca.stop or spec.dynamics.steps) - pca.start) // pca.every + 1) * len(pca.samples) * per_sample
+        weights = net.n_hidden ** 2 * (8 + 2 * itemsize) if net.model.source == "map:tanh" else 0  # W, drawn in fp64
+        out = max(out, spec.input.samples * twin * per_sample + window + weights)
+    return out
+
+
+class DepthSession:
+    """A depth run: the input sentences drawn, the store's layout, and the passes."""
+
+    def __init__(self, p: Prepared, device):
+        self.p, self.spec, self.networks, self.device = p, p.spec, p.state, device
+        self.samples = self._draw_inputs()
+        s = self.samples
+        self.layout = build_layout(self.spec, self.networks, s.texts if s else None, s.origins if s else None)
+        self.inputs = PassInputs(s.input_ids if s else None, s.attention_mask if s else None)
+
+    def _draw_inputs(self):
+        """The input sentences, tokenized (None for specs with reference maps only)."""
+        spec = self.spec
+        for net in self.networks:  # builtin models are built now, when a task first needs them
+            net.model.family.location(net.model.source, build=True)
+        if not spec.text_models:
+            return None
+        from models.hub import ModelLoadError, load_tokenizer
+        from runner.data.sentences import InputError, draw_samples
+
+        inp = spec.input
+        try:
+            tokenizer = load_tokenizer(tokenizer_location(spec))
+            return draw_samples(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
+                                seed=spec.experiment.seed, subset=inp.subset, split=inp.split, field=inp.field,
+                                streaming=inp.streaming)
+        except (InputError, ModelLoadError) as err:
+            raise Unavailable(f"[input] source {inp.source!r}: {err}") from None
+
+    def write_inputs(self, store) -> None:
+        if self.samples is not None:
+            ids = self.samples.input_ids.numpy()
+            if not np.array_equal(store.read("input_ids"), ids):  # only when new
+                store.write("input_ids", (slice(None), slice(None)), ids)
+
+    def available(self) -> set[str]:
+        return set()
+
+    def run(self, group: list[Task], report) -> dict:
+        net = self.networks[group[0].network]
+        if group[0].kind == "derive":
+            (t,) = group
+            m = next(m for m in self.spec.measure if m.kind == t.measure)
+            measures("depth")[t.measure](m).derive(report.store, net.index, self.spec)
+            return {}
+        ids = [t.id for t in group]
+        key = hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16]
+        checkpoint = Path(report.store.state_dir) / "checkpoints" / f"{key}.safetensors"
+        p = IteratePass(self.spec, self.layout, net, [t.measure for t in group], ids, report.store, self.inputs,
+                        self.device, checkpoint, report)
+        start = p.run()
+        checkpoint.unlink(missing_ok=True)
+        return {"resumed_from": start, "loop_seconds": p.loop_seconds}

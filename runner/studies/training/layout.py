@@ -1,0 +1,73 @@
+"""The store of a training study: networks, checkpoints, curves, the vocabulary, and each measure's variables.
+
+Dimensions: ``network`` (labels; ``model``, ``replicate``, ``network_kind``, ``seed``,
+``tagset_of_network``, ``tagger_mode``, ``shuffled``), ``checkpoint`` (``step``, ``epoch``),
+``layer``, ``train_step`` and ``training_epoch`` (curves), ``vocab`` (word frequencies), and the
+measures' own (``word``, ``tagset``, ``quantity``, ...). Chunks: one (network, checkpoint) cell
+for measures (each measure task owns its cell), one network for the curves (the training task).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runner.data.corpus import Corpus
+from runner.layout import Layout, LayoutBuilder, network_coords
+from runner.measures import hints, measures
+from runner.studies.training.measure import PAPER, Shape
+from runner.studies.training.spec import TrainingStudy
+
+
+def layer_names(num_layers: int) -> list[str]:
+    return ["embedding"] + [f"lstm{i + 1}" for i in range(num_layers)] + ["logits"]
+
+
+def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, corpus: Corpus) -> Layout:
+    nets = study.model
+    b = LayoutBuilder(segment=steps_per_epoch, reference=PAPER, unit=frozenset({"network", "checkpoint"}))
+    coord, var = b.coord, b.var
+    network_coords(b, [n.name for n in nets], [n.name for n in nets], [0] * len(nets))
+    coord("network_kind", [n.kind for n in nets], ("network",), long_name="lm or tagger")
+    coord("seed", np.array([study.network_seed(i) for i in range(len(nets))]), ("network",),
+          long_name="initialisation and dropout seed")
+    coord("tagset_of_network", [n.tagset or "" for n in nets], ("network",), long_name="tag set a tagger predicts")
+    coord("tagger_mode", [n.mode if n.kind == "tagger" else "" for n in nets], ("network",))
+    coord("shuffled", np.array([n.shuffled for n in nets]), ("network",), long_name="trained on shuffled labels")
+    step_values = np.asarray(steps, dtype=np.int64)
+    coord("checkpoint", np.arange(len(step_values)), long_name="checkpoint index")
+    coord("step", step_values, ("checkpoint",), long_name="optimizer step", units="1")
+    coord("epoch", step_values / steps_per_epoch, ("checkpoint",), long_name="epoch (fractional)", units="1")
+    total = steps_per_epoch * study.training.epochs
+    every = study.training.log_every
+    coord("train_step", np.arange(every, total + 1, every, dtype=np.int64), long_name="optimizer step", units="1")
+    coord("training_epoch", np.arange(1, study.training.epochs + 1), long_name="epoch", units="1")
+    layers = layer_names(study.training.num_layers)
+    coord("layer", layers, long_name="layer whose output is measured")
+    coord("vocab", np.arange(len(corpus.vocab)), long_name="word id")
+    coord("vocab_word", list(corpus.vocab.itos), ("vocab",), long_name="word")
+
+    var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", "1",
+        "safetensors file of the weights, relative to the store's parent folder ('' while not saved)")
+    var("train_loss", "train", ("network", "train_step"), "float32", np.nan, "training loss (nats per token)", "1",
+        "mean cross entropy of the batch at this step (dropout on)")
+    var("learning_rate", "train", ("network", "train_step"), "float32", np.nan, "learning rate", "1",
+        "SGD rate at this step; divided by lr_decay after an epoch whose validation loss did not improve",
+        lr=study.training.lr, lr_decay=study.training.lr_decay)
+    var("val_loss", "train", ("network", "training_epoch"), "float32", np.nan, "validation loss (nats per token)", "1",
+        "mean cross entropy on the validation split after the epoch (dropout off)")
+    var("val_perplexity", "train", ("network", "training_epoch"), "float32", np.nan, "validation perplexity", "1",
+        "exp(val_loss)", **hints(headline=("final val perplexity", "last")))
+    var("epoch_train_loss", "train", ("network", "training_epoch"), "float32", np.nan,
+        "mean training loss (nats per token)", "1", "mean over the epoch's batches")
+    var("epoch_learning_rate", "train", ("network", "training_epoch"), "float32", np.nan, "learning rate", "1",
+        "rate used during the epoch")
+    var("word_frequency", "corpus", ("vocab",), "int64", -1, "word frequency", "1",
+        "count in the training split (<unk> sums the words folded into it)")
+    var("word_class", "corpus", ("vocab",), str, "", "POS class", "1",
+        "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
+
+    shape = Shape(layers, study.training.num_layers, [n.name for n in nets], corpus)
+    registry = measures("training")
+    for m in study.measure:
+        registry[m.kind](m).variables(b, shape)
+    return b.build()

@@ -1,0 +1,93 @@
+"""SVCCA, PWCCA and linear CKA of layer activations (Saphra 2021, Ch. 4 Figs. 3-5, 8-11)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from analyses.cca import linear_cka, pwcca, svcca
+from runner.measures import hints, register
+from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+from runner.studies.training.spec import LAYERS, Layer
+
+STATISTICS = {"svcca": "SVCCA mean canonical correlation (Raghu et al. 2017)",
+              "pwcca": "projection-weighted CCA (Morcos et al. 2018)",
+              "cka": "linear centred kernel alignment (Kornblith et al. 2019)"}
+
+
+class Params(TrainingParams):
+    """SVCCA, PWCCA and linear CKA of layer activations on the analysis tokens (Ch. 4 Figs. 3-5, 8-11)."""
+
+    kind: Literal["svcca"]
+    compare: Literal["final", "seed", "layers", "tagger"] = "final"
+    """``final``: each checkpoint vs the network's last one; ``seed``: vs ``reference`` (another LM
+    with another seed) at the same checkpoint; ``layers``: every layer vs every layer at each
+    checkpoint; ``tagger``: each LM layer vs the ``reference`` tagger's LSTM layer."""
+    reference: list[str] = Field(default_factory=list)
+    """Networks compared with (``seed``: one other LM; ``tagger``: the taggers)."""
+    layers: list[Layer] = Field(default_factory=lambda: list(LAYERS))
+    keep_variance: float = Field(0.99, gt=0, le=1)
+    """Variance kept by the SVD step (Raghu et al.: 0.99)."""
+
+
+def _similarities(x, y, keep: float) -> tuple[float, float, float]:
+    return (float(svcca(x, y, keep).mean), float(pwcca(x, y)), float(linear_cka(x, y)))
+
+
+@register
+class SVCCA(CheckpointMeasure):
+    Params = Params
+
+    def needs(self, n, c, last, refs):
+        return {"final": [(n, c), (n, last)], "seed": [(n, c)] + [(r, c) for r in refs],
+                "layers": [(n, c)], "tagger": [(n, c)] + [(r, c) for r in refs]}[self.p.compare]
+
+    def variables(self, b, shape) -> None:
+        p = self.p
+        if p.compare in ("final", "seed"):
+            dims = ("network", "checkpoint", "layer")
+            what = "the same network's final checkpoint" if p.compare == "final" else \
+                f"the reference LM(s) {p.reference} at the same checkpoint"
+        elif p.compare == "layers":
+            b.coord("layer_other", shape.layers, long_name="layer compared with")
+            dims = ("network", "checkpoint", "layer", "layer_other")
+            what = "layer_other of the same checkpoint"
+        else:
+            b.coord("tagger", p.reference, long_name="tagger compared with")
+            b.coord("tagger_network", np.array([shape.names.index(r) for r in p.reference]), ("tagger",))
+            dims = ("network", "checkpoint", "tagger", "layer")
+            what = "the tagger's LSTM layer at the same checkpoint"
+        for stat, desc in STATISTICS.items():
+            extra = hints(headline=("SVCCA first vs final ckpt", "first_mean")) if (stat, p.compare) == ("svcca", "final") else {}
+            b.var(f"{stat}_{p.compare}", "svcca", dims, "float64", np.nan, f"{stat.upper()} vs {p.compare}", "1",
+                  f"{desc} of the layer's activations on the analysis tokens against {what}",
+                  keep_variance=p.keep_variance, **extra)
+
+    def run(self, ctx, task) -> None:
+        p = self.p
+        n, c = task.network, task.checkpoint
+        li = ctx.layer_index()
+        acts = ctx.activations(n, c)
+        names = ctx.names
+        L = len(li)
+        if p.compare in ("final", "seed"):
+            ref = ctx.activations(n, ctx.last) if p.compare == "final" else \
+                ctx.activations(names.index(p.reference[0]), c)
+            out = np.full((3, L), np.nan)
+            for layer in p.layers:
+                out[:, li[layer]] = _similarities(acts[layer], ref[layer], p.keep_variance)
+        elif p.compare == "layers":
+            out = np.full((3, L, L), np.nan)
+            for a in p.layers:
+                for b in p.layers:
+                    out[:, li[a], li[b]] = _similarities(acts[a], acts[b], p.keep_variance)
+        else:
+            out = np.full((3, len(p.reference), L), np.nan)
+            for k, r in enumerate(p.reference):
+                tagger = ctx.activations(names.index(r), c)["lstm1"]
+                for layer in p.layers:
+                    out[:, k, li[layer]] = _similarities(acts[layer], tagger, p.keep_variance)
+        for s, stat in enumerate(("svcca", "pwcca", "cka")):
+            ctx.write(f"{stat}_{p.compare}", task, out[s])

@@ -1,0 +1,234 @@
+"""The training study: LSTM language models and taggers trained with the thesis' recipe and measured
+at checkpoints (Saphra 2021, Ch. 4 and 6).
+
+Tasks: one ``train`` task per network, which provides ``checkpoint:<network>:<index>`` as each
+scheduled checkpoint is saved, and one task per (measure, network, checkpoint) that needs the
+checkpoints it reads; the scheduler runs a measure as soon as they exist, between training steps
+(its random state forked, so it cannot change the training run).
+
+Planning needs the corpus' size (steps per epoch) and a hash of its streams (in the task ids).
+Both are kept in ``$TRANSIENT_CACHE/corpora/`` under a key of the ``[corpus]`` table and the
+source's identity (a local file's bytes), so a plan or a finished apply reads no corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.registry import cache_dir
+from runner.data.corpus import Corpus, CorpusError, load_corpus
+from runner.data.sources import anchor, offline_hub
+from runner.execute.device import device_unavailable, set_precision
+from runner.measures import measures
+from runner.plan import Task
+from runner.specfile import SpecError, SpecFile
+from runner.study import Prepared, Study, Unavailable, register
+from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
+from runner.studies.training.context import Context
+from runner.studies.training.layout import build_layout
+from runner.studies.training.plan import checkpoint_resource, make_tasks, task_label
+from runner.studies.training.spec import TABLES, TrainingStudy, check_sources, missing_extras, spec_model
+from runner.studies.training.train import Finished, Saved, checkpoint_dir, checkpoint_exists, steps_per_epoch, train
+
+
+def corpus_key(corpus: Corpus) -> str:
+    h = hashlib.sha256()
+    for t in (corpus.train, corpus.valid, corpus.test):
+        h.update(t.numpy().tobytes())
+    h.update("\n".join(corpus.vocab.itos).encode())
+    for name in sorted(corpus.tags):
+        s = corpus.tags[name]
+        h.update(name.encode() + s.train.numpy().tobytes() + s.valid.numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _source_identity(study: TrainingStudy, base: Path) -> str:
+    src = study.corpus.source
+    if src.startswith("hf:"):
+        return src
+    if src.startswith("builtin:"):
+        return f"{src} python {platform.python_version()}"  # the builtin text follows Python's version
+    path = Path(anchor(src, base))
+    return f"{path.resolve()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}"
+
+
+def _stats_path(study: TrainingStudy, tagsets: list[str], base: Path) -> Path:
+    key = json.dumps([study.corpus.model_dump(mode="json"), tagsets, study.experiment.seed,
+                      study.training.batch_size, study.training.bptt, _source_identity(study, base)], sort_keys=True)
+    return cache_dir() / "corpora" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def _stats(corpus: Corpus, study: TrainingStudy) -> dict:
+    return {"corpus_key": corpus_key(corpus), "steps_per_epoch": steps_per_epoch(corpus.train.numel(), study.training),
+            "tokens": [corpus.train.numel(), corpus.valid.numel(), corpus.test.numel()], "vocab": len(corpus.vocab)}
+
+
+@register
+class TrainingStudyPlugin(Study):
+    name = "training"
+    description = "networks measured while they train (training as time): LSTM language models and taggers"
+
+    def spec_model(self):
+        return spec_model()
+
+    def tables(self) -> dict[str, type]:
+        return dict(TABLES)
+
+    def check(self, spec: TrainingStudy, sf: SpecFile) -> list[str]:
+        return check_sources(spec, sf)
+
+    def prepare(self, spec: TrainingStudy, sf: SpecFile) -> Prepared:
+        unmet = missing_extras(spec)
+        device = device_unavailable(spec.training.device)
+        if device:
+            unmet.append(f"[training] device: {device}")
+        tagsets = [t for t in spec.tagsets() if not (unmet and t.startswith("spacy_"))]  # spaCy may be missing
+        stats_file = _stats_path(spec, tagsets, sf.path.parent)
+        stats = corpus = None
+        if stats_file.is_file():
+            stats = json.loads(stats_file.read_text())
+        else:
+            try:
+                corpus = self._load(spec, tagsets, sf.path.parent)
+                stats = _stats(corpus, spec)
+                stats_file.parent.mkdir(parents=True, exist_ok=True)
+                stats_file.write_text(json.dumps(stats))
+            except CorpusError as err:
+                if not spec.corpus.source.startswith("hf:"):
+                    raise Unavailable(str(err)) from None
+                unmet.append(str(err))
+        labels = [n.name for n in spec.model]
+        if unmet or stats is None:  # the schedule and the ids need the corpus: placeholders for the plan
+            tasks = [Task("", "train", "train", i, "train") for i in range(len(labels))]
+            tasks += [Task("", m.kind, m.kind, labels.index(n), task_label(m.kind, m.params()))
+                      for m in spec.measure for n in spec.measured(m)]
+            return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
+                            state={"stats": None, "steps": None, "corpus": None})
+        if stats["steps_per_epoch"] < 1:
+            raise SpecError(sf.path, [sf.problem(("training", "batch_size"), f"batch_size x bptt ({spec.training.batch_size} "
+                                                 f"x {spec.training.bptt}) is larger than the training split "
+                                                 f"({stats['tokens'][0]} tokens)")])
+        steps, tasks = make_tasks(spec, stats["steps_per_epoch"], stats["corpus_key"])
+        return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
+                        state={"stats": stats, "steps": steps, "corpus": corpus, "stats_file": stats_file,
+                               "tagsets": tagsets})
+
+    @staticmethod
+    def _load(spec: TrainingStudy, tagsets: list[str], base: Path) -> Corpus:
+        with offline_hub():  # a hub corpus from the local cache when the hub is off
+            return load_corpus(spec.corpus, tagsets, seed=spec.experiment.seed, base=base)
+
+    def describe(self, p: Prepared) -> list[str]:
+        s, stats, steps = p.spec, p.state["stats"], p.state["steps"]
+        if stats is None:
+            lines = [f"corpus     {s.corpus.source}: not read (see the requirements below); the schedule and the "
+                     "task ids follow once it is"]
+        else:
+            train, valid, test = stats["tokens"]
+            lines = [f"corpus     {s.corpus.source}: {train} / {valid} / {test} tokens (train/valid/test), "
+                     f"vocabulary {stats['vocab']}"]
+        lines.append("training   " + " ".join(f"{k}={v}" for k, v in s.training.model_dump().items()))
+        if steps is not None:
+            short = str(steps) if len(steps) <= 12 else \
+                f"[{', '.join(map(str, steps[:6]))}, ..., {', '.join(map(str, steps[-3:]))}]"
+            lines.append(f"schedule   {stats['steps_per_epoch']} steps/epoch; {len(steps)} checkpoints at steps {short}")
+        lines.append("models")
+        for i, n in enumerate(s.model):
+            extra = f" tagset={n.tagset} mode={n.mode}{' shuffled' if n.shuffled else ''}" if n.kind == "tagger" else ""
+            lines.append(f"  {n.name:<16} {n.kind} seed={s.network_seed(i)}{extra}")
+        lines.append("measures   (every parameter shown, defaults included)")
+        lines += [f"  {m.kind:<12} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
+        return lines
+
+    def plan_json(self, p: Prepared) -> dict:
+        stats = p.state["stats"]
+        return {"steps_per_epoch": stats["steps_per_epoch"] if stats else None, "checkpoint_steps": p.state["steps"]}
+
+    def open(self, p: Prepared, device, say) -> TrainingSession:
+        return TrainingSession(p, device)
+
+
+class TrainingSession:
+    """A training run: the corpus, the store's layout, the checkpoints, training and measuring."""
+
+    def __init__(self, p: Prepared, device):
+        self.p, self.spec, self.device = p, p.spec, device
+        st = p.state
+        corpus = st["corpus"] or TrainingStudyPlugin._load(self.spec, st["tagsets"], p.spec_file.path.parent)
+        if corpus_key(corpus) != st["stats"]["corpus_key"]:  # the source changed under the same identity (a hub set)
+            st["stats_file"].unlink(missing_ok=True)
+            raise Unavailable(f"[corpus] source {self.spec.corpus.source!r} changed since it was planned; run apply "
+                              "again to plan it anew")
+        set_precision("fp32")  # the thesis' LSTMs in IEEE fp32 (cuDNN would otherwise use TF32 on CUDA)
+        self.corpus, self.steps = corpus, st["steps"]
+        self.spe = st["stats"]["steps_per_epoch"]
+        self.layout = build_layout(self.spec, self.steps, self.spe, corpus)
+        self.train_ids = {t.network: t.id for t in p.tasks if t.kind == "train"}
+        self.paths: dict[tuple[int, int], Path] = {}
+        self.ctx: Context | None = None
+
+    def _dir(self, store, network: int) -> Path:
+        return checkpoint_dir(store.state_dir, self.spec.model[network].name, self.train_ids[network])
+
+    def write_inputs(self, store) -> None:
+        self.store = store
+        store.write("word_frequency", (slice(None),), np.asarray(self.corpus.frequencies(), dtype=np.int64))
+        if self.corpus.word_class:
+            store.write("word_class", (slice(None),), np.asarray(self.corpus.word_class, dtype=object))
+        for n in range(len(self.spec.model)):
+            for c, s in enumerate(self.steps):
+                f = self._dir(store, n) / f"step_{s:08d}.safetensors"
+                if checkpoint_exists(f, self.train_ids[n]):
+                    self.paths[(n, c)] = f
+        self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device, self.paths)
+
+    def available(self) -> set[str]:
+        return {checkpoint_resource(n, c) for n, c in self.paths}
+
+    def run(self, group: list[Task], report) -> dict:
+        (t,) = group
+        if t.kind == "train":
+            return self._train(t, report)
+        reg = measures("training")[t.kind]
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            reg(reg.Params(kind=t.kind, **t.params)).run(self.ctx, t)
+        return {}
+
+    def _train(self, t: Task, report) -> dict:
+        store, n = report.store, t.network
+        net = self.spec.model[n]
+        rel = lambda path: np.asarray(str(path.relative_to(self.p.store_path.parent)), dtype=object)  # noqa: E731
+        for item in train(net, t.params["seed"], self.spec.training, self.corpus, self.steps, t.id, self._dir(store, n),
+                          self.device, lambda step, total: report.progress(step)):
+            _write_curves(store, n, item.curves)
+            if isinstance(item, Saved):
+                self.paths[(n, item.index)] = item.path
+                store.write("checkpoint_path", (n, item.index), rel(item.path))
+                report.note("checkpoint", checkpoint=item.index, step=item.step, path=str(item.path))
+                report.provide(checkpoint_resource(n, item.index))
+            elif isinstance(item, Finished):
+                for c in range(len(self.steps)):
+                    if (n, c) in self.paths:
+                        store.write("checkpoint_path", (n, c), rel(self.paths[(n, c)]))
+                return {"resumed_from": item.resumed_from}
+        return {}
+
+
+def _write_curves(store, n: int, curves) -> None:
+    if curves.train_loss:
+        k = len(curves.train_loss)
+        store.write("train_loss", (n, slice(0, k)), np.asarray(curves.train_loss, dtype=np.float32))
+        store.write("learning_rate", (n, slice(0, k)), np.asarray(curves.lr, dtype=np.float32))
+    if curves.val_loss:
+        e = len(curves.val_loss)
+        val = np.asarray(curves.val_loss)
+        store.write("val_loss", (n, slice(0, e)), val.astype(np.float32))
+        store.write("val_perplexity", (n, slice(0, e)), np.exp(np.minimum(val, 700)).astype(np.float32))
+        store.write("epoch_train_loss", (n, slice(0, e)), np.asarray(curves.epoch_train_loss, dtype=np.float32))
+        store.write("epoch_learning_rate", (n, slice(0, e)), np.asarray(curves.epoch_lr, dtype=np.float32))

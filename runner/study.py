@@ -1,0 +1,168 @@
+"""Studies: the plugins that turn a spec into tasks and run them. The engine knows none by name.
+
+A study subclasses :class:`Study` and is registered with :func:`register`. The engine imports every
+package under ``runner/studies/`` and the ``transient.studies`` entry points (so that an installed
+package can add one); it names no study. A study provides:
+
+- its spec: ``spec_model()`` (its tables, with the papers' defaults; the ``[[measure]]`` entries
+  are the study's registered measures, :mod:`runner.measures`) and ``tables()`` for ``explain``;
+  a spec names its study in ``[experiment] study``, or the study is inferred from its tables;
+- ``check``: the problems only the file system can show (missing files), before any compute;
+- ``prepare``: the resolved spec as a :class:`Prepared` (tasks with ids and dependencies, the
+  requirements this machine does not meet, the text ``plan`` shows) without building models or
+  reading data;
+- ``open``: a :class:`Session` for a run, which builds what the tasks need and runs them.
+
+Variables carry their own plotting and summary hints (:func:`runner.measures.hints`), so ``show``,
+``status`` and the monitor read any store without the study's code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from runner.layout import Layout
+from runner.plan import Task
+from runner.specfile import SpecError, SpecFile, StudySpec
+
+ENTRY_POINTS = "transient.studies"
+#: The package whose subpackages are the built-in studies (found, not named, by the engine).
+PLUGINS = "runner.studies"
+_STUDIES: dict[str, type[Study]] = {}
+_loaded = False
+
+
+class Unavailable(Exception):
+    """A model, tokenizer or data set that cannot be loaded now; the message says which and why."""
+
+
+@dataclass
+class Prepared:
+    """A validated spec resolved into tasks, before anything runs."""
+
+    study: Study
+    spec: StudySpec
+    spec_file: SpecFile
+    tasks: list[Task]
+    labels: list[str]
+    """Network labels, indexed by ``Task.network``."""
+    device: str = "auto"
+    """The device the spec asks for."""
+    unmet: list[str] = field(default_factory=list)
+    """Requirements this machine does not meet; ``apply`` refuses while there are any."""
+    state: Any = None
+    """The study's own resolved data (networks, schedule, ...)."""
+
+    @property
+    def store_path(self) -> Path:
+        return self.spec.store_path()
+
+
+class Reporter(Protocol):
+    """What a running task tells the engine (and the store it writes to, ``store``)."""
+
+    def progress(self, step: int) -> None: ...
+    def provide(self, resource: str) -> None: ...
+    def note(self, event: str, **fields: Any) -> None: ...
+    def warn(self, message: str) -> None: ...
+
+
+class Session(Protocol):
+    """A study's run: built by :meth:`Study.open` once the store is locked."""
+
+    layout: Layout
+
+    def write_inputs(self, store) -> None:
+        """Write what does not belong to a task (input ids, word frequencies), once the arrays exist."""
+
+    def available(self) -> set[str]:
+        """Resources that already exist (checkpoints on disk)."""
+
+    def run(self, group: list[Task], report: Reporter) -> dict[str, Any]:
+        """Run a group of ready tasks; return extra fields for their records (``resumed_from``)."""
+
+
+class Study:
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def spec_model(self) -> type[StudySpec]:
+        raise NotImplementedError
+
+    def tables(self) -> dict[str, type]:
+        """Spec tables by name, for ``runner explain``."""
+        return {}
+
+    def check(self, spec: StudySpec, sf: SpecFile) -> list[str]:
+        """Problems the file system shows (as ``sf.problem`` lines): missing files, bad paths."""
+        return []
+
+    def prepare(self, spec: StudySpec, sf: SpecFile) -> Prepared:
+        raise NotImplementedError
+
+    def describe(self, p: Prepared) -> list[str]:
+        """The lines ``plan`` prints above the task list (every resolved parameter)."""
+        return []
+
+    def plan_json(self, p: Prepared) -> dict[str, Any]:
+        """Study-specific fields of ``plan --json`` (e.g. the checkpoint schedule)."""
+        return {}
+
+    def open(self, p: Prepared, device: Any, say: Callable[[str], None]) -> Session:
+        raise NotImplementedError
+
+
+def register(cls: type[Study]) -> type[Study]:
+    """Class decorator: make a study available to specs."""
+    _STUDIES[cls.name] = cls
+    return cls
+
+
+def studies() -> dict[str, type[Study]]:
+    """Every registered study: the built-in ones and those of installed plugins."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        plugins = importlib.import_module(PLUGINS)  # the built-in studies: every package in it
+        for module in pkgutil.iter_modules(plugins.__path__, PLUGINS + "."):
+            importlib.import_module(module.name)
+        for ep in entry_points(group=ENTRY_POINTS):
+            ep.load()
+    return dict(_STUDIES)
+
+
+def study_for(sf: SpecFile) -> Study:
+    """The study a spec belongs to: ``[experiment] study``, or else the one whose tables it has.
+
+    A study fits a spec when the spec has every table the study requires and none it does not
+    know; when none fits (a misspelt table), the study that knows most of its tables is taken, so
+    that its own validation names what is wrong. Two candidates: the message says to choose."""
+    known = studies()
+    experiment = sf.data.get("experiment")
+    named = experiment.get("study") if isinstance(experiment, dict) else None
+    if named is not None:
+        if named not in known:
+            raise SpecError(sf.path, [sf.problem(("experiment", "study"), f"unknown study {named!r}; "
+                                                 f"known: {', '.join(sorted(known))}")])
+        return known[named]()
+    tables = set(sf.data)
+    fields = {name: cls().spec_model().model_fields for name, cls in known.items()}
+    fits = [name for name, f in fields.items()
+            if tables <= set(f) and all(k in tables for k, v in f.items() if v.is_required())]
+    if not fits:
+        overlap = {name: len(tables & set(f)) for name, f in fields.items()}
+        best = max(overlap.values(), default=0)
+        fits = [name for name, n in overlap.items() if n == best and n > 0]
+    if len(fits) == 1:
+        return known[fits[0]]()
+    if not fits:
+        raise SpecError(sf.path, [sf.problem(("experiment",), "which study is this? Set [experiment] study to one "
+                                             f"of {', '.join(sorted(known))}")])
+    raise SpecError(sf.path, [sf.problem(("experiment",), f"the tables fit the studies {' and '.join(sorted(fits))}; "
+                                         "set [experiment] study to say which")])

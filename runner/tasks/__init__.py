@@ -1,1 +1,0 @@
-"""What tasks do: iterate a network (depth dynamics), derive measures from stored results."""
