@@ -22,18 +22,14 @@ from __future__ import annotations
 
 import json
 import typing
-from importlib.metadata import entry_points
 from typing import Annotated, Any, ClassVar, Union
 
 from pydantic import Field
 
 from runner.specfile import Table
 
-ENTRY_POINTS = "transient.measures"
-
 #: study name -> measure kind -> registration
 _REGISTRY: dict[str, dict[str, type[Measure]]] = {}
-_loaded = False
 
 #: How ``show`` may reduce a variable of one network to a headline number (see runner.status).
 REDUCTIONS = ("mean", "finite_mean", "median_nonneg", "last", "first_mean", "count_nonneg", "count_true", "value")
@@ -88,7 +84,7 @@ def register(cls: type[Measure]) -> type[Measure]:
 
 
 def measures(study: str) -> dict[str, type[Measure]]:
-    """The registered measures of a study (plugins from the ``transient.measures`` entry points too)."""
+    """The registered measures of a study (plugins included, :mod:`runner.plugins`)."""
     _load_entry_points()
     return dict(_REGISTRY.get(study, {}))
 
@@ -102,8 +98,6 @@ def params_union(study: str) -> Any:
 
 
 def _load_entry_points() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for ep in entry_points(group=ENTRY_POINTS):
-            ep.load()  # importing the module registers its measures
+    from runner.plugins import load_plugins
+
+    load_plugins()

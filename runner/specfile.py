@@ -214,6 +214,13 @@ def locate(text: str, loc: tuple) -> int:
     return header_line
 
 
+def repeated(entries: list, table: str, what: str = "names") -> list[tuple[Loc, str]]:
+    """A problem for each ``[[table]]`` entry whose ``name`` an earlier entry has."""
+    names = [e.name for e in entries]
+    return [((table, i, "name"), f"{table} {what} must be unique; {n!r} is repeated")
+            for i, n in enumerate(names) if n in names[:i]]
+
+
 class Experiment(Table):
     name: Name
     """Experiment name; the store defaults to ``store/<name>.zarr``."""

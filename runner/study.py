@@ -1,8 +1,7 @@
 """Studies: the plugins that turn a spec into tasks and run them. The engine knows none by name.
 
-A study subclasses :class:`Study` and is registered with :func:`register`. The engine imports every
-package under ``runner/studies/`` and the ``transient.studies`` entry points (so that an installed
-package can add one); it names no study. A study provides:
+A study subclasses :class:`Study` and is registered with :func:`register`; the engine finds the
+studies through :mod:`runner.plugins` and names none. A study provides:
 
 - its spec: ``spec_model()`` (its tables, with the papers' defaults; the ``[[measure]]`` entries
   are the study's registered measures, :mod:`runner.measures`) and ``tables()`` for ``explain``;
@@ -19,23 +18,17 @@ Variables carry their own plotting and summary hints (:func:`runner.measures.hin
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from runner.layout import Layout
+from runner.plugins import load_plugins
 from runner.plan import Task
 from runner.specfile import SpecError, SpecFile, StudySpec
 
-ENTRY_POINTS = "transient.studies"
-#: The package whose subpackages are the built-in studies (found, not named, by the engine).
-PLUGINS = "runner.studies"
 _STUDIES: dict[str, type[Study]] = {}
-_loaded = False
 
 
 class Unavailable(Exception):
@@ -91,13 +84,16 @@ class Session(Protocol):
 class Study:
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    spec_factory: ClassVar[Callable[[], type[StudySpec]]]
+    """Returns the root model of the study's specs (with the measures registered now)."""
+    table_models: ClassVar[dict[str, type]] = {}
+    """Spec tables by name, for ``runner explain``."""
 
     def spec_model(self) -> type[StudySpec]:
-        raise NotImplementedError
+        return type(self).spec_factory()
 
     def tables(self) -> dict[str, type]:
-        """Spec tables by name, for ``runner explain``."""
-        return {}
+        return dict(self.table_models)
 
     def check(self, spec: StudySpec, sf: SpecFile) -> list[str]:
         """Problems the file system shows (as ``sf.problem`` lines): missing files, bad paths."""
@@ -126,14 +122,7 @@ def register(cls: type[Study]) -> type[Study]:
 
 def studies() -> dict[str, type[Study]]:
     """Every registered study: the built-in ones and those of installed plugins."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        plugins = importlib.import_module(PLUGINS)  # the built-in studies: every package in it
-        for module in pkgutil.iter_modules(plugins.__path__, PLUGINS + "."):
-            importlib.import_module(module.name)
-        for ep in entry_points(group=ENTRY_POINTS):
-            ep.load()
+    load_plugins()
     return dict(_STUDIES)
 
 

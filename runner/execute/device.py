@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Annotated
 
 import torch
+from pydantic import AfterValidator
 
 
 def pick_device(requested: str = "auto") -> torch.device:
@@ -79,6 +81,17 @@ def _apply_in_parts(model, z: torch.Tensor, mask: torch.Tensor | None, batch_siz
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 VALID_DEVICES = "auto, cpu, cuda, cuda:N"
+
+
+def _valid_device(value: str) -> str:
+    problem = device_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+#: A spec field naming a device: ``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:1``...
+DeviceName = Annotated[str, AfterValidator(_valid_device)]
 
 
 def device_problem(requested: str) -> str | None:

@@ -145,3 +145,18 @@ def test_every_shipped_spec_plans_offline_and_apply_names_what_is_missing(path, 
     assert apply.returncode == 66, apply.stderr
     assert all(r in apply.stderr for r in result["unmet"])
     assert not (tmp_path / "store").exists(), "nothing is computed or created before the requirements are met"
+
+
+def test_a_store_of_an_older_format_says_what_to_do(tmp_path):
+    """store_format 2 made `network` an index of labels; a store written before is not written to."""
+    spec = write_spec(tmp_path, maps_spec("old", steps=20))
+    assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
+    meta = tmp_path / "store/old.zarr/zarr.json"
+    data = json.loads(meta.read_text())
+    del data["attributes"]["store_format"]  # as the runner wrote it before format 2
+    meta.write_text(json.dumps(data))
+    for command in ("plan", "apply"):
+        result = run_cli(command, spec, cwd=tmp_path)
+        assert result.returncode == 65, result.stderr
+        assert "written by an older runner (store format 1" in result.stderr
+        assert f"mv {Path('store/old.zarr')} store/old.zarr.v1" in result.stderr and "Traceback" not in result.stderr

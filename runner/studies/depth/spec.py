@@ -11,12 +11,12 @@ import functools
 import math
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
 from models.registry import family_for
-from runner.execute.device import device_problem
+from runner.execute.device import DeviceName
 from runner.measures import measures, params_union
-from runner.specfile import Name, StudySpec, Table
+from runner.specfile import Name, StudySpec, Table, repeated
 
 Precision = Literal["fp32", "fp64", "tf32"]
 
@@ -96,7 +96,7 @@ class DynamicsSpec(Table):
     """t = 0 .. steps applications of f (paper: 500 short-term, 1e6 long-term)."""
     precision: Precision = "fp32"
     """fp32 (default), fp64, or tf32 (opt-in; biases negative exponents, see docs)."""
-    device: str = "auto"
+    device: DeviceName = "auto"
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:1``..."""
     implementation: Literal["fused", "transformers"] = "fused"
     """ALBERT layer: ``fused`` (one QKV GEMM, SDPA, one-kernel GELU) or the ``transformers`` module."""
@@ -105,13 +105,6 @@ class DynamicsSpec(Table):
     batch_size: int | None = Field(None, ge=1)
     """Sequences per application of f (default: all at once; halved automatically on OOM)."""
 
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        problem = device_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
 
 class DepthSpec(StudySpec):
@@ -123,11 +116,7 @@ class DepthSpec(StudySpec):
     measure: list[Any] = Field(min_length=1)
 
     def problems(self) -> list[tuple[tuple, str]]:
-        out: list[tuple[tuple, str]] = []
-        names = [m.name for m in self.model]
-        for i, n in enumerate(names):
-            if n in names[:i]:
-                out.append((("model", i, "name"), f"model names must be unique; {n!r} is repeated"))
+        out = repeated(self.model, "model")
         kinds = [m.kind for m in self.measure]
         registry = measures("depth")
         for i, k in enumerate(kinds):

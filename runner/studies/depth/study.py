@@ -80,11 +80,8 @@ class DepthStudy(Study):
     name = "depth"
     description = "a layer applied again and again (depth as time): ALBERT, reference maps"
 
-    def spec_model(self):
-        return spec_model()
-
-    def tables(self) -> dict[str, type]:
-        return dict(TABLES)
+    spec_factory = staticmethod(spec_model)
+    table_models = TABLES
 
     def check(self, spec: DepthSpec, sf: SpecFile) -> list[str]:
         """Local paths named by the spec must exist (hub ids are checked when resolved)."""

@@ -12,12 +12,12 @@ import functools
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, create_model, field_validator, model_validator
+from pydantic import Field, create_model, model_validator
 
 from runner.data.sources import anchor
-from runner.execute.device import device_problem
+from runner.execute.device import DeviceName
 from runner.measures import measures, params_union
-from runner.specfile import Name, SpecFile, StudySpec, Table
+from runner.specfile import Name, SpecFile, StudySpec, Table, repeated
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 Layer = Literal["embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits"]
@@ -75,16 +75,9 @@ class TrainingSpec(Table):
     """Units of each LSTM layer (thesis: 200)."""
     num_layers: int = Field(2, ge=1, le=4)
     """LSTM layers of the language model (thesis: 2); taggers have one."""
-    device: str = "auto"
+    device: DeviceName = "auto"
     """``auto`` (CUDA when present), ``cpu``, ``cuda``..."""
 
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str) -> str:
-        problem = device_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
     log_every: int = Field(1, ge=1)
     """Keep the training loss and learning rate every n optimizer steps."""
 
@@ -149,11 +142,8 @@ class TrainingStudy(StudySpec):
         return data
 
     def problems(self) -> list[tuple[tuple, str]]:
-        out: list[tuple[tuple, str]] = []
+        out = repeated(self.model, "model")
         names = [n.name for n in self.model]
-        for i, n in enumerate(names):
-            if n in names[:i]:
-                out.append((("model", i, "name"), f"model names must be unique; {n!r} is repeated"))
         known = set(names)
         seen = [(m.kind, getattr(m, "compare", None)) for m in self.measure]
         for i, (k, c) in enumerate(seen):

@@ -71,14 +71,10 @@ def _stats(corpus: Corpus, study: TrainingStudy) -> dict:
 
 @register
 class TrainingStudyPlugin(Study):
-    name = "training"
-    description = "networks measured while they train (training as time): LSTM language models and taggers"
+    """Networks measured while they train (training as time): LSTM language models and taggers."""
 
-    def spec_model(self):
-        return spec_model()
-
-    def tables(self) -> dict[str, type]:
-        return dict(TABLES)
+    name, spec_factory, table_models = "training", staticmethod(spec_model), TABLES
+    description = __doc__.strip()
 
     def check(self, spec: TrainingStudy, sf: SpecFile) -> list[str]:
         return check_sources(spec, sf)

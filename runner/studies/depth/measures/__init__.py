@@ -1,3 +1,7 @@
-"""The depth study's measures, one registration per module (imported here to register them)."""
+"""The study's measures, one registration per module; every module here is imported (and so registered)."""
 
-from . import attention, effective_dimension, lyapunov, pca, token_deviation, trajectory, transient_chaos  # noqa: F401
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__, __name__ + "."):
+    importlib.import_module(_module.name)

@@ -1,3 +1,7 @@
-"""The training study's measures, one registration per module (imported here to register them)."""
+"""The study's measures, one registration per module; every module here is imported (and so registered)."""
 
-from . import diagnostic, lca, sparsity, svcca  # noqa: F401
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__, __name__ + "."):
+    importlib.import_module(_module.name)

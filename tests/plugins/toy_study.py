@@ -1,0 +1,106 @@
+"""A study added without touching the engine: random walks, measured by their mean squared displacement.
+
+Known answer: for steps of +-1, E[x_t^2] = t. One task per walk measure; it runs in segments,
+saves a durable point after each, and resumes from it after a kill.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from runner import interrupt
+from runner.execute.checkpoint import load_checkpoint, save_checkpoint
+from runner.layout import LayoutBuilder, network_coords
+from runner.measures import Measure, MeasureParams, hints, measures, params_union, register
+from runner.plan import Task, task_id
+from runner.specfile import StudySpec, Table
+from runner.study import Prepared, Study
+from runner.study import register as register_study
+
+
+class Walk(Table):
+    walkers: int = Field(1000, ge=1)
+    steps: int = Field(200, ge=1)
+    segment: int = Field(50, ge=1)
+    """Steps between durable points."""
+
+
+class MSDParams(MeasureParams):
+    """Mean squared displacement <x_t^2> over walkers (known answer: t)."""
+
+    kind: Literal["msd"]
+
+
+@register
+class MSD(Measure):
+    study, when, Params = "walk", "step", MSDParams
+
+
+class WalkSpec(StudySpec):
+    walk: Walk = Walk()
+    measure: list[params_union("walk")] = Field(min_length=1)  # type: ignore[valid-type]
+
+
+@register_study
+class WalkStudy(Study):
+    name = "walk"
+    description = "random walks (a toy study of the engine's tests)"
+
+    spec_factory = staticmethod(lambda: WalkSpec)
+    table_models = {"walk": Walk}
+
+    def prepare(self, spec, sf) -> Prepared:
+        w = spec.walk
+        tasks = [Task(task_id({"walk": w.model_dump(), "seed": spec.experiment.seed, "measure": m.kind,
+                               "v": measures("walk")[m.kind].version}), "walk", m.kind, 0, m.kind, steps=w.steps)
+                 for m in spec.measure]
+        return Prepared(self, spec, sf, tasks, ["walkers"], "cpu")
+
+    def describe(self, p):
+        return [f"walk       {p.spec.walk.walkers} walkers x {p.spec.walk.steps} steps of +-1"]
+
+    def open(self, p, device, say):
+        return WalkSession(p)
+
+
+class WalkSession:
+    def __init__(self, p: Prepared):
+        self.p, w = p, p.spec.walk
+        b = LayoutBuilder(segment=w.segment, reference="a known answer: E[x_t^2] = t")
+        network_coords(b, ["walkers"], ["walk"], [0])
+        dim = b.axis("msd_step", 1, w.steps, 1)
+        b.var("msd", "msd", ("network", dim), "float64", np.nan, "mean squared displacement", "1",
+              "<x_t^2> over walkers", **hints(plot="series", headline=("MSD at the end", "last")))
+        self.layout = b.build()
+
+    def write_inputs(self, store):
+        pass
+
+    def available(self):
+        return set()
+
+    def run(self, group, report):
+        (t,) = group
+        w, store = self.p.spec.walk, report.store
+        path = Path(store.state_dir) / "checkpoints" / f"{t.id}.safetensors"
+        saved = load_checkpoint(path, [t.id], store.store_id, torch.device("cpu"))
+        x, start = (saved[0]["x"], saved[1]["t"]) if saved else (torch.zeros(w.walkers, dtype=torch.float64), 0)
+        for seg in range(start, w.steps, w.segment):
+            end = min(seg + w.segment, w.steps)
+            gen = torch.Generator().manual_seed(self.p.spec.experiment.seed * 1_000_003 + seg)  # one stream a segment
+            msd = []
+            for step in range(seg + 1, end + 1):
+                x = x + (torch.randint(0, 2, (w.walkers,), generator=gen) * 2 - 1)
+                msd.append(float((x * x).mean()))
+                report.progress(step)
+                interrupt.check()
+                interrupt.stall_point(store.state_dir, "walkers", step)
+            store.write("msd", (0, slice(seg, end)), np.asarray(msd))
+            save_checkpoint(path, {"x": x}, [t.id], store.store_id, t=end)
+        path.unlink(missing_ok=True)
+        return {"resumed_from": start}

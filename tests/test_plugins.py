@@ -1,0 +1,138 @@
+"""A measure, a model family and a study, each defined entirely in a test file (tests/plugins/), plan,
+apply, resume after ``kill -9``, show their results and appear in the monitor, through the real
+CLI, without any engine code knowing them (docs/extending.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from runner.tui.reader import read_summaries
+from tests.runner.helpers import RUNNER, cli_env, write_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = "tests.plugins.toy_measure,tests.plugins.toy_map,tests.plugins.toy_study"
+
+MAPS = """
+[experiment]
+name = "plugins"
+
+[[model]]
+name = "rotation"
+source = "map:rotation"
+params = { angle = 0.3 }
+
+[[model]]
+name = "tanh"
+source = "map:tanh"
+params = { g = 0.5, n = 16 }
+
+[input]
+samples = 16
+
+[dynamics]
+steps = 3000
+precision = "fp64"
+checkpoint_every = 500
+
+[[measure]]
+kind = "lyapunov"
+k = 1e-8
+tau = 1
+
+[[measure]]
+kind = "state_rms"
+every = 10
+"""
+
+WALK = """
+[experiment]
+name = "walks"
+seed = 3
+
+[walk]
+walkers = 20000
+steps = 400
+segment = 100
+
+[[measure]]
+kind = "msd"
+"""
+
+
+def runner(*args, cwd: Path, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([*RUNNER, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env=cli_env(cwd, TRANSIENT_PLUGINS=PLUGINS, PYTHONPATH=str(ROOT), **env))
+
+
+def killed_and_resumed(root: Path, text: str, store: str, stall: str) -> xr.Dataset:
+    """Apply ``text`` in ``root``, kill -9 it where the stall hook pauses it, apply again; the store."""
+    spec = write_spec(root, text)
+    proc = subprocess.Popen([*RUNNER, "apply", str(spec), "-q"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=cli_env(root, TRANSIENT_PLUGINS=PLUGINS, PYTHONPATH=str(ROOT),
+                                                                RUNNER_TEST_STALL=stall))
+    marker = root / "store" / f"{store}.runner" / "stalled"
+    deadline = time.monotonic() + 300  # bounds a failure only
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    marker.unlink()
+    resumed = runner("apply", spec, cwd=root)
+    assert resumed.returncode == 0, resumed.stderr
+    events = [json.loads(x) for x in (marker.parent / "events.jsonl").read_text().splitlines()]
+    assert max(e.get("resumed_from", 0) for e in events if e["event"] == "task_done") > 0, "restarted from scratch"
+    return xr.open_zarr(root / "store" / f"{store}.zarr").load()
+
+
+def test_a_measure_and_a_model_family_from_plugins(tmp_path):
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    spec = write_spec(ref, MAPS)
+    plan = runner("plan", spec, cwd=ref)
+    assert plan.returncode == 0, plan.stderr
+    assert "state_rms" in plan.stdout and "map:rotation" in plan.stdout
+    assert runner("apply", spec, cwd=ref).returncode == 0
+    ds = xr.open_zarr(ref / "store/plugins.zarr").load()
+    # known answers: a rotation keeps every norm and has Lyapunov exponent 0
+    np.testing.assert_allclose(ds.state_rms.sel(network="rotation"), 1 / math.sqrt(2), rtol=1e-12)
+    assert abs(float(ds.lyapunov_per_step.sel(network="rotation").mean())) < 1e-9
+    assert float(ds.lyapunov_per_step.sel(network="tanh").mean()) < 0
+    show = runner("show", ref / "store/plugins.zarr", cwd=ref)
+    assert "mean state RMS" in show.stdout and "rotation=0.7071" in show.stdout
+    assert "state_rms" in read_summaries(ref / "store/plugins.zarr").series  # the monitor plots it
+
+    resumed = killed_and_resumed(tmp_path, MAPS, "plugins", stall="tanh@1700")
+    xr.testing.assert_equal(resumed.drop_attrs(), ds.drop_attrs())
+
+
+def test_a_study_from_a_plugin(tmp_path):
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    spec = write_spec(ref, WALK)
+    plan = runner("plan", spec, "--json", cwd=ref)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["study"] == "walk"  # inferred from its [walk] table
+    apply = runner("apply", spec, cwd=ref)
+    assert apply.returncode == 0, apply.stderr
+    assert "nothing to do" in runner("apply", spec, cwd=ref).stdout
+    ds = xr.open_zarr(ref / "store/walks.zarr").load()
+    t = ds.msd_step.values
+    # known answer: E[x_t^2] = t; the standard error of the mean of x_t^2 is t sqrt(2 / walkers)
+    assert (np.abs(ds.msd.sel(network="walkers").values - t) < 5 * t * math.sqrt(2 / 20000)).all()
+    show = runner("show", ref / "store/walks.zarr", cwd=ref)
+    assert "MSD at the end" in show.stdout
+    status = json.loads(runner("status", spec, "--json", cwd=ref).stdout)
+    assert status["state"] == "done"
+    assert "msd" in read_summaries(ref / "store/walks.zarr").series
+
+    resumed = killed_and_resumed(tmp_path, WALK, "walks", stall="walkers@250")
+    xr.testing.assert_equal(resumed.drop_attrs(), ds.drop_attrs())
