@@ -34,7 +34,7 @@ _REGISTRY: dict[str, dict[str, type[Measure]]] = {}
 #: How ``show`` may reduce a variable of one network to a headline number (see runner.status).
 REDUCTIONS = ("mean", "finite_mean", "median_nonneg", "last", "first_mean", "count_nonneg", "count_true", "value")
 #: How the monitor may plot a variable (see runner.tui).
-PLOTS = ("series", "log_series", "histogram")
+PLOTS = ("series", "log_series", "histogram", "curve")
 
 
 class MeasureParams(Table):
@@ -63,10 +63,13 @@ class Measure:
         return typing.get_args(cls.Params.model_fields["kind"].annotation)[0]
 
 
-def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str] | None = None) -> dict[str, Any]:
+def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str] | None = None,
+          overlay: str | None = None) -> dict[str, Any]:
     """Variable attributes that tell the monitor how to plot it (``order``: its place among the
-    plots) and ``show`` how to summarise it (``(label, reduction)``, see :data:`REDUCTIONS`)."""
-    out: dict[str, Any] = {}
+    plots; ``series``/``log_series``/``histogram`` summarise samples, ``curve`` draws one line per
+    network or layer; ``overlay``: a variable drawn over it for one network) and ``show`` how to
+    summarise it (``(label, reduction)``, see :data:`REDUCTIONS`)."""
+    out: dict[str, Any] = {"runner_plot_overlay": overlay} if overlay else {}
     if plot is not None:
         assert plot in PLOTS, plot
         out["runner_plot"] = plot

@@ -209,7 +209,7 @@ class MonitorApp(App):
         if self.data is None:
             return list(SERIES)
         if self.training:
-            return list(self.data.curves) or ["train_loss"]
+            return list(self.data.curves) or ["(no curves yet)"]
         return list(self.data.series) or list(SERIES)
 
     def _draw(self) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from runner.events import EventReader
 from runner.status import fold_status, store_of
 from runner.store import read_tasks, runner_dir
-from runner.tui.training import Curves, is_training, read_training
+from runner.tui.training import Curves, is_curve, read_training
 
 # The depth plots a store usually offers, in the order `v` cycles through them (shown before any
 # store is read); a store says what it offers in its variables' ``runner_plot`` attributes.
@@ -141,7 +141,8 @@ def _is_training_store(path: Path) -> bool:
     try:
         import zarr
 
-        return is_training(zarr.open_group(path, mode="r", use_consolidated=False).array_keys())
+        g = zarr.open_group(path, mode="r", use_consolidated=False)
+        return any(is_curve(g[name].attrs) for name in g.array_keys())
     except Exception:
         return False
 
@@ -194,8 +195,9 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
 
     Values not yet written are NaN (fill) or -1 for integer results: they are skipped. ``upto`` (a
     step) limits the read to the steps written so far; at most ``max_points`` steps are read along
-    time (evenly strided: a terminal plot has fewer columns than that). A training store (it has
-    ``train_loss``) is read by :func:`runner.tui.training.read_training` instead.
+    time (evenly strided: a terminal plot has fewer columns than that). A store whose variables
+    are curves (``runner_plot = "curve"``, a training store) is read by
+    :func:`runner.tui.training.read_training` instead.
     """
     import xarray as xr
 
@@ -207,7 +209,7 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
         variables = [(n, tuple(v.dims), str(v.dtype), str(v.attrs.get("long_name", "")), str(v.attrs.get("units", "")))
                      for n, v in ds.data_vars.items()]
         series, curves = {}, {}
-        kind = "training" if is_training(ds.data_vars) else "dynamics"
+        kind = "training" if any(is_curve(v.attrs) for v in ds.data_vars.values()) else "dynamics"
         if kind == "training":
             curves = read_training(ds, labels, max_points)
         for name in plotted(ds) if kind == "dynamics" else ():

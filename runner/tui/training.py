@@ -1,14 +1,15 @@
-"""What the plots view shows of a training store: curves per step or epoch, measures per checkpoint.
+"""What the plots view shows of a store's *curves*: variables whose ``runner_plot`` is ``curve``.
 
-No Textual import. :func:`read_training` turns an open dataset into :class:`Curves` (one per plotted
-variable, NaN kept: unfinished checkpoints are NaN and are skipped when drawn); :func:`lines` picks
-the lines to draw for a network and a layer selection:
+No Textual import, no study's names: :func:`read_training` turns the curve variables of an open
+dataset into :class:`Curves` (in their ``runner_plot_order``; NaN kept: unwritten values are
+skipped when drawn), by their dims:
 
-- loss curves (``train_loss`` per step, ``val_loss`` / ``val_perplexity`` per epoch): one line per
-  network, or the selected network (``train_loss`` then also shows ``val_loss`` at each epoch's end);
-- measures per checkpoint (``svcca_final`` ..., ``chi_mean`` per quantity, ``lca``): one line per
-  layer (or parameter group) for one network (the selected one; with "all", the first with values),
-  or, with a layer selected, one line per network for that layer. x is the checkpoint's ``step``.
+- ``(network, t)``: one line per network, or the selected network (with its ``runner_plot_overlay``
+  variable drawn over it, mapped onto ``t`` through the store's ``step`` and ``epoch`` coordinates);
+- ``(network, t, group)`` (a layer, a parameter group): one line per group for one network (the
+  selected one; with "all", the first with values), or, with a group selected, one line per
+  network; x is ``t``'s ``step`` coordinate when it has one;
+- ``(network, t, split, group)``: one such plot per value of ``split`` (``chi_mean:gradient``).
 """
 
 from __future__ import annotations
@@ -17,14 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Offered in this order when the store has them; other (network, checkpoint, layer-like) variables follow.
-ORDER = ("train_loss", "val_loss", "val_perplexity", "svcca_final", "pwcca_final", "cka_final",
-         "chi_mean:activation", "chi_mean:gradient", "lca")
-GROUP_DIMS = ("layer", "parameter_group")
-
-
-def is_training(names) -> bool:
-    return "train_loss" in names
+def is_curve(attrs) -> bool:
+    return attrs.get("runner_plot") == "curve"
 
 
 @dataclass
@@ -41,7 +36,7 @@ class Curves:
     groups: list[str] = field(default_factory=list)
     group_dim: str = ""
     overlay: Curves | None = None
-    """Drawn with a single network: validation loss at each epoch's last step, on ``train_loss``."""
+    """Drawn with a single network: the ``runner_plot_overlay`` variable (validation loss at each epoch's last step)."""
 
     def has_data(self, net: int) -> bool:
         return net < self.y.shape[0] and bool(np.isfinite(self.y[net]).any())
@@ -53,37 +48,35 @@ def _label(coord) -> str:
     return name if units in ("", "1") else f"{name} [{units}]"
 
 
-def _thin(var, max_points: int):
-    n = var.sizes["train_step"]
-    return var.isel(train_step=slice(None, None, -(-n // max_points))) if n > max_points else var
+def _thin(var, dim: str, max_points: int):
+    n = var.sizes[dim]
+    return var.isel({dim: slice(None, None, -(-n // max_points))}) if n > max_points else var
 
 
 def read_training(ds, labels: list[str], max_points: int = 1000) -> dict[str, Curves]:
     out: dict[str, Curves] = {}
-    for name, var in ds.data_vars.items():
+    names = sorted((n for n, v in ds.data_vars.items() if is_curve(v.attrs)),
+                   key=lambda n: (int(ds[n].attrs.get("runner_plot_order", 100)), n))
+    for name in names:
+        var = ds[name]
         dims = tuple(var.dims)
-        if dims[:1] != ("network",) or np.dtype(var.dtype).kind != "f":
-            continue
         base = dict(long_name=str(var.attrs.get("long_name", name)), units=str(var.attrs.get("units", "")),
                     networks=labels)
-        if dims == ("network", "train_step"):
-            var = _thin(var, max_points)
-            out[name] = Curves(name, x_label=_label(var["train_step"]), x=_num(var["train_step"]),
-                               y=_num(var), **base)
-        elif dims == ("network", "training_epoch"):
-            out[name] = Curves(name, x_label=_label(var["training_epoch"]), x=_num(var["training_epoch"]),
-                               y=_num(var), **base)
-        elif len(dims) == 3 and dims[1] == "checkpoint" and dims[2] in GROUP_DIMS:
+        if len(dims) == 2:
+            var = _thin(var, dims[1], max_points)
+            out[name] = Curves(name, x_label=_label(var[dims[1]]), x=_num(var[dims[1]]), y=_num(var), **base)
+        elif len(dims) == 3:
             out[name] = _per_checkpoint(name, var, var, base)
-        elif dims[1:] == ("checkpoint", "quantity", "layer"):
-            for q in var["quantity"].values:
-                sub = var.sel(quantity=q)
+        elif len(dims) == 4:
+            for q in var[dims[2]].values:
+                sub = var.sel({dims[2]: q})
                 out[f"{name}:{q}"] = _per_checkpoint(f"{name}:{q}", sub, var, dict(
                     base, long_name=f"{base['long_name']}, {q}"))
-    if "train_loss" in out and "val_loss" in out:
-        out["train_loss"].overlay = _val_at_steps(ds, out["val_loss"])
-    order = {k: i for i, k in enumerate(ORDER)}
-    return dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+    for name, curves in out.items():
+        overlay = ds[name].attrs.get("runner_plot_overlay") if name in ds.data_vars else None
+        if overlay in out:
+            curves.overlay = _val_at_steps(ds, out[overlay])
+    return out
 
 
 def _per_checkpoint(key: str, var, full, base: dict) -> Curves:

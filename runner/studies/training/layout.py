@@ -49,18 +49,18 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
     var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", "1",
         "safetensors file of the weights, relative to the store's parent folder ('' while not saved)")
     var("train_loss", "train", ("network", "train_step"), "float32", np.nan, "training loss (nats per token)", "1",
-        "mean cross entropy of the batch at this step (dropout on)")
+        "mean cross entropy of the batch at this step (dropout on)", **hints(plot="curve", order=0, overlay="val_loss"))
     var("learning_rate", "train", ("network", "train_step"), "float32", np.nan, "learning rate", "1",
         "SGD rate at this step; divided by lr_decay after an epoch whose validation loss did not improve",
-        lr=study.training.lr, lr_decay=study.training.lr_decay)
+        lr=study.training.lr, lr_decay=study.training.lr_decay, **hints(plot="curve", order=20))
     var("val_loss", "train", ("network", "training_epoch"), "float32", np.nan, "validation loss (nats per token)", "1",
-        "mean cross entropy on the validation split after the epoch (dropout off)")
+        "mean cross entropy on the validation split after the epoch (dropout off)", **hints(plot="curve", order=1))
     var("val_perplexity", "train", ("network", "training_epoch"), "float32", np.nan, "validation perplexity", "1",
-        "exp(val_loss)", **hints(headline=("final val perplexity", "last")))
+        "exp(val_loss)", **hints(plot="curve", order=2, headline=("final val perplexity", "last")))
     var("epoch_train_loss", "train", ("network", "training_epoch"), "float32", np.nan,
-        "mean training loss (nats per token)", "1", "mean over the epoch's batches")
+        "mean training loss (nats per token)", "1", "mean over the epoch's batches", **hints(plot="curve", order=20))
     var("epoch_learning_rate", "train", ("network", "training_epoch"), "float32", np.nan, "learning rate", "1",
-        "rate used during the epoch")
+        "rate used during the epoch", **hints(plot="curve", order=20))
     var("word_frequency", "corpus", ("vocab",), "int64", -1, "word frequency", "1",
         "count in the training split (<unk> sums the words folded into it)")
     var("word_class", "corpus", ("vocab",), str, "", "POS class", "1",

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from analyses.loss_change import group_allocations, loss_change_allocation
 from runner.data.tokens import get_batch
-from runner.measures import register
+from runner.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 
 
@@ -76,7 +76,8 @@ class LossChange(CheckpointMeasure):
         b.var("lca", "lca", ("network", "checkpoint", "parameter_group"), "float64", np.nan,
               "loss change allocation (nats per token)", "1",
               "sum over the layer's parameters of g~_i (theta_c,i - theta_c-1,i), from the previous checkpoint "
-              "(Lan et al. 2019; thesis Sec. 6.1.1.1); negative = the layer lowered the loss", rule=self.p.rule)
+              "(Lan et al. 2019; thesis Sec. 6.1.1.1); negative = the layer lowered the loss", rule=self.p.rule,
+              **hints(plot="curve", order=8))
         b.var("loss_change", "lca", ("network", "checkpoint"), "float64", np.nan, "loss change (nats per token)", "1",
               "L(theta_c) - L(theta_c-1) on the analysis tokens (dropout off)")
 

@@ -11,7 +11,7 @@ from pydantic import Field
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from models.lstm import capture
 from runner.data.tokens import get_batch
-from runner.measures import register
+from runner.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
 
@@ -50,7 +50,7 @@ class Sparsity(CheckpointMeasure):
         b.coord("word_count", np.asarray(corpus.frequencies())[top], ("word",), long_name="training frequency")
         cell = ("network", "checkpoint", "quantity", "layer")
         b.var("chi_mean", "sparsity", cell, "float64", np.nan, "mean sparsity chi", "1",
-              "mean over analysis tokens of chi(v) = ||v||_2 / ||v||_1 (Ch. 6 Sec. 2)")
+              "mean over analysis tokens of chi(v) = ||v||_2 / ||v||_1 (Ch. 6 Sec. 2)", **hints(plot="curve", order=6))
         for side, word in (("target", "x_t, the word predicted"), ("input", "x_{t-1}, the word read")):
             b.var(f"rho_{side}", "sparsity", cell + ("word_class_split",), "float64", np.nan, f"rho ({side} word)", "1",
                   f"Pearson r over words of mu_(t: {word} = w) chi and the word's training frequency (Fig. 3-4)",

@@ -59,8 +59,10 @@ class SVCCA(CheckpointMeasure):
             b.coord("tagger_network", np.array([shape.names.index(r) for r in p.reference]), ("tagger",))
             dims = ("network", "checkpoint", "tagger", "layer")
             what = "the tagger's LSTM layer at the same checkpoint"
-        for stat, desc in STATISTICS.items():
-            extra = hints(headline=("SVCCA first vs final ckpt", "first_mean")) if (stat, p.compare) == ("svcca", "final") else {}
+        for k, (stat, desc) in enumerate(STATISTICS.items()):
+            extra = hints(plot="curve", order=3 + k if p.compare == "final" else 20) if len(dims) == 3 else {}
+            if (stat, p.compare) == ("svcca", "final"):
+                extra = {**extra, **hints(headline=("SVCCA first vs final ckpt", "first_mean"))}
             b.var(f"{stat}_{p.compare}", "svcca", dims, "float64", np.nan, f"{stat.upper()} vs {p.compare}", "1",
                   f"{desc} of the layer's activations on the analysis tokens against {what}",
                   keep_variance=p.keep_variance, **extra)
