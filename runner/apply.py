@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner import interrupt
-from runner.events import EventLog
 from runner.execute.scheduler import Scheduler, dry_run
-from runner.progress import ProgressView
 from runner.provenance import now, provenance_attrs
 from runner.specfile import SpecError, SpecProblem, read_toml, validate
 from runner.store import Store, StoreWriteError, read_tasks, store_path_problem
@@ -120,14 +118,17 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
     return outcome
 
 
-def open_run(store_path: Path, quiet: bool) -> tuple[Store, EventLog, ProgressView]:
+def open_run(store_path: Path, quiet: bool):
     """Lock the store (a second apply is refused here) and open its event log and progress view."""
+    from runner.events import EventLog
+    from runner.progress import ProgressView
+
     store = Store(store_path)
     store.lock()
     return store, EventLog(store.state_dir / "events.jsonl"), ProgressView(quiet=quiet)
 
 
-def close_run(store: Store, events: EventLog, view: ProgressView) -> None:
+def close_run(store: Store, events, view) -> None:
     """End an apply whatever happened: stop the bars, refresh the store's metadata, release the lock.
 
     Every step runs even when an earlier one fails. When the run is already ending with an error

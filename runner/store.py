@@ -21,13 +21,15 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 from filelock import FileLock, Timeout
 
 from runner.layout import STORE_FORMAT, Layout
+
+if TYPE_CHECKING:  # pragma: no cover
+    import zarr
 
 warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
 
@@ -201,11 +203,15 @@ class Store:
                 raise StorePathError(f"{self.path} is a zarr store this runner did not create")
             if format_problem(self.path):
                 raise StoreFormatError(format_problem(self.path))
+            import zarr  # imported here: reading records (a no-op apply) needs no zarr
+
             self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
         else:
             if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
                 raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            import zarr
+
             self.group = zarr.open_group(self.path, mode="w", zarr_format=3)
             self.group.attrs.update({"runner_store_id": uuid.uuid4().hex, "runner_tasks": "{}",
                                      "store_format": STORE_FORMAT})
@@ -276,6 +282,8 @@ class Store:
     def consolidate(self) -> None:
         """Refresh consolidated metadata so a plain ``xr.open_zarr(path)`` sees current attrs."""
         with writing(self.path):
+            import zarr
+
             zarr.consolidate_metadata(self.path)
 
 
