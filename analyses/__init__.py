@@ -14,9 +14,20 @@ and of training dynamics (Saphra, LSTM training dynamics thesis, Ch. 4 and 6):
 - :mod:`analyses.sparsity` -- sparsity chi = ||v||_2 / ||v||_1, per-word means, frequency correlation
 - :mod:`analyses.diagnostic` -- diagnostic classifiers
 - :mod:`analyses.loss_change` -- loss change allocation
+- :mod:`analyses.contextual_decomposition` -- contextual decomposition of LSTMs, decompositional
+  interdependence (Ch. 5, Sec. 2.1-2.2, Eq. 2)
 """
 
 from analyses.cca import CCAResult, SVCCAResult, cca, linear_cka, pwcca, svcca
+from analyses.contextual_decomposition import (
+    CDResult,
+    Interdependence,
+    LSTMWeights,
+    contextual_decomposition,
+    decompositional_interdependence,
+    interdependence,
+    lstm_weights,
+)
 from analyses.diagnostic import DiagnosticResult, train_diagnostic_classifier
 from analyses.effective_dimension import effective_dimension, participation_spectrum
 from analyses.loss_change import LossChangeAllocator, group_allocations, loss_change_allocation
@@ -55,4 +66,11 @@ __all__ = [
     "loss_change_allocation",
     "LossChangeAllocator",
     "group_allocations",
+    "contextual_decomposition",
+    "CDResult",
+    "LSTMWeights",
+    "lstm_weights",
+    "decompositional_interdependence",
+    "interdependence",
+    "Interdependence",
 ]
