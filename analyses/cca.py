@@ -281,7 +281,7 @@ def pwcca(
 
 
 def _debiased_dot(xty: Tensor, rows_x: Tensor, rows_y: Tensor, n: int) -> Tensor:
-    # n (n - 3) x the unbiased HSIC estimator (Song et al. 2012, Eq. 5) of the linear kernels of
+    # n (n - 3) x the unbiased HSIC estimator (Song et al. 2012) of the linear kernels of
     # centred X, Y: tr(K L) - n/(n-2) diag(K).diag(L) + tr K tr L / ((n-1)(n-2)).
     return xty - n / (n - 2) * (rows_x @ rows_y) + rows_x.sum() * rows_y.sum() / ((n - 1) * (n - 2))
 
@@ -294,8 +294,9 @@ def linear_cka(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, debiased: bool
     L = Y Y^T (Sec. 3, Eq. 1 and the CKA normalisation; "Linear CKA" in Table 1),
     evaluated in feature space with (d x d) Grams only.
 
-    ``debiased=True`` replaces each HSIC by the unbiased estimator of Song et al. (2012, Eq. 5),
-    as in Nguyen, Raghu & Kornblith (2021, arXiv 2010.15327, Sec. 3.1 and App. C): with
+    ``debiased=True`` replaces each HSIC by the unbiased estimator of Song et al. (2012), as in
+    Nguyen, Raghu & Kornblith (2021, "Do wide and deep networks learn the same things?", arXiv
+    2010.15327, Sec. 3): with
     K~ = K - diag(K), HSIC_1 = [tr(K~ L~) + 1^T K~ 1 1^T L~ 1 / ((n-1)(n-2))
     - 2/(n-2) 1^T K~ L~ 1] / (n(n-3)), still evaluated in feature space. It removes the
     positive bias of CKA at few datapoints per neuron; it may be slightly negative.
@@ -366,7 +367,7 @@ def _centre_gram(k: Tensor, debiased: bool) -> Tensor:
 def rbf_cka(
     x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, sigma_fraction: float = 0.8, debiased: bool = False,
 ) -> Tensor:
-    """CKA with Gaussian RBF kernels (Kornblith et al. 2019, arXiv 1905.00414, Sec. 3 and Table 2).
+    """CKA with Gaussian RBF kernels (Kornblith et al. 2019, arXiv 1905.00414, Sec. 3).
 
     k(x_i, x_j) = exp(-||x_i - x_j||^2 / (2 sigma^2)) with the bandwidth sigma a fraction of the
     median distance between datapoints (sigma^2 = fraction^2 x the median of all n^2 squared

@@ -1,6 +1,6 @@
 """Contextual decomposition (CD) of an LSTM stack and decompositional interdependence (DI).
 
-CD (Murdoch, Liu & Yu 2018, "Beyond word importance", arXiv 1801.05453, Sec. 3.2) splits every
+CD (Murdoch, Liu & Yu 2018, "Beyond word importance", arXiv 1801.05453, Sec. 3) splits every
 hidden state of an LSTM into h_t = beta_t + gamma_t: beta_t the contribution of the words in
 focus, gamma_t that of the other words *and* of their interactions with the words in focus
 (thesis, Saphra 2021: background Sec. 2.4.4, Eqs. 2.13-2.16; Ch. 5 paper Sec. 2.1, Eq. 1 and

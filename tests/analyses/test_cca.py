@@ -287,8 +287,10 @@ def test_views_layout_is_checked_and_numpy_accepted():
 def test_cuda_matches_cpu():
     x = _anisotropic(5000, 20, 18).float()
     y = x[:, :10] + torch.randn(5000, 10, generator=_gen(19))
-    cpu = _all_three(x, y)
-    gpu = _all_three(x.cuda(), y.cuda())
+    more = [lambda a, b: pwcca(a, b, convention="google"), lambda a, b: linear_cka(a, b, debiased=True),
+            lambda a, b: rbf_cka(a[:2000], b[:2000]), lambda a, b: rbf_cka(a[:2000], b[:2000], debiased=True)]
+    cpu = list(_all_three(x, y)) + [m(x, y) for m in more]
+    gpu = list(_all_three(x.cuda(), y.cuda())) + [m(x.cuda(), y.cuda()) for m in more]
     for a, b in zip(cpu, gpu):
         assert b.device.type == "cuda"
         assert b.item() == pytest.approx(a.item(), abs=1e-8)

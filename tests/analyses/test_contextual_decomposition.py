@@ -254,3 +254,14 @@ def test_interdependence_is_di_of_three_cd_runs_at_the_later_word():
         interdependence(ids, a, [1, 0, 6], **weights)
     with pytest.raises(ValueError, match="at least one"):
         interdependence(ids, a, [[3], [], [6]], **weights)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_matches_cpu():
+    model = _model(13)
+    ids = _ids(14, 3, 6)
+    cpu = interdependence(ids, [0, 1, 2], [3, 4, 5], **lstm_weights(model))
+    gpu = interdependence(ids.cuda(), [0, 1, 2], [3, 4, 5], **lstm_weights(model.cuda()))
+    assert gpu.hidden.device.type == "cuda"
+    torch.testing.assert_close(gpu.hidden.cpu(), cpu.hidden, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(gpu.logits.cpu(), cpu.logits, rtol=1e-10, atol=1e-12)
