@@ -8,15 +8,34 @@ One measure per module (Inoue et al. 2021, "Transient Chaos in BERT"):
 - :mod:`analyses.transient_chaos` -- transient chaos length (Sec. II.B, Fig. 4D)
 - :mod:`analyses.pca` -- principal component projection (Fig. 4C)
 
-and of training dynamics (Saphra, LSTM training dynamics thesis, Ch. 4 and 6):
+and of training dynamics (Saphra, LSTM training dynamics thesis, Ch. 4-6):
 
-- :mod:`analyses.cca` -- CCA, SVCCA, PWCCA, linear CKA
+- :mod:`analyses.cca` -- CCA, SVCCA, PWCCA (paper and google/svcca conventions), linear CKA
+  (biased and debiased), RBF CKA
 - :mod:`analyses.sparsity` -- sparsity chi = ||v||_2 / ||v||_1, per-word means, frequency correlation
 - :mod:`analyses.diagnostic` -- diagnostic classifiers
 - :mod:`analyses.loss_change` -- loss change allocation
+- :mod:`analyses.contextual_decomposition` -- contextual decomposition of LSTMs, decompositional
+  interdependence (Ch. 5, Sec. 2.1-2.2, Eq. 2)
+
+Input layout of the similarity measures (:mod:`analyses.cca`): a *view* is a 2-D array of shape
+(datapoints x neurons) -- one row per datapoint (e.g. a word token), one column per neuron -- and
+two views compared with each other must have the same rows in the same order. This is the
+transpose of google/svcca's (neurons x datapoints); a view whose shape cannot be right (not 2-D,
+or row counts that differ) raises ``ValueError``, it is never transposed silently. Views may be
+torch tensors or numpy arrays; results are float64 tensors.
 """
 
-from analyses.cca import CCAResult, SVCCAResult, cca, linear_cka, pwcca, svcca
+from analyses.cca import CCAResult, SVCCAResult, cca, linear_cka, pwcca, rbf_cka, svcca
+from analyses.contextual_decomposition import (
+    CDResult,
+    Interdependence,
+    LSTMWeights,
+    contextual_decomposition,
+    decompositional_interdependence,
+    interdependence,
+    lstm_weights,
+)
 from analyses.diagnostic import DiagnosticResult, train_diagnostic_classifier
 from analyses.effective_dimension import effective_dimension, participation_spectrum
 from analyses.loss_change import LossChangeAllocator, group_allocations, loss_change_allocation
@@ -44,6 +63,7 @@ __all__ = [
     "svcca",
     "pwcca",
     "linear_cka",
+    "rbf_cka",
     "CCAResult",
     "SVCCAResult",
     "sparsity",
@@ -55,4 +75,11 @@ __all__ = [
     "loss_change_allocation",
     "LossChangeAllocator",
     "group_allocations",
+    "contextual_decomposition",
+    "CDResult",
+    "LSTMWeights",
+    "lstm_weights",
+    "decompositional_interdependence",
+    "interdependence",
+    "Interdependence",
 ]

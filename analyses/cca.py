@@ -1,21 +1,23 @@
-"""Canonical-correlation similarity of two views of the same datapoints.
+"""Canonical-correlation and kernel-alignment similarity of two views of the same datapoints.
 
-Rows are datapoints (e.g. word tokens), columns are neurons. Used in the thesis
-(Saphra, Ch. 4: paper Sec. 2.3, Figs. 3-5 and 8-11; background Sec. 2.4.2.1)
-to compare a layer across epochs, layers and taggers. Every routine centres in float64 and works on (d x d)
-matrices after one thin QR per view, so cost is O(n d^2) and memory O(n d);
-nothing of size (n x n) is formed. Tensors may live on any device.
+Views are (datapoints x neurons), see :mod:`analyses`. Used in the thesis (Saphra, Ch. 4: paper
+Sec. 2.3, Figs. 3-5 and 8-11; background Sec. 2.4.2.1) to compare a layer across epochs, layers
+and taggers. Every routine centres in float64. CCA, SVCCA, PWCCA and linear CKA work on (d x d)
+matrices after one thin QR per view, so cost is O(n d^2) and memory O(n d); only RBF CKA forms
+(n x n) Gram matrices. Views may be torch tensors (any device) or numpy arrays; results are
+float64 tensors.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["CCAResult", "SVCCAResult", "cca", "svcca", "pwcca", "linear_cka"]
+__all__ = ["CCAResult", "SVCCAResult", "cca", "svcca", "pwcca", "linear_cka", "rbf_cka"]
 
 
 @dataclass(frozen=True)
@@ -73,15 +75,22 @@ class _Basis:
     rank: int
 
 
-def _check_views(x: Tensor, y: Tensor) -> None:
+def _check_views(x: Any, y: Any, min_rows: int = 2) -> tuple[Tensor, Tensor]:
+    """Views as tensors (numpy arrays are wrapped, not copied), after checking the (n, d) layout."""
+    x = x if isinstance(x, Tensor) else torch.as_tensor(x)
+    y = y if isinstance(y, Tensor) else torch.as_tensor(y)
     if x.ndim != 2 or y.ndim != 2:
-        raise ValueError(f"views must be 2-D (n, d); got {tuple(x.shape)} and {tuple(y.shape)}")
+        raise ValueError(f"views must be 2-D (datapoints, neurons); got {tuple(x.shape)} and {tuple(y.shape)}")
     if x.shape[0] != y.shape[0]:
-        raise ValueError(f"views must share rows (datapoints); got {x.shape[0]} and {y.shape[0]}")
-    if x.shape[0] < 2:
-        raise ValueError("need at least two datapoints")
+        hint = (" (they share the column count: are they (neurons, datapoints), as in google/svcca? "
+                "transpose them)" if x.shape[1] == y.shape[1] else "")
+        raise ValueError(f"views must share rows (datapoints); got shapes {tuple(x.shape)} and "
+                         f"{tuple(y.shape)}{hint}")
+    if x.shape[0] < min_rows:
+        raise ValueError(f"need at least {min_rows} datapoints, got {x.shape[0]}")
     if x.device != y.device:
         raise ValueError(f"views on different devices: {x.device} and {y.device}")
+    return x, y
 
 
 def _default_rtol(x: Tensor) -> float:
@@ -115,7 +124,7 @@ def _canonical(bx: _Basis, by: _Basis, kx: int, ky: int) -> tuple[Tensor, Tensor
     return a, rho.clamp(0.0, 1.0), bh.T
 
 
-def cca(x: Tensor, y: Tensor, *, rtol: float | None = None) -> CCAResult:
+def cca(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, rtol: float | None = None) -> CCAResult:
     """Canonical correlation analysis of two views.
 
     Finds u, v maximising rho = u^T K_xy v subject to u^T K_xx u = v^T K_yy v = 1
@@ -127,8 +136,8 @@ def cca(x: Tensor, y: Tensor, *, rtol: float | None = None) -> CCAResult:
 
     Parameters
     ----------
-    x : Tensor, shape (n, d1)
-    y : Tensor, shape (n, d2)
+    x : Tensor or ndarray, shape (n, d1)
+    y : Tensor or ndarray, shape (n, d2)
         Two views of the same n datapoints; any float dtype and device.
     rtol : float, optional
         Relative rank tolerance; default ``d * eps(input dtype)`` per view.
@@ -138,7 +147,7 @@ def cca(x: Tensor, y: Tensor, *, rtol: float | None = None) -> CCAResult:
     CCAResult
         float64 tensors on the input device.
     """
-    _check_views(x, y)
+    x, y = _check_views(x, y)
     bx, by = _basis(x, rtol), _basis(y, rtol)
     n = x.shape[0]
     k = min(bx.rank, by.rank)
@@ -160,7 +169,9 @@ def _dims_for_variance(b: _Basis, keep_variance: float) -> int:
     return min(k, b.rank)
 
 
-def svcca(x: Tensor, y: Tensor, keep_variance: float = 0.99, *, rtol: float | None = None) -> SVCCAResult:
+def svcca(
+    x: Tensor | np.ndarray, y: Tensor | np.ndarray, keep_variance: float = 0.99, *, rtol: float | None = None,
+) -> SVCCAResult:
     """Singular Vector CCA (Raghu et al. 2017, arXiv 1706.05806, Sec. 2).
 
     1. SVD of each centred view; keep the smallest number of top singular
@@ -171,8 +182,8 @@ def svcca(x: Tensor, y: Tensor, keep_variance: float = 0.99, *, rtol: float | No
 
     Parameters
     ----------
-    x : Tensor, shape (n, d1)
-    y : Tensor, shape (n, d2)
+    x : Tensor or ndarray, shape (n, d1)
+    y : Tensor or ndarray, shape (n, d2)
     keep_variance : float
         Fraction of variance kept per view, in (0, 1].
     rtol : float, optional
@@ -185,7 +196,7 @@ def svcca(x: Tensor, y: Tensor, keep_variance: float = 0.99, *, rtol: float | No
     """
     if not 0.0 < keep_variance <= 1.0:
         raise ValueError(f"keep_variance must be in (0, 1], got {keep_variance}")
-    _check_views(x, y)
+    x, y = _check_views(x, y)
     bx, by = _basis(x, rtol), _basis(y, rtol)
     kx, ky = _dims_for_variance(bx, keep_variance), _dims_for_variance(by, keep_variance)
     _, rho, _ = _canonical(bx, by, kx, ky)
@@ -195,26 +206,43 @@ def svcca(x: Tensor, y: Tensor, keep_variance: float = 0.99, *, rtol: float | No
 
 
 def pwcca(
-    x: Tensor,
-    y: Tensor,
+    x: Tensor | np.ndarray,
+    y: Tensor | np.ndarray,
     *,
-    weights_from: Literal["x", "y"] = "x",
+    weights_from: Literal["x", "y"] | None = None,
+    convention: Literal["paper", "google"] = "paper",
     rtol: float | None = None,
 ) -> Tensor:
     """Projection-weighted CCA (Morcos et al. 2018, arXiv 1806.05759, Sec. 3.1).
 
-    pwcca = sum_i alpha_i rho_i / sum_i alpha_i, with alpha_i = sum_j |<h_i, z_j>|:
-    h_i the i-th canonical variate of the weighting view (unit norm over the n
-    datapoints) and z_j its j-th centred neuron. Since h_i = Q U_r a_i, the
-    projections are a_i^T S_r V_r^T, so no (n x k) variates are formed.
+    pwcca = sum_i alpha_i rho_i / sum_i alpha_i, rho_i the canonical correlations. The default,
+    ``convention="paper"``, follows the paper: alpha_i = sum_j |<h_i, z_j>|, h_i the i-th
+    canonical variate of the weighting view (unit norm over the n datapoints) and z_j its j-th
+    *centred* neuron; the weighting view is x unless ``weights_from="y"``. Since h_i = Q U_r a_i,
+    the projections are a_i^T S_r V_r^T, so no (n x k) variates are formed.
+
+    ``convention="google"`` reproduces ``compute_pwcca`` of github.com/google/svcca
+    (``pwcca.py``, epsilon = 0): the weighting view is the one with fewer neurons (x on a tie);
+    its "directions" are u_i^T z_c + mu, with u_i the left singular vectors of
+    S_xx^{-1/2} S_xy S_yy^{-1/2} in neuron coordinates (no S_xx^{-1/2} applied) and the neuron
+    means mu added back; they are orthonormalised in order (QR) and projected onto the neurons
+    *without* centring. Where that code reads ``acts1`` for the second view (the IndexError of
+    google/svcca PR #9) this uses the second view, as intended. It needs k = d, the weighting
+    view's neuron count; NaN otherwise. Adding mu back makes pwcca.py's value depend on the
+    arbitrary sign LAPACK gives each u_i whenever the views are not centred (its value can change
+    when x and y swap places), so here each u_i is signed to make its largest-magnitude entry
+    positive (as scikit-learn's ``svd_flip``). On column-centred views signs do not matter and
+    the value is pwcca.py's exactly.
 
     Parameters
     ----------
-    x : Tensor, shape (n, d1)
-    y : Tensor, shape (n, d2)
-    weights_from : {"x", "y"}
-        View whose neurons weight the correlations (the paper's L1; Morcos'
-        reference code instead uses whichever view has fewer neurons).
+    x : Tensor or ndarray, shape (n, d1)
+    y : Tensor or ndarray, shape (n, d2)
+    weights_from : {"x", "y"}, optional
+        View whose neurons weight the correlations; default "x" for "paper" and the view with
+        fewer neurons for "google".
+    convention : {"paper", "google"}
+        Weighting formula, as above.
     rtol : float, optional
         Relative rank tolerance, as in :func:`cca`.
 
@@ -223,22 +251,42 @@ def pwcca(
     Tensor, shape ()
         float64; NaN if either view has zero variance. Not symmetric in x, y.
     """
-    if weights_from not in ("x", "y"):
+    if weights_from not in ("x", "y", None):
         raise ValueError(f"weights_from must be 'x' or 'y', got {weights_from!r}")
-    _check_views(x, y)
-    bx, by = _basis(x, rtol), _basis(y, rtol)
+    if convention not in ("paper", "google"):
+        raise ValueError(f"convention must be 'paper' or 'google', got {convention!r}")
+    x, y = _check_views(x, y)
+    if weights_from is None:
+        weights_from = "x" if convention == "paper" or x.shape[1] <= y.shape[1] else "y"
     if weights_from == "y":
-        bx, by = by, bx
+        x, y = y, x
+    bx, by = _basis(x, rtol), _basis(y, rtol)
     k = min(bx.rank, by.rank)
-    if k == 0:
-        return torch.tensor(float("nan"), dtype=torch.float64, device=x.device)
+    nan = torch.tensor(float("nan"), dtype=torch.float64, device=x.device)
+    if k == 0 or (convention == "google" and k < x.shape[1]):
+        return nan
     a, rho, _ = _canonical(bx, by, bx.rank, by.rank)
-    proj = a[:, :k].T @ (bx.s[: bx.rank, None] * bx.vh[: bx.rank])  # (k, d): <h_i, z_j>
+    if convention == "paper":
+        proj = a[:, :k].T @ (bx.s[: bx.rank, None] * bx.vh[: bx.rank])  # (k, d): <h_i, z_j>
+    else:
+        # S_xx^{-1/2} S_xy S_yy^{-1/2} = (V_x a) diag(rho) (V_y b)^T, so u = V_x a (d x d).
+        u = bx.vh[: bx.rank].T @ a[:, :k]
+        peak = u.abs().argmax(dim=0)
+        u = u * torch.sign(u[peak, torch.arange(k, device=u.device)])
+        directions = (x.to(torch.float64) - bx.mean) @ u + bx.mean  # (n, k)
+        p, _ = torch.linalg.qr(directions, mode="reduced")
+        proj = p.T @ x.to(torch.float64)  # uncentred neurons
     alpha = proj.abs().sum(dim=1)
     return (alpha * rho[:k]).sum() / alpha.sum()
 
 
-def linear_cka(x: Tensor, y: Tensor) -> Tensor:
+def _debiased_dot(xty: Tensor, rows_x: Tensor, rows_y: Tensor, n: int) -> Tensor:
+    # n (n - 3) x the unbiased HSIC estimator (Song et al. 2012) of the linear kernels of
+    # centred X, Y: tr(K L) - n/(n-2) diag(K).diag(L) + tr K tr L / ((n-1)(n-2)).
+    return xty - n / (n - 2) * (rows_x @ rows_y) + rows_x.sum() * rows_y.sum() / ((n - 1) * (n - 2))
+
+
+def linear_cka(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, debiased: bool = False) -> Tensor:
     """Linear centred kernel alignment (Kornblith et al. 2019, arXiv 1905.00414).
 
     CKA = ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) for column-centred X, Y: the
@@ -246,18 +294,108 @@ def linear_cka(x: Tensor, y: Tensor) -> Tensor:
     L = Y Y^T (Sec. 3, Eq. 1 and the CKA normalisation; "Linear CKA" in Table 1),
     evaluated in feature space with (d x d) Grams only.
 
+    ``debiased=True`` replaces each HSIC by the unbiased estimator of Song et al. (2012), as in
+    Nguyen, Raghu & Kornblith (2021, "Do wide and deep networks learn the same things?", arXiv
+    2010.15327, Sec. 3): with
+    K~ = K - diag(K), HSIC_1 = [tr(K~ L~) + 1^T K~ 1 1^T L~ 1 / ((n-1)(n-2))
+    - 2/(n-2) 1^T K~ L~ 1] / (n(n-3)), still evaluated in feature space. It removes the
+    positive bias of CKA at few datapoints per neuron; it may be slightly negative.
+
     Parameters
     ----------
-    x : Tensor, shape (n, d1)
-    y : Tensor, shape (n, d2)
+    x : Tensor or ndarray, shape (n, d1)
+    y : Tensor or ndarray, shape (n, d2)
+    debiased : bool
+        Use the unbiased HSIC estimator (needs n >= 4).
 
     Returns
     -------
     Tensor, shape ()
-        float64 in [0, 1]; NaN if either view has zero variance.
+        float64, in [0, 1] unless debiased; NaN if either view has zero variance.
     """
-    _check_views(x, y)
+    x, y = _check_views(x, y, min_rows=4 if debiased else 2)
     xc, _ = _centre(x)
     yc, _ = _centre(y)
     cross = torch.linalg.matrix_norm(yc.T @ xc).square()
-    return cross / (torch.linalg.matrix_norm(xc.T @ xc) * torch.linalg.matrix_norm(yc.T @ yc))
+    self_x = torch.linalg.matrix_norm(xc.T @ xc)
+    self_y = torch.linalg.matrix_norm(yc.T @ yc)
+    if not debiased:
+        return cross / (self_x * self_y)
+    n = x.shape[0]
+    rows_x, rows_y = xc.square().sum(dim=1), yc.square().sum(dim=1)
+    cross = _debiased_dot(cross, rows_x, rows_y, n)
+    self_x = _debiased_dot(self_x.square(), rows_x, rows_x, n).sqrt()
+    self_y = _debiased_dot(self_y.square(), rows_y, rows_y, n).sqrt()
+    return cross / (self_x * self_y)
+
+
+def _median(v: Tensor) -> Tensor:
+    # numpy's median (mean of the two middle values for an even count); torch.median takes the
+    # lower one and torch.quantile refuses more than 2^24 elements.
+    v = v.reshape(-1)
+    m = v.numel()
+    lower = torch.kthvalue(v, (m + 1) // 2).values
+    return lower if m % 2 else 0.5 * (lower + torch.kthvalue(v, m // 2 + 1).values)
+
+
+def _rbf_gram(x: Tensor, sigma_fraction: float) -> Tensor:
+    xc, _ = _centre(x)  # distances are translation invariant; centring only helps rounding
+    sq = xc.square().sum(dim=1)
+    d2 = (sq[:, None] + sq[None, :] - 2.0 * (xc @ xc.T)).clamp_min(0.0)
+    d2.fill_diagonal_(0.0)
+    # sigma^2 = fraction^2 * median of the squared distances over all n^2 pairs, diagonal
+    # included (the gram_rbf of Kornblith et al.'s demo notebook).
+    return torch.exp(-d2 / (2.0 * sigma_fraction**2 * _median(d2)))
+
+
+def _centre_gram(k: Tensor, debiased: bool) -> Tensor:
+    n = k.shape[0]
+    if not debiased:  # H K H
+        means = k.mean(dim=0)
+        means = means - means.mean() / 2
+        return k - means[:, None] - means[None, :]
+    # U-centring (Szekely & Rizzo 2014): <U(K), U(L)>_F = n (n - 3) HSIC_1(K, L).
+    k = k.clone()
+    k.fill_diagonal_(0.0)
+    means = k.sum(dim=0) / (n - 2)
+    means = means - means.sum() / (2 * (n - 1))
+    k = k - means[:, None] - means[None, :]
+    k.fill_diagonal_(0.0)
+    return k
+
+
+def rbf_cka(
+    x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, sigma_fraction: float = 0.8, debiased: bool = False,
+) -> Tensor:
+    """CKA with Gaussian RBF kernels (Kornblith et al. 2019, arXiv 1905.00414, Sec. 3).
+
+    k(x_i, x_j) = exp(-||x_i - x_j||^2 / (2 sigma^2)) with the bandwidth sigma a fraction of the
+    median distance between datapoints (sigma^2 = fraction^2 x the median of all n^2 squared
+    distances, as in the paper's demo notebook); CKA = HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L))
+    with HSIC from the centred Grams H K H, or with ``debiased=True`` the unbiased estimator of
+    Song et al. (2012), as in :func:`linear_cka`. The default fraction 0.8 is the largest of
+    those compared in the paper (0.2, 0.4, 0.8); the notebook's ``gram_rbf`` defaults to 1.0.
+    Invariant to translation, rotation and isotropic scaling of either view.
+
+    Forms (n x n) Grams: memory O(n^2), time O(n^2 (d + 1)).
+
+    Parameters
+    ----------
+    x : Tensor or ndarray, shape (n, d1)
+    y : Tensor or ndarray, shape (n, d2)
+    sigma_fraction : float
+        sigma / median distance; positive.
+    debiased : bool
+        Use the unbiased HSIC estimator (needs n >= 4).
+
+    Returns
+    -------
+    Tensor, shape ()
+        float64, in [0, 1] unless debiased; NaN if either view has zero variance.
+    """
+    if not sigma_fraction > 0:
+        raise ValueError(f"sigma_fraction must be positive, got {sigma_fraction}")
+    x, y = _check_views(x, y, min_rows=4 if debiased else 2)
+    kx = _centre_gram(_rbf_gram(x, sigma_fraction), debiased)
+    ky = _centre_gram(_rbf_gram(y, sigma_fraction), debiased)
+    return (kx * ky).sum() / (torch.linalg.matrix_norm(kx) * torch.linalg.matrix_norm(ky))

@@ -1,4 +1,4 @@
-"""Known answers for CCA, SVCCA, PWCCA and linear CKA."""
+"""Known answers for CCA, SVCCA, PWCCA, linear CKA (biased and debiased) and RBF CKA."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from analyses.cca import cca, linear_cka, pwcca, svcca
+from analyses.cca import cca, linear_cka, pwcca, rbf_cka, svcca
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -140,12 +140,157 @@ def test_degenerate_view_gives_nan():
     assert math.isnan(linear_cka(x, y).item())
 
 
+def _google_pwcca(acts1: np.ndarray, acts2: np.ndarray, flip: float | None = None) -> float:
+    """google/svcca compute_pwcca (epsilon = 0, second branch reading acts2 as in its PR #9),
+    written out from its algorithm: acts are (neurons, datapoints) there. ``flip`` signs the
+    singular vectors (largest-magnitude entry times ``flip`` positive) instead of LAPACK."""
+    d1 = acts1.shape[0]
+    cov = np.cov(acts1, acts2)
+    s_xx, s_xy, s_yy = cov[:d1, :d1], cov[:d1, d1:], cov[d1:, d1:]
+    x_max, y_max = np.abs(s_xx).max(), np.abs(s_yy).max()
+    s_xx, s_yy, s_xy = s_xx / x_max, s_yy / y_max, s_xy / np.sqrt(x_max * y_max)
+
+    def inverse_sqrt(m):
+        w, v = np.linalg.eigh(np.linalg.pinv(m))
+        return v @ np.diag(np.sqrt(w)) @ v.T
+
+    u, rho, vh = np.linalg.svd(inverse_sqrt(s_xx) @ s_xy @ inverse_sqrt(s_yy))
+    coef, acts = (u.T, acts1) if acts1.shape[0] <= acts2.shape[0] else (vh, acts2)
+    if flip is not None:
+        rows = np.arange(len(coef))
+        coef = coef * (flip * np.sign(coef[rows, np.abs(coef).argmax(axis=1)]))[:, None]
+    means = acts.mean(axis=1, keepdims=True)
+    directions = coef @ (acts - means) + means
+    q, _ = np.linalg.qr(directions.T)
+    weights = np.abs(q.T @ acts.T).sum(axis=1)
+    weights = weights / weights.sum()
+    return float((weights * np.abs(rho)).sum())
+
+
+def test_pwcca_google_convention_matches_svcca_code():
+    g = np.random.default_rng(20)
+    n = 400
+    z = g.standard_normal((n, 4))
+    views = [z @ g.standard_normal((4, d)) + 0.7 * g.standard_normal((n, d)) + g.normal(3.0, 1.0, d)
+             for d in (5, 8, 6, 6)]
+    for x, y in [(views[0], views[1]), (views[1], views[0]), (views[2], views[3])]:
+        # Centred views: the value is pwcca.py's, whatever signs LAPACK picks.
+        xc, yc = x - x.mean(0), y - y.mean(0)
+        got = pwcca(xc, yc, convention="google")
+        assert got.dtype == torch.float64
+        assert got.item() == pytest.approx(_google_pwcca(xc.T, yc.T), abs=1e-10)
+        # Raw views: pwcca.py adds the neuron means back to the directions, so the singular
+        # vectors' signs matter; with the same signs the values agree.
+        expected = _google_pwcca(x.T, y.T, flip=1.0)
+        assert pwcca(x, y, convention="google").item() == pytest.approx(expected, abs=1e-10)
+        assert abs(_google_pwcca(x.T, y.T, flip=-1.0) - expected) > 1e-3
+        assert pwcca(torch.from_numpy(x).float(), torch.from_numpy(y).float(), convention="google").item() == \
+            pytest.approx(expected, abs=1e-5)
+    # The smaller view weights by default; naming it gives the same number.
+    x, y = views[1], views[0]
+    assert pwcca(x, y, convention="google").item() == pytest.approx(
+        pwcca(x, y, convention="google", weights_from="y").item(), abs=1e-14)
+    # The conventions differ: not centred, and no whitening of the directions.
+    assert abs(pwcca(x, y, convention="google").item() - pwcca(x, y, weights_from="y").item()) > 1e-3
+    assert pwcca(x, x, convention="google").item() == pytest.approx(1.0, abs=1e-9)
+    with pytest.raises(ValueError, match="convention"):
+        pwcca(x, y, convention="svcca")
+
+
+def _song_hsic(k: np.ndarray, l: np.ndarray) -> float:
+    """Unbiased HSIC estimator (Song et al. 2012, Eq. 5), with (n x n) kernels."""
+    n = len(k)
+    kt, lt = k - np.diag(np.diag(k)), l - np.diag(np.diag(l))
+    one = np.ones(n)
+    return ((np.trace(kt @ lt) + (one @ kt @ one) * (one @ lt @ one) / ((n - 1) * (n - 2))
+             - 2.0 / (n - 2) * (one @ kt @ lt @ one)) / (n * (n - 3)))
+
+
+def _song_cka(k: np.ndarray, l: np.ndarray) -> float:
+    return _song_hsic(k, l) / math.sqrt(_song_hsic(k, k) * _song_hsic(l, l))
+
+
+def _rbf(x: np.ndarray, fraction: float) -> np.ndarray:
+    d2 = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    return np.exp(-d2 / (2 * fraction**2 * np.median(d2)))
+
+
+def _centred_cka(k: np.ndarray, l: np.ndarray) -> float:
+    n = len(k)
+    h = np.eye(n) - np.ones((n, n)) / n
+    hsic = lambda a, b: np.trace(a @ h @ b @ h)  # noqa: E731
+    return hsic(k, l) / math.sqrt(hsic(k, k) * hsic(l, l))
+
+
+def test_debiased_and_rbf_cka_match_kernel_formulas():
+    g = np.random.default_rng(21)
+    x = g.standard_normal((60, 4)) + 2.0
+    y = np.tanh(x @ g.standard_normal((4, 7))) + 0.3 * g.standard_normal((60, 7))
+    assert linear_cka(x, y, debiased=True).item() == pytest.approx(_song_cka(x @ x.T, y @ y.T), abs=1e-12)
+    for fraction in (0.8, 0.3):
+        kx, ky = _rbf(x, fraction), _rbf(y, fraction)
+        assert rbf_cka(x, y, sigma_fraction=fraction).item() == pytest.approx(_centred_cka(kx, ky), abs=1e-12)
+        assert rbf_cka(x, y, sigma_fraction=fraction, debiased=True).item() == pytest.approx(
+            _song_cka(kx, ky), abs=1e-12)
+    # An odd count: the median is the middle squared distance.
+    kx, ky = _rbf(x[:11], 0.8), _rbf(y[:11], 0.8)
+    assert rbf_cka(x[:11], y[:11]).item() == pytest.approx(_centred_cka(kx, ky), abs=1e-12)
+
+
+def test_debiased_and_rbf_cka_invariances():
+    x = _anisotropic(300, 6, 22)
+    y = torch.tanh(x @ torch.randn(6, 9, generator=_gen(23), dtype=torch.float64)) + 0.1 * torch.randn(
+        300, 9, generator=_gen(24), dtype=torch.float64)
+    measures = {
+        "debiased linear": lambda a, b: linear_cka(a, b, debiased=True),
+        "rbf": rbf_cka,
+        "debiased rbf": lambda a, b: rbf_cka(a, b, debiased=True),
+    }
+    for name, measure in measures.items():
+        assert measure(x, x).item() == pytest.approx(1.0, abs=1e-12), name
+        assert measure(x, 2.5 * x @ _rotation(6, 25)).item() == pytest.approx(1.0, abs=1e-12), name
+        base = measure(x, y).item()
+        assert 0.2 < base < 0.999, name
+        moved = measure(0.3 * x @ _rotation(6, 26) - 4.0, 7.0 * y @ _rotation(9, 27) + 1.5).item()
+        assert moved == pytest.approx(base, abs=1e-10), name
+
+
+def test_debiased_cka_removes_the_small_sample_bias():
+    x = torch.randn(100, 30, generator=_gen(28), dtype=torch.float64)
+    y = torch.randn(100, 30, generator=_gen(29), dtype=torch.float64)
+    # Independent views: biased CKA ~ 0.2 at 100 datapoints for 30 neurons, debiased ~ 0.
+    assert linear_cka(x, y).item() > 0.15
+    assert abs(linear_cka(x, y, debiased=True).item()) < 0.05
+    assert abs(rbf_cka(x, y, debiased=True).item()) < 0.05
+
+
+def test_views_layout_is_checked_and_numpy_accepted():
+    g = np.random.default_rng(30)
+    x, y = g.standard_normal((200, 5)), g.standard_normal((200, 7))
+    for measure in (lambda a, b: cca(a, b).correlations, lambda a, b: svcca(a, b).mean, pwcca, linear_cka,
+                    rbf_cka, lambda a, b: pwcca(a, b, convention="google")):
+        np.testing.assert_allclose(measure(x, y).numpy(), measure(torch.from_numpy(x), torch.from_numpy(y)).numpy(),
+                                   rtol=0, atol=1e-14)
+        with pytest.raises(ValueError, match="share rows"):
+            measure(x, y[:150])
+    with pytest.raises(ValueError, match=r"\(neurons, datapoints\)"):
+        linear_cka(x.T, g.standard_normal((7, 200)))
+    with pytest.raises(ValueError, match="2-D"):
+        rbf_cka(x[None], y[None])
+    with pytest.raises(ValueError, match="at least 4"):
+        linear_cka(x[:3], y[:3], debiased=True)
+    assert math.isnan(rbf_cka(np.ones((10, 3)), y[:10]).item())
+    assert math.isnan(pwcca(np.ones((10, 3)), y[:10], convention="google").item())
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
     x = _anisotropic(5000, 20, 18).float()
     y = x[:, :10] + torch.randn(5000, 10, generator=_gen(19))
-    cpu = _all_three(x, y)
-    gpu = _all_three(x.cuda(), y.cuda())
+    more = [lambda a, b: pwcca(a, b, convention="google"), lambda a, b: linear_cka(a, b, debiased=True),
+            lambda a, b: rbf_cka(a[:2000], b[:2000]), lambda a, b: rbf_cka(a[:2000], b[:2000], debiased=True)]
+    cpu = list(_all_three(x, y)) + [m(x, y) for m in more]
+    gpu = list(_all_three(x.cuda(), y.cuda())) + [m(x.cuda(), y.cuda()) for m in more]
     for a, b in zip(cpu, gpu):
         assert b.device.type == "cuda"
         assert b.item() == pytest.approx(a.item(), abs=1e-8)
