@@ -14,11 +14,16 @@ and of training dynamics (Saphra, LSTM training dynamics thesis, Ch. 4 and 6):
 - :mod:`analyses.sparsity` -- sparsity chi = ||v||_2 / ||v||_1, per-word means, frequency correlation
 - :mod:`analyses.diagnostic` -- diagnostic classifiers
 - :mod:`analyses.loss_change` -- loss change allocation
+
+and of the TransJect paper (Sec. 4):
+
+- :mod:`analyses.entropy` -- layer-wise differential entropy of token representations (Eq. 8, Fig. 5a)
 """
 
 from analyses.cca import CCAResult, SVCCAResult, cca, linear_cka, pwcca, svcca
 from analyses.diagnostic import DiagnosticResult, train_diagnostic_classifier
 from analyses.effective_dimension import effective_dimension, participation_spectrum
+from analyses.entropy import differential_entropy, layer_entropy, token_entropy
 from analyses.loss_change import LossChangeAllocator, group_allocations, loss_change_allocation
 from analyses.lyapunov import initial_perturbation, local_lyapunov, per_step_exponent, renormalize
 from analyses.pca import pca_projection
@@ -55,4 +60,7 @@ __all__ = [
     "loss_change_allocation",
     "LossChangeAllocator",
     "group_allocations",
+    "differential_entropy",
+    "token_entropy",
+    "layer_entropy",
 ]
