@@ -329,6 +329,21 @@ def test_the_per_layer_bounds_are_attained(sign):
     torch.testing.assert_close(r, torch.full_like(r, (1 + sign * a) ** 2), rtol=0, atol=1e-9)
 
 
+def test_entropic_variant_is_not_bounded_by_theorem_2():
+    """Sec. 3.5: the entropic residual can expand by 1.5 per layer, so L = 6 such layers exceed e^2."""
+    model = tiny("entropic-transject", n_layers=6).double().reorthogonalize().eval()
+    x, y = random_pairs(30, 3, 6)
+    x0 = torch.randn_like(x)
+    u = torch.full((3, 6), 0.1, dtype=torch.float64)  # every neuron in Eq. 4's first case, 1.5 x + a F(x)
+    with torch.no_grad():
+        z, w = x, y
+        for i in range(6):
+            f = model.layer_map(i, x0, u=u)
+            z, w = f(z), f(w)
+    r = torch.linalg.vector_norm(z - w, dim=-1) / torch.linalg.vector_norm(x - y, dim=-1)
+    assert r.min() > math.e ** 2
+
+
 def test_vanilla_transformer_exceeds_the_bound():
     """Post-LN dot-product attention is not Lipschitz with a bound independent of the input
     (Kim et al. 2021): near-constant small inputs are blown up by LayerNorm far beyond e^2,
