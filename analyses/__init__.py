@@ -24,6 +24,10 @@ two views compared with each other must have the same rows in the same order. Th
 transpose of google/svcca's (neurons x datapoints); a view whose shape cannot be right (not 2-D,
 or row counts that differ) raises ``ValueError``, it is never transposed silently. Views may be
 torch tensors or numpy arrays; results are float64 tensors.
+
+and of the TransJect paper (Sec. 4):
+
+- :mod:`analyses.entropy` -- layer-wise differential entropy of token representations (Eq. 8, Fig. 5a)
 """
 
 from analyses.cca import CCAResult, SVCCAResult, cca, linear_cka, pwcca, rbf_cka, svcca
@@ -38,6 +42,7 @@ from analyses.contextual_decomposition import (
 )
 from analyses.diagnostic import DiagnosticResult, train_diagnostic_classifier
 from analyses.effective_dimension import effective_dimension, participation_spectrum
+from analyses.entropy import differential_entropy, layer_entropy, token_entropy
 from analyses.loss_change import LossChangeAllocator, group_allocations, loss_change_allocation
 from analyses.lyapunov import initial_perturbation, local_lyapunov, per_step_exponent, renormalize
 from analyses.pca import pca_projection
@@ -82,4 +87,7 @@ __all__ = [
     "decompositional_interdependence",
     "interdependence",
     "Interdependence",
+    "differential_entropy",
+    "token_entropy",
+    "layer_entropy",
 ]

@@ -5,7 +5,8 @@ through one of two protocols (:mod:`models.base`): a dynamical map (``initial_st
 for depth studies, or a trainable module with activation and gradient capture for training
 studies. Families here: reference maps (``map:<name>``, more with :func:`register_map`), ALBERT
 from the hub or a directory (``hf:<id>``, ``path:<dir>``), the offline tiny ALBERT
-(``builtin:tiny-albert``), and the thesis' LSTMs (built from a training spec). A package adds a
+(``builtin:tiny-albert``), the thesis' LSTMs (built from a training spec), and TransJect with its
+Transformer baselines (built from a config dict). A package adds a
 family with :func:`register_family`; model code never learns about the runner.
 
 Loading goes through :mod:`models.hub` (cache only when the hub is off; safetensors only; no
@@ -236,8 +237,34 @@ class LSTMFamily(Family):
         return LSTMTagger(LSTMTaggerConfig(**params)).to(device)
 
 
-for _family in (LSTMFamily(), AlbertFamily(), TinyAlbertFamily(), MapFamily()):
+# --------------------------------------------------------------------------- TransJect
+
+
+class TransJectFamily(Family):
+    """TransJect and the Transformer baselines of its paper (:mod:`models.transject`), built from a
+    config dict: ``builtin:transject`` (``params["variant"]``: a row of Table 1),
+    ``builtin:transformer`` and ``builtin:transformer-rezero``."""
+
+    name = "transject"
+    role = "trainable"
+    SOURCES = ("builtin:transject", "builtin:transformer", "builtin:transformer-rezero")
+
+    def matches(self, source: str) -> bool:
+        return source in self.SOURCES
+
+    def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
+              implementation="fused"):
+        import torch
+
+        from models.transject import build_model, reorthogonalize
+
+        torch.manual_seed(seed)
+        model = build_model(source.removeprefix("builtin:"), dict(params or {})).to(device)
+        return model if dtype is None else reorthogonalize(model.to(dtype))
+
+
+for _family in (LSTMFamily(), TransJectFamily(), AlbertFamily(), TinyAlbertFamily(), MapFamily()):
     register_family(_family)
 
 __all__ = ["AlbertFamily", "Dims", "Family", "LSTMFamily", "MapFamily", "ModelLoadError", "TinyAlbertFamily",
-           "cache_dir", "families", "family_for", "register_family", "register_map"]
+           "TransJectFamily", "cache_dir", "families", "family_for", "register_family", "register_map"]
