@@ -1,4 +1,4 @@
-"""``runner``: plan | apply | status | show | monitor | explain.
+"""``runner``: plan | apply | status | show | monitor | figures | explain.
 
 Exit codes (one convention for every command, after sysexits.h):
   0    success, also "nothing to do" and output cut short by a closed pipe (`| head`)
@@ -107,6 +107,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="headline results, variables, dimensions, provenance and tasks of a store")
     p.add_argument("store", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("figures", help="draw the papers' figures from a store (PNG, SVG and figures.json)",
+                       description="Draw every figure the store's study can draw, from a finished or a partial "
+                       "run; a figure whose variables the store lacks is listed with the reason.")
+    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("--out", type=Path, help="folder for the figures (default: store/<name>.figures)")
+    p.add_argument("--only", action="append", metavar="FIG", help="draw only this figure id (repeatable)")
+    p.set_defaults(func=cmd_figures)
 
     p = sub.add_parser("explain", help="parameters of a spec table or measure, with defaults and meaning")
     p.add_argument("name", nargs="?", help="measure kind (lyapunov, svcca, ...) or table (model, input, dynamics, ...)")
@@ -251,6 +259,25 @@ def cmd_show(args) -> int:
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.store}`)")
     print(render_show(path))
+    return EXIT_OK
+
+
+def cmd_figures(args) -> int:
+    from runner.figures import default_out, figures
+
+    path = _existing_store(args.target)
+    if not (path / "zarr.json").exists():
+        raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
+    out = args.out or default_out(path)
+    try:
+        drawn = figures(path, out=out, only=args.only)
+    except KeyError as err:
+        raise UsageError(f"--only: {err.args[0]}") from None
+    for d in drawn:
+        what = f"{', '.join(d.files)}" if d.status == "drawn" else f"skipped: {d.reason}"
+        print(f"  {d.id:<12} {d.reproduces:<28} {what}")
+    n = sum(d.status == "drawn" for d in drawn)
+    print(f"{n} figure(s) in {out} (list: {out / 'figures.json'})")
     return EXIT_OK
 
 

@@ -10,7 +10,8 @@ studies through :mod:`runner.plugins` and names none. A study provides:
 - ``prepare``: the resolved spec as a :class:`Prepared` (tasks with ids and dependencies, the
   requirements this machine does not meet, the text ``plan`` shows) without building models or
   reading data;
-- ``open``: a :class:`Session` for a run, which builds what the tasks need and runs them.
+- ``open``: a :class:`Session` for a run, which builds what the tasks need and runs them;
+- optionally ``figure_recipes``: the module of its figure recipes (``runner figures``).
 
 Variables carry their own plotting and summary hints (:func:`runner.measures.hints`), so ``show``,
 ``status`` and the monitor read any store without the study's code.
@@ -88,6 +89,9 @@ class Study:
     """Returns the root model of the study's specs (with the measures registered now)."""
     table_models: ClassVar[dict[str, type]] = {}
     """Spec tables by name, for ``runner explain``."""
+    figure_recipes: ClassVar[str | None] = None
+    """The module that registers the study's figures (:mod:`runner.figures`); imported only when
+    figures are drawn, so that no other command pays for matplotlib."""
 
     def spec_model(self) -> type[StudySpec]:
         return type(self).spec_factory()

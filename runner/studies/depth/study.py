@@ -82,6 +82,7 @@ class DepthStudy(Study):
 
     spec_factory = staticmethod(spec_model)
     table_models = TABLES
+    figure_recipes = "runner.studies.depth.figures"
 
     def check(self, spec: DepthSpec, sf: SpecFile) -> list[str]:
         """Local paths named by the spec must exist (hub ids are checked when resolved)."""

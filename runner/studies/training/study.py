@@ -75,6 +75,7 @@ class TrainingStudyPlugin(Study):
 
     name, spec_factory, table_models = "training", staticmethod(spec_model), TABLES
     description = __doc__.strip()
+    figure_recipes = "runner.studies.training.figures"
 
     def check(self, spec: TrainingStudy, sf: SpecFile) -> list[str]:
         return check_sources(spec, sf)

@@ -1,0 +1,166 @@
+"""The papers' figures from a store: recipes registered by studies, drawn by one function.
+
+A study registers each figure it can draw with :func:`recipe`: the figure of the paper it
+reproduces, the variables it reads (``needs``; a recipe whose variables the store lacks is
+skipped, with the reason in the manifest) and a function ``draw(ds) -> matplotlib Figure``. A
+recipe that finds the variables but not enough data in them (one network where it compares two)
+raises :class:`NotDrawable` with the reason.
+
+:func:`figures` draws every recipe that applies to a store, a spec's store or any dataset opened
+with xarray, and writes each as PNG and SVG next to ``figures.json``: figure id, the paper figure,
+the variables read, the spec hash, and what was skipped and why. A partial run draws what exists:
+values not computed yet are NaN in the store and leave gaps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import xarray as xr
+    from matplotlib.figure import Figure
+
+FORMATS = ("png", "svg")
+MANIFEST = "figures.json"
+
+
+class NotDrawable(Exception):
+    """The store has the recipe's variables but not what the figure needs; the message says what."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    id: str
+    study: str
+    reproduces: str
+    """The paper's figure, e.g. ``"Inoue et al. 2021, Fig. 2A"``."""
+    needs: tuple[str, ...]
+    draw: Callable[[xr.Dataset], Figure]
+    title: str = ""
+
+
+_RECIPES: dict[str, Recipe] = {}
+
+
+def recipe(*, study: str, id: str, reproduces: str, needs: Sequence[str], title: str = ""):
+    """Decorator: register ``draw(ds) -> Figure`` as figure ``id`` of ``study``."""
+
+    def register(draw: Callable[[xr.Dataset], Figure]) -> Callable[[xr.Dataset], Figure]:
+        if id in _RECIPES and _RECIPES[id].draw is not draw:
+            raise ValueError(f"figure id {id!r} is registered twice")
+        _RECIPES[id] = Recipe(id, study, reproduces, tuple(needs), draw, title or (draw.__doc__ or "").strip())
+        return draw
+
+    return register
+
+
+def recipes(study: str | None = None) -> dict[str, Recipe]:
+    """Registered recipes, of one study or all (plugins included)."""
+    from runner.study import studies
+
+    for cls in studies().values():
+        if cls.figure_recipes:
+            importlib.import_module(cls.figure_recipes)
+    return {k: r for k, r in _RECIPES.items() if study is None or r.study == study}
+
+
+@dataclass
+class Drawn:
+    """One line of ``figures.json``."""
+
+    id: str
+    reproduces: str
+    status: str
+    """``"drawn"`` or ``"skipped"``."""
+    reads: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+def study_of(ds: xr.Dataset) -> str | None:
+    """The study whose spec made ``ds`` (from the spec text stored with it), or None."""
+    text = ds.attrs.get("runner_spec_toml")
+    if not text:
+        return None
+    from runner.specfile import SpecError, SpecFile
+    from runner.study import study_for
+
+    try:
+        return study_for(SpecFile(Path("<store>"), text, tomllib.loads(text))).name
+    except (SpecError, tomllib.TOMLDecodeError):
+        return None
+
+
+def default_out(store: Path) -> Path:
+    """``store/<name>.figures`` next to ``store/<name>.zarr``."""
+    return store.with_name(store.name.removesuffix(".zarr") + ".figures")
+
+
+def open_source(source: str | Path) -> tuple[xr.Dataset, Path]:
+    """The dataset behind a spec (its store) or a store path; raises FileNotFoundError with the path."""
+    import xarray as xr
+
+    path = Path(source)
+    if path.suffix == ".toml":
+        from runner.apply import load_spec
+
+        path = load_spec(path).store_path
+    if not (path / "zarr.json").exists():
+        raise FileNotFoundError(f"{path}: no store here (run `runner apply` first)")
+    return xr.open_zarr(path, consolidated=False), path
+
+
+def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
+            only: Sequence[str] | None = None) -> list[Drawn]:
+    """Draw every figure the store's study can draw; write PNG, SVG and ``figures.json`` to ``out``.
+
+    ``source`` is a spec, a store path or a dataset (``out`` is then required). ``only`` limits
+    the figures to these ids. Returns one :class:`Drawn` per recipe considered.
+    """
+    import xarray as xr
+
+    if isinstance(source, xr.Dataset):
+        if out is None:
+            raise ValueError("figures(dataset) needs out= (a folder to write to)")
+        ds = source
+    else:
+        ds, store = open_source(source)
+        out = out if out is not None else default_out(store)
+    out = Path(out)
+    study = study_of(ds)
+    chosen = recipes(study)
+    if only:
+        unknown = sorted(set(only) - set(chosen))
+        if unknown:
+            raise KeyError(f"no figure {', '.join(unknown)}; this store's figures: {', '.join(sorted(chosen)) or 'none'}")
+        chosen = {k: chosen[k] for k in only}
+    out.mkdir(parents=True, exist_ok=True)
+    drawn = [_draw(r, ds, out) for r in chosen.values()]
+    manifest = {"spec_sha256": ds.attrs.get("runner_spec_sha256", ""), "study": study,
+                "figures": [asdict(d) for d in drawn]}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return drawn
+
+
+def _draw(r: Recipe, ds: xr.Dataset, out: Path) -> Drawn:
+    missing = [v for v in r.needs if v not in ds.variables]
+    if missing:
+        return Drawn(r.id, r.reproduces, "skipped", reason=f"the store has no {', '.join(missing)} "
+                     "(add the measure that writes it to the spec)")
+    try:
+        fig = r.draw(ds)
+    except NotDrawable as e:
+        return Drawn(r.id, r.reproduces, "skipped", list(r.needs), reason=str(e))
+    fig.suptitle(f"{r.title} ({r.reproduces})" if r.title else r.reproduces, fontsize="medium")
+    files = []
+    for fmt in FORMATS:
+        path = out / f"{r.id}.{fmt}"
+        fig.savefig(path, dpi=120 if fmt == "png" else None, bbox_inches="tight")
+        files.append(path.name)
+    return Drawn(r.id, r.reproduces, "drawn", list(r.needs), files)

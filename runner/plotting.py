@@ -1,0 +1,78 @@
+"""Small plotting helpers the figure recipes share (matplotlib's object interface, no pyplot state)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+import xarray as xr
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+#: Points drawn per line at most: a 1e6-step run is thinned before it is plotted or bootstrapped.
+MAX_POINTS = 2000
+
+
+def new_figure(width: float = 6.4, height: float = 4.0) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def models(ds: xr.Dataset) -> list[str]:
+    """The models of a store, in the order of their networks."""
+    if "model" not in ds.coords:
+        return [str(n) for n in ds["network"].values]
+    return list(dict.fromkeys(str(m) for m in ds["model"].values))
+
+
+def of_model(da: xr.DataArray, model: str) -> xr.DataArray:
+    """``da``'s networks that belong to ``model`` (its replicates)."""
+    if "model" not in da.coords:
+        return da.sel(network=[model])
+    return da.isel(network=np.flatnonzero(da["model"].values == model))
+
+
+def first_replicate(ds: xr.Dataset) -> Iterator[tuple[str, str]]:
+    """(model, network label) of each model's first network."""
+    for m in models(ds):
+        yield m, str(of_model(ds["network"], m).values[0])
+
+
+def thin(da: xr.DataArray, dim: str, max_points: int = MAX_POINTS) -> xr.DataArray:
+    """Every k-th value along ``dim`` so that at most ``max_points`` remain."""
+    k = max(1, -(-da.sizes[dim] // max_points))
+    return da.isel({dim: slice(None, None, k)}) if k > 1 else da
+
+
+def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, label: str,
+              confidence: float = 0.95, seed: int = 0) -> None:
+    """The mean of ``da`` over the dims ``over`` against ``x``, with a bootstrap confidence band.
+
+    Values that are not finite (diverged samples, collapsed perturbations) are left out of the
+    mean and the resampling. With fewer than two finite values at a point, no band is drawn there.
+    """
+    from scipy.stats import bootstrap
+
+    da = thin(da, x).stack(_draw=over).transpose(x, "_draw")
+    values = da.values.astype(np.float64)
+    values[~np.isfinite(values)] = np.nan
+    with warnings.catch_warnings(action="ignore", category=RuntimeWarning):  # points with no finite value
+        mean = np.nanmean(values, axis=1)
+    line = ax.plot(da[x].values, mean, label=label)[0]
+    finite = np.isfinite(values).sum(axis=1)
+    if values.shape[1] < 2 or not (finite >= 2).any():
+        return
+    lo, hi = np.full(len(mean), np.nan), np.full(len(mean), np.nan)
+    rows = np.flatnonzero(finite >= 2)
+    full = rows[finite[rows] == values.shape[1]]
+    if full.size:  # one vectorised bootstrap for every point without missing values
+        ci = bootstrap((values[full],), np.mean, axis=1, confidence_level=confidence, n_resamples=999,
+                       method="percentile", rng=np.random.default_rng(seed)).confidence_interval
+        lo[full], hi[full] = ci.low, ci.high
+    for r in np.setdiff1d(rows, full):
+        v = values[r][np.isfinite(values[r])]
+        ci = bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=999, method="percentile",
+                       rng=np.random.default_rng(seed)).confidence_interval
+        lo[r], hi[r] = ci.low, ci.high
+    ax.fill_between(da[x].values, lo, hi, alpha=0.25, color=line.get_color(), linewidth=0)
+

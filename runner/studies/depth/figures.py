@@ -1,0 +1,186 @@
+"""Figures of Inoue et al. 2021 ("Transient Chaos in BERT") drawn from a depth-dynamics store.
+
+Fig. 2A (trajectories, attention maps, D(t)), 2B (synchronisation offsets), 2C (lambda(t) and
+N_eff(t) with bootstrap bands), 4B (a long run and its lambda(t)), 4C (principal components) and
+4D (transient-chaos lengths, censored ones marked). Each compares the spec's models (pre-trained
+vs initial, or any others), one column or line per model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
+
+from runner.figures import NotDrawable, recipe
+from runner.plotting import first_replicate, mean_band, models, new_figure, of_model, thin
+
+PAPER = "Inoue et al. 2021"
+STUDY = "depth"
+#: Attention maps shown per network in Fig. 2A (the paper shows one every 50 steps).
+MAX_MAPS = 10
+
+
+def _traced(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """(model, network) of each model's first network that has a recorded trajectory."""
+    out = [(m, n) for m, n in first_replicate(ds) if np.isfinite(ds["trace"].sel(network=n).values).any()]
+    if not out:
+        raise NotDrawable("no trajectory has been recorded yet")
+    return out
+
+
+@recipe(study=STUDY, id="fig2a", reproduces=f"{PAPER}, Fig. 2A", needs=("trace", "deviation"),
+        title="Token-vector synchronisation")
+def token_synchronisation(ds: xr.Dataset) -> Figure:
+    """Per model: the first element of the traced token vectors, the attention maps at the
+    recorded steps, and D(t) of the same sentence with its threshold."""
+    cols = [(m, n) for m, n in _traced(ds) if (ds["deviation"].sel(network=n).values > 0).any()]
+    if not cols:  # a map of one vector (a reservoir) has D(t) = 0: nothing synchronises
+        raise NotDrawable("no network with several tokens has a trajectory and D(t) > 0 yet")
+    has_attention = "attention" in ds
+    fig = new_figure(4.2 * len(cols), 7.5)
+    for sub, (model, net) in zip(np.atleast_1d(fig.subfigures(1, len(cols))), cols, strict=True):
+        sub.suptitle(model)
+        trace = ds["trace"].sel(network=net).isel(trace_sample=0, trace_element=0)
+        sample = int(ds["trace_sample"].values[0])
+        maps = _attention_maps(ds, net, sample) if has_attention else None
+        heights = [3, 1.2, 3] if maps is not None else [3, 3]
+        rows = sub.subfigures(len(heights), 1, height_ratios=heights)
+        ax = rows[0].subplots()
+        for tok in trace["trace_token"].values:
+            ax.plot(trace["trace_step"].values, trace.sel(trace_token=tok).values, linewidth=0.8)
+        ax.set(xlabel="t", ylabel="$x_t^i[0]$", title=f"sample {sample}: first element of {trace.sizes['trace_token']} tokens")
+        if maps is not None:
+            axes = np.atleast_1d(rows[1].subplots(1, maps.sizes["attention_step"]))
+            for a, step in zip(axes, maps["attention_step"].values, strict=True):
+                a.imshow(maps.sel(attention_step=step).values, vmin=0, cmap="viridis")
+                a.set_title(f"t={int(step)}", fontsize="small")
+                a.set_axis_off()
+        ax = rows[-1].subplots()
+        dev = ds["deviation"].sel(network=net, sample=sample)
+        ax.semilogy(dev["deviation_step"].values, dev.values, color="k")
+        ax.axhline(float(ds["deviation"].attrs.get("threshold", 1e-5)), color="r", linestyle="--", label="threshold")
+        ax.set(xlabel="t", ylabel="D(t)")
+        ax.legend(fontsize="small")
+    return fig
+
+
+def _attention_maps(ds: xr.Dataset, net: str, sample: int) -> xr.DataArray | None:
+    if sample not in ds["attention_sample"].values:
+        return None
+    att = ds["attention"].sel(network=net, attention_sample=sample).mean("head")
+    done = [s for s in att["attention_step"].values if np.isfinite(att.sel(attention_step=s).values).any()]
+    if not done:
+        return None
+    keep = done[:: max(1, -(-len(done) // MAX_MAPS))]
+    return att.sel(attention_step=keep)
+
+
+@recipe(study=STUDY, id="fig2b", reproduces=f"{PAPER}, Fig. 2B", needs=("sync_offset",),
+        title="Synchronisation offsets")
+def synchronisation_offsets(ds: xr.Dataset) -> Figure:
+    """Synchronisation offsets of every sample and replicate, one box per model (triangles: means;
+    samples that never synchronised are left out and counted in the label)."""
+    fig = new_figure()
+    ax = fig.subplots()
+    data, labels = [], []
+    for m in models(ds):
+        off = of_model(ds["sync_offset"], m).values.ravel()
+        kept = off[off >= 0]
+        data.append(kept)
+        never = off.size - kept.size
+        labels.append(f"{m}\n({never} never)" if never else m)
+    if not any(len(d) for d in data):
+        raise NotDrawable("no sample has synchronised yet")
+    parts = ax.boxplot(data, tick_labels=labels, showmeans=True, meanprops={"marker": "^"}, flierprops={"marker": "D"})
+    for m, median, mean in zip(models(ds), parts["medians"], parts["means"], strict=True):
+        median.set_gid(f"median:{m}")
+        mean.set_gid(f"mean:{m}")
+    tokens = ds.sizes.get("token")
+    ax.set(ylabel="synchronisation offset (steps)", title=f"N_w = {tokens}" if tokens else "")
+    return fig
+
+
+@recipe(study=STUDY, id="fig2c", reproduces=f"{PAPER}, Fig. 2C", needs=("lyapunov_per_step", "effective_dimension"),
+        title="Local Lyapunov exponent and effective dimension")
+def lyapunov_and_dimension(ds: xr.Dataset) -> Figure:
+    """Mean lambda(t) per step over replicates and samples, and N_eff(t) over replicates, with 95%
+    bootstrap bands."""
+    fig = new_figure(6.4, 6.0)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for m in models(ds):
+        mean_band(top, of_model(ds["lyapunov_per_step"], m), ("network", "sample"), "lyapunov_step", label=m)
+        mean_band(bottom, of_model(ds["effective_dimension"], m), ("network",), "neff_step", label=m)
+    top.axhline(0, color="grey", linewidth=0.5)
+    top.set(ylabel=r"$\lambda(t)$ per step")
+    bottom.set(xlabel="t", ylabel=r"$N_\mathrm{eff}(t)$")
+    top.legend(fontsize="small")
+    return fig
+
+
+@recipe(study=STUDY, id="fig4b", reproduces=f"{PAPER}, Fig. 4B", needs=("trace", "lyapunov_per_step"),
+        title="Long-term sampling of one trajectory")
+def long_run(ds: xr.Dataset) -> Figure:
+    """Per model: the first element of the first traced token over the first steps and over the
+    whole run, and lambda(t) of the same sample."""
+    cols = _traced(ds)
+    fig = new_figure(4.2 * len(cols), 7.0)
+    axes = np.asarray(fig.subplots(3, len(cols), squeeze=False))
+    sample = int(ds["trace_sample"].values[0])
+    for k, (model, net) in enumerate(cols):
+        x = ds["trace"].sel(network=net, trace_sample=sample).isel(trace_token=0, trace_element=0)
+        early = x.isel(trace_step=slice(0, max(2, x.sizes["trace_step"] // 10)))
+        axes[0, k].plot(early["trace_step"].values, early.values, linewidth=0.8)
+        axes[0, k].set(title=model, ylabel="$x_t[0]$ (first steps)")
+        x = thin(x, "trace_step")
+        axes[1, k].plot(x["trace_step"].values, x.values, linewidth=0.5)
+        axes[1, k].set(ylabel="$x_t[0]$")
+        lam = thin(ds["lyapunov_per_step"].sel(network=net, sample=sample), "lyapunov_step")
+        axes[2, k].plot(lam["lyapunov_step"].values, lam.values, linewidth=0.8)
+        axes[2, k].axhline(0, color="grey", linewidth=0.5)
+        axes[2, k].set(xlabel="t", ylabel=r"$\lambda(t)$ per step")
+    return fig
+
+
+@recipe(study=STUDY, id="fig4c", reproduces=f"{PAPER}, Fig. 4C", needs=("pca_projection",),
+        title="Principal components of the transient")
+def principal_components(ds: xr.Dataset) -> Figure:
+    """The traced sample's states over the PCA window, on their first two principal axes, per model."""
+    proj = ds["pca_projection"]
+    cols = [(m, n) for m, n in first_replicate(ds) if np.isfinite(proj.sel(network=n).values).any()]
+    if not cols or proj.sizes["component"] < 2:
+        raise NotDrawable("no PCA projection with two components has been written yet")
+    fig = new_figure(3.6 * len(cols), 3.6)
+    for ax, (model, net) in zip(np.atleast_1d(fig.subplots(1, len(cols))), cols, strict=True):
+        p = proj.sel(network=net).isel(pca_sample=0)
+        ax.plot(p.isel(component=0).values, p.isel(component=1).values, ".", markersize=2)
+        ev = ds["pca_explained_variance"].sel(network=net).isel(pca_sample=0).values if "pca_explained_variance" in ds else None
+        ax.set(title=model, xlabel=f"PC1{'' if ev is None else f' ({ev[0]:.0%})'}",
+               ylabel=f"PC2{'' if ev is None else f' ({ev[1]:.0%})'}")
+    return fig
+
+
+@recipe(study=STUDY, id="fig4d", reproduces=f"{PAPER}, Fig. 4D", needs=("chaos_length", "chaos_censored"),
+        title="Distribution of transient-chaos lengths")
+def chaos_lengths(ds: xr.Dataset) -> Figure:
+    """Histogram of chaos lengths per model over samples and replicates; censored lengths (the run
+    ended inside the transient: lower bounds) are stacked hatched on top."""
+    fig = new_figure()
+    ax = fig.subplots()
+    length = ds["chaos_length"].values
+    finite = length[np.isfinite(length)]
+    if finite.size == 0:
+        raise NotDrawable("no chaos length has been computed yet")
+    bins = np.histogram_bin_edges(finite, bins=30)
+    for m in models(ds):
+        lengths = of_model(ds["chaos_length"], m).values.ravel()
+        censored = of_model(ds["chaos_censored"], m).values.ravel().astype(bool)
+        ok = np.isfinite(lengths)
+        n, _, patches = ax.hist(lengths[ok & ~censored], bins=bins, alpha=0.45,
+                                label=f"{m} ({int(np.sum(ok & (lengths == 0)))} never chaotic)")
+        if (ok & censored).any():
+            ax.hist(lengths[ok & censored], bins=bins, bottom=n, hatch="//", alpha=0.45,
+                    color=patches[0].get_facecolor(), label=f"{m}: censored (lower bounds)")
+    ax.set(xlabel="transient chaos length (steps)", ylabel="samples")
+    ax.legend(fontsize="small")
+    return fig

@@ -1,0 +1,221 @@
+"""Figures of Saphra's thesis (2021) drawn from a training-dynamics store.
+
+Chapter 4 (SVCCA paper): Fig. 2 (the LM's validation perplexity), 3 (each epoch vs the final LM),
+4 (vs an LM of another seed), 5 (between layers), 6-7 (diagnostic classifiers) and 8-11 (vs the
+taggers; dotted: taggers trained on shuffled tags); each similarity figure shows SVCCA and CKA side
+by side. Chapter 6 (sparsity paper): Fig. 2 (chi of the gradient h-bar^2 per target word and
+epoch), 3 (rho<- over training), 4 (rho<-(h-bar^2) over open and closed classes) and 5 (chi
+against word frequency after training). Grey vertical lines mark where the step size was
+rescaled, as in the thesis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from runner.figures import NotDrawable, recipe
+from runner.plotting import new_figure
+
+STUDY = "training"
+CH4 = "Saphra 2021, Ch. 4"
+CH6 = "Saphra 2021, Ch. 6"
+#: The layer and quantity of Ch. 6 Figs. 2, 4 and 5: the gradient into the second LSTM layer.
+SPARSE_LAYER, SPARSE_QUANTITY = "lstm2", "gradient"
+
+
+def _lms(ds: xr.Dataset) -> list[str]:
+    kinds = ds["network_kind"].values if "network_kind" in ds.coords else ["lm"] * ds.sizes["network"]
+    return [str(n) for n, k in zip(ds["network"].values, kinds, strict=True) if k == "lm"]
+
+
+def _finite(da: xr.DataArray) -> bool:
+    return bool(np.isfinite(da.values).any())
+
+
+def _rescales(ax: Axes, ds: xr.Dataset, network: str) -> None:
+    """Grey vertical lines at the epochs after which the learning rate changed."""
+    if "epoch_learning_rate" not in ds:
+        return
+    lr = ds["epoch_learning_rate"].sel(network=network).values
+    for e in ds["training_epoch"].values[1:][np.diff(lr) != 0]:
+        ax.axvline(e - 1, color="grey", linewidth=0.6, linestyle=":")
+
+
+def _by_epoch(ax: Axes, da: xr.DataArray, label: str, **kw) -> None:
+    ax.plot(da["epoch"].values, da.values, marker=".", label=label, **kw)
+
+
+@recipe(study=STUDY, id="ch4_fig2", reproduces=f"{CH4}, Fig. 2", needs=("val_perplexity",),
+        title="Validation perplexity of the LM")
+def perplexity(ds: xr.Dataset) -> Figure:
+    fig = new_figure()
+    ax = fig.subplots()
+    for net in _lms(ds):
+        ppl = ds["val_perplexity"].sel(network=net)
+        ax.plot(ds["training_epoch"].values, ppl.values, marker=".", label=net)
+    _rescales(ax, ds, _lms(ds)[0])
+    ax.set(xlabel="epoch", ylabel="validation perplexity", yscale="log")
+    ax.legend(fontsize="small")
+    return fig
+
+
+def _similarity(ds: xr.Dataset, compare: str, networks: list[str], split: str | None = None) -> Figure:
+    """SVCCA and CKA against epoch, one line per (network, layer[, other])."""
+    stats = [s for s in ("svcca", "cka") if f"{s}_{compare}" in ds]
+    fig = new_figure(5.0 * len(stats), 4.0)
+    axes = np.atleast_1d(fig.subplots(1, len(stats), sharey=True))
+    drawn = 0
+    networks = [n for n in networks if _finite(ds[f"{stats[0]}_{compare}"].sel(network=n))] or networks
+    for ax, stat in zip(axes, stats, strict=True):
+        da = ds[f"{stat}_{compare}"]
+        for net in networks:
+            for layer in da["layer"].values:
+                cell = da.sel(network=net, layer=layer)
+                others = cell[split].values if split else [None]
+                for other in others:
+                    line = cell.sel({split: other}) if split else cell
+                    if not _finite(line):
+                        continue
+                    style = {"linestyle": ":"} if split == "tagger" and _shuffled(ds, str(other)) else {}
+                    what = f"{layer}-{other}" if split else str(layer)
+                    _by_epoch(ax, line, f"{net}: {what}" if len(networks) > 1 else what, **style)
+                    drawn += 1
+        _rescales(ax, ds, networks[0])
+        ax.set(xlabel="epoch", ylabel=stat.upper(), ylim=(0, 1.02))
+        ax.legend(fontsize="x-small")
+    if not drawn:
+        raise NotDrawable(f"no {compare} similarity has been computed yet")
+    return fig
+
+
+def _shuffled(ds: xr.Dataset, network: str) -> bool:
+    return "shuffled" in ds.coords and bool(ds["shuffled"].sel(network=network))
+
+
+@recipe(study=STUDY, id="ch4_fig3", reproduces=f"{CH4}, Fig. 3", needs=("svcca_final", "cka_final"),
+        title="Each epoch against the final LM")
+def versus_final(ds: xr.Dataset) -> Figure:
+    return _similarity(ds, "final", _lms(ds))
+
+
+@recipe(study=STUDY, id="ch4_fig4", reproduces=f"{CH4}, Fig. 4", needs=("svcca_seed", "cka_seed"),
+        title="Against an LM with another initialisation")
+def versus_seed(ds: xr.Dataset) -> Figure:
+    return _similarity(ds, "seed", _lms(ds)[:1])
+
+
+@recipe(study=STUDY, id="ch4_fig5", reproduces=f"{CH4}, Fig. 5", needs=("svcca_layers", "cka_layers"),
+        title="Between layers of the LM")
+def between_layers(ds: xr.Dataset) -> Figure:
+    sub = ds[["svcca_layers", "cka_layers"]]
+    layers = list(sub["layer"].values)  # each unordered pair once: h2-h1, not also h1-h2
+    keep = xr.DataArray([[layers.index(a) > layers.index(b) for b in sub["layer_other"].values] for a in layers],
+                        dims=("layer", "layer_other"), coords={"layer": layers, "layer_other": sub["layer_other"].values})
+    return _similarity(ds.assign({k: sub[k].where(keep) for k in sub}), "layers", _lms(ds)[:1], split="layer_other")
+
+
+@recipe(study=STUDY, id="ch4_fig6_7", reproduces=f"{CH4}, Figs. 6-7", needs=("probe_accuracy",),
+        title="Diagnostic classifiers: input tag (left) and next tag (right)")
+def diagnostic(ds: xr.Dataset) -> Figure:
+    acc = ds["probe_accuracy"]
+    net = _lms(ds)[0]
+    fig = new_figure(10, 4)
+    axes = fig.subplots(1, acc.sizes["tag_target"], sharey=True)
+    drawn = 0
+    for ax, target in zip(np.atleast_1d(axes), acc["tag_target"].values, strict=True):
+        for tagset in acc["tagset"].values:
+            for layer in acc["layer"].values:
+                line = acc.sel(network=net, tag_target=target, tagset=tagset, layer=layer)
+                if _finite(line):
+                    _by_epoch(ax, line, f"{tagset} {layer}")
+                    drawn += 1
+        _rescales(ax, ds, net)
+        ax.set(xlabel="epoch", ylabel="probe accuracy", title=f"tag of {'x_t' if target == 'current' else 'x_t+1'}")
+        ax.legend(fontsize="x-small")
+    if not drawn:
+        raise NotDrawable("no diagnostic classifier has been trained yet")
+    return fig
+
+
+@recipe(study=STUDY, id="ch4_fig8_11", reproduces=f"{CH4}, Figs. 8-11", needs=("svcca_tagger", "cka_tagger"),
+        title="LM layers against the taggers (dotted: shuffled tags)")
+def versus_taggers(ds: xr.Dataset) -> Figure:
+    return _similarity(ds, "tagger", _lms(ds)[:1], split="tagger")
+
+
+def _sparse(ds: xr.Dataset, name: str) -> xr.DataArray:
+    da = ds[name]
+    if SPARSE_LAYER not in da["layer"].values:
+        raise NotDrawable(f"{name} has no layer {SPARSE_LAYER} (the thesis plots the gradient into h^2)")
+    return da.sel(network=_lms(ds)[0], layer=SPARSE_LAYER, quantity=SPARSE_QUANTITY)
+
+
+@recipe(study=STUDY, id="ch6_fig2", reproduces=f"{CH6}, Fig. 2", needs=("word_chi",),
+        title="Sparsity chi of the gradient into h^2 per target word")
+def word_sparsity(ds: xr.Dataset) -> Figure:
+    chi = _sparse(ds, "word_chi").sortby("word_count", ascending=False).transpose("word", "checkpoint")
+    if not _finite(chi):
+        raise NotDrawable("no word sparsity has been computed yet")
+    fig = new_figure(6.4, 0.5 + 0.18 * chi.sizes["word"])
+    ax = fig.subplots()
+    mesh = ax.pcolormesh(chi["epoch"].values, np.arange(chi.sizes["word"]), chi.values, shading="nearest")
+    ax.set_yticks(np.arange(chi.sizes["word"]), [str(w) for w in chi["word"].values], fontsize="x-small")
+    ax.set(xlabel="epoch", ylabel="target word (most frequent at the bottom)")
+    fig.colorbar(mesh, ax=ax, label=r"$\chi$")
+    return fig
+
+
+@recipe(study=STUDY, id="ch6_fig3", reproduces=f"{CH6}, Fig. 3", needs=("rho_target",),
+        title="Correlation of sparsity with target-word frequency")
+def frequency_correlation(ds: xr.Dataset) -> Figure:
+    rho = ds["rho_target"].sel(network=_lms(ds)[0], word_class_split="all")
+    fig = new_figure(10, 4)
+    axes = fig.subplots(1, rho.sizes["quantity"], sharey=True)
+    for ax, q in zip(np.atleast_1d(axes), rho["quantity"].values, strict=True):
+        for layer in rho["layer"].values:
+            _by_epoch(ax, rho.sel(quantity=q, layer=layer), str(layer))
+        _rescales(ax, ds, _lms(ds)[0])
+        ax.set(xlabel="epoch", ylabel=r"$\rho_\leftarrow$", title=str(q))
+        ax.legend(fontsize="small")
+    if not _finite(rho):
+        raise NotDrawable("no frequency correlation has been computed yet")
+    return fig
+
+
+@recipe(study=STUDY, id="ch6_fig4", reproduces=f"{CH6}, Fig. 4", needs=("rho_target",),
+        title="rho<- of the gradient into h^2 over open and closed classes")
+def open_closed(ds: xr.Dataset) -> Figure:
+    rho = _sparse(ds, "rho_target")
+    if not _finite(rho):
+        raise NotDrawable("no frequency correlation has been computed yet")
+    fig = new_figure()
+    ax = fig.subplots()
+    for split in rho["word_class_split"].values:
+        _by_epoch(ax, rho.sel(word_class_split=split), str(split))
+    _rescales(ax, ds, _lms(ds)[0])
+    ax.set(xlabel="epoch", ylabel=r"$\rho_\leftarrow(\bar h^2)$")
+    ax.legend(fontsize="small")
+    return fig
+
+
+@recipe(study=STUDY, id="ch6_fig5", reproduces=f"{CH6}, Fig. 5", needs=("word_chi", "word_class"),
+        title="Sparsity of the gradient into h^2 against word frequency, after training")
+def sparsity_by_frequency(ds: xr.Dataset) -> Figure:
+    chi = _sparse(ds, "word_chi")
+    done = [c for c in chi["checkpoint"].values if _finite(chi.sel(checkpoint=c))]
+    if not done:
+        raise NotDrawable("no word sparsity has been computed yet")
+    chi = chi.sel(checkpoint=done[-1])
+    classes = ds["word_class"].sel(vocab=chi["word_id"].values).values
+    fig = new_figure()
+    ax = fig.subplots()
+    for cls in sorted(set(classes) - {""}) or [""]:
+        pick = classes == cls
+        ax.scatter(chi["word_count"].values[pick], chi.values[pick], s=12, label=cls or "words")
+    ax.set(xscale="log", xlabel="training frequency", ylabel=r"$\chi(\bar h^2)$",
+           title=f"epoch {float(chi['epoch']):.3g}")
+    ax.legend(fontsize="small")
+    return fig

@@ -1,0 +1,123 @@
+"""Each depth recipe on a tiny store: what it draws is the store's data (checked on matplotlib's objects)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from runner.figures import NotDrawable, figures, recipes
+
+
+@pytest.fixture(scope="module")
+def ds(depth_store):
+    return xr.open_zarr(depth_store, consolidated=False)
+
+
+def draw(fig_id: str, ds):
+    return recipes("depth")[fig_id].draw(ds)
+
+
+def of(ds, model):
+    return np.flatnonzero(ds["model"].values == model)
+
+
+def test_fig2a_trajectories_attention_and_deviation(ds):
+    fig = draw("fig2a", ds)
+    text_models = ["pretrained", "initial"]  # the reservoir has one vector: nothing synchronises
+    assert [s._suptitle.get_text() for s in fig.subfigs] == text_models
+    for sub, model in zip(fig.subfigs, text_models, strict=True):
+        net = str(ds["network"].values[of(ds, model)[0]])
+        trace_ax, *maps, dev_ax = [a for s in sub.subfigs for a in s.axes]
+        trace = ds["trace"].sel(network=net).isel(trace_sample=0, trace_element=0)
+        assert len(trace_ax.lines) == trace.sizes["trace_token"] == 4
+        for line, tok in zip(trace_ax.lines, trace["trace_token"].values, strict=True):
+            np.testing.assert_array_equal(line.get_ydata(), trace.sel(trace_token=tok).values)
+        steps = ds["attention_step"].values
+        assert [a.get_title() for a in maps] == [f"t={s}" for s in steps]
+        att = ds["attention"].sel(network=net, attention_sample=0).mean("head")
+        np.testing.assert_allclose(maps[-1].images[0].get_array(), att.isel(attention_step=-1).values)
+        np.testing.assert_array_equal(dev_ax.lines[0].get_ydata(), ds["deviation"].sel(network=net, sample=0).values)
+        assert dev_ax.lines[1].get_ydata()[0] == ds["deviation"].attrs["threshold"]
+
+
+def test_fig2b_boxes_are_the_offsets_of_each_model(ds):
+    ax = draw("fig2b", ds).axes[0]
+    labels = [t.get_text().split("\n")[0] for t in ax.get_xticklabels()]
+    assert labels == ["pretrained", "initial", "reservoir"]
+    lines = {line.get_gid(): line for line in ax.lines}
+    for model in labels:
+        off = ds["sync_offset"].values[of(ds, model)].ravel()
+        kept = off[off >= 0]
+        if kept.size:
+            assert lines[f"median:{model}"].get_ydata()[0] == np.median(kept)
+            assert lines[f"mean:{model}"].get_ydata()[0] == pytest.approx(kept.mean())
+
+
+def test_fig2c_mean_over_replicates_and_samples_with_a_band(ds):
+    top, bottom = draw("fig2c", ds).axes
+    assert [line.get_label() for line in top.lines if not line.get_label().startswith("_")] == \
+        ["pretrained", "initial", "reservoir"]
+    for line, model in zip(top.lines, ["pretrained", "initial", "reservoir"], strict=False):
+        lam = ds["lyapunov_per_step"].values[of(ds, model)].astype(np.float64)
+        lam[~np.isfinite(lam)] = np.nan
+        np.testing.assert_allclose(line.get_ydata(), np.nanmean(lam.reshape(-1, lam.shape[-1]), axis=0))
+    assert len(top.collections) == 3  # every model has several samples: each gets its band
+    neff = ds["effective_dimension"].values[of(ds, "initial")]
+    np.testing.assert_allclose(bottom.lines[1].get_ydata(), neff.mean(axis=0))
+    assert len(bottom.collections) == 1  # only "initial" has replicates to resample
+
+
+def test_fig4b_fig4c_fig4d(ds):
+    fig = draw("fig4b", ds)
+    net = str(ds["network"].values[0])
+    x = ds["trace"].sel(network=net).isel(trace_sample=0, trace_token=0, trace_element=0).values
+    np.testing.assert_array_equal(fig.axes[3].lines[0].get_ydata(), x)  # row 2 (whole run), first column
+    lam = ds["lyapunov_per_step"].sel(network=net, sample=0).values
+    np.testing.assert_array_equal(fig.axes[6].lines[0].get_ydata(), lam)
+
+    fig = draw("fig4c", ds)
+    p = ds["pca_projection"].sel(network=net).isel(pca_sample=0)
+    np.testing.assert_array_equal(fig.axes[0].lines[0].get_xdata(), p.isel(component=0).values)
+    assert len(fig.axes[0].lines[0].get_xdata()) == ds.sizes["pca_step"]
+
+    ax = draw("fig4d", ds).axes[0]
+    bars = {c[0].get_label(): sum(r.get_height() for r in c) for c in ax.containers}  # hist labels its first bar
+    for model in ["pretrained", "initial", "reservoir"]:
+        length = ds["chaos_length"].values[of(ds, model)].ravel()
+        censored = ds["chaos_censored"].values[of(ds, model)].ravel().astype(bool)
+        ok = np.isfinite(length)
+        plain = next(v for k, v in bars.items() if k.startswith(f"{model} ("))
+        assert plain == np.sum(ok & ~censored)
+        assert bars.get(f"{model}: censored (lower bounds)", 0) == np.sum(ok & censored)
+        assert f"{model} ({int(np.sum(ok & (length == 0)))} never chaotic)" in bars
+
+
+def test_figures_writes_files_and_manifest(ds, depth_store, tmp_path):
+    drawn = figures(depth_store, out=tmp_path)
+    manifest = __import__("json").loads((tmp_path / "figures.json").read_text())
+    assert manifest["study"] == "depth" and manifest["spec_sha256"] == ds.attrs["runner_spec_sha256"]
+    assert {d.id for d in drawn if d.status == "drawn"} == {"fig2a", "fig2b", "fig2c", "fig4b", "fig4c", "fig4d"}
+    for d in manifest["figures"]:
+        assert d["reads"] and all((tmp_path / f).stat().st_size > 0 for f in d["files"])
+        assert {f.rsplit(".", 1)[1] for f in d["files"]} == {"png", "svg"}
+
+
+def test_a_store_without_a_measure_skips_its_figures_and_says_why(ds, tmp_path):
+    drawn = {d.id: d for d in figures(ds.drop_vars(["trace", "pca_projection"]), out=tmp_path)}
+    assert drawn["fig2a"].status == "skipped" and "trace" in drawn["fig2a"].reason
+    assert drawn["fig4c"].status == "skipped" and "add the measure" in drawn["fig4c"].reason
+    assert drawn["fig2c"].status == "drawn"
+
+
+def test_an_empty_partial_store_is_not_drawable(ds):
+    empty = ds.copy()
+    empty["trace"] = ds["trace"] * np.nan
+    with pytest.raises(NotDrawable, match="no trajectory"):
+        draw("fig2a", empty)
+
+
+def test_only_and_unknown_ids(depth_store, tmp_path):
+    assert [d.id for d in figures(depth_store, out=tmp_path, only=["fig2b"])] == ["fig2b"]
+    with pytest.raises(KeyError, match="fig9z"):
+        figures(depth_store, out=tmp_path, only=["fig9z"])

@@ -1,0 +1,80 @@
+"""Each training recipe on the tiny LSTM store: the lines drawn are the stored values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from runner.figures import figures, recipes
+
+
+@pytest.fixture(scope="module")
+def ds(training_store):
+    return xr.open_zarr(training_store, consolidated=False)
+
+
+def draw(fig_id: str, ds):
+    return recipes("training")[fig_id].draw(ds)
+
+
+def labelled(ax):
+    return {line.get_label(): line for line in ax.lines if not line.get_label().startswith("_")}
+
+
+def test_every_training_figure_is_drawn(training_store, tmp_path):
+    drawn = {d.id: d for d in figures(training_store, out=tmp_path)}
+    assert {k for k, d in drawn.items() if d.status == "drawn"} == set(recipes("training")), \
+        {k: d.reason for k, d in drawn.items() if d.status != "drawn"}
+
+
+def test_versus_final_draws_svcca_and_cka_per_layer(ds):
+    svcca_ax, cka_ax = draw("ch4_fig3", ds).axes
+    for ax, var in ((svcca_ax, "svcca_final"), (cka_ax, "cka_final")):
+        lines = labelled(ax)
+        measured = [str(la) for la in ds["layer"].values if np.isfinite(ds[var].sel(network="lm", layer=la)).any()]
+        assert set(lines) == set(measured) and len(measured) == 3
+        for layer, line in lines.items():
+            np.testing.assert_array_equal(line.get_ydata(), ds[var].sel(network="lm", layer=layer).values)
+            np.testing.assert_array_equal(line.get_xdata(), ds["epoch"].values)
+
+
+def test_taggers_trained_on_shuffled_tags_are_dotted(ds):
+    ax = draw("ch4_fig8_11", ds).axes[0]
+    lines = labelled(ax)
+    assert len(lines) == 3 * ds.sizes["tagger"]  # the 3 layers the spec measures
+    for label, line in lines.items():
+        layer, tagger = label.split("-", 1)
+        assert (line.get_linestyle() == ":") == tagger.endswith("shuffled")
+        np.testing.assert_array_equal(line.get_ydata(), ds["svcca_tagger"].sel(network="lm", layer=layer, tagger=tagger))
+
+
+def test_between_layers_shows_each_pair_once(ds):
+    lines = labelled(draw("ch4_fig5", ds).axes[0])
+    n = 3
+    assert len(lines) == n * (n - 1) // 2
+    np.testing.assert_array_equal(lines["lstm2-lstm1"].get_ydata(),
+                                  ds["svcca_layers"].sel(network="lm", layer="lstm2", layer_other="lstm1").values)
+
+
+def test_sparsity_figures(ds):
+    fig = draw("ch6_fig2", ds)
+    mesh = fig.axes[0].collections[0]
+    chi = ds["word_chi"].sel(network="lm", layer="lstm2", quantity="gradient")
+    order = np.argsort(-ds["word_count"].values, kind="stable")
+    np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(chi.sizes["word"], -1),
+                               chi.values[:, order].T if chi.dims[-1] == "word" else chi.values[order])
+    lines = labelled(draw("ch6_fig4", ds).axes[0])
+    assert set(lines) == {"all", "open", "closed"}
+    np.testing.assert_array_equal(lines["open"].get_ydata(), ds["rho_target"].sel(
+        network="lm", layer="lstm2", quantity="gradient", word_class_split="open").values)
+    ax = draw("ch6_fig5", ds).axes[0]
+    assert sum(len(c.get_offsets()) for c in ax.collections) == ds.sizes["word"]
+
+
+def test_perplexity_and_probes(ds):
+    lines = labelled(draw("ch4_fig2", ds).axes[0])
+    assert set(lines) == {"lm", "lm_seed2"}
+    np.testing.assert_array_equal(lines["lm"].get_ydata(), ds["val_perplexity"].sel(network="lm").values)
+    current, _ = draw("ch4_fig6_7", ds).axes
+    assert len(labelled(current)) == ds.sizes["tagset"] * 3
