@@ -15,6 +15,7 @@ $(BIN)/runner: pyproject.toml scripts/install_torch.sh
 
 demo: $(BIN)/runner
 	$(BIN)/runner apply specs/quickstart.toml
+	$(BIN)/runner figures specs/quickstart.toml
 
 test: $(BIN)/runner
 	$(BIN)/python -m pytest -q

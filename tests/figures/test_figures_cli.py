@@ -1,0 +1,60 @@
+"""``runner figures`` through the real CLI: on a run in progress, without a store, with a bad id."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import xarray as xr
+
+from tests.runner.helpers import maps_spec, popen_cli, run_cli, write_spec
+
+
+def _wait_for(predicate, proc, timeout=300.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_a_run_in_progress_is_drawn_as_far_as_it_got(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("partial", steps=2000, samples=16, checkpoint_every=100))
+    proc = popen_cli("apply", spec, cwd=tmp_path, RUNNER_TEST_STALL="tanh@1050")  # logistic done, tanh at 1000
+    try:
+        _wait_for(lambda: (tmp_path / "store/partial.runner/stalled").exists(), proc)
+        out = run_cli("figures", spec, cwd=tmp_path)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert out.returncode == 0, out.stderr
+    folder = tmp_path / "store/partial.figures"
+    manifest = json.loads((folder / "figures.json").read_text())
+    status = {f["id"]: f for f in manifest["figures"]}
+    assert status["fig2c"]["status"] == "drawn" and (folder / "fig2c.png").stat().st_size > 0
+    assert status["fig2a"]["status"] == "skipped" and "trace" in status["fig2a"]["reason"]
+    assert "figure(s) in store/partial.figures" in out.stdout and "fig2a" in out.stdout
+
+    from runner.figures import recipes
+
+    ds = xr.open_zarr(tmp_path / "store/partial.zarr", consolidated=False)
+    top = recipes("depth")["fig2c"].draw(ds).axes[0]
+    logistic, tanh = (line.get_ydata() for line in top.lines[:2])
+    steps = top.lines[1].get_xdata()
+    assert np.isfinite(logistic).all()
+    assert np.isfinite(tanh[steps < 1000]).all() and np.isnan(tanh[steps >= 1000]).all()
+
+
+def test_without_a_store_or_with_an_unknown_figure(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("small", steps=20, samples=4))
+    missing = run_cli("figures", spec, cwd=tmp_path)
+    assert missing.returncode == 66 and "no such store" in missing.stderr and "Traceback" not in missing.stderr
+    assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
+    bad = run_cli("figures", spec, "--only", "fig9z", cwd=tmp_path)
+    assert bad.returncode == 2 and "fig9z" in bad.stderr and "fig2c" in bad.stderr
+    out = run_cli("figures", spec, "--only", "fig2c", "--out", tmp_path / "figs", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["fig2c.png", "fig2c.svg", "figures.json"]
