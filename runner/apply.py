@@ -7,6 +7,7 @@ done costs a validation and a read of the store's records: no model is built, no
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from runner.provenance import now, provenance_attrs
 from runner.specfile import SpecError, SpecProblem, read_toml, validate
 from runner.store import Store, StoreWriteError, read_tasks, store_path_problem
 from runner.study import Prepared, study_for
+from runner.sweep import Sweep, expand, split
 
 
 class Unmet(Exception):
@@ -39,15 +41,17 @@ class Outcome:
 
 
 def load_spec(spec_path: str | Path):
-    """Read and validate a spec of any study (its files and store path checked); no resolution."""
-    return _validated(read_toml(spec_path))[1]
+    """Read and validate a spec of any study (its files and store path checked); no resolution.
+    For a spec with a sweep, the spec without it (its store: the sweep's)."""
+    base, axes = split(read_toml(spec_path))
+    return _validated(base, sweep=axes is not None)[1]
 
 
-def _validated(sf):
+def _validated(sf, sweep: bool = False):
     study = study_for(sf)
     spec = validate(study.spec_model(), sf)
     problems = study.check(spec, sf)
-    store = store_path_problem(spec.store_path())
+    store = store_path_problem(spec.store_path(), sweep)
     if store:
         problems.append(sf.problem(("experiment", "store" if spec.experiment.store else "name"), store))
     if problems:
@@ -56,9 +60,38 @@ def _validated(sf):
 
 
 def prepare(spec_path: str | Path) -> Prepared:
-    """Validate a spec and resolve it into tasks; raises :class:`SpecError` listing every problem.
-    Requirements this machine does not meet are collected in ``unmet``, not raised."""
+    """Validate a spec without a sweep and resolve it into tasks (see :func:`prepare_all`)."""
+    sweep, prepared = prepare_all(spec_path)
+    if sweep is not None:
+        raise SpecError(spec_path, [f"{spec_path}: this spec has a [sweep]; run its points with `runner apply`"])
+    return prepared[0]
+
+
+def prepare_all(spec_path: str | Path) -> tuple[Sweep | None, list[Prepared]]:
+    """Validate a spec and resolve it into tasks: one :class:`Prepared`, or one per point of its
+    sweep. Raises :class:`SpecError` listing every problem; requirements this machine does not meet
+    are collected in ``unmet``, not raised."""
     sf = read_toml(spec_path)
+    base, axes = split(sf)
+    if axes is None:
+        return None, [_prepare(sf)]
+    spec = _validated(base, sweep=True)[1]
+    sweep = expand(base, axes, spec.store_path())
+    prepared, problems = [], []
+    for point in sweep.points:
+        try:
+            p = _prepare(point.spec_file)
+        except SpecError as err:
+            problems += [f"[sweep] point {point.name}: {m}" for m in err.problems]
+            continue
+        p.attrs = {"runner_sweep_point": json.dumps(point.values)}
+        prepared.append(p)
+    if problems:
+        raise SpecError(sf.path, problems)
+    return sweep, prepared
+
+
+def _prepare(sf) -> Prepared:
     study, spec = _validated(sf)
     try:
         return study.prepare(spec, sf)
@@ -92,7 +125,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
         events.emit("run_preparing", spec=str(p.spec_file.path), store=str(p.store_path), stage="loading models and data")
         session = p.study.open(p, dev, view.warn)  # a Ctrl-C here stops at once: nothing is written yet
         with interrupt.graceful_stop():
-            store.open(session.layout, provenance_attrs(p.spec_file.text, p.spec.sha256(), describe(dev)))
+            store.open(session.layout, {**provenance_attrs(p.spec_file.text, p.spec.sha256(), describe(dev)), **p.attrs})
             session.write_inputs(store)
             done = store.tasks()  # without the tasks whose arrays were remade
             todo = [t for t in p.tasks if t.id not in done]
@@ -116,6 +149,28 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
         events.emit("run_finished", status=status, seconds=round(time.monotonic() - t_run, 3))
         close_run(store, events, view)
     return outcome
+
+
+def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = None, quiet: bool = False) -> Outcome:
+    """Apply each point of a sweep in turn (a point that is done costs a read of its records)."""
+    from runner.sweep import record
+
+    total = Outcome([], {}, 0)
+    if all(all(t.id in read_tasks(p.store_path) for t in p.tasks) for p in prepared):
+        total.skipped = sum(len(p.tasks) for p in prepared)
+        return total
+    record(sweep, prepared[0].spec_file.text)
+    for point, p in zip(sweep.points, prepared, strict=True):
+        if not quiet:
+            print(f"sweep point {point.name}", file=sys.stderr)
+        one = apply(p, device=device, quiet=quiet)
+        total.ran += one.ran
+        total.failed.update(one.failed)
+        total.skipped += one.skipped
+        if one.interrupted:
+            total.interrupted = True
+            break
+    return total
 
 
 def open_run(store_path: Path, quiet: bool):
@@ -163,6 +218,12 @@ def describe_store(path: Path) -> str:
 
 
 def open_snippet(store_path: Path) -> str:
+    from runner.sweep import is_sweep
+
+    if is_sweep(store_path):
+        return ("from runner.sweep import open_sweep\n"
+                f"ds = open_sweep({str(store_path)!r})  # the points as one dataset; or xr.open_datatree(path)\n"
+                "print(ds)")
     return (
         "import xarray as xr\n"
         f"ds = xr.open_zarr({str(store_path)!r})\n"

@@ -135,10 +135,54 @@ def _version() -> str:
 
 
 def cmd_plan(args) -> int:
-    from runner.apply import describe_store, prepare, states
+    from runner.apply import prepare_all
+
+    sweep, prepared = prepare_all(args.spec)
+    if sweep is None:
+        return _plan_one(args, prepared[0])
+    return _plan_sweep(args, sweep, prepared)
+
+
+def _plan_sweep(args, sweep, prepared) -> int:
+    from runner.apply import describe_store, states
     from runner.plan import plan_rows
 
-    p = prepare(args.spec)
+    rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
+    unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
+    if args.json:
+        print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
+                          "sweep": sweep.axes, "unmet": unmet,
+                          "points": [{"name": pt.name, "values": pt.values, "store": str(p.store_path),
+                                      "spec_sha256": p.spec.sha256(), "tasks": plan_rows(p.tasks, st, p.labels)}
+                                     for pt, p, st in rows]}, indent=2))
+        return EXIT_OK
+    first = prepared[0]
+    print(f"experiment {first.spec.experiment.name}: {first.spec.experiment.description}")
+    print(f"study      {first.study.name}")
+    print(f"store      {describe_store(sweep.root)}")
+    for line in sweep.describe():
+        print(line)
+    print(f"first point ({sweep.points[0].name}):")
+    for line in first.study.describe(first):
+        print(line)
+    print("points")
+    total = done = 0
+    for point, p, st in rows:
+        n_done = sum(v == "done" for v in st.values())
+        total, done = total + len(p.tasks), done + n_done
+        print(f"  {point.name:<24} {len(p.tasks) - n_done} to run, {n_done} done")
+    if unmet:
+        print("Plan: not resolved until the requirements below are met")
+    else:
+        print(f"Plan: {total - done} to run, {done} done, in {len(rows)} point(s)")
+    print_unmet(unmet)
+    return EXIT_OK
+
+
+def _plan_one(args, p) -> int:
+    from runner.apply import describe_store, states
+    from runner.plan import plan_rows
+
     state = states(p)
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
@@ -182,7 +226,7 @@ def print_unmet(unmet: list[str]) -> None:
 
 
 def cmd_apply(args) -> int:
-    from runner.apply import Unmet, apply, describe_store, prepare
+    from runner.apply import Unmet, apply, apply_sweep, describe_store, prepare_all
 
     if args.device:
         from runner.execute.device import device_unavailable
@@ -190,17 +234,25 @@ def cmd_apply(args) -> int:
         problem = device_unavailable(args.device)
         if problem:
             raise UsageError(f"--device: {problem}")
-    p = prepare(args.spec)  # every input error is reported here, before anything runs
-    p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
-    if p.unmet:
-        raise Unmet(p.unmet)
+    sweep, prepared = prepare_all(args.spec)  # every input error is reported here, before anything runs
+    for p in prepared:
+        p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
+    unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
+    if unmet:
+        raise Unmet(unmet)
+    store_path = sweep.root if sweep else prepared[0].store_path
     if args.monitor:
+        if sweep:
+            raise UsageError("--monitor shows one store; apply the sweep, then `runner monitor` one of its points: "
+                             + ", ".join(str(p.store_path) for p in prepared))
         from runner.tui.app import run_apply_with_monitor
 
         return run_apply_with_monitor(args.spec, device=args.device)
-    if not args.quiet and "outside" in describe_store(p.store_path):
-        print(f"store: {describe_store(p.store_path)}", file=sys.stderr)
-    return report_outcome(apply(p, device=args.device, quiet=args.quiet), args.spec, p.store_path)
+    if not args.quiet and "outside" in describe_store(store_path):
+        print(f"store: {describe_store(store_path)}", file=sys.stderr)
+    if sweep is None:
+        return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet), args.spec, store_path)
+    return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet), args.spec, store_path)
 
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:
@@ -225,7 +277,13 @@ def report_outcome(outcome, spec: Path, store_path: Path) -> int:
 
 
 def cmd_monitor(args) -> int:
+    from runner.status import store_of
     from runner.tui.app import run_monitor
+
+    swept = _sweep_points(store_of(args.target)) if (store_of(args.target) / "zarr.json").exists() else None
+    if swept is not None:
+        raise UsageError("a sweep's store holds one store per point; monitor one of them: "
+                         + ", ".join(str(p) for _, p in swept))
 
     return run_monitor(args.target)
 
@@ -241,14 +299,29 @@ def _existing_store(target: Path) -> Path:
     return path
 
 
+def _sweep_points(path: Path) -> list[tuple[str, Path]] | None:
+    """(name, store) of each point of a sweep's store, or None for a store without a sweep."""
+    from runner.sweep import is_sweep, points
+
+    if not is_sweep(path):
+        return None
+    return [(pt["name"], path / pt["name"]) for pt in points(path)]
+
+
 def cmd_status(args) -> int:
     from runner.status import load_status, render_status
 
-    status = load_status(_existing_store(args.target))
+    path = _existing_store(args.target)
+    swept = _sweep_points(path)
+    if swept is None:
+        status = load_status(path)
+        print(json.dumps(status, indent=2) if args.json else render_status(status))
+        return EXIT_OK
+    statuses = {name: load_status(point) for name, point in swept}
     if args.json:
-        print(json.dumps(status, indent=2))
+        print(json.dumps({"sweep": str(path), "points": statuses}, indent=2))
     else:
-        print(render_status(status))
+        print("\n\n".join(f"sweep point {name} ({path / name})\n{render_status(st)}" for name, st in statuses.items()))
     return EXIT_OK
 
 
@@ -258,7 +331,12 @@ def cmd_show(args) -> int:
     path = _existing_store(args.store)
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.store}`)")
-    print(render_show(path))
+    swept = _sweep_points(path)
+    if swept is None:
+        print(render_show(path))
+    else:
+        print("\n\n".join(f"sweep point {name} ({point})\n{render_show(point)}" for name, point in swept
+                          if (point / "zarr.json").exists()))
     return EXIT_OK
 
 
@@ -275,7 +353,7 @@ def cmd_figures(args) -> int:
         raise UsageError(f"--only: {err.args[0]}") from None
     for d in drawn:
         what = f"{', '.join(d.files)}" if d.status == "drawn" else f"skipped: {d.reason}"
-        print(f"  {d.id:<12} {d.reproduces:<28} {what}")
+        print(f"  {d.id:<20} {d.reproduces:<28} {what}")
     n = sum(d.status == "drawn" for d in drawn)
     print(f"{n} figure(s) in {out} (list: {out / 'figures.json'})")
     return EXIT_OK

@@ -9,7 +9,8 @@ raises :class:`NotDrawable` with the reason.
 :func:`figures` draws every recipe that applies to a store, a spec's store or any dataset opened
 with xarray, and writes each as PNG and SVG next to ``figures.json``: figure id, the paper figure,
 the variables read, the spec hash, and what was skipped and why. A partial run draws what exists:
-values not computed yet are NaN in the store and leave gaps.
+values not computed yet are NaN in the store and leave gaps. For a sweep, a recipe that does not
+draw the swept dimensions itself (``sweeps=True``) is drawn once per point (``fig2c@tokens=8``).
 """
 
 from __future__ import annotations
@@ -43,18 +44,21 @@ class Recipe:
     needs: tuple[str, ...]
     draw: Callable[[xr.Dataset], Figure]
     title: str = ""
+    sweeps: bool = False
+    """It draws a sweep's dimensions itself (e.g. Fig. 2B against N_w); else it is drawn per point."""
 
 
 _RECIPES: dict[str, Recipe] = {}
 
 
-def recipe(*, study: str, id: str, reproduces: str, needs: Sequence[str], title: str = ""):
-    """Decorator: register ``draw(ds) -> Figure`` as figure ``id`` of ``study``."""
+def recipe(*, study: str, id: str, reproduces: str, needs: Sequence[str], title: str = "", sweeps: bool = False):
+    """Decorator: register ``draw(ds) -> Figure`` as figure ``id`` of ``study`` (``sweeps``: it
+    draws the swept dimensions of a sweep's dataset itself; otherwise it is drawn once per point)."""
 
     def register(draw: Callable[[xr.Dataset], Figure]) -> Callable[[xr.Dataset], Figure]:
         if id in _RECIPES and _RECIPES[id].draw is not draw:
             raise ValueError(f"figure id {id!r} is registered twice")
-        _RECIPES[id] = Recipe(id, study, reproduces, tuple(needs), draw, title or (draw.__doc__ or "").strip())
+        _RECIPES[id] = Recipe(id, study, reproduces, tuple(needs), draw, title or (draw.__doc__ or "").strip(), sweeps)
         return draw
 
     return register
@@ -90,9 +94,10 @@ def study_of(ds: xr.Dataset) -> str | None:
         return None
     from runner.specfile import SpecError, SpecFile
     from runner.study import study_for
+    from runner.sweep import split
 
     try:
-        return study_for(SpecFile(Path("<store>"), text, tomllib.loads(text))).name
+        return study_for(split(SpecFile(Path("<store>"), text, tomllib.loads(text)))[0]).name
     except (SpecError, tomllib.TOMLDecodeError):
         return None
 
@@ -103,16 +108,18 @@ def default_out(store: Path) -> Path:
 
 
 def open_source(source: str | Path) -> tuple[xr.Dataset, Path]:
-    """The dataset behind a spec (its store) or a store path; raises FileNotFoundError with the path."""
+    """The dataset behind a spec (its store) or a store path, the points of a sweep combined
+    (:func:`runner.sweep.open_sweep`); raises FileNotFoundError with the path."""
     import xarray as xr
 
-    path = Path(source)
-    if path.suffix == ".toml":
-        from runner.apply import load_spec
+    from runner.status import store_of
+    from runner.sweep import is_sweep, open_sweep
 
-        path = load_spec(path).store_path
+    path = store_of(Path(source))
     if not (path / "zarr.json").exists():
         raise FileNotFoundError(f"{path}: no store here (run `runner apply` first)")
+    if is_sweep(path):
+        return open_sweep(path), path
     return xr.open_zarr(path, consolidated=False), path
 
 
@@ -125,6 +132,7 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
     """
     import xarray as xr
 
+    store = None
     if isinstance(source, xr.Dataset):
         if out is None:
             raise ValueError("figures(dataset) needs out= (a folder to write to)")
@@ -141,26 +149,50 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
             raise KeyError(f"no figure {', '.join(unknown)}; this store's figures: {', '.join(sorted(chosen)) or 'none'}")
         chosen = {k: chosen[k] for k in only}
     out.mkdir(parents=True, exist_ok=True)
-    drawn = [_draw(r, ds, out) for r in chosen.values()]
+    parts = _points(ds, store)
+    drawn = []
+    for r in chosen.values():
+        if r.sweeps or not parts:
+            drawn.append(_draw(r, ds, out))
+        else:
+            drawn += [_draw(r, part, out, point) for point, part in parts.items()]
     manifest = {"spec_sha256": ds.attrs.get("runner_spec_sha256", ""), "study": study,
                 "figures": [asdict(d) for d in drawn]}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return drawn
 
 
-def _draw(r: Recipe, ds: xr.Dataset, out: Path) -> Drawn:
+def _points(ds: xr.Dataset, store: Path | None) -> dict[str, xr.Dataset]:
+    """The points of a sweep by name (each point's own store when there is one), or {}."""
+    import itertools
+
+    import xarray as xr
+
+    from runner.sweep import ATTR, is_sweep, points
+
+    if store is not None and is_sweep(store):
+        return {p["name"]: xr.open_zarr(store / p["name"], consolidated=False) for p in points(store)
+                if (store / p["name"] / "zarr.json").exists()}
+    dims = json.loads(ds.attrs.get(ATTR, "[]"))
+    return {",".join(f"{d}={v}" for d, v in zip(dims, combo, strict=True)): ds.sel(dict(zip(dims, combo, strict=True)))
+            for combo in itertools.product(*(ds[d].values.tolist() for d in dims))}
+
+
+def _draw(r: Recipe, ds: xr.Dataset, out: Path, point: str = "") -> Drawn:
+    fid = f"{r.id}@{point}" if point else r.id
     missing = [v for v in r.needs if v not in ds.variables]
     if missing:
-        return Drawn(r.id, r.reproduces, "skipped", reason=f"the store has no {', '.join(missing)} "
+        return Drawn(fid, r.reproduces, "skipped", reason=f"the store has no {', '.join(missing)} "
                      "(add the measure that writes it to the spec)")
     try:
         fig = r.draw(ds)
     except NotDrawable as e:
-        return Drawn(r.id, r.reproduces, "skipped", list(r.needs), reason=str(e))
-    fig.suptitle(f"{r.title} ({r.reproduces})" if r.title else r.reproduces, fontsize="medium")
+        return Drawn(fid, r.reproduces, "skipped", list(r.needs), reason=str(e))
+    title = f"{r.title} ({r.reproduces})" if r.title else r.reproduces
+    fig.suptitle(f"{title}, {point}" if point else title, fontsize="medium")
     files = []
     for fmt in FORMATS:
-        path = out / f"{r.id}.{fmt}"
+        path = out / f"{fid}.{fmt}"
         fig.savefig(path, dpi=120 if fmt == "png" else None, bbox_inches="tight")
         files.append(path.name)
-    return Drawn(r.id, r.reproduces, "drawn", list(r.needs), files)
+    return Drawn(fid, r.reproduces, "drawn", list(r.needs), files)

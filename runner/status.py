@@ -23,7 +23,9 @@ def store_of(target: Path) -> Path:
         from runner.specfile import read_toml, validate
         from runner.study import study_for
 
-        sf = read_toml(target)
+        from runner.sweep import split
+
+        sf = split(read_toml(target))[0]
         return validate(study_for(sf).spec_model(), sf).store_path()
     return target
 

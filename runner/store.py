@@ -68,10 +68,15 @@ def writing(path: Path) -> Iterator[None]:
 
 
 def runner_dir(path: Path) -> Path:
+    """The runner's folder beside a store (event log, lock, checkpoints): ``x.zarr`` -> ``x.runner``;
+    for a point of a sweep (a store inside a ``.zarr`` group), ``x.runner/<point>``, outside the
+    zarr hierarchy."""
+    if path.parent.suffix == ".zarr":
+        return runner_dir(path.parent) / path.name
     return path.with_suffix(".runner")
 
 
-def _root_attrs(path: Path) -> dict | None:
+def root_attrs(path: Path) -> dict | None:
     try:
         meta = json.loads((Path(path) / "zarr.json").read_text())
     except (OSError, ValueError):
@@ -81,13 +86,13 @@ def _root_attrs(path: Path) -> dict | None:
 
 def is_runner_store(path: Path) -> bool:
     """True for a zarr group this runner created (its root attributes carry ``runner_store_id``)."""
-    attrs = _root_attrs(path)
+    attrs = root_attrs(path)
     return attrs is not None and "runner_store_id" in attrs
 
 
 def format_problem(path: Path) -> str | None:
     """Why a store of this runner cannot be written by this version (an older ``store_format``)."""
-    attrs = _root_attrs(path) or {}
+    attrs = root_attrs(path) or {}
     found = int(attrs.get("store_format", 1))
     if found == STORE_FORMAT:
         return None
@@ -97,8 +102,8 @@ def format_problem(path: Path) -> str | None:
             "a new path")
 
 
-def store_path_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be this experiment's store, or None.
+def store_path_problem(path: Path, sweep: bool = False) -> str | None:
+    """Why ``path`` cannot be this experiment's store (``sweep``: of a spec with a sweep), or None.
 
     The runner writes only where it owns the place: a new path, an empty folder, or a store it
     created. An existing file, a folder holding anything else, or another program's zarr store is
@@ -113,6 +118,9 @@ def store_path_problem(path: Path) -> str | None:
         if (path / "zarr.json").exists():
             if not is_runner_store(path):
                 return f"{path} is a zarr store this runner did not create; choose another path"
+            if ("runner_sweep" in (root_attrs(path) or {})) != sweep:
+                held, spec = ("a sweep", "has no [sweep]") if not sweep else ("a run without a sweep", "has a [sweep]")
+                return f"{path} holds {held} and this spec {spec}; set [experiment] store to another path"
             return format_problem(path)  # ours: a write that fails later (read-only, full) is a store error
         else:
             entries = sorted(p.name for p in path.iterdir())
@@ -289,5 +297,5 @@ class Store:
 
 def read_tasks(path: Path) -> dict[str, dict]:
     """Completion records of a store, read without the lock or zarr ({} when there is no store)."""
-    attrs = _root_attrs(Path(path))
+    attrs = root_attrs(Path(path))
     return json.loads(attrs.get("runner_tasks", "{}")) if attrs else {}

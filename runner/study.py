@@ -52,6 +52,8 @@ class Prepared:
     """Requirements this machine does not meet; ``apply`` refuses while there are any."""
     state: Any = None
     """The study's own resolved data (networks, schedule, ...)."""
+    attrs: dict[str, str] = field(default_factory=dict)
+    """Root attributes the engine adds to the store (the point of a sweep)."""
 
     @property
     def store_path(self) -> Path:

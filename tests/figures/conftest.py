@@ -103,3 +103,40 @@ def training_store(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("training")
     apply(tiny_spec(root, "lstm_tiny"), root)
     return root / "lstm_tiny.zarr"
+
+
+SWEPT = """
+    [experiment]
+    name = "swept"
+    seed = 0
+
+    [[model]]
+    name = "pretrained"
+    source = "{albert}"
+
+    [[model]]
+    name = "initial"
+    source = "{albert}"
+    init = {{ scheme = "truncated_normal", std = 0.02, clip = 2.0 }}
+
+    [input]
+    source = "builtin:pydoc-topics"
+    samples = 6
+
+    [dynamics]
+    steps = 60
+
+    [[measure]]
+    kind = "token_deviation"
+
+    [sweep.input]
+    tokens = [4, 8]
+    """
+
+
+@pytest.fixture(scope="session")
+def swept_store(tmp_path_factory, tiny_albert) -> Path:
+    """A sweep over N_w (Fig. 2B) of the tiny ALBERT, pre-trained and initial."""
+    root = tmp_path_factory.mktemp("swept")
+    apply(write_spec(root, SWEPT.format(albert=tiny_albert), "swept.toml"), root)
+    return root / "store" / "swept.zarr"

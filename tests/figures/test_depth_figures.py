@@ -43,7 +43,7 @@ def test_fig2a_trajectories_attention_and_deviation(ds):
 
 def test_fig2b_boxes_are_the_offsets_of_each_model(ds):
     ax = draw("fig2b", ds).axes[0]
-    labels = [t.get_text().split("\n")[0] for t in ax.get_xticklabels()]
+    labels = [t.get_text().split(" (")[0] for t in ax.get_legend().get_texts()]
     assert labels == ["pretrained", "initial", "reservoir"]
     lines = {line.get_gid(): line for line in ax.lines}
     for model in labels:
@@ -121,3 +121,24 @@ def test_only_and_unknown_ids(depth_store, tmp_path):
     assert [d.id for d in figures(depth_store, out=tmp_path, only=["fig2b"])] == ["fig2b"]
     with pytest.raises(KeyError, match="fig9z"):
         figures(depth_store, out=tmp_path, only=["fig9z"])
+
+
+def test_fig2b_from_a_sweep_over_the_number_of_tokens(swept_store, tmp_path):
+    from runner.sweep import open_sweep
+
+    ds = open_sweep(swept_store)
+    ax = draw("fig2b", ds).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4", "8"] and ax.get_xlabel() == "$N_w$"
+    lines = {line.get_gid(): line for line in ax.lines if line.get_gid()}
+    checked = 0
+    for model in ("pretrained", "initial"):
+        for n in (4, 8):
+            point = xr.open_zarr(swept_store / f"tokens={n}", consolidated=False)
+            off = point["sync_offset"].sel(network=model).values
+            if (off >= 0).any():
+                assert lines[f"median:{model}@{n}"].get_ydata()[0] == np.median(off[off >= 0])
+                checked += 1
+    assert checked >= 2, "too few networks synchronised to check the boxes"
+    drawn = {d.id: d.status for d in figures(swept_store, out=tmp_path)}
+    assert drawn["fig2b"] == "drawn"
+    assert {k for k in drawn if k.startswith("fig2c")} == {"fig2c@tokens=4", "fig2c@tokens=8"}  # per point

@@ -2,6 +2,7 @@
 
 ``python -m tests.golden.pins`` rewrites ``plans.json`` and ``values.json``; do that only on
 purpose (a change of task ids comes with a new ``store_format``, see docs/architecture.md).
+``python -m tests.golden.pins --plans NAME...`` pins the plans of new or deliberately changed specs.
 
 - plans: for every shipped spec, ``runner plan --json`` offline: each task's id, kind, measure,
   network and dependencies, and the unmet requirements.
@@ -59,6 +60,9 @@ def plan_of(spec: Path, work: Path) -> dict:
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     keys = ("id", "kind", "measure", "network", "deps")
+    if "points" in plan:  # a sweep: the tasks of each point
+        return {"points": {p["name"]: [{k: t.get(k) for k in keys} for t in p["tasks"]] for p in plan["points"]},
+                "unmet": len(plan["unmet"])}
     return {"tasks": [{k: t.get(k) for k in keys} for t in plan["tasks"]], "unmet": len(plan["unmet"])}
 
 
@@ -95,14 +99,23 @@ def run_values(name: str, work: Path) -> dict:
     return values_of(store)
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    """No arguments: pin every plan and the values. ``--plans SPEC...``: pin (or re-pin) the plans
+    of these specs only (paths relative to specs/), for a new spec or one changed on purpose."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        plans = {str(p.relative_to(ROOT / "specs")): plan_of(p, work) for p in shipped_specs()}
+        if argv[:1] == ["--plans"]:
+            plans = json.loads((HERE / "plans.json").read_text())
+            plans.update({name: plan_of(ROOT / "specs" / name, work) for name in argv[1:]})
+            plans = {k: v for k, v in plans.items() if (ROOT / "specs" / k).exists()}
+        else:
+            plans = {str(p.relative_to(ROOT / "specs")): plan_of(p, work) for p in shipped_specs()}
         (HERE / "plans.json").write_text(json.dumps(plans, indent=1, sort_keys=True) + "\n")
+        if argv:
+            return
         values = {"fingerprint": fingerprint(), "runs": {name: run_values(name, work) for name in RUNS}}
         (HERE / "values.json").write_text(json.dumps(values, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -8,6 +8,8 @@ vs initial, or any others), one column or line per model.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
@@ -77,27 +79,42 @@ def _attention_maps(ds: xr.Dataset, net: str, sample: int) -> xr.DataArray | Non
 
 
 @recipe(study=STUDY, id="fig2b", reproduces=f"{PAPER}, Fig. 2B", needs=("sync_offset",),
-        title="Synchronisation offsets")
+        title="Synchronisation offsets", sweeps=True)
 def synchronisation_offsets(ds: xr.Dataset) -> Figure:
     """Synchronisation offsets of every sample and replicate, one box per model (triangles: means;
-    samples that never synchronised are left out and counted in the label)."""
-    fig = new_figure()
+    samples that never synchronised are left out and counted in the label); against the swept
+    parameter (the paper: N_w) when the store is a sweep."""
+    swept = json.loads(ds.attrs.get("runner_sweep", "[]"))
+    xdim = swept[0] if swept else None
+    xs = ds[xdim].values.tolist() if xdim else [None]
+    names = models(ds)
+    fig = new_figure(max(6.4, 1.2 * len(xs) * len(names)), 4.0)
     ax = fig.subplots()
-    data, labels = [], []
-    for m in models(ds):
-        off = of_model(ds["sync_offset"], m).values.ravel()
-        kept = off[off >= 0]
-        data.append(kept)
-        never = off.size - kept.size
-        labels.append(f"{m}\n({never} never)" if never else m)
-    if not any(len(d) for d in data):
+    width = 0.8 / len(names)
+    found = False
+    for j, m in enumerate(names):
+        data, never = [], 0
+        for x in xs:
+            off = of_model(ds["sync_offset"] if x is None else ds["sync_offset"].sel({xdim: x}), m).values.ravel()
+            kept = off[off >= 0]  # NaN (padding of a sweep's points) and -1 (never) are left out
+            never += int(np.sum(off == -1))
+            data.append(kept)
+            found |= kept.size > 0
+        pos = np.arange(len(xs)) + (j - (len(names) - 1) / 2) * width
+        parts = ax.boxplot(data, positions=pos, widths=width * 0.9, showmeans=True, manage_ticks=False,
+                           meanprops={"marker": "^"}, flierprops={"marker": "D"}, patch_artist=True,
+                           boxprops={"facecolor": f"C{j}", "alpha": 0.5})
+        parts["boxes"][0].set_label(f"{m} ({never} never)" if never else m)
+        for k, (median, mean) in enumerate(zip(parts["medians"], parts["means"], strict=True)):
+            median.set_gid(f"median:{m}" + (f"@{xs[k]}" if xdim else ""))
+            mean.set_gid(f"mean:{m}" + (f"@{xs[k]}" if xdim else ""))
+    if not found:
         raise NotDrawable("no sample has synchronised yet")
-    parts = ax.boxplot(data, tick_labels=labels, showmeans=True, meanprops={"marker": "^"}, flierprops={"marker": "D"})
-    for m, median, mean in zip(models(ds), parts["medians"], parts["means"], strict=True):
-        median.set_gid(f"median:{m}")
-        mean.set_gid(f"mean:{m}")
+    ax.set_xticks(np.arange(len(xs)), [str(x) for x in xs] if xdim else [""])
     tokens = ds.sizes.get("token")
-    ax.set(ylabel="synchronisation offset (steps)", title=f"N_w = {tokens}" if tokens else "")
+    ax.set(ylabel="synchronisation offset (steps)",
+           xlabel=("$N_w$" if xdim == "tokens" else xdim) if xdim else (f"N_w = {tokens}" if tokens else ""))
+    ax.legend(fontsize="small")
     return fig
 
 

@@ -1,0 +1,180 @@
+"""Sweeps: a ``[sweep]`` table turns one spec into a grid of runs stored together.
+
+```toml
+[sweep.input]
+tokens = [8, 16, 32, 64, 128]      # Fig. 2B: synchronisation offset against N_w
+```
+
+Each key of a ``[sweep.<table>]`` names a key of that table of the spec; several keys span their
+product. Every point of the grid is the spec with those values, run as its own experiment into
+its own store inside the sweep's store: ``store/<name>.zarr/tokens=8`` (a zarr group of the
+sweep's group; its event log and lock under ``store/<name>.runner/tokens=8``). So a point that is
+done is never recomputed, and a value added to the grid computes only that point.
+``xr.open_datatree(store)`` reads the points as they are; :func:`open_sweep` combines them into
+one dataset with each swept key as a dimension (named after the key, e.g. ``tokens``).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runner.specfile import SpecError, SpecFile
+
+if TYPE_CHECKING:  # pragma: no cover
+    import xarray as xr
+
+TABLE = "sweep"
+ATTR = "runner_sweep"
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str
+    """The point's folder in the sweep's store, e.g. ``tokens=8`` or ``tokens=8,seed=1``."""
+    values: dict[str, Any]
+    """``{"input.tokens": 8}``"""
+    spec_file: SpecFile
+    """The spec of this point alone (no ``[sweep]``, its own store)."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    root: Path
+    axes: dict[str, list]
+    """``{"input.tokens": [8, 16, 32]}``, in the spec's order."""
+    points: list[Point]
+
+    def dims(self) -> dict[str, str]:
+        """Dataset dimension of each swept key: the key's own name (``input.tokens`` -> ``tokens``)."""
+        return {path: path.rsplit(".", 1)[1] for path in self.axes}
+
+    def describe(self) -> list[str]:
+        grid = " x ".join(f"{path} = {values}" for path, values in self.axes.items())
+        return [f"sweep      {grid}: {len(self.points)} point(s), stored together in {self.root}"]
+
+
+def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
+    """The spec without its ``[sweep]`` table, and the grid it declares (None without one)."""
+    if TABLE not in sf.data:
+        return sf, None
+    data = {k: v for k, v in sf.data.items() if k != TABLE}
+    base = SpecFile(sf.path, sf.text, data)
+    table = sf.data[TABLE]
+    problems, axes = [], {}
+    if not isinstance(table, dict) or not table:
+        problems.append(sf.problem((TABLE,), "declare the grid as [sweep.<table>] key = [values, ...]"))
+        table = {}
+    for name, keys in table.items():
+        if not isinstance(keys, dict) or not keys:
+            problems.append(sf.problem((TABLE, name), f"expected a table of lists: [sweep.{name}] key = [v1, v2]"))
+            continue
+        if isinstance(data.get(name), list):
+            problems.append(sf.problem((TABLE, name), f"[[{name}]] is a list of tables; a sweep sets keys of "
+                                       "single tables ([input], [dynamics], [experiment], ...)"))
+            continue
+        for key, values in keys.items():
+            if isinstance(values, dict):
+                problems.append(sf.problem((TABLE, name, key), "nested tables cannot be swept"))
+            elif not isinstance(values, list) or not values:
+                problems.append(sf.problem((TABLE, name, key), "expected a non-empty list of values"))
+            elif len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+                problems.append(sf.problem((TABLE, name, key), "a value is listed twice"))
+            else:
+                axes[f"{name}.{key}"] = values
+    if not problems and len({p.rsplit(".", 1)[1] for p in axes}) != len(axes):
+        problems.append(sf.problem((TABLE,), "two swept keys have the same name; a sweep dimension is named "
+                                   "after its key"))
+    if problems:
+        raise SpecError(sf.path, problems)
+    return base, axes
+
+
+def point_name(values: dict[str, Any]) -> str:
+    return ",".join(f"{path.rsplit('.', 1)[1]}={_text(v)}" for path, v in values.items())
+
+
+def _text(v: Any) -> str:
+    return json.dumps(v) if not isinstance(v, str) else v
+
+
+def expand(base: SpecFile, axes: dict[str, list], root: Path) -> Sweep:
+    """One spec per point of the grid, each with its store inside ``root``."""
+    points = []
+    for combo in itertools.product(*axes.values()):
+        values = dict(zip(axes, combo, strict=True))
+        data = copy.deepcopy(base.data)
+        for path, v in values.items():
+            table, key = path.split(".", 1)
+            data.setdefault(table, {})[key] = v
+        name = point_name(values)
+        data.setdefault("experiment", {})["store"] = str(root / name)
+        points.append(Point(name, values, SpecFile(base.path, base.text, data)))
+    return Sweep(root, axes, points)
+
+
+def is_sweep(path: Path) -> bool:
+    from runner.store import root_attrs
+
+    return ATTR in (root_attrs(path) or {})
+
+
+def record(sweep: Sweep, spec_text: str) -> None:
+    """Create the sweep's store (a zarr group) or add this grid's points to it."""
+    import uuid
+
+    import zarr
+
+    from runner.layout import STORE_FORMAT
+    from runner.store import writing
+
+    with writing(sweep.root):
+        if (sweep.root / "zarr.json").exists():
+            group = zarr.open_group(sweep.root, mode="r+", use_consolidated=False)
+            known = json.loads(group.attrs[ATTR])["points"]
+        else:
+            group = zarr.open_group(sweep.root, mode="w", zarr_format=3)
+            group.attrs.update({"runner_store_id": uuid.uuid4().hex, "store_format": STORE_FORMAT})
+            known = []
+        names = {p["name"] for p in known}
+        known += [{"name": p.name, "values": p.values} for p in sweep.points if p.name not in names]
+        group.attrs.update({ATTR: json.dumps({"dims": sweep.dims(), "points": known}),
+                            "runner_spec_toml": spec_text})
+
+
+def points(root: Path) -> list[dict]:
+    """The points recorded in a sweep's store: ``[{"name": ..., "values": {...}}]``."""
+    from runner.store import root_attrs
+
+    return json.loads((root_attrs(root) or {})[ATTR])["points"]
+
+
+def open_sweep(root: str | Path) -> xr.Dataset:
+    """The points of a sweep's store as one dataset, each swept key a dimension (points not started
+    yet are left out; values a point lacks, e.g. tokens beyond its N_w, are NaN)."""
+    import xarray as xr
+
+    from runner.store import root_attrs
+
+    root = Path(root)
+    meta = json.loads(root_attrs(root)[ATTR])
+    dims: dict[str, str] = meta["dims"]
+    parts = []
+    for p in meta["points"]:
+        if (root / p["name"] / "zarr.json").exists():
+            ds = xr.open_zarr(root / p["name"], consolidated=False)
+            parts.append(ds.expand_dims({dims[k]: [v] for k, v in p["values"].items()}))
+    if not parts:
+        raise FileNotFoundError(f"{root}: no point of the sweep has been run yet")
+    kw = dict(join="outer", combine_attrs="override", coords="different", compat="equals")
+    if len(dims) == 1:
+        ds = xr.concat(parts, dim=next(iter(dims.values())), **kw)
+    else:
+        ds = xr.concat([p.stack(sweep_point=list(dims.values())) for p in parts], dim="sweep_point", **kw)
+        ds = ds.unstack("sweep_point")
+    ds.attrs[ATTR] = json.dumps(list(dims.values()))
+    return ds.sortby(list(dims.values())).transpose(*dims.values(), ...)
