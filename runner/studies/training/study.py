@@ -171,6 +171,8 @@ class TrainingStudyPlugin(Study):
         lines.append("models")
         for i, n in enumerate(s.model):
             extra = f" tagset={n.tagset} mode={n.mode}{' shuffled' if n.shuffled else ''}" if n.kind == "tagger" else ""
+            if n.corpus_variant:
+                extra += f" corpus_variant={n.corpus_variant}"
             lines.append(f"  {n.name:<16} {n.kind} seed={s.network_seed(i)}{extra}")
         lines.append("measures   (every parameter shown, defaults included)")
         lines += [f"  {m.kind:<12} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
