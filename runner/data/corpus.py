@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import torch
 from torch import Tensor
 
 from runner.data.sentences import split_sentences
@@ -32,6 +34,18 @@ class TagStreams:
 
 
 @dataclass
+class Variant:
+    """One of several training corpora over one vocabulary (the scaffold corpora of Ch. 5 Sec. 4)."""
+
+    train: Tensor
+    valid: Tensor
+    coords: dict[str, Any] = field(default_factory=dict)
+    """Per-network coordinates of the store for networks trained on it (e.g. ``scaffold_length``)."""
+    tests: dict[str, Any] = field(default_factory=dict)
+    """Test sets measures read (scaffold: :class:`runner.data.scaffold.ScaffoldTests` by domain)."""
+
+
+@dataclass
 class Corpus:
     vocab: Vocabulary
     train: Tensor
@@ -41,6 +55,18 @@ class Corpus:
     word_class: list[str] = field(default_factory=list)
     """Per vocabulary entry: 'open', 'closed' or 'other' by its majority UPOS in training ('' unknown)."""
     train_tag_sentences: dict[str, list[list[str]]] = field(default_factory=dict)
+    variants: dict[str, Variant] = field(default_factory=dict)
+    """Named training corpora (a ``[[model]]`` picks one with ``corpus_variant``); ``train`` and
+    ``valid`` are then those of the first."""
+
+    def streams(self, variant: str | None = None) -> tuple[Tensor, Tensor]:
+        """The (train, valid) streams a network trains on."""
+        if variant is None:
+            return self.train, self.valid
+        if variant not in self.variants:
+            raise CorpusError(f"the corpus has no variant {variant!r}; variants: {sorted(self.variants)}")
+        v = self.variants[variant]
+        return v.train, v.valid
 
     def frequencies(self) -> list[int]:
         return [int(self.vocab.counts.get(w, 0)) for w in self.vocab.itos]
@@ -78,8 +104,40 @@ def _sentences(spec, base: Path) -> list[TaggedSentence]:
         raise CorpusError(f"[corpus] source {src!r}: {err}") from None
 
 
+def scaffold_variants(spec) -> list[str]:
+    """Variant names of a ``scaffold:`` corpus: ``<setting>_k<k>``."""
+    sc = spec.scaffold
+    return [f"{s}_k{k}" for k in sc.lengths for s in sc.settings]
+
+
+def _scaffold_corpus(spec, seed: int) -> Corpus:
+    from runner.data.scaffold import ScaffoldConfig, generate, vocabulary
+
+    sc = spec.scaffold
+    cfg = ScaffoldConfig(**sc.model_dump(exclude={"lengths", "settings"}))
+    itos = tuple(vocabulary(cfg.vocab_size))
+    variants: dict[str, Variant] = {}
+    for k in sc.lengths:
+        made = generate(cfg, k, seed, tuple(sc.settings))
+        tests = dict(made.tests)
+        for setting in sc.settings:
+            variants[f"{setting}_k{k}"] = Variant(
+                torch.from_numpy(made.train[setting].tokens), torch.from_numpy(made.valid[setting].tokens),
+                {"scaffold_length": k, "familiar_scaffold": setting == "familiar"}, tests)
+    first = next(iter(variants.values()))
+    counts = torch.bincount(first.train, minlength=len(itos)).tolist()
+    vocab = Vocabulary(itos, {w: i for i, w in enumerate(itos)}, dict(zip(itos, counts)), unk=None, eos=None)
+    test = torch.from_numpy(first.tests["in_domain"].inputs.reshape(-1))
+    return Corpus(vocab, first.train, first.valid, test, variants=variants)
+
+
 def load_corpus(spec, tagsets: list[str], seed: int, base: Path = Path(".")) -> Corpus:
-    """Read and preprocess the corpus; ``seed`` draws the split; ``tagsets`` are encoded too."""
+    """Read and preprocess the corpus; ``seed`` draws the split; ``tagsets`` are encoded too.
+    ``source = "scaffold:"`` generates the synthetic scaffold corpora instead (``seed`` draws them)."""
+    if spec.source == "scaffold:":
+        if tagsets:
+            raise CorpusError(f"the scaffold corpus has no tags; tag sets {tagsets} need a tagged corpus")
+        return _scaffold_corpus(spec, seed)
     sents = _sentences(spec, base)
     if spec.max_sentences:
         sents = sents[: spec.max_sentences]

@@ -24,7 +24,10 @@ def labelled(ax):
 
 def test_every_training_figure_is_drawn(training_store, tmp_path):
     drawn = {d.id: d for d in figures(training_store, out=tmp_path)}
-    assert {k for k, d in drawn.items() if d.status == "drawn"} == set(recipes("training")), \
+    # Ch. 5 figures read the scaffold and syntax measures (tests/training/test_scaffold_study.py,
+    # test_syntax_di.py); every other training figure is drawn from this store
+    want = {k for k in recipes("training") if not k.startswith("ch5_")}
+    assert {k for k, d in drawn.items() if d.status == "drawn"} == want, \
         {k: d.reason for k, d in drawn.items() if d.status != "drawn"}
 
 

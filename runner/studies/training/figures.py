@@ -6,7 +6,12 @@ taggers; dotted: taggers trained on shuffled tags); each similarity figure shows
 by side. Chapter 6 (sparsity paper): Fig. 2 (chi of the gradient h-bar^2 per target word and
 epoch), 3 (rho<- over training), 4 (rho<-(h-bar^2) over open and closed classes) and 5 (chi
 against word frequency after training). Grey vertical lines mark where the step size was
-rescaled, as in the thesis.
+rescaled, as in the thesis. Chapter 5 (interdependence paper): Fig. 3 (mean DI of word pairs by
+sequential distance) and 4 (by syntactic distance, per sequential distance and open/closed class;
+a mean is drawn only over at least ``min_cases`` pairs, 100 in the paper), and on the scaffold
+corpora Fig. 7 (P(omega), in-domain and random scaffolds), 8 (P(omega) from alpha by CD) and 10
+(DI(alpha, scaffold), in-domain): one line per scaffold length and setting, the mean over seeds,
+dashed for familiar scaffolds.
 """
 
 from __future__ import annotations
@@ -218,4 +223,139 @@ def sparsity_by_frequency(ds: xr.Dataset) -> Figure:
     ax.set(xscale="log", xlabel="training frequency", ylabel=r"$\chi(\bar h^2)$",
            title=f"epoch {float(chi['epoch']):.3g}")
     ax.legend(fontsize="small")
+    return fig
+
+
+# --------------------------------------------------------------------------- Ch. 5: interdependence
+
+CH5 = "Saphra 2021, Ch. 5"
+
+
+def _scaffold_groups(ds: xr.Dataset) -> list[tuple[str, int, bool, list[str]]]:
+    """(label, k, familiar, networks) per scaffold length and setting; seeds are averaged."""
+    if "scaffold_length" not in ds.coords or "familiar_scaffold" not in ds.coords:
+        raise NotDrawable("the store's networks were not trained on scaffold corpora (source = \"scaffold:\")")
+    groups: dict[tuple[int, bool], list[str]] = {}
+    for net, k, fam in zip(ds["network"].values, ds["scaffold_length"].values, ds["familiar_scaffold"].values,
+                           strict=True):
+        groups.setdefault((int(k), bool(fam)), []).append(str(net))
+    return [(f"k={k} {'familiar' if fam else 'unfamiliar'}", k, fam, nets)
+            for (k, fam), nets in sorted(groups.items())]
+
+
+def scaffold_mean(da: xr.DataArray, networks: list[str]) -> xr.DataArray:
+    """The mean over the networks (seeds) of one scaffold length and setting, per checkpoint."""
+    return da.sel(network=networks).mean("network", skipna=False)
+
+
+def _scaffold_curves(ds: xr.Dataset, da: xr.DataArray, ax: Axes, ylabel: str) -> int:
+    """One line per (k, setting): colour by k, solid unfamiliar, dashed familiar (as in the paper)."""
+    groups = _scaffold_groups(ds)
+    lengths = sorted({k for _, k, _, _ in groups})
+    colours = {k: f"C{i}" for i, k in enumerate(lengths)}
+    drawn = 0
+    for label, k, fam, nets in groups:
+        line = scaffold_mean(da, nets)
+        if _finite(line):
+            ax.plot(line["epoch"].values, line.values, marker=".", color=colours[k], linestyle="--" if fam else "-",
+                    label=label)
+            drawn += 1
+    ax.set(xlabel="epoch", ylabel=ylabel)
+    ax.legend(fontsize="x-small")
+    return drawn
+
+
+@recipe(study=STUDY, id="ch5_fig7", reproduces=f"{CH5}, Fig. 7", needs=("rule_target_probability",),
+        title="Marginal probability of the close symbol: in-domain (left) and random (right) scaffolds")
+def rule_probability(ds: xr.Dataset) -> Figure:
+    p = ds["rule_target_probability"]
+    fig = new_figure(10, 4)
+    axes = fig.subplots(1, 2, sharey=True)
+    drawn = sum(_scaffold_curves(ds, p.sel(test_domain=d), ax, "P(omega)") for ax, d in
+                zip(axes, ("in_domain", "out_domain"), strict=True))
+    for ax, d in zip(axes, ("in-domain scaffolds", "random scaffolds"), strict=True):
+        ax.set_title(d)
+    if not drawn:
+        raise NotDrawable("no rule probability has been computed yet")
+    return fig
+
+
+@recipe(study=STUDY, id="ch5_fig8", reproduces=f"{CH5}, Fig. 8", needs=("rule_cd_probability",),
+        title="Probability of omega from alpha alone (CD, alpha in focus), random scaffolds")
+def rule_cd_probability(ds: xr.Dataset) -> Figure:
+    p = ds["rule_cd_probability"]
+    if "alpha" not in p["cd_focus"].values:
+        raise NotDrawable("rule_cd_probability was computed without alpha in focus (focus = [\"alpha\", ...])")
+    fig = new_figure()
+    if not _scaffold_curves(ds, p.sel(test_domain="out_domain", cd_focus="alpha"), fig.subplots(),
+                            "P(omega | alpha) by CD"):
+        raise NotDrawable("no CD probability has been computed yet")
+    return fig
+
+
+@recipe(study=STUDY, id="ch5_fig10", reproduces=f"{CH5}, Fig. 10", needs=("rule_di",),
+        title="DI(alpha, scaffold) on the in-domain test set")
+def rule_di(ds: xr.Dataset) -> Figure:
+    fig = new_figure()
+    if not _scaffold_curves(ds, ds["rule_di"].sel(test_domain="in_domain"), fig.subplots(), "DI(alpha, scaffold)"):
+        raise NotDrawable("no DI(alpha, scaffold) has been computed yet")
+    return fig
+
+
+def last_measured(da: xr.DataArray) -> int | None:
+    """The last checkpoint with a finite value in ``da`` (dims network-free), or None."""
+    done = [c for c in da["checkpoint"].values if _finite(da.sel(checkpoint=c))]
+    return int(done[-1]) if done else None
+
+
+def enough(mean: xr.DataArray, count: xr.DataArray) -> xr.DataArray:
+    """The mean where at least ``min_cases`` pairs were averaged (paper: 100), else NaN."""
+    return mean.where(count >= int(mean.attrs.get("min_cases", 100)))
+
+
+@recipe(study=STUDY, id="ch5_fig3", reproduces=f"{CH5}, Fig. 3", needs=("di_sequential", "di_sequential_count"),
+        title="Mean DI of word pairs by sequential distance (last measured checkpoint)")
+def di_by_distance(ds: xr.Dataset) -> Figure:
+    fig = new_figure()
+    ax = fig.subplots()
+    drawn = 0
+    for net in _lms(ds):
+        da = ds["di_sequential"].sel(network=net)
+        c = last_measured(da)
+        if c is None:
+            continue
+        line = enough(da.sel(checkpoint=c), ds["di_sequential_count"].sel(network=net, checkpoint=c))
+        if _finite(line):
+            ax.plot(line["seq_distance"].values, line.values, marker="o",
+                    label=f"{net}, epoch {float(ds['epoch'].values[c]):.3g}")
+            drawn += 1
+    if not drawn:
+        raise NotDrawable("no word pair has enough cases yet (min_cases) at any sequential distance")
+    ax.set(xlabel="sequential distance r - l", ylabel="mean DI")
+    ax.legend(fontsize="small")
+    return fig
+
+
+@recipe(study=STUDY, id="ch5_fig4", reproduces=f"{CH5}, Fig. 4", needs=("di_syntactic", "di_syntactic_count"),
+        title="Mean DI by syntactic distance, per sequential distance and open/closed class")
+def di_by_syntax(ds: xr.Dataset) -> Figure:
+    net = next((n for n in _lms(ds) if _finite(ds["di_syntactic"].sel(network=n))), None)
+    if net is None:
+        raise NotDrawable("no syntactic DI has been computed yet")
+    da = ds["di_syntactic"].sel(network=net)
+    c = last_measured(da)
+    mean = enough(da.sel(checkpoint=c), ds["di_syntactic_count"].sel(network=net, checkpoint=c))
+    panels = [d for d in mean["seq_distance"].values if _finite(mean.sel(seq_distance=d))]
+    if not panels:
+        raise NotDrawable("no (sequential, syntactic) distance has enough cases (min_cases) to plot a mean")
+    fig = new_figure(3.2 * len(panels), 3.2)
+    axes = np.atleast_1d(fig.subplots(1, len(panels), sharex=True))
+    for ax, d in zip(axes, panels, strict=True):
+        for pair in mean["pos_pair"].values:
+            line = mean.sel(seq_distance=d, pos_pair=pair)
+            if _finite(line):
+                ax.plot(line["syn_distance"].values, line.values, marker="o", label=str(pair))
+        ax.set(xlabel="syntactic distance", title=f"sequential distance {int(d)}")
+        ax.legend(fontsize="x-small")
+    axes[0].set_ylabel(f"mean DI ({net}, epoch {float(ds['epoch'].values[c]):.3g})")
     return fig

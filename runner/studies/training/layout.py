@@ -33,6 +33,13 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
     coord("tagset_of_network", [n.tagset or "" for n in nets], ("network",), long_name="tag set a tagger predicts")
     coord("tagger_mode", [n.mode if n.kind == "tagger" else "" for n in nets], ("network",))
     coord("shuffled", np.array([n.shuffled for n in nets]), ("network",), long_name="trained on shuffled labels")
+    if corpus.variants:  # scaffold corpora: which one each network trained on, and its settings
+        coord("corpus_variant", [n.corpus_variant or "" for n in nets], ("network",),
+              long_name="training corpus of the network")
+        first = next(iter(corpus.variants.values()))
+        for key in first.coords:
+            coord(key, np.array([corpus.variants[n.corpus_variant].coords[key] for n in nets]), ("network",),
+                  long_name=key.replace("_", " "))
     step_values = np.asarray(steps, dtype=np.int64)
     coord("checkpoint", np.arange(len(step_values)), long_name="checkpoint index")
     coord("step", step_values, ("checkpoint",), long_name="optimizer step", units="1")
@@ -66,7 +73,8 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
     var("word_class", "corpus", ("vocab",), str, "", "POS class", "1",
         "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
 
-    shape = Shape(layers, study.training.num_layers, [n.name for n in nets], corpus)
+    shape = Shape(layers, study.training.num_layers, [n.name for n in nets], corpus,
+                  [n.corpus_variant for n in nets])
     registry = measures("training")
     for m in study.measure:
         registry[m.kind](m).variables(b, shape)

@@ -8,7 +8,7 @@ computes it with the pure functions of :mod:`analyses` through a :class:`~.conte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field
@@ -35,6 +35,8 @@ class Shape:
     """Network labels."""
     corpus: Any
     """The training corpus (:class:`runner.data.corpus.Corpus`), for word coordinates."""
+    variants: list[str | None] = field(default_factory=list)
+    """Per network: the corpus variant it trains on (scaffold corpora), else None."""
 
 
 class CheckpointMeasure(Measure):

@@ -58,7 +58,7 @@ def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> t
     names = {n.name: i for i, n in enumerate(study.model)}
     for i, net in enumerate(study.model):
         payload = {"corpus": corpus_key, "training": study.training.model_dump(mode="json", exclude={"device"}),
-                   "network": net.model_dump(mode="json", exclude={"name"}), "seed": study.network_seed(i),
+                   "network": net.key(), "seed": study.network_seed(i),
                    "steps": steps, "v": TRAIN_VERSION}
         train_ids[i] = task_id(payload)
         tasks.append(Task(train_ids[i], "train", "train", i, "train", steps=total,

@@ -27,11 +27,49 @@ TagSet = Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos"]
 
 
 
+class ScaffoldSpec(Table):
+    """The synthetic scaffold corpora of Ch. 5 Sec. 4.2-4.3 (:mod:`runner.data.scaffold`); every
+    default is the paper's value where it gives one."""
+
+    lengths: list[int] = Field(default_factory=lambda: [2, 4, 6, 8], min_length=1)
+    """Scaffold lengths k, one corpus each (the paper colours Figs. 7, 8, 10 by k and names k = 8 in
+    Fig. 9; the other lengths are not given in the text)."""
+    settings: list[Literal["unfamiliar", "familiar"]] = Field(
+        default_factory=lambda: ["unfamiliar", "familiar"], min_length=1)
+    """Unfamiliar: each scaffold only inside the rule; familiar: also ``familiar_repeats`` times outside it."""
+    vocab_size: int = Field(1000, ge=2)
+    """|Sigma| (Sec. 4.2: 1k types)."""
+    tokens: int = Field(1_000_000, ge=100)
+    """Training tokens per corpus (Sec. 4.2: 1m)."""
+    rules: int = Field(1000, ge=1)
+    """n, insertions of alpha q omega (Sec. 4.3: 1000)."""
+    phrases: int = Field(100, ge=1)
+    """Scaffold phrases of length k (Sec. 4.3: 100, so each appears 10 times in the rule)."""
+    familiar_repeats: int = Field(1000, ge=0)
+    """Occurrences of each scaffold outside the rule, familiar setting (Sec. 4.3: 1000)."""
+    valid_tokens: int = Field(100_000, ge=10)
+    """Validation tokens (rules and repeats scaled down in proportion; not in the paper)."""
+    test_cases: int = Field(1000, ge=1)
+    """Rule instances in the in-domain and in the out-domain test set (not in the paper)."""
+    context: int = Field(4, ge=0)
+    """Random tokens before alpha in a test case (not in the paper)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ScaffoldSpec:
+        if len(set(self.lengths)) != len(self.lengths) or min(self.lengths) < 1:
+            raise ValueError("lengths must be distinct and >= 1")
+        if len(set(self.settings)) != len(self.settings):
+            raise ValueError("settings must be distinct")
+        return self
+
+
 class CorpusSpec(Table):
     source: str
     """``hf:<dataset id>`` (e.g. ``hf:Salesforce/wikitext``), a local ``.conllu`` file (words, UPOS,
-    XPOS and ``# newdoc`` topics), a local ``.txt`` file (one sentence per line), or
-    ``builtin:pydoc-topics`` (Python's help texts, offline)."""
+    XPOS and ``# newdoc`` topics), a local ``.txt`` file (one sentence per line),
+    ``builtin:pydoc-topics`` (Python's help texts, offline), or ``scaffold:`` (the synthetic
+    scaffold corpora of Ch. 5 Sec. 4, set in ``[corpus.scaffold]``; each ``[[model]]`` names its
+    ``corpus_variant``)."""
     subset: str | None = None
     """Dataset configuration for ``hf:`` sources (e.g. ``wikitext-2-raw-v1``)."""
     field: str = "text"
@@ -48,6 +86,25 @@ class CorpusSpec(Table):
     """Keep only the first N sentences of the source (quick runs)."""
     analysis_tokens: int = Field(2000, ge=16)
     """Validation tokens on which checkpoint measures are computed (activations, gradients, probes)."""
+    scaffold: ScaffoldSpec | None = None
+    """Settings of a ``scaffold:`` corpus (default: the paper's)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_scaffold(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("source") == "scaffold:" and data.get("scaffold") is None:
+            return {**data, "scaffold": {}}
+        return data
+
+    @model_validator(mode="after")
+    def _scaffold(self) -> CorpusSpec:
+        if self.scaffold is not None and self.source != "scaffold:":
+            raise ValueError("[corpus.scaffold] needs source = \"scaffold:\"")
+        return self
+
+    def key(self) -> dict:
+        """The table as JSON, without the unset scaffold table (cache keys of older specs stay)."""
+        return self.model_dump(mode="json", exclude={"scaffold"} if self.scaffold is None else set())
 
 
 class TrainingSpec(Table):
@@ -115,6 +172,14 @@ class NetworkSpec(Table):
     """Predict the tag of the next word (tag predictor) or of the word just read (input tagger)."""
     shuffled: bool = False
     """Train on token-shuffled labels (Zhang et al. 2016), the lower bound of the thesis."""
+    corpus_variant: str | None = None
+    """Which corpus of a ``scaffold:`` source the network trains on: ``<setting>_k<k>``
+    (e.g. ``familiar_k4``)."""
+
+    def key(self) -> dict:
+        """The entry as JSON for task ids (without ``name``; without an unset ``corpus_variant``)."""
+        return self.model_dump(mode="json", exclude={"name"} | ({"corpus_variant"} if self.corpus_variant is None
+                                                               else set()))
 
     @model_validator(mode="after")
     def _check(self) -> NetworkSpec:
@@ -174,6 +239,26 @@ class TrainingStudy(StudySpec):
         if not (self.checkpoints.every_epoch or self.checkpoints.steps or self.checkpoints.log_spaced):
             out.append((("checkpoints", "every_epoch"), "the schedule keeps no checkpoint besides the initial "
                         "one; set every_epoch, steps or log_spaced"))
+        for i, m in enumerate(self.measure):
+            if getattr(m, "scaffold_corpus", False) and self.corpus.source != "scaffold:":
+                out.append((("measure", i, "kind"), f"{m.kind} measures the scaffold test sets; it needs [corpus] "
+                            "source = \"scaffold:\""))
+            if getattr(m, "treebank", None) and self.corpus.source == "scaffold:":
+                out.append((("measure", i, "kind"), f"{m.kind} reads English; the scaffold corpus' networks cannot"))
+        if self.corpus.source == "scaffold:":
+            from runner.data.corpus import scaffold_variants
+
+            known_variants = scaffold_variants(self.corpus)
+            for i, n in enumerate(self.model):
+                if n.kind != "lm":
+                    out.append((("model", i, "kind"), "the scaffold corpus has no tags; only language models"))
+                elif n.corpus_variant not in known_variants:
+                    out.append((("model", i, "corpus_variant"), f"a scaffold: corpus needs corpus_variant, one of "
+                                f"{known_variants}; not {n.corpus_variant!r}"))
+        else:
+            for i, n in enumerate(self.model):
+                if n.corpus_variant is not None:
+                    out.append((("model", i, "corpus_variant"), "corpus_variant needs [corpus] source = \"scaffold:\""))
         if abs(sum(self.corpus.split) - 1.0) > 1e-6:
             out.append((("corpus", "split"), f"must sum to 1, not {sum(self.corpus.split):g}"))
         return out
@@ -212,14 +297,14 @@ def _spec_model(kinds: tuple[str, ...]) -> type[TrainingStudy]:
                         measure=(list[params_union("training")], Field(default_factory=list)))  # type: ignore[valid-type]
 
 
-TABLES = {"corpus": CorpusSpec, "training": TrainingSpec, "checkpoints": CheckpointSpec, "log_spaced": LogSpaced,
+TABLES = {"corpus": CorpusSpec, "scaffold": ScaffoldSpec, "training": TrainingSpec, "checkpoints": CheckpointSpec, "log_spaced": LogSpaced,
           "model": NetworkSpec}
 
 
 def check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
     src = study.corpus.source
     where = ("corpus", "source")
-    if src.startswith("hf:") or src == "builtin:pydoc-topics":
+    if src.startswith("hf:") or src in ("builtin:pydoc-topics", "scaffold:"):
         pass
     elif src.startswith("builtin:"):
         return [sf.problem(where, f"unknown builtin {src!r}; known: builtin:pydoc-topics")]

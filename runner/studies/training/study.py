@@ -23,6 +23,7 @@ import torch
 
 from models.registry import cache_dir
 from runner.data.corpus import Corpus, CorpusError, load_corpus
+from runner.data.scaffold import VERSION as SCAFFOLD_VERSION
 from runner.data.sources import anchor, offline_hub
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
@@ -45,6 +46,10 @@ def corpus_key(corpus: Corpus) -> str:
     for name in sorted(corpus.tags):
         s = corpus.tags[name]
         h.update(name.encode() + s.train.numpy().tobytes() + s.valid.numpy().tobytes())
+    for name, v in corpus.variants.items():  # scaffold corpora: each variant's streams and test sets
+        h.update(name.encode() + v.train.numpy().tobytes() + v.valid.numpy().tobytes())
+        for test, cases in sorted(v.tests.items()):
+            h.update(test.encode() + np.ascontiguousarray(cases.inputs).tobytes())
     return h.hexdigest()[:16]
 
 
@@ -52,6 +57,8 @@ def _source_identity(study: TrainingStudy, base: Path) -> str:
     src = study.corpus.source
     if src.startswith("hf:"):
         return src
+    if src == "scaffold:":  # generated: the generator's code is the identity
+        return f"{src} v{SCAFFOLD_VERSION}"
     if src.startswith("builtin:"):
         return f"{src} python {platform.python_version()}"  # the builtin text follows Python's version
     path = Path(anchor(src, base))
@@ -59,7 +66,7 @@ def _source_identity(study: TrainingStudy, base: Path) -> str:
 
 
 def _stats_path(study: TrainingStudy, tagsets: list[str], base: Path) -> Path:
-    key = json.dumps([study.corpus.model_dump(mode="json"), tagsets, study.experiment.seed,
+    key = json.dumps([study.corpus.key(), tagsets, study.experiment.seed,
                       study.training.batch_size, study.training.bptt, _source_identity(study, base)], sort_keys=True)
     return cache_dir() / "corpora" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
@@ -67,6 +74,32 @@ def _stats_path(study: TrainingStudy, tagsets: list[str], base: Path) -> Path:
 def _stats(corpus: Corpus, study: TrainingStudy) -> dict:
     return {"corpus_key": corpus_key(corpus), "steps_per_epoch": steps_per_epoch(corpus.train.numel(), study.training),
             "tokens": [corpus.train.numel(), corpus.valid.numel(), corpus.test.numel()], "vocab": len(corpus.vocab)}
+
+
+UD_EWT = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT, e.g. en_ewt-ud-test.conllu) as a "
+          "local .conllu file, or a hub dataset with the UD columns tokens, upos, head in the datasets cache")
+
+
+def _treebanks_unmet(study: TrainingStudy, base: Path) -> list[str]:
+    """Treebanks of measures (``treebank = ...``) that are not here: a missing file, an uncached hub set."""
+    from runner.data.sources import InputError, load_treebank
+
+    out = []
+    for i, m in enumerate(study.measure):
+        tb = getattr(m, "treebank", None)
+        if not tb:
+            continue
+        where = f"[[measure]] {i} ({m.kind}) treebank {tb!r}"
+        if not tb.startswith("hf:"):
+            path = Path(anchor(tb, base))
+            if not path.is_file():
+                out.append(f"{where}: no file {path}; download {UD_EWT}")
+            continue
+        try:
+            load_treebank(tb, base, m.subset, m.split)
+        except InputError as err:
+            out.append(f"{where}: not available here ({err}); use {UD_EWT}")
+    return out
 
 
 @register
@@ -81,7 +114,7 @@ class TrainingStudyPlugin(Study):
         return check_sources(spec, sf)
 
     def prepare(self, spec: TrainingStudy, sf: SpecFile) -> Prepared:
-        unmet = missing_extras(spec)
+        unmet = missing_extras(spec) + _treebanks_unmet(spec, sf.path.parent)
         device = device_unavailable(spec.training.device)
         if device:
             unmet.append(f"[training] device: {device}")
@@ -138,6 +171,8 @@ class TrainingStudyPlugin(Study):
         lines.append("models")
         for i, n in enumerate(s.model):
             extra = f" tagset={n.tagset} mode={n.mode}{' shuffled' if n.shuffled else ''}" if n.kind == "tagger" else ""
+            if n.corpus_variant:
+                extra += f" corpus_variant={n.corpus_variant}"
             lines.append(f"  {n.name:<16} {n.kind} seed={s.network_seed(i)}{extra}")
         lines.append("measures   (every parameter shown, defaults included)")
         lines += [f"  {m.kind:<12} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
@@ -184,6 +219,7 @@ class TrainingSession:
                 if checkpoint_exists(f, self.train_ids[n]):
                     self.paths[(n, c)] = f
         self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device, self.paths)
+        self.ctx.base = self.p.spec_file.path.parent  # relative paths of measures (treebanks)
 
     def available(self) -> set[str]:
         return {checkpoint_resource(n, c) for n, c in self.paths}

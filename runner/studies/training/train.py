@@ -162,11 +162,12 @@ def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, s
           ckpt_dir: Path, device: torch.device, progress: Callable[[int, int], None] | None = None,
           ) -> Iterator[Saved]:
     """Train (or resume) one network; yield after each scheduled checkpoint is saved."""
-    spe = steps_per_epoch(corpus.train.numel(), training)
+    train_stream, valid_stream = corpus.streams(net.corpus_variant)
+    spe = steps_per_epoch(train_stream.numel(), training)
     total = spe * training.epochs
     schedule = {s: k for k, s in enumerate(steps)}
-    words = batchify(corpus.train, training.batch_size).to(device)
-    val_words = batchify(corpus.valid, training.eval_batch_size).to(device)
+    words = batchify(train_stream, training.batch_size).to(device)
+    val_words = batchify(valid_stream, training.eval_batch_size).to(device)
     tags = val_tags = None
     if net.kind == "tagger":
         train_tags = corpus.shuffled_train_tags(net.tagset, seed) if net.shuffled else corpus.tags[net.tagset].train

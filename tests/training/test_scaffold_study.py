@@ -1,0 +1,114 @@
+"""specs/tiny/scaffold_tiny.toml through the real CLI: the paper's direction (Ch. 5 Fig. 10: on the
+in-domain test set DI(alpha, scaffold) is higher for familiar-scaffold models), the stored
+variables, and the Ch. 5 figures drawn from them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from runner.figures import figures, recipes
+from runner.studies.training.figures import scaffold_mean
+from training_helpers import ROOT
+
+TINY = ROOT / "specs" / "tiny" / "scaffold_tiny.toml"
+
+
+def _cli(*args, cwd):
+    from tests.runner.helpers import cli_env
+
+    return subprocess.run([sys.executable, "-m", "runner.cli", *map(str, args)], cwd=cwd,
+                          env=cli_env(cwd, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scaffold")
+    spec = root / "scaffold_tiny.toml"
+    spec.write_text(TINY.read_text().replace("seed = 0\n", f'seed = 0\nstore = "{root / "s.zarr"}"\n', 1))
+    out = _cli("apply", "-q", spec, cwd=root)
+    assert out.returncode == 0, out.stderr
+    return root / "s.zarr"
+
+
+@pytest.fixture(scope="module")
+def ds(store):
+    return xr.open_zarr(store, consolidated=False)
+
+
+def _final(ds, name, **sel):
+    da = ds[name].sel(**sel).isel(checkpoint=-1)
+    return {str(n): float(da.sel(network=n)) for n in ds["network"].values}
+
+
+def test_familiar_scaffolds_are_more_interdependent_in_domain(ds):
+    di = _final(ds, "rule_di", test_domain="in_domain")
+    familiar = [n for n in di if ds["familiar_scaffold"].sel(network=n)]
+    unfamiliar = [n for n in di if not ds["familiar_scaffold"].sel(network=n)]
+    assert len(familiar) == len(unfamiliar) == 2
+    for f, u in zip(sorted(familiar), sorted(unfamiliar)):  # each seed, and on average
+        assert ds["seed"].sel(network=f) == ds["seed"].sel(network=u)
+        assert di[f] > di[u], di
+    assert np.mean([di[n] for n in familiar]) > np.mean([di[n] for n in unfamiliar])
+
+
+def test_store_holds_every_rule_variable(ds):
+    assert ds["rule_target_probability"].dims == ("network", "checkpoint", "test_domain")
+    assert list(ds["cd_focus"].values) == ["alpha", "scaffold"]
+    for name in ("rule_target_probability", "rule_cd_probability", "rule_di"):
+        v = ds[name]
+        assert v.attrs["units"] == "1" and v.attrs["runner_plot"] == "curve" and v.attrs["long_name"]
+        assert np.isfinite(v.values).all()
+        assert ((v.values >= 0) & (v.values <= (1 if name != "rule_di" else np.inf))).all()
+    assert list(ds["scaffold_length"].values) == [3] * 4
+    assert list(ds["corpus_variant"].values) == ["unfamiliar_k3", "familiar_k3"] * 2
+    # lr 1 throughout (no plateau decay), one LSTM layer
+    np.testing.assert_array_equal(ds["learning_rate"].values, 1.0)
+    assert list(ds["layer"].values) == ["embedding", "lstm1", "logits"]
+
+
+def _lines(fig_id, ds):
+    fig = recipes("training")[fig_id].draw(ds)
+    return [{line.get_label(): line for line in ax.lines if not line.get_label().startswith("_")} for ax in fig.axes]
+
+
+def _group(ds, familiar):
+    return [str(n) for n in ds["network"].values if bool(ds["familiar_scaffold"].sel(network=n)) == familiar]
+
+
+@pytest.mark.parametrize("fig_id, var, sel", [
+    ("ch5_fig7", "rule_target_probability", [{"test_domain": "in_domain"}, {"test_domain": "out_domain"}]),
+    ("ch5_fig8", "rule_cd_probability", [{"test_domain": "out_domain", "cd_focus": "alpha"}]),
+    ("ch5_fig10", "rule_di", [{"test_domain": "in_domain"}]),
+])
+def test_figures_draw_the_stored_means(ds, fig_id, var, sel):
+    axes = _lines(fig_id, ds)
+    assert len(axes) == len(sel)
+    for lines, s in zip(axes, sel):
+        assert set(lines) == {"k=3 unfamiliar", "k=3 familiar"}
+        for label, line in lines.items():
+            familiar = label.endswith(" familiar")
+            want = scaffold_mean(ds[var].sel(**s), _group(ds, familiar))
+            np.testing.assert_array_equal(line.get_ydata(), want.values)
+            np.testing.assert_array_equal(line.get_xdata(), ds["epoch"].values)
+            assert line.get_linestyle() == ("--" if familiar else "-")
+
+
+def test_figures_command_draws_the_scaffold_figures(store, tmp_path):
+    drawn = {d.id: d for d in figures(store, out=tmp_path)}
+    assert {k for k, d in drawn.items() if d.status == "drawn"} == {"ch4_fig2", "ch5_fig7", "ch5_fig8", "ch5_fig10"}
+    assert (tmp_path / "ch5_fig10.png").is_file()
+
+
+def test_di_syntax_spec_plans_offline_and_apply_refuses(tmp_path):
+    spec = ROOT / "specs" / "di_syntax.toml"
+    plan = _cli("plan", spec, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "requirements not met here (2" in plan.stdout
+    assert "en_ewt-ud-test.conllu" in plan.stdout and "Salesforce/wikitext" in plan.stdout
+    out = _cli("apply", spec, cwd=tmp_path)
+    assert out.returncode == 66, out.stderr
