@@ -61,9 +61,19 @@ def plan_of(spec: Path, work: Path) -> dict:
     plan = json.loads(result.stdout)
     keys = ("id", "kind", "measure", "network", "deps")
     if "points" in plan:  # a sweep: the tasks of each point
-        return {"points": {p["name"]: [{k: t.get(k) for k in keys} for t in p["tasks"]] for p in plan["points"]},
+        return {"points": {p["name"]: _listed([{k: t.get(k) for k in keys} for t in p["tasks"]]) for p in plan["points"]},
                 "unmet": len(plan["unmet"])}
-    return {"tasks": [{k: t.get(k) for k in keys} for t in plan["tasks"]], "unmet": len(plan["unmet"])}
+    return {"tasks": _listed([{k: t.get(k) for k in keys} for t in plan["tasks"]]), "unmet": len(plan["unmet"])}
+
+
+#: Plans with more tasks are pinned by their count and a SHA-256 of the list (plans.json stays small).
+LISTED = 300
+
+
+def _listed(tasks: list[dict]) -> list[dict] | dict:
+    if len(tasks) <= LISTED:
+        return tasks
+    return {"count": len(tasks), "sha256": hashlib.sha256(json.dumps(tasks, sort_keys=True).encode()).hexdigest()}
 
 
 def digest(values: np.ndarray) -> str:
