@@ -1,0 +1,92 @@
+"""The scheduler against its specification: the straightforward list scan it replaced, on random plans."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runner.execute.scheduler import DryRun, Scheduler
+from runner.plan import Task
+
+
+class Reference:
+    """The specification: scan the pending tasks in the study's order for the first ready one."""
+
+    def __init__(self, tasks, done=(), available=()):
+        self.pending = [t for t in tasks if t.id not in set(done)]
+        self.available = set(available) | {f"task:{i}" for i in done}
+        self.order = []
+
+    def run(self, executor):
+        self._step(executor, False)
+        return self.pending
+
+    def _step(self, executor, nested):
+        while group := self._next(nested):
+            for t in group:
+                self.pending.remove(t)
+            self.order += [t.id for t in group]
+            ok = executor.run(group, lambda r: self._provide(r, executor))
+            self.available |= {f"task:{i}" for i in ok}
+
+    def _provide(self, r, executor):
+        self.available.add(r)
+        self._step(executor, True)
+
+    def _next(self, nested):
+        ready = lambda t: all(r in self.available for r in t.requires)  # noqa: E731
+        for t in self.pending:
+            if (nested and not t.requires) or not ready(t):
+                continue
+            return [t] if t.group is None else [u for u in self.pending if u.group == t.group and ready(u)]
+        return []
+
+
+class Flaky(DryRun):
+    """Provides what a task produces, but fails some tasks (what depends on them stays pending)."""
+
+    def __init__(self, failing):
+        self.failing = failing
+
+    def run(self, group, provide):
+        for t in group:
+            if t.id not in self.failing:
+                for r in t.produces:
+                    provide(r)
+        return {t.id for t in group} - self.failing
+
+
+def random_plan(rng: random.Random, n: int) -> list[Task]:
+    tasks = []
+    for i in range(n):
+        earlier = [t.id for t in tasks]
+        deps = tuple(rng.sample(earlier, rng.randint(0, min(3, len(earlier))))) if earlier and rng.random() < 0.6 else ()
+        needs = None
+        if rng.random() < 0.3:  # a resource another task produces (a checkpoint), or one nothing produces
+            needs = deps and tuple(f"task:{d}" for d in deps) or ()
+            needs = tuple(needs) + (f"ckpt:{rng.randint(0, n // 2)}",)
+        produces = tuple(f"ckpt:{rng.randint(0, n // 2)}" for _ in range(rng.randint(0, 2)))
+        group = f"g{rng.randint(0, 4)}" if rng.random() < 0.4 else None
+        tasks.append(Task(f"t{i}", "k", "m", 0, f"t{i}", deps=deps, needs=needs, produces=produces, group=group))
+    rng.shuffle(tasks)
+    return tasks
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_scheduler_runs_tasks_in_the_order_of_its_specification(seed):
+    rng = random.Random(seed)
+    tasks = random_plan(rng, rng.randint(1, 60))
+    done = {t.id for t in tasks if rng.random() < 0.2}
+    available = {f"ckpt:{k}" for k in range(5) if rng.random() < 0.3}
+    failing = {t.id for t in tasks if rng.random() < 0.1}
+    for executor in (DryRun(), Flaky(failing)):
+        fast, ref = Scheduler(tasks, done, available), Reference(tasks, done, available)
+        assert [t.id for t in fast.run(executor)] == [t.id for t in ref.run(executor)]
+        assert fast.order == ref.order
+
+
+def test_a_large_plan_is_scheduled_in_linear_time():
+    tasks = [Task(f"t{i}", "k", "m", 0, "x", deps=(f"t{i - 1}",) if i % 10 else ()) for i in range(20_000)]
+    scheduler = Scheduler(tasks)
+    assert scheduler.run(DryRun()) == [] and len(scheduler.order) == 20_000
