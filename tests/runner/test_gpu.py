@@ -53,8 +53,9 @@ def test_a_segment_never_synchronises_with_the_host(tmp_path):
         for t in range(100):
             diverged = p._observe(t, z, diverged, bufs, seg)
             z, _ = apply_map(p.model, z, None, None)
-            if p.twin is not None:
-                z = p.twin.advance(p, t + 1, z, bufs.get(p.twin.kind(), {}), seg)
+            for m in p.twins:
+                rows = p.twin_rows[m.kind()]
+                z[rows] = m.advance(p, t + 1, z[: p.S], z[rows], bufs.get(m.kind(), {}), seg)
     finally:
         torch.cuda.set_sync_debug_mode("default")
 

@@ -1,8 +1,8 @@
 """Figures of Inoue et al. 2021 ("Transient Chaos in BERT") drawn from a depth-dynamics store.
 
 Fig. 2A (trajectories, attention maps, D(t)), 2B (synchronisation offsets), 2C (lambda(t) and
-N_eff(t) with bootstrap bands), 4B (a long run and its lambda(t)), 4C (principal components) and
-4D (transient-chaos lengths, censored ones marked). Each compares the spec's models (pre-trained
+N_eff(t) with bootstrap bands), 4A (a perturbation's growth), 4B (a long run and its lambda(t)),
+4C (principal components) and 4D (transient-chaos lengths, censored ones marked). Each compares the spec's models (pre-trained
 vs initial, or any others), one column or line per model.
 """
 
@@ -201,3 +201,50 @@ def chaos_lengths(ds: xr.Dataset) -> Figure:
     ax.set(xlabel="transient chaos length (steps)", ylabel="samples")
     ax.legend(fontsize="small")
     return fig
+
+
+@recipe(study=STUDY, id="fig4a", reproduces=f"{PAPER}, Fig. 4A", needs=("twin_distance", "twin_x", "twin_y"),
+        title="Effect of a perturbation of the initial state")
+def perturbation_growth(ds: xr.Dataset) -> Figure:
+    """Per model: the first element of x_t (black) and of the perturbed y_t (red) for the first
+    twin sample, and ||y_t - x_t|| with the growth at the sample's mean LLE (dotted; fitted to the
+    growth phase when the store has no LLE)."""
+    cols = [(m, n) for m, n in first_replicate(ds) if np.isfinite(ds["twin_distance"].sel(network=n).values).any()]
+    if not cols:
+        raise NotDrawable("no twin distance has been recorded yet")
+    fig = new_figure(4.2 * len(cols), 6.0)
+    axes = np.asarray(fig.subplots(2, len(cols), squeeze=False))
+    sample = int(ds["twin_sample"].values[0])
+    t = ds["twin_step"].values
+    for k, (model, net) in enumerate(cols):
+        cell = ds.sel(network=net, twin_sample=sample)
+        axes[0, k].plot(t, cell["twin_x"].isel(twin_element=0).values, color="k", linewidth=0.8, label="$x_t$")
+        axes[0, k].plot(t, cell["twin_y"].isel(twin_element=0).values, color="r", linewidth=0.8, label="$y_t$")
+        axes[0, k].set(title=model, ylabel="first element")
+        axes[0, k].legend(fontsize="small")
+        d = cell["twin_distance"].values
+        axes[1, k].semilogy(t, d, color="k", label=r"$\|y_t - x_t\|$")
+        lam, how = _growth_rate(ds, net, sample, t, d)
+        if lam is not None:
+            reach = t[: int(np.nanargmax(d)) + 1]
+            axes[1, k].semilogy(reach, d[0] * np.exp(lam * (reach - t[0])), ":", color="C0",
+                                label=f"{how} {lam:.3g} per step")
+        axes[1, k].set(xlabel="t", ylabel=r"$\|y_t - x_t\|$")
+        axes[1, k].legend(fontsize="small")
+    return fig
+
+
+def _growth_rate(ds: xr.Dataset, net: str, sample: int, t: np.ndarray, d: np.ndarray) -> tuple[float | None, str]:
+    """The sample's mean LLE per step over the twin's steps, or a least-squares slope of
+    ln ||y_t - x_t|| up to its maximum."""
+    if "lyapunov_per_step" in ds and sample in ds["sample"].values:
+        lam = ds["lyapunov_per_step"].sel(network=net, sample=sample)
+        lam = lam.where(lam["lyapunov_step"] < t[-1]).values
+        if np.isfinite(lam).any():
+            return float(np.nanmean(np.where(np.isfinite(lam), lam, np.nan))), "mean LLE"
+    ok = np.isfinite(d) & (d > 0)
+    stop = int(np.nanargmax(np.where(ok, d, np.nan))) + 1 if ok.any() else 0
+    if ok[:stop].sum() < 2:
+        return None, ""
+    slope = np.polyfit(t[:stop][ok[:stop]], np.log(d[:stop][ok[:stop]]), 1)[0]
+    return float(slope), "fitted slope"

@@ -1,9 +1,10 @@
 """Depth dynamics: iterate a network's map and stream its measures along the trajectory.
 
 One *pass* runs every pending trajectory measure of one network together. The batch is the
-reference trajectories x of all samples, followed by their perturbed twins y when the spec has a
-measure that needs one (the Lyapunov exponent, Algorithm A1 of Inoue et al. 2021), so a single
-application of f advances both; x_t is computed in the same batch shape in every pass.
+reference trajectories x of all samples, followed by the perturbed twins of each measure of the
+spec that needs them (the Lyapunov exponent's, renormalised every tau steps, Algorithm A1 of
+Inoue et al. 2021; the raw twins of Fig. 4A), so a single application of f advances them all; x_t
+is computed in the same batch shape in every pass.
 
 Per step nothing leaves the device: measures write into device buffers that cover one *segment*
 (``layout.segment`` steps). At the end of a segment the buffers are copied to the host once,
@@ -65,8 +66,14 @@ class IteratePass:
         registry = measures("depth")
         everything = {m.kind: registry[m.kind](m) for m in spec.measure if registry[m.kind].when == "step"}
         self.active: list[TrajectoryMeasure] = [everything[k] for k in everything if k in kinds]
-        # the twin is iterated whenever the spec has a measure that needs it, measured or not this pass
-        self.twin: TrajectoryMeasure | None = next((m for m in everything.values() if m.twin), None)
+        # twins are iterated whenever the spec has a measure that needs them, measured or not this pass
+        self.twins: list[TrajectoryMeasure] = [m for m in everything.values() if m.twin]
+        self.twin_rows: dict[str, slice] = {}
+        lo = self.S
+        for m in self.twins:
+            n = len(m.rows(self))
+            self.twin_rows[m.kind()], lo = slice(lo, lo + n), lo + n
+        self.z: torch.Tensor | None = None
         self.loop_seconds = 0.0
 
     # ------------------------------------------------------------------ state
@@ -84,7 +91,7 @@ class IteratePass:
         gen = torch.Generator().manual_seed(derive_seed(self.spec.experiment.seed, self.net.model.name, "initial_states"))
         ids = self.inputs.input_ids.to(self.device) if self.inputs.input_ids is not None else None
         x = self.model.initial_state(MapInputs(samples=self.S, input_ids=ids, attention_mask=self.mask_x, generator=gen))
-        z = torch.cat([x, self.twin.perturb(self, x)]) if self.twin is not None else x
+        z = torch.cat([x] + [m.perturb(self, x) for m in self.twins])
         for m in self.active:
             m.start(self, x)
         return 0, z, torch.full((self.S,), -1, dtype=torch.int64, device=self.device)
@@ -100,7 +107,7 @@ class IteratePass:
         """Iterate to the end, writing every segment; returns the step it resumed from."""
         set_precision(self.net.precision)
         self.model = build_map(self.spec, self.net, self.device)
-        mask = None if self.mask_x is None else (torch.cat([self.mask_x, self.mask_x]) if self.twin else self.mask_x)
+        mask = None if self.mask_x is None else torch.cat([self.mask_x] + [self.mask_x[m.rows(self)] for m in self.twins])
         L = self.layout.segment
         t_loop = time.monotonic()
         with torch.no_grad():
@@ -112,8 +119,9 @@ class IteratePass:
                 for t in range(seg.start, seg.end):
                     diverged = self._observe(t, z, diverged, bufs, seg)
                     z, self.batch_size = apply_map(self.model, z, mask, self.batch_size)
-                    if self.twin is not None:
-                        z = self.twin.advance(self, t + 1, z, bufs.get(self.twin.kind(), {}), seg)
+                    for m in self.twins:
+                        rows = self.twin_rows[m.kind()]
+                        z[rows] = m.advance(self, t + 1, z[: self.S], z[rows], bufs.get(m.kind(), {}), seg)
                     self.report.progress(t + 1)
                     interrupt.check()
                     interrupt.stall_point(self.store.state_dir, self.net.label, t + 1)
@@ -134,7 +142,12 @@ class IteratePass:
         self.loop_seconds = time.monotonic() - t_loop
         return start
 
+    def twin(self, m: TrajectoryMeasure) -> torch.Tensor:
+        """The current state of ``m``'s twins (its rows of the batch)."""
+        return self.z[self.twin_rows[m.kind()]]
+
     def _observe(self, t: int, z: torch.Tensor, diverged: torch.Tensor, bufs: dict, seg: Segment) -> torch.Tensor:
+        self.z = z
         x = z[: self.S]
         finite = None
         for m in self.active:

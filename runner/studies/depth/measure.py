@@ -6,7 +6,7 @@ measure asks for one) and calls, for each of its measures, in order:
 ``start``   once: the measure's resumable state (tensors; saved in every durable point)
 ``buffers`` per segment: device buffers for the values the segment keeps
 ``observe`` at every step t, before ``x <- f(x)``: write into the buffers (no host sync)
-``advance`` after every application of f, for a measure with a twin (renormalise ``y``)
+``advance`` after every application of f, for a measure with twins (e.g. renormalise ``y``)
 ``write``   per segment: region writes of the buffers (and, at the end, the final values)
 
 A :class:`DerivedMeasure` instead runs once per network from the stored results of ``source``.
@@ -79,7 +79,8 @@ class TrajectoryMeasure(DepthMeasure):
 
     when = "step"
     twin: ClassVar[bool] = False
-    """The pass iterates a perturbed twin y beside x (then ``perturb`` and ``advance`` are called)."""
+    """The pass iterates perturbed twins y of ``rows`` beside x (``perturb`` makes them, ``advance``
+    may change them after each step, ``ctx.twin(self)`` reads them in ``observe``)."""
 
     def start(self, ctx: Any, x0: Tensor) -> None:
         """Set up a fresh state at t = 0."""
@@ -91,7 +92,16 @@ class TrajectoryMeasure(DepthMeasure):
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         pass
 
+    def rows(self, ctx: Any) -> Tensor:
+        """The samples that get a twin (all by default)."""
+        return torch.arange(ctx.S, device=ctx.device)
+
+    def n_twins(self, samples: int) -> int:
+        """How many twins it adds to a batch of ``samples`` (``len(rows)``), known before any run."""
+        return samples
+
     def perturb(self, ctx: Any, x0: Tensor) -> Tensor:
+        """The twins at t = 0, one per sample in ``rows``."""
         raise NotImplementedError
 
     def buffers(self, ctx: Any, seg: Segment) -> dict[str, Tensor]:
@@ -102,9 +112,10 @@ class TrajectoryMeasure(DepthMeasure):
         the pass its own check)."""
         return None
 
-    def advance(self, ctx: Any, t: int, z: Tensor, bufs: dict, seg: Segment) -> Tensor:
-        """After the step that reached t: the batch to iterate on (twin measures renormalise y)."""
-        return z
+    def advance(self, ctx: Any, t: int, x: Tensor, y: Tensor, bufs: dict, seg: Segment) -> Tensor:
+        """After the step that reached t: the twins ``y`` to iterate on (the Lyapunov exponent
+        renormalises them every tau steps)."""
+        return y
 
     def write(self, ctx: Any, bufs: dict, seg: Segment) -> None:
         pass

@@ -46,10 +46,18 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         "precision": net.precision,
         "implementation": spec.dynamics.implementation if not net.model.is_map else None,
         "batch_size": spec.dynamics.batch_size,
-        # x_t is iterated beside its perturbed twin whenever the spec has a measure that needs one,
-        # so the batch (and thus every GEMM's shape) is the same in every pass.
-        "with_perturbation": any(getattr(registry[m.kind], "twin", False) for m in spec.measure),
+        # x_t is iterated beside the perturbed twins of every measure of the spec that has them, so
+        # the batch (and thus every GEMM's shape) is the same in every pass.
+        "with_perturbation": bool(_twins(spec, registry)),
+        **({"twins": _twins(spec, registry)} if _twins(spec, registry) not in ([], [["lyapunov", spec.input.samples]])
+           else {}),
     }
+
+
+def _twins(spec: DepthSpec, registry) -> list[list]:
+    """[kind, number of twin rows] of each measure that iterates twins, in the batch's order."""
+    return [[m.kind, registry[m.kind](m).n_twins(spec.input.samples)] for m in spec.measure
+            if getattr(registry[m.kind], "twin", False)]
 
 
 def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
@@ -178,9 +186,9 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
 
 
 def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:
-    """The iterated batch (x and its twin), the PCA window and a reservoir's weights, per network."""
+    """The iterated batch (x and its twins), the PCA window and a reservoir's weights, per network."""
     registry = measures("depth")
-    twin = 2 if any(getattr(registry[m.kind], "twin", False) for m in spec.measure) else 1
+    rows = spec.input.samples + sum(n for _, n in _twins(spec, registry))
     pca = next((m for m in spec.measure if m.kind == "pca"), None)
     out = 0
     for net in networks:
@@ -189,7 +197,7 @@ def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:
         window = 0 if pca is None else \
             (((pca.stop or spec.dynamics.steps) - pca.start) // pca.every + 1) * len(pca.samples) * per_sample
         weights = net.n_hidden ** 2 * (8 + 2 * itemsize) if net.model.source == "map:tanh" else 0  # W, drawn in fp64
-        out = max(out, spec.input.samples * twin * per_sample + window + weights)
+        out = max(out, rows * per_sample + window + weights)
     return out
 
 

@@ -49,14 +49,14 @@ class Lyapunov(TrajectoryMeasure):
     def buffers(self, ctx, seg):
         return {"lyapunov": self.nan((ctx.S, (seg.end - seg.start) // self.p.tau), torch.float64, ctx.device)}
 
-    def advance(self, ctx, t, z, bufs, seg):
+    def advance(self, ctx, t, x, y, bufs, seg):
         tau = self.p.tau
         if t % tau:
-            return z
-        lam, y = renormalize(z[: ctx.S], z[ctx.S :], self.p.k)
+            return y
+        lam, y = renormalize(x, y, self.p.k)
         if "lyapunov" in bufs:  # this pass measures it (a pass may iterate the twin for another measure's sake)
             bufs["lyapunov"][:, t // tau - 1 - seg.start // tau] = lam
-        return torch.cat([z[: ctx.S], y])
+        return y
 
     def write(self, ctx, bufs, seg):
         tau = self.p.tau

@@ -1,0 +1,110 @@
+"""Growth of a perturbation without renormalisation, ||y_t - x_t|| (Inoue et al. 2021, Fig. 4A)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from analyses.lyapunov import initial_perturbation
+from runner.measures import register
+from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+
+
+class Params(DepthParams):
+    """Distance ||y_t - x_t|| of a twin y_0 = x_0 + k eps/||eps|| from the trajectory, never
+    renormalised, and the first elements of x_t and y_t (Fig. 4A; the slope of ln ||y_t - x_t|| is
+    the LLE until the distance saturates)."""
+
+    kind: Literal["twin_distance"]
+    samples: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    """Samples that get a twin (the paper: one sentence, that of Fig. 2A)."""
+    k: float = Field(1.0, gt=0)
+    """||epsilon|| (paper: 1.0)."""
+    steps: int | None = Field(None, ge=1)
+    """Keep the first ``steps`` steps (default: the whole run)."""
+    elements: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    """Elements of the first token vector kept for x_t and y_t (Fig. 4A top: the first)."""
+
+
+@register
+class TwinDistance(TrajectoryMeasure):
+    """Its twins are extra rows of the pass's batch, one per sample in ``samples``, advanced by the
+    same application of f as x and never renormalised."""
+
+    Params = Params
+    twin = True
+
+    def problems(self, spec) -> list[tuple[str, str]]:
+        out = []
+        bad = [s for s in self.p.samples if not 0 <= s < spec.input.samples]
+        if bad:
+            out.append(("samples", f"samples {bad} out of range (input.samples = {spec.input.samples})"))
+        if len(set(self.p.samples)) != len(self.p.samples):
+            out.append(("samples", "a sample is listed twice"))
+        if self.p.steps is not None and self.p.steps > spec.dynamics.steps:
+            out.append(("steps", f"{self.p.steps} is more than dynamics.steps = {spec.dynamics.steps}"))
+        return out
+
+    def n_twins(self, samples: int) -> int:
+        return len(self.p.samples)
+
+    def _last(self, steps: int) -> int:
+        return min(self.p.steps or steps, steps)
+
+    def variables(self, b, shape) -> None:
+        dim = b.axis("twin_step", 0, self._last(shape.steps), 1, long_name="step t")
+        b.coord("twin_sample", np.array(self.p.samples), long_name="sample with a twin")
+        b.coord("twin_element", np.array(self.p.elements), long_name="element of the first token vector")
+        dims = ("network", "twin_sample", dim)
+        b.var("twin_distance", "twin_distance", dims, "float64", np.nan, "twin distance ||y_t - x_t||", "1",
+              "Euclidean distance between the whole states y_t = f^t(x_0 + k eps/||eps||) and x_t, never "
+              "renormalised (Fig. 4A bottom; its exponential growth rate is the LLE)", k=self.p.k)
+        for name, what in (("twin_x", "x_t"), ("twin_y", "y_t")):
+            b.var(name, "twin_distance", dims + ("twin_element",), "float32", np.nan, f"{what}[0, e]", "1",
+                  f"selected elements of the first token vector of {what} (Fig. 4A top)")
+
+    def rows(self, ctx) -> torch.Tensor:
+        return torch.as_tensor(self.p.samples, device=ctx.device)
+
+    def perturb(self, ctx, x0):
+        gen = torch.Generator().manual_seed(ctx.net.seed("twin_distance"))
+        return initial_perturbation(x0[self.rows(ctx)], self.p.k, gen)
+
+    def _span(self, seg) -> tuple[int, int]:
+        """The steps of ``seg`` that are kept: [lo, hi)."""
+        hi = min(seg.end + (1 if seg.last else 0), self._last(seg.steps) + 1)
+        return seg.start, max(seg.start, hi)
+
+    def buffers(self, ctx, seg):
+        lo, hi = self._span(seg)
+        n, e = len(self.p.samples), len(self.p.elements)
+        return {"distance": self.nan((n, hi - lo), torch.float64, ctx.device),
+                "x": self.nan((n, hi - lo, e), torch.float32, ctx.device),
+                "y": self.nan((n, hi - lo, e), torch.float32, ctx.device)}
+
+    def observe(self, ctx, t, x, bufs, seg):
+        lo, hi = self._span(seg)
+        if not lo <= t < hi:
+            return None
+        if not hasattr(self, "where"):  # device index tensors, made once
+            el = torch.as_tensor(self.p.elements, device=ctx.device)
+            self.where = (self.rows(ctx), el.clamp(max=x.shape[2] - 1), el < x.shape[2])
+        rows, el, valid = self.where
+        y, xs = ctx.twin(self), x[rows]
+        bufs["distance"][:, t - lo] = (y - xs).flatten(1).double().norm(dim=1)
+        for name, state in (("x", xs), ("y", y)):  # elements of token 0 (a map's state is one token)
+            v = state[:, 0, el].float()
+            bufs[name][:, t - lo] = torch.where(valid, v, torch.full_like(v, float("nan")))
+        return None
+
+    def write(self, ctx, bufs, seg):
+        lo, hi = self._span(seg)
+        if hi == lo:
+            return
+        region = (ctx.index, slice(None), slice(lo, hi))
+        ctx.store.write("twin_distance", region, bufs["distance"].cpu().numpy())
+        ctx.store.write("twin_x", region + (slice(None),), bufs["x"].cpu().numpy())
+        ctx.store.write("twin_y", region + (slice(None),), bufs["y"].cpu().numpy())
