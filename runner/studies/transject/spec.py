@@ -85,7 +85,8 @@ class TrainingSpec(Table):
     patience: int | None = Field(4, ge=1)
     """Stop when the test loss has not improved for this many epochs (paper: 4); none: never."""
     lr: float = Field(5e-4, gt=0)
-    betas: tuple[float, float] = (0.9, 0.98)
+    betas: list[float] = Field(default_factory=lambda: [0.9, 0.98], min_length=2, max_length=2)
+    """Adam's beta_1, beta_2 (paper: 0.9, 0.98)."""
     eps: float = Field(1e-9, gt=0)
     batch_size: int = Field(32, ge=1)
     """Training and test batches (paper: 32)."""
