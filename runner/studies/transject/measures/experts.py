@@ -43,7 +43,7 @@ def expert_outputs(model, layer: int, x: torch.Tensor, x0: torch.Tensor, mask: t
     sigma = model._broadcast(model.eigenvalues(x0, mask)[0])
     lay = model.layers[layer]
     a = lay.alpha / lay.n_layers
-    u = torch.rand(len(lay.U), x.shape[-1], generator=gen, dtype=x.dtype) if lay.entropic else None
+    u = torch.rand(len(lay.U), x.shape[-1], generator=gen, dtype=x.dtype, device=x.device) if lay.entropic else None
     out = []
     for e in range(len(lay.U)):
         fx = a * lay.attention(x, sigma, e)
