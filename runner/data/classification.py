@@ -98,11 +98,17 @@ def _rows_to_split(rows, text: str, label: str, how: str, lowercase: bool, where
     if text not in rows.column_names or label not in rows.column_names:
         raise InputError(f"{where} has no column {text if text not in rows.column_names else label!r}; "
                          f"its columns: {', '.join(rows.column_names)}")
-    labels = rows[label]
-    if labels and not all(isinstance(v, int) for v in labels):
-        names = sorted({str(v) for v in labels})
-        labels = [names.index(str(v)) for v in labels]  # string labels: their sorted order
-    return Split([tokenize(str(t or ""), how, lowercase) for t in rows[text]], [int(v) for v in labels])
+    return Split([tokenize(str(t or ""), how, lowercase) for t in rows[text]], list(rows[label]))
+
+
+def _numbered(train: Split, test: Split) -> tuple[Split, Split]:
+    """Integer labels as they are; other labels numbered in the sorted order of both splits' values."""
+    values = train.labels + test.labels
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return train, test
+    names = sorted({str(v) for v in values})
+    number = lambda s: Split(s.tokens, [names.index(str(v)) for v in s.labels])  # noqa: E731
+    return number(train), number(test)
 
 
 def hub_splits(name: str, subset: str | None, splits: tuple[str, str], text: str, label: str, how: str,
@@ -118,7 +124,7 @@ def hub_splits(name: str, subset: str | None, splits: tuple[str, str], text: str
             except Exception as exc:  # noqa: BLE001 -- every failure becomes one clear message
                 raise InputError(hub_message(name, subset, exc, offline)) from exc
             out.append(_rows_to_split(rows, text, label, how, lowercase, f"hub dataset {name!r} split {split!r}"))
-    return out[0], out[1]
+    return _numbered(out[0], out[1])
 
 
 def hub_message(name: str, subset: str | None, exc: BaseException, offline: bool) -> str:
@@ -185,10 +191,10 @@ def local_splits(source: str, base: Path, splits: tuple[str, str], text: str, la
             raise InputError(f"cannot read {str(p)!r}: {type(exc).__name__}: {exc}") from exc
         read.append(_rows_to_split(rows, text, label, how, lowercase, str(p)))
     if len(read) == 2:
-        return read[0], read[1]
+        return _numbered(read[0], read[1])
     whole = read[0]
     order = list(range(len(whole.labels)))
     random.Random(seed).shuffle(order)
     n_test = max(1, round(test_fraction * len(order)))
     pick = lambda idx: Split([whole.tokens[i] for i in idx], [whole.labels[i] for i in idx])  # noqa: E731
-    return pick(sorted(order[n_test:])), pick(sorted(order[:n_test]))
+    return _numbered(pick(sorted(order[n_test:])), pick(sorted(order[:n_test])))
