@@ -42,3 +42,14 @@ def tiny_store(tmp_path_factory) -> Path:
                          timeout=300)
     assert res.returncode == 0, res.stderr
     return root / "tiny.zarr"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """In-process runs on one thread, as the CLI runs of these tests (and faster on a shared machine)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

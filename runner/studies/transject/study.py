@@ -199,8 +199,9 @@ class TransJectSession:
         self.n_classes = d.n_classes or (10 if d.kind == "listops" else max(train.labels + test.labels) + 1)
         self.train = encode(train.tokens, train.labels, self.vocab, d.max_length)
         self.test_split = test
-        if d.analysis_text is not None:
-            sentence = tokenize(d.analysis_text, d.tokenize, d.lowercase)
+        if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
+            sentence = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, d.tokenize,
+                                                                                      d.lowercase)
         elif d.kind == "listops":
             sentence = test.tokens[0]
         else:
