@@ -16,7 +16,9 @@ import xarray as xr
 
 from runner.apply import apply, prepare
 from runner.cli import main
+from runner.data.classification import listops_splits
 from runner.figures import recipes
+from runner.status import load_status
 
 from .conftest import RUNNER, env, tiny_spec
 
@@ -32,7 +34,7 @@ def test_tiny_results_have_the_known_answers(ds):
     assert {"network", "checkpoint", "layer", "train_step", "training_epoch", "quantile", "pair", "expert",
             "encoder_layer", "token", "component"} <= set(ds.dims)
     assert list(ds["model"].values[:2]) == ["transject", "transject"] and list(ds["replicate"].values[:2]) == [0, 1]
-    assert ds.sizes["checkpoint"] == 4 and ds.sizes["train_step"] == 3 * 10  # 160 examples / batch 16
+    assert ds.sizes["checkpoint"] == 4 and ds.sizes["train_step"] == 3 * 6  # 96 examples / batch 16
     for name in ("train_loss", "test_loss", "test_accuracy", "accuracy", "euclidean_ratio", "layer_entropy",
                  "isomap", "pair_cosine"):
         assert np.isfinite(ds[name].values).all(), name
@@ -51,7 +53,8 @@ def test_tiny_results_have_the_known_answers(ds):
     np.testing.assert_allclose(w.sum("expert").values, 1.0, rtol=1e-6)
     assert np.isnan(ds.expert_weight.sel(network="transformer-s0").values).all()
     assert np.isfinite(ds.expert_entropy.sel(network="transformer-s0").values).all()
-    assert list(ds.token_text.values[:2]) == ["[MAX", "8"]
+    _, test = listops_splits(96, 32, 0, max_depth=3, max_args=4, min_length=4, max_length=40)
+    assert list(ds.token_text.values) == test.tokens[0]  # the analysis sentence: ListOps' first test sequence
 
 
 def test_show_prints_the_accuracy_table(tiny_store, capsys):
@@ -92,10 +95,10 @@ def test_the_monitor_shows_the_curves(tiny_store):
     assert keys[:3] == ["train_loss", "test_loss", "test_accuracy"]
     assert {"euclidean_ratio", "cosine_distance_mean", "bound_max", "layer_entropy", "expert_weight:layer1"} <= set(keys)
     loss = data.curves["train_loss"]
-    assert loss.y.shape == (8, 30) and np.isfinite(loss.y).all()
-    assert loss.overlay is not None and loss.overlay.x.tolist() == [10.0, 20.0, 30.0]  # test loss at epoch ends
+    assert loss.y.shape == (8, 18) and np.isfinite(loss.y).all()
+    assert loss.overlay is not None and loss.overlay.x.tolist() == [6.0, 12.0, 18.0]  # test loss at epoch ends
     ent = data.curves["layer_entropy"]
-    assert ent.groups == ["embedding", "layer1", "layer2"] and ent.x.tolist() == [0.0, 10.0, 20.0, 30.0]
+    assert ent.groups == ["embedding", "layer1", "layer2"] and ent.x.tolist() == [0.0, 6.0, 12.0, 18.0]
 
 
 async def test_the_monitor_app_plots_them(tiny_store, monkeypatch):
@@ -120,10 +123,10 @@ async def test_the_monitor_app_plots_them(tiny_store, monkeypatch):
 
 def test_kill_9_mid_training_then_resume_equals_the_uninterrupted_run(tiny_store, tmp_path):
     spec = tiny_spec(tmp_path, "killed")
-    # epoch 2, step 15 of the fourth network (entropic draws and Adam state in flight); its last durable point
+    # epoch 2, step 9 of the fourth network (entropic draws and Adam state in flight); its last durable point
     # is the end of epoch 1
     proc = subprocess.Popen([*RUNNER, "apply", "-q", str(spec)], cwd=tmp_path,
-                            env=env(RUNNER_TEST_STALL="entropic-transject-s1@15"),
+                            env=env(RUNNER_TEST_STALL="entropic-transject-s1@9"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     marker = None
     deadline = time.monotonic() + 240  # bounds a failure only
@@ -140,9 +143,7 @@ def test_kill_9_mid_training_then_resume_equals_the_uninterrupted_run(tiny_store
     proc.stderr.close()
     marker.unlink()
 
-    status = subprocess.run([*RUNNER, "status", "--json", str(spec)], cwd=tmp_path, env=env(),
-                            capture_output=True, text=True, check=True)
-    tasks = json.loads(status.stdout)["tasks"]
+    tasks = load_status(spec)["tasks"]  # what `runner status` prints
     assert any(t["state"] == "done" for t in tasks) and any(t["state"] != "done" for t in tasks)
     resumed = subprocess.run([*RUNNER, "apply", "-q", str(spec)], cwd=tmp_path, env=env(), capture_output=True,
                              text=True, timeout=300)
