@@ -14,9 +14,10 @@ a local ``.parquet``, ``.csv``, ``.jsonl`` or ``.json`` file
     without it is one file whose rows are split into train and test by a seeded shuffle.
 
 Tokenisation: ``word`` (lowercased words and punctuation, ``\\w+|[^\\w\\s]``; ListOps: its
-tokens) or ``char`` (characters: CharIMDb of the Long Range Arena). The vocabulary is built on the
-training split: ``<pad>`` (id 0), ``<unk>`` (id 1), then tokens by decreasing frequency (ties by
-the token), at most ``vocab_size`` entries. Sequences are cut to ``max_length`` and padded with 0;
+tokens), ``char`` (characters: CharIMDb of the Long Range Arena), or a hub tokenizer's
+``tokenize`` (then its vocabulary is used). Otherwise the vocabulary is built on the training
+split: ``<pad>`` (id 0), ``<unk>`` (id 1), then tokens by decreasing frequency (ties by the token),
+at most ``vocab_size`` entries. Sequences are cut to ``max_length`` and padded with 0;
 the attention mask is 1 on tokens.
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,8 +53,11 @@ class Encoded:
     labels: Tensor  # (n,) int64
 
 
-def tokenize(text: str, how: str = "word", lowercase: bool = True) -> list[str]:
-    """``word``: words and punctuation marks; ``char``: characters (spaces included)."""
+def tokenize(text: str, how: str | Callable[[str], list[str]] = "word", lowercase: bool = True) -> list[str]:
+    """``word``: words and punctuation marks; ``char``: characters (spaces included); a callable:
+    a tokenizer's own ``tokenize`` (a hub tokenizer, which does its own lowercasing)."""
+    if callable(how):
+        return list(how(text))
     text = text.lower() if lowercase else text
     if how == "char":
         return list(text)
@@ -69,9 +73,12 @@ def build_vocab(texts: Sequence[Sequence[str]], size: int) -> list[str]:
     return [PAD, UNK] + [t for t in ranked if t not in (PAD, UNK)][: max(0, size - 2)]
 
 
-def encode(texts: Sequence[Sequence[str]], labels: Sequence[int], vocab: Sequence[str], max_length: int) -> Encoded:
+def encode(texts: Sequence[Sequence[str]], labels: Sequence[int], vocab: Sequence[str], max_length: int,
+           unk_token: str = UNK) -> Encoded:
+    """Ids (unknown tokens: ``unk_token``, else ``<unk>``, else id 1), cut to ``max_length`` and
+    padded with id 0; the mask is 1 on tokens."""
     stoi = {t: i for i, t in enumerate(vocab)}
-    unk = stoi.get(UNK, 1)
+    unk = stoi.get(unk_token, stoi.get(UNK, 1))
     n = len(texts)
     ids = torch.zeros(n, max_length, dtype=torch.int64)
     mask = torch.zeros(n, max_length, dtype=torch.int64)
@@ -94,7 +101,7 @@ def listops_splits(n_train: int, n_test: int, seed: int, **generator) -> tuple[S
     return as_split(examples[:n_train]), as_split(examples[n_train:])
 
 
-def _rows_to_split(rows, text: str, label: str, how: str, lowercase: bool, where: str) -> Split:
+def _rows_to_split(rows, text: str, label: str, how, lowercase: bool, where: str) -> Split:
     if text not in rows.column_names or label not in rows.column_names:
         raise InputError(f"{where} has no column {text if text not in rows.column_names else label!r}; "
                          f"its columns: {', '.join(rows.column_names)}")
@@ -111,7 +118,7 @@ def _numbered(train: Split, test: Split) -> tuple[Split, Split]:
     return number(train), number(test)
 
 
-def hub_splits(name: str, subset: str | None, splits: tuple[str, str], text: str, label: str, how: str,
+def hub_splits(name: str, subset: str | None, splits: tuple[str, str], text: str, label: str, how,
                lowercase: bool) -> tuple[Split, Split]:
     """The train and test splits of a hub dataset, through ``datasets.load_dataset``."""
     import datasets
@@ -175,7 +182,7 @@ def check_local(source: str, base: Path, splits: tuple[str, str]) -> str | None:
     return None
 
 
-def local_splits(source: str, base: Path, splits: tuple[str, str], text: str, label: str, how: str,
+def local_splits(source: str, base: Path, splits: tuple[str, str], text: str, label: str, how,
                  lowercase: bool, test_fraction: float, seed: int) -> tuple[Split, Split]:
     import datasets
 

@@ -56,6 +56,9 @@ class DataSpec(Table):
     """The generator's parameters (``listops:`` sources)."""
     tokenize: Literal["word", "char"] = "word"
     """``word``: words and punctuation; ``char``: characters (CharIMDb). ListOps keeps its own tokens."""
+    tokenizer: str | None = None
+    """A hub tokenizer (id or local directory) whose ``tokenize`` and vocabulary replace ``tokenize``
+    and ``vocab_size`` (the paper: ``bert-base-uncased`` for IMDb and AGnews)."""
     lowercase: bool = True
     max_length: int = Field(512, ge=2)
     """Tokens per sequence, longer ones cut (paper: IMDb 512, AGnews 256, ListOps and CharIMDb 1024)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from models.hub import ModelLoadError
+from models.hub import ModelLoadError, load_tokenizer
 from runner.data.classification import (InputError, Split, build_vocab, check_local, encode, hub_cached, hub_splits,
                                         listops_splits, local_files, local_splits, tokenize)
 from runner.execute.device import device_unavailable, set_precision
@@ -94,6 +94,10 @@ class TransJectStudy(Study):
             why = hub_cached(d.source.removeprefix("hf:"), d.subset)
             if why:
                 unmet.append(f"[data] source {d.source!r}: {why}")
+        if d.tokenizer:
+            why = tokenizer_problem(d.tokenizer)
+            if why:
+                unmet.append(f"[data] tokenizer {d.tokenizer!r}: {why}")
         base = sf.path.parent
         data_key = {"data": d.model_dump(mode="json", exclude={"analysis_examples", "analysis_text"}),
                     "identity": data_identity(spec, base)}
@@ -140,7 +144,7 @@ class TransJectStudy(Study):
         src = d.source + (f" ({d.subset})" if d.subset else "")
         if d.kind == "listops":
             src += " " + " ".join(f"{k}={v}" for k, v in d.listops.model_dump().items())
-        lines = [f"data       {src}; tokenize={d.tokenize} max_length={d.max_length} vocab_size={d.vocab_size}"
+        lines = [f"data       {src}; tokenize={d.tokenizer or d.tokenize} max_length={d.max_length} vocab_size={d.vocab_size}"
                  f" splits={d.train_split}/{d.test_split}" + (f" max_train={d.max_train}" if d.max_train else "")
                  + (f" max_test={d.max_test}" if d.max_test else "") + f" analysis_examples={d.analysis_examples}"]
         lines.append("training   " + " ".join(f"{k}={v}" for k, v in s.training.model_dump().items()))
@@ -163,18 +167,27 @@ class TransJectStudy(Study):
         return TransJectSession(p, device)
 
 
-def load_splits(spec: TransJectSpec, base: Path) -> tuple[Split, Split]:
+def tokenizer_problem(source: str) -> str | None:
+    """None when the hub tokenizer loads now (online, cached or a local directory); else why not."""
+    try:
+        load_tokenizer(source)
+    except ModelLoadError as err:
+        return str(err)
+    return None
+
+
+def load_splits(spec: TransJectSpec, base: Path, how=None) -> tuple[Split, Split]:
     d = spec.data
+    how = how or d.tokenize
     splits = (d.train_split, d.test_split)
     if d.kind == "listops":
         lo = d.listops
         train, test = listops_splits(lo.train, lo.test, spec.experiment.seed, max_depth=lo.max_depth,
                                      max_args=lo.max_args, min_length=lo.min_length, max_length=lo.max_length)
     elif d.kind == "hf":
-        train, test = hub_splits(d.source.removeprefix("hf:"), d.subset, splits, d.text, d.label, d.tokenize,
-                                 d.lowercase)
+        train, test = hub_splits(d.source.removeprefix("hf:"), d.subset, splits, d.text, d.label, how, d.lowercase)
     else:
-        train, test = local_splits(d.source, base, splits, d.text, d.label, d.tokenize, d.lowercase,
+        train, test = local_splits(d.source, base, splits, d.text, d.label, how, d.lowercase,
                                    d.test_fraction, spec.experiment.seed)
     cut = lambda s, n: s if n is None else Split(s.tokens[:n], s.labels[:n])  # noqa: E731
     return cut(train, d.max_train), cut(test, d.max_test)
@@ -187,25 +200,35 @@ class TransJectSession:
         self.p, self.spec, self.device = p, p.spec, device
         spec, d = p.spec, p.spec.data
         base = p.spec_file.path.parent
+        hub_tokenizer = None
+        if d.tokenizer and d.kind != "listops":
+            try:
+                hub_tokenizer = load_tokenizer(d.tokenizer)
+            except ModelLoadError as err:
+                raise Unavailable(str(err)) from None
+        how = hub_tokenizer.tokenize if hub_tokenizer is not None else d.tokenize
         try:
-            train, test = load_splits(spec, base)
+            train, test = load_splits(spec, base, how)
         except InputError as err:
             raise Unavailable(str(err)) from None
         if not train.labels or not test.labels:
             raise Unavailable(f"[data] source {d.source!r}: an empty split (train {len(train.labels)}, "
                               f"test {len(test.labels)} examples)")
         set_precision("fp32")
-        self.vocab = build_vocab(train.tokens, d.vocab_size)
+        if hub_tokenizer is not None:
+            self.vocab = list(hub_tokenizer.convert_ids_to_tokens(list(range(len(hub_tokenizer)))))
+            self.unk = hub_tokenizer.unk_token or "<unk>"
+        else:
+            self.vocab, self.unk = build_vocab(train.tokens, d.vocab_size), "<unk>"
         self.n_classes = d.n_classes or (10 if d.kind == "listops" else max(train.labels + test.labels) + 1)
-        self.train = encode(train.tokens, train.labels, self.vocab, d.max_length)
+        self.train = encode(train.tokens, train.labels, self.vocab, d.max_length, self.unk)
         self.test_split = test
         if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
-            sentence = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, d.tokenize,
-                                                                                      d.lowercase)
+            sentence = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, how, d.lowercase)
         elif d.kind == "listops":
             sentence = test.tokens[0]
         else:
-            sentence = tokenize(PAPER_SENTENCE, d.tokenize, d.lowercase)
+            sentence = tokenize(PAPER_SENTENCE, how, d.lowercase)
         self.sentence = sentence[: d.max_length]
         self.spe = steps_per_epoch(len(self.train.labels), spec.training.batch_size)
         self.nets = p.state["nets"]
@@ -237,9 +260,9 @@ class TransJectSession:
         if n not in self._encoded:
             vocab = self.vocabs.get(n, self.vocab)
             d = self.spec.data
-            test = encode(self.test_split.tokens, self.test_split.labels, vocab, d.max_length)
+            test = encode(self.test_split.tokens, self.test_split.labels, vocab, d.max_length, self.unk)
             k = min(d.analysis_examples, len(test.labels))
-            sent = encode([self.sentence], [0], vocab, max(len(self.sentence), 1))
+            sent = encode([self.sentence], [0], vocab, max(len(self.sentence), 1), self.unk)
             vsize = int(self.nets[n]["params"]["vocab_size"])
             for t in (test.ids, sent.ids):
                 t[t >= vsize] = 1  # a checkpoint with a smaller vocabulary than its vocab.json: <unk>
