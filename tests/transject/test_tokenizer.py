@@ -63,3 +63,13 @@ pairs = [["characters", "script"]]
     (tmp_path / "tok" / "tokenizer_config.json").unlink()
     p = prepare(spec)
     assert len(p.unmet) == 1 and "[data] tokenizer" in p.unmet[0]
+
+
+def test_pairs_are_found_across_word_pieces():
+    from runner.studies.transject.measures.distances import resolve_pairs
+
+    sentence = ["the", "char", "##acters", "are", "unlike", "##able", "script"]
+    pos, labels = resolve_pairs(sentence, [["characters", "script"], ["unlikeable", "are"], ["x", "the"]], 12)
+    assert pos == [(1, 6), (4, 3)] and labels == ["characters~script", "unlikeable~are"]
+    pos, labels = resolve_pairs(sentence[:3], [["x", "y"]], 2)  # none found: every pair of the first tokens
+    assert pos == [(0, 1)] and labels == ["0:the~1:char"]

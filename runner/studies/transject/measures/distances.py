@@ -22,13 +22,29 @@ class Params(MeasureParams):
     max_tokens: int = Field(12, ge=2)
 
 
+def word_positions(sentence: list[str]) -> dict[str, int]:
+    """First position of each token, and of each word split into WordPiece pieces (``unlik ##eable``:
+    the position of its first piece), lowercased."""
+    out: dict[str, int] = {}
+    for i, t in enumerate(sentence):
+        out.setdefault(t.lower(), i)
+    i = 0
+    while i < len(sentence):
+        j = i + 1
+        while j < len(sentence) and sentence[j].startswith("##"):
+            j += 1
+        out.setdefault("".join(t.removeprefix("##") for t in sentence[i:j]).lower(), i)
+        i = j
+    return out
+
+
 def resolve_pairs(sentence: list[str], pairs: list[list[str]], max_tokens: int) -> tuple[list[tuple[int, int]], list[str]]:
     """Positions and labels of the pairs found in the sentence (all pairs of the first tokens if none are)."""
-    low = [t.lower() for t in sentence]
+    where = word_positions(sentence)
     out = []
     for pair in pairs:
-        if len(pair) == 2 and all(t.lower() in low for t in pair):
-            i, j = (low.index(t.lower()) for t in pair)
+        if len(pair) == 2 and all(t.lower() in where for t in pair):
+            i, j = (where[t.lower()] for t in pair)
             if i != j:
                 out.append(((i, j), f"{pair[0]}~{pair[1]}"))
     if not out:
