@@ -69,3 +69,10 @@ def test_bad_specs_name_the_line(tmp_path, capsys):
     assert main(["plan", str(bad)]) == 65
     err = capsys.readouterr().err
     assert "d_model must be even" in err and "bad.toml" in err
+
+
+def test_seeds_must_be_distinct(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(TINY.read_text().replace("seeds = [0, 1]", "seeds = [1, 1]", 1))
+    assert main(["plan", str(bad)]) == 65
+    assert "seeds must be distinct" in capsys.readouterr().err

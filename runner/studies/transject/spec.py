@@ -148,6 +148,13 @@ class TransJectSpec(StudySpec):
         kinds = [m.kind for m in self.measure]
         out += [(("measure", i, "kind"), f"each measure may appear once; {k} is repeated")
                 for i, k in enumerate(kinds) if k in kinds[:i]]
+        for i, m in enumerate(self.model):
+            if len(set(m.seeds)) < len(m.seeds):
+                out.append((("model", i, "seeds"), f"seeds must be distinct, not {m.seeds}"))
+        labels = [self.label(m, s) for _, m, _, s in self.networks()]
+        clash = sorted({x for i, x in enumerate(labels) if x in labels[:i]})
+        if clash:
+            out.append((("model",), f"network labels {clash} occur twice (a model named like another's seed)"))
         if self.data.listops.max_length <= self.data.listops.min_length + 1:
             out.append((("data", "listops", "max_length"), "must exceed min_length + 1"))
         return out

@@ -34,9 +34,9 @@ from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.transject.layout import build_layout
 from runner.studies.transject.measure import Shape, View
-from runner.studies.transject.models import (build, load_checkpoint_model, n_experts, params_of, read_checkpoint,
-                                             resolve_checkpoint)
-from runner.studies.transject.spec import PAPER_SENTENCE, TABLES, TransJectSpec, spec_model
+from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, build, load_checkpoint_model, n_experts,
+                                             params_of, read_checkpoint, resolve_checkpoint)
+from runner.studies.transject.spec import BASELINES, PAPER_SENTENCE, TABLES, TransJectSpec, spec_model
 from runner.studies.transject.train import (Finished, Saved, epoch_file, evaluate, export, load_weights, read_meta,
                                             steps_per_epoch, train)
 
@@ -108,7 +108,8 @@ class TransJectStudy(Study):
         nets, dirs = [], {}
         for n, m, r, seed in spec.networks():
             label = spec.label(m, seed)
-            arch = m.model_dump(mode="json", exclude={"name", "seeds", "replicates", "checkpoint"})
+            fields = BASELINE_FIELDS if m.variant in BASELINES else TRANSJECT_FIELDS
+            arch = {"variant": m.variant, "pooling": spec.pooling(m), **{k: getattr(m, k) for k in fields}}
             if m.checkpoint:
                 try:
                     dirs[n] = resolve_checkpoint(m.checkpoint, base)
