@@ -17,7 +17,6 @@ file's bytes, a hub id, the generator's parameters).
 from __future__ import annotations
 
 import hashlib
-import math
 from pathlib import Path
 
 import numpy as np
