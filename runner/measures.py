@@ -64,12 +64,17 @@ class Measure:
 
 
 def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str] | None = None,
-          overlay: str | None = None) -> dict[str, Any]:
+          overlay: str | None = None, table: str | None = None) -> dict[str, Any]:
     """Variable attributes that tell the monitor how to plot it (``order``: its place among the
     plots; ``series``/``log_series``/``histogram`` summarise samples, ``curve`` draws one line per
     network or layer; ``overlay``: a variable drawn over it for one network) and ``show`` how to
-    summarise it (``(label, reduction)``, see :data:`REDUCTIONS`)."""
+    summarise it (``(label, reduction)``, see :data:`REDUCTIONS`; ``table``: the title of a table
+    of the headline value's mean and standard deviation over the replicates of each ``model``, as
+    papers report accuracies over seeds)."""
     out: dict[str, Any] = {"runner_plot_overlay": overlay} if overlay else {}
+    if table is not None:
+        assert headline is not None, "a table summarises the headline value"
+        out["runner_table"] = table
     if plot is not None:
         assert plot in PLOTS, plot
         out["runner_plot"] = plot

@@ -161,6 +161,7 @@ def render_show(path: Path) -> str:
                      f" [{v.attrs.get('units', '')}]")
     lines.append("coordinates: " + ", ".join(ds.coords))
     lines += _results(ds)
+    lines += _tables(ds)
     records = json.loads(ds.attrs.get("runner_tasks", "{}"))
     lines.append(f"completed tasks: {len(records)}")
     for tid, rec in sorted(records.items(), key=lambda kv: (kv[1].get("network", 0), kv[1].get("measure", ""))):
@@ -206,4 +207,33 @@ def _results(ds) -> list[str]:
     for label, name, fn in rows:
         values = [float(fn(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])]
         lines.append(f"  {label:<26} " + "  ".join(f"{n}={v:.4g}" if v == v else f"{n}=-" for n, v in zip(labels, values)))
+    return lines
+
+
+def _tables(ds) -> list[str]:
+    """For each variable with a ``runner_table`` attribute: its headline value's mean and sample
+    standard deviation over the replicates of each ``model`` (rows in the order of the networks),
+    as papers report accuracies over seeds."""
+    if "model" not in ds.coords or "network" not in ds.dims:
+        return []
+    models = [str(m) for m in ds["model"].values]
+    lines = []
+    for name, var in ds.data_vars.items():
+        title, spec = var.attrs.get("runner_table"), var.attrs.get("runner_headline")
+        if not title or not spec or "network" not in var.dims:
+            continue
+        reduction = REDUCTIONS.get(json.loads(spec)[1])
+        if reduction is None:
+            continue
+        values = np.array([float(reduction(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])])
+        width = max(len(m) for m in models)
+        lines += [f"{title}:", f"  {'model':<{width}}  {'mean':>8}   {'s.d.':>7}  n"]
+        for m in dict.fromkeys(models):
+            v = values[[k for k, x in enumerate(models) if x == m]]
+            v = v[np.isfinite(v)]
+            if not v.size:
+                lines.append(f"  {m:<{width}}  {'-':>8}   {'-':>7}  0")
+                continue
+            sd = f"{v.std(ddof=1):7.4f}" if v.size > 1 else f"{'-':>7}"
+            lines.append(f"  {m:<{width}}  {v.mean():8.4f} ± {sd}  {v.size}")
     return lines

@@ -56,5 +56,5 @@ def test_studies_do_not_import_each_other(study):
     assert not _offenders((ROOT / "runner" / "studies" / study).rglob("*.py"), others)
 
 
-def test_there_are_two_studies():
-    assert STUDIES == ["depth", "training"]
+def test_there_are_three_studies():
+    assert STUDIES == ["depth", "training", "transject"]

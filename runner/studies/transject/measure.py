@@ -1,0 +1,82 @@
+"""How a TransJect measure plugs in: it runs at each epoch's checkpoint, on the analysis examples.
+
+A registration (:mod:`runner.measures`) subclasses :class:`EpochMeasure`: ``variables`` declares
+what it writes (one ``(network, checkpoint)`` cell per task; the ``layer`` axis holds the
+embedding layer X^(0) and layers 1..L), and ``run(ctx, task, view)`` computes it with the pure
+functions of :mod:`analyses` from a :class:`View`: the network at that checkpoint and its hidden
+states on the analysis examples and on the analysis sentence, computed once for all the measures
+of the checkpoint (they run as one group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from runner.layout import LayoutBuilder
+from runner.measures import Measure
+
+PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
+         "Secs. 3-4, Figs. 1, 4-6, Tables 2-3")
+QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the variables depend on besides the measure's parameters."""
+
+    layers: list[str]
+    """``embedding``, ``layer1`` .. ``layerL`` (L: the deepest network)."""
+    experts: int
+    """Experts (TransJect) or attention heads (baselines) of the widest network."""
+    sentence: list[str]
+    """Tokens of the analysis sentence (Figs. 1 and 6)."""
+
+
+@dataclass
+class View:
+    """A network at one checkpoint, run on the analysis data (dropout off, a fixed entropic draw)."""
+
+    model: Any
+    variant: str
+    params: dict
+    hidden: list[Tensor]
+    """X^(0..L) on the analysis examples, each ``(batch, seq, d)``, float64."""
+    mask: Tensor
+    """``(batch, seq)``: 1 on tokens."""
+    sentence: list[Tensor]
+    """X^(0..L) of the analysis sentence, each ``(seq, d)``, float64."""
+    generator_seed: int
+
+    @property
+    def baseline(self) -> bool:
+        return self.variant in ("transformer", "transformer-rezero")
+
+
+class EpochMeasure(Measure):
+    study = "transject"
+    when = "checkpoint"
+    reference = PAPER
+
+    def variables(self, b: LayoutBuilder, shape: Shape) -> None:
+        raise NotImplementedError
+
+    def run(self, ctx, task, view: View) -> None:
+        raise NotImplementedError
+
+
+def per_layer(n_layers: int, values: list, fill=np.nan) -> np.ndarray:
+    """Stack per-layer rows into an array padded with ``fill`` up to ``n_layers`` rows."""
+    rows = [np.asarray(v, dtype=np.float64) for v in values]
+    out = np.full((n_layers,) + rows[0].shape, fill, dtype=np.float64)
+    out[: len(rows)] = np.stack(rows)
+    return out
+
+
+def tokens_of(hidden: Tensor, mask: Tensor) -> list[Tensor]:
+    """The non-padding token vectors of each sequence, ``(n_b, d)`` each."""
+    return [h[m.to(torch.bool)] for h, m in zip(hidden, mask)]

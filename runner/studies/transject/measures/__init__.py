@@ -1,0 +1,7 @@
+"""The study's measures, one registration per module; every module here is imported (and so registered)."""
+
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__, __name__ + "."):
+    importlib.import_module(_module.name)

@@ -1,0 +1,94 @@
+"""Layer-wise Euclidean and cosine distances between token pairs of the analysis sentence (Fig. 1)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from analyses.token_geometry import pair_distances
+from runner.measures import MeasureParams, hints, register
+from runner.studies.transject.measure import EpochMeasure, per_layer
+
+
+class Params(MeasureParams):
+    """Euclidean and cosine distances of token pairs at every layer, and relative to layer 0 (Fig. 1)."""
+
+    kind: Literal["distances"]
+    pairs: list[list[str]] = Field(default_factory=list)
+    """Token pairs of the analysis sentence, e.g. [["characters", "script"]] (first occurrences);
+    none: every pair among its first ``max_tokens`` tokens."""
+    max_tokens: int = Field(12, ge=2)
+
+
+def word_positions(sentence: list[str]) -> dict[str, int]:
+    """First position of each token, and of each word split into WordPiece pieces (``unlik ##eable``:
+    the position of its first piece), lowercased."""
+    out: dict[str, int] = {}
+    for i, t in enumerate(sentence):
+        out.setdefault(t.lower(), i)
+    i = 0
+    while i < len(sentence):
+        j = i + 1
+        while j < len(sentence) and sentence[j].startswith("##"):
+            j += 1
+        out.setdefault("".join(t.removeprefix("##") for t in sentence[i:j]).lower(), i)
+        i = j
+    return out
+
+
+def resolve_pairs(sentence: list[str], pairs: list[list[str]], max_tokens: int) -> tuple[list[tuple[int, int]], list[str]]:
+    """Positions and labels of the pairs found in the sentence (all pairs of the first tokens if none are)."""
+    where = word_positions(sentence)
+    out = []
+    for pair in pairs:
+        if len(pair) == 2 and all(t.lower() in where for t in pair):
+            i, j = (where[t.lower()] for t in pair)
+            if i != j:
+                out.append(((i, j), f"{pair[0]}~{pair[1]}"))
+    if not out:
+        n = min(max_tokens, len(sentence))
+        out = [((i, j), f"{i}:{sentence[i]}~{j}:{sentence[j]}") for i in range(n) for j in range(i + 1, n)]
+    return [p for p, _ in out], [lab for _, lab in out]
+
+
+@register
+class Distances(EpochMeasure):
+    Params = Params
+
+    def variables(self, b, shape) -> None:
+        pos, labels = resolve_pairs(shape.sentence, self.p.pairs, self.p.max_tokens)
+        self.positions = pos
+        b.coord("pair", labels, long_name="token pair of the analysis sentence")
+        b.coord("pair_first", np.array([i for i, _ in pos]), ("pair",), long_name="position of the first token")
+        b.coord("pair_second", np.array([j for _, j in pos]), ("pair",), long_name="position of the second token")
+        cell = ("network", "checkpoint", "pair", "layer")
+        b.var("pair_euclidean", "distances", cell, "float64", np.nan, "Euclidean distance of the token pair", "1",
+              "||x_i^(l) - x_j^(l)||_2 (Fig. 1)")
+        b.var("pair_cosine", "distances", cell, "float64", np.nan, "cosine distance of the token pair", "1",
+              "1 - cos(x_i^(l), x_j^(l)) (Fig. 1)")
+        b.var("euclidean_ratio", "distances", ("network", "checkpoint", "layer"), "float64", np.nan,
+              "Euclidean distance relative to layer 0", "1",
+              "mean over pairs of ||x_i^(l) - x_j^(l)|| / ||x_i^(0) - x_j^(0)|| (1: distances preserved)",
+              **hints(plot="curve", order=10))
+        b.var("cosine_distance_mean", "distances", ("network", "checkpoint", "layer"), "float64", np.nan,
+              "mean cosine distance of the pairs", "1", "mean over pairs of 1 - cos(x_i^(l), x_j^(l))",
+              **hints(plot="curve", order=11))
+
+    def run(self, ctx, task, view) -> None:
+        L = ctx.n_layers
+        pos = [p for p in self.positions if max(p) < view.sentence[0].shape[0]]
+        eu, cos = pair_distances(view.sentence, pos)  # (layers, P)
+        eu, cos = eu.cpu().numpy(), cos.cpu().numpy()
+        n_pairs = len(self.positions)
+        full_eu = np.full((n_pairs, L), np.nan)
+        full_cos = np.full((n_pairs, L), np.nan)
+        full_eu[: len(pos), : eu.shape[0]] = eu.T
+        full_cos[: len(pos), : cos.shape[0]] = cos.T
+        ctx.write("pair_euclidean", task, full_eu)
+        ctx.write("pair_cosine", task, full_cos)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = eu / eu[:1]
+        ctx.write("euclidean_ratio", task, per_layer(L, list(np.nanmean(np.where(np.isfinite(ratio), ratio, np.nan), 1))))
+        ctx.write("cosine_distance_mean", task, per_layer(L, list(np.nanmean(cos, 1))))

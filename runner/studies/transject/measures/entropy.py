@@ -1,0 +1,49 @@
+"""Layer-wise differential entropy of token representations (Eq. 8, Fig. 5a)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from analyses.entropy import layer_entropy
+from analyses.token_geometry import quantiles
+from runner.measures import MeasureParams, hints, register
+from runner.studies.transject.measure import QUANTILES, EpochMeasure
+
+
+class Params(MeasureParams):
+    """Entropy of each token's d components at every layer, over the analysis examples (Eq. 8, Fig. 5a)."""
+
+    kind: Literal["entropy"]
+    method: Literal["knn", "gaussian"] = "knn"
+    """Kozachenko-Leonenko k-NN estimate, or the Gaussian one (analyses/entropy.py)."""
+    k: int = Field(3, ge=1)
+
+
+@register
+class Entropy(EpochMeasure):
+    Params = Params
+
+    def variables(self, b, shape) -> None:
+        b.coord("quantile", np.asarray(QUANTILES), long_name="quantile")
+        b.var("entropy_quantile", "entropy", ("network", "checkpoint", "layer", "quantile"), "float64", np.nan,
+              "token entropy (nats)", "1",
+              "quantiles over tokens of the differential entropy of the token's d components (Eq. 8, Fig. 5a); "
+              "-inf values (tied components) are left out", method=self.p.method, k=self.p.k)
+        b.var("layer_entropy", "entropy", ("network", "checkpoint", "layer"), "float64", np.nan,
+              "mean token entropy (nats)", "1", "mean over tokens of the finite token entropies (Eq. 8)",
+              **hints(plot="curve", order=13))
+
+    def run(self, ctx, task, view) -> None:
+        L = ctx.n_layers
+        rows = layer_entropy(view.hidden, view.mask, method=self.p.method, k=self.p.k).cpu().numpy()
+        q = np.full((L, len(QUANTILES)), np.nan)
+        mean = np.full(L, np.nan)
+        for layer, row in enumerate(rows):
+            q[layer] = quantiles(row, QUANTILES)
+            finite = row[np.isfinite(row)]
+            mean[layer] = finite.mean() if finite.size else np.nan
+        ctx.write("entropy_quantile", task, q)
+        ctx.write("layer_entropy", task, mean)

@@ -1,0 +1,195 @@
+"""The TransJect spec: ``[experiment]``, ``[data]``, ``[training]``, ``[[model]]`` and ``[[measure]]``.
+
+Defaults are the paper's (Sec. 3.6 and App. B): Adam with lr 5e-4, betas (0.9, 0.98), eps 1e-9,
+batches of 32, 30 epochs with early stopping on the test loss (patience 4), L = 6 layers,
+d = 512, E = 4 experts; the baselines have 8 heads, d_ff = 2048 and dropout 0.1 (Table 4).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal
+
+from pydantic import Field, create_model, model_validator
+
+from runner.execute.device import DeviceName
+from runner.measures import measures, params_union
+from runner.specfile import Name, StudySpec, Table, repeated
+
+Architecture = Literal["transject", "random-transject", "entropic-transject", "random-entropic-transject",
+                       "transformer", "transformer-rezero"]
+BASELINES = ("transformer", "transformer-rezero")
+#: The sentence of Figs. 1 and 6 (an IMDb review).
+PAPER_SENTENCE = ("The characters are unlikeable and the script is awful. It's a waste of the talents of "
+                  "Deneuve and Auteuil.")
+
+
+class ListOpsSpec(Table):
+    """The ListOps generator (LRA's rules, :mod:`runner.data.listops`); LRA's sizes and lengths."""
+
+    train: int = Field(96_000, ge=1)
+    """Training sequences (LRA: 96,000)."""
+    test: int = Field(2_000, ge=1)
+    """Test sequences (LRA: 2,000)."""
+    max_depth: int = Field(10, ge=1)
+    max_args: int = Field(10, ge=2)
+    min_length: int = Field(500, ge=0)
+    """Kept trees have min_length < length < max_length tokens (LRA: 500, 2000)."""
+    max_length: int = Field(2000, ge=2)
+
+
+class DataSpec(Table):
+    source: str = Field(min_length=1)
+    """``listops:`` (generated), ``hf:<dataset id>`` (``hf:stanfordnlp/imdb``, ``hf:fancyzhx/ag_news``), or a
+    local .parquet/.csv/.jsonl file (``{split}`` in the path is replaced by the split name)."""
+    subset: str | None = None
+    """Dataset configuration of an ``hf:`` source."""
+    text: str = "text"
+    """Column holding the text."""
+    label: str = "label"
+    """Column holding the class (integers; strings are numbered in sorted order)."""
+    train_split: str = "train"
+    test_split: str = "test"
+    test_fraction: float = Field(0.2, gt=0, lt=1)
+    """A local source without ``{split}``: the share of its rows kept for testing."""
+    listops: ListOpsSpec = ListOpsSpec()
+    """The generator's parameters (``listops:`` sources)."""
+    tokenize: Literal["word", "char"] = "word"
+    """``word``: words and punctuation; ``char``: characters (CharIMDb). ListOps keeps its own tokens."""
+    tokenizer: str | None = None
+    """A hub tokenizer (id or local directory) whose ``tokenize`` and vocabulary replace ``tokenize``
+    and ``vocab_size`` (the paper: ``bert-base-uncased`` for IMDb and AGnews)."""
+    lowercase: bool = True
+    max_length: int = Field(512, ge=2)
+    """Tokens per sequence, longer ones cut (paper: IMDb 512, AGnews 256, ListOps and CharIMDb 1024)."""
+    vocab_size: int = Field(30_522, ge=3)
+    """Vocabulary entries at most, <pad> and <unk> included (the paper's BERT tokenizer has 30,522)."""
+    max_train: int | None = Field(None, ge=1)
+    """Keep only the first N training examples (quick runs)."""
+    max_test: int | None = Field(None, ge=1)
+    """Keep only the first N test examples."""
+    n_classes: int | None = Field(None, ge=2)
+    """Classes (default: 1 + the largest label seen; ListOps: 10)."""
+    analysis_examples: int = Field(32, ge=1)
+    """Test examples on which the measures are computed (entropy, bounds, experts)."""
+    analysis_text: str | None = None
+    """The sentence of Figs. 1 and 6 (distances, Isomap); default: the paper's IMDb sentence for text
+    sources, the first test sequence for ListOps."""
+
+    @property
+    def kind(self) -> str:
+        s = self.source
+        return "listops" if s.startswith("listops:") else "hf" if s.startswith("hf:") else "local"
+
+
+class TrainingSpec(Table):
+    epochs: int = Field(30, ge=1)
+    """Epochs at most (paper: 30)."""
+    patience: int | None = Field(4, ge=1)
+    """Stop when the test loss has not improved for this many epochs (paper: 4); none: never."""
+    lr: float = Field(5e-4, gt=0)
+    betas: list[float] = Field(default_factory=lambda: [0.9, 0.98], min_length=2, max_length=2)
+    """Adam's beta_1, beta_2 (paper: 0.9, 0.98)."""
+    eps: float = Field(1e-9, gt=0)
+    batch_size: int = Field(32, ge=1)
+    """Training and test batches (paper: 32)."""
+    reconstruction_weight: float = Field(1.0, ge=0)
+    """Weight of the eigenvalue reconstruction loss of the Approx. variants (Sec. 3.1; the paper gives none)."""
+    device: DeviceName = "auto"
+
+
+class ModelSpec(Table):
+    name: Name
+    """Label of the model; each seed is the network ``<name>-s<seed>``."""
+    variant: Architecture = "transject"
+    """A row of Table 1 (transject, random-transject, entropic-transject, random-entropic-transject) or a
+    baseline (transformer, transformer-rezero)."""
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    """Initialisation seeds, one network each (the paper: three, for mean and s.d.)."""
+    replicates: int | None = Field(None, ge=1)
+    """Instead of seeds: this many networks with seeds experiment seed + 0, 1, ..."""
+    checkpoint: str | None = None
+    """Measure saved weights instead of training: a local directory or a hub model id holding
+    config.json, model.safetensors and (optionally) vocab.json, as this study exports them."""
+    d_model: int = Field(512, ge=2)
+    n_layers: int = Field(6, ge=1)
+    n_experts: int = Field(4, ge=1)
+    """TransJect's experts per layer (paper: 4)."""
+    alpha_init: float = Field(0.01, gt=0, lt=1)
+    """TransJect's starting alpha_l (Eq. 3)."""
+    n_heads: int = Field(8, ge=1)
+    """Baselines' heads (Table 4: 8)."""
+    d_ff: int = Field(2048, ge=1)
+    """Baselines' feed-forward size (Table 4: 2048)."""
+    dropout: float = Field(0.1, ge=0, lt=1)
+    """Baselines' dropout (0.1); TransJect has none."""
+    pooling: Literal["mean", "max"] | None = None
+    """Default: max for ListOps, mean otherwise (Sec. 3.6)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.replicates is not None and "seeds" in self.model_fields_set:
+            raise ValueError("give seeds or replicates, not both")
+        if self.d_model % 2:
+            raise ValueError("d_model must be even (TransJect: embedding and position take d/2 each)")
+        if self.variant in BASELINES and self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        return self
+
+
+class TransJectSpec(StudySpec):
+    data: DataSpec
+    training: TrainingSpec = TrainingSpec()
+    model: list[ModelSpec] = Field(min_length=1)
+    measure: list[Any] = Field(default_factory=list)
+
+    def problems(self) -> list[tuple[tuple, str]]:
+        out = repeated(self.model, "model")
+        kinds = [m.kind for m in self.measure]
+        out += [(("measure", i, "kind"), f"each measure may appear once; {k} is repeated")
+                for i, k in enumerate(kinds) if k in kinds[:i]]
+        for i, m in enumerate(self.model):
+            if len(set(m.seeds)) < len(m.seeds):
+                out.append((("model", i, "seeds"), f"seeds must be distinct, not {m.seeds}"))
+        labels = [self.label(m, s) for _, m, _, s in self.networks()]
+        clash = sorted({x for i, x in enumerate(labels) if x in labels[:i]})
+        if clash:
+            out.append((("model",), f"network labels {clash} occur twice (a model named like another's seed)"))
+        if self.data.listops.max_length <= self.data.listops.min_length + 1:
+            out.append((("data", "listops", "max_length"), "must exceed min_length + 1"))
+        return out
+
+    def seeds(self, m: ModelSpec) -> list[int]:
+        if m.replicates is not None:
+            return [self.experiment.seed + k for k in range(m.replicates)]
+        return list(m.seeds)
+
+    def networks(self) -> list[tuple[int, ModelSpec, int, int]]:
+        """(index, model entry, replicate, seed) of every network, in order; a checkpoint model is one network."""
+        out = []
+        for m in self.model:
+            seeds = [0] if m.checkpoint else self.seeds(m)
+            for r, s in enumerate(seeds):
+                out.append((len(out), m, r, s))
+        return out
+
+    def label(self, m: ModelSpec, seed: int) -> str:
+        return m.name if m.checkpoint else f"{m.name}-s{seed}"
+
+    def pooling(self, m: ModelSpec) -> str:
+        return m.pooling or ("max" if self.data.kind == "listops" else "mean")
+
+
+def spec_model() -> type[TransJectSpec]:
+    return _spec_model(tuple(sorted(measures("transject"))))
+
+
+@functools.cache
+def _spec_model(kinds: tuple[str, ...]) -> type[TransJectSpec]:
+    if not kinds:
+        return TransJectSpec
+    return create_model("TransJectSpec", __base__=TransJectSpec,
+                        measure=(list[params_union("transject")], Field(default_factory=list)))  # type: ignore[valid-type]
+
+
+TABLES = {"data": DataSpec, "listops": ListOpsSpec, "training": TrainingSpec, "model": ModelSpec}

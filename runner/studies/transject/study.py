@@ -1,0 +1,402 @@
+"""The TransJect study: TransJect's variants and its Transformer baselines trained on sequence
+classification (IMDb, AGnews, ListOps, CharIMDb) with the paper's recipe, and measured at every
+epoch: test accuracy (Tables 2-3), losses (Fig. 4), token distances (Fig. 1), entropy (Fig. 5a),
+experts (Fig. 5b), activation bounds (Fig. 5c) and an Isomap of one sentence (Fig. 6).
+
+Tasks: per network (a ``[[model]]`` entry and seed) one ``train`` task, which provides
+``checkpoint:<network>:<epoch>`` as each epoch's weights are saved, or, for a ``[[model]]`` with
+``checkpoint``, one ``load`` task that evaluates the saved weights (no training); and per
+(network, checkpoint) one task per measure, the measures of one checkpoint running as one group on
+one forward pass (their random state forked, so they cannot change the training run). After an
+early stop the later checkpoints do not exist and their measure tasks write nothing (NaN).
+
+Planning reads no data: task ids hash the ``[data]`` table with the source's identity (a local
+file's bytes, a hub id, the generator's parameters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.hub import ModelLoadError, load_tokenizer
+from runner.data.classification import (InputError, Split, build_vocab, check_local, encode, hub_cached, hub_splits,
+                                        listops_splits, local_files, local_splits, tokenize)
+from runner.execute.device import device_unavailable, set_precision
+from runner.measures import measures
+from runner.plan import Task, task_id
+from runner.specfile import SpecFile
+from runner.study import Prepared, Study, Unavailable, register
+from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
+from runner.studies.transject.layout import build_layout
+from runner.studies.transject.measure import Shape, View
+from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, build, load_checkpoint_model, n_experts,
+                                             params_of, read_checkpoint, resolve_checkpoint)
+from runner.studies.transject.spec import BASELINES, PAPER_SENTENCE, TABLES, TransJectSpec, spec_model
+from runner.studies.transject.train import (Finished, Saved, epoch_file, evaluate, export, load_weights, read_meta,
+                                            steps_per_epoch, train)
+
+#: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
+TRAIN_VERSION = 1
+
+
+def checkpoint_resource(network: int, epoch: int) -> str:
+    return f"checkpoint:{network}:{epoch}"
+
+
+def _sha(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def data_identity(spec: TransJectSpec, base: Path) -> str:
+    d = spec.data
+    if d.kind == "local":
+        return f"local {_sha(local_files(d.source, base, (d.train_split, d.test_split)))}"
+    if d.kind == "listops":
+        return f"listops seed {spec.experiment.seed}"
+    return d.source
+
+
+@register
+class TransJectStudy(Study):
+    """TransJect and its baselines trained on sequence classification, measured at every epoch."""
+
+    name, spec_factory, table_models = "transject", staticmethod(spec_model), TABLES
+    description = __doc__.strip()
+    figure_recipes = "runner.studies.transject.figures"
+
+    def check(self, spec: TransJectSpec, sf: SpecFile) -> list[str]:
+        d = spec.data
+        out = []
+        if d.kind == "local":
+            problem = check_local(d.source, sf.path.parent, (d.train_split, d.test_split))
+            if problem:
+                out.append(sf.problem(("data", "source"), problem))
+        elif d.kind == "listops" and d.source != "listops:":
+            out.append(sf.problem(("data", "source"), "write 'listops:' and set the generator in [data.listops]"))
+        return out
+
+    def prepare(self, spec: TransJectSpec, sf: SpecFile) -> Prepared:
+        unmet = []
+        device = device_unavailable(spec.training.device)
+        if device:
+            unmet.append(f"[training] device: {device}")
+        d = spec.data
+        if d.kind == "hf":
+            why = hub_cached(d.source.removeprefix("hf:"), d.subset)
+            if why:
+                unmet.append(f"[data] source {d.source!r}: {why}")
+        if d.tokenizer:
+            why = tokenizer_problem(d.tokenizer)
+            if why:
+                unmet.append(f"[data] tokenizer {d.tokenizer!r}: {why}")
+        base = sf.path.parent
+        data_key = {"data": d.model_dump(mode="json", exclude={"analysis_examples", "analysis_text"}),
+                    "identity": data_identity(spec, base)}
+        analysis_key = {"examples": d.analysis_examples, "text": d.analysis_text}
+        training = spec.training.model_dump(mode="json", exclude={"device"})
+        E = spec.training.epochs
+        tasks: list[Task] = []
+        nets, dirs = [], {}
+        for n, m, r, seed in spec.networks():
+            label = spec.label(m, seed)
+            fields = BASELINE_FIELDS if m.variant in BASELINES else TRANSJECT_FIELDS
+            arch = {"variant": m.variant, "pooling": spec.pooling(m), **{k: getattr(m, k) for k in fields}}
+            if m.checkpoint:
+                try:
+                    dirs[n] = resolve_checkpoint(m.checkpoint, base)
+                    ident = f"{m.checkpoint} {_sha([dirs[n] / f for f in ('config.json', 'model.safetensors', 'vocab.json')])}"
+                except ModelLoadError as err:
+                    unmet.append(f"[[model]] {m.name}: {err}")
+                    ident = m.checkpoint
+                tid = task_id({"data": data_key, "checkpoint": ident, "training": training, "v": TRAIN_VERSION})
+                tasks.append(Task(tid, "load", "train", n, "load", produces=(checkpoint_resource(n, 0),)))
+                epochs = [0]
+            else:
+                tid = task_id({"data": data_key, "training": training, "model": arch, "seed": seed, "v": TRAIN_VERSION})
+                tasks.append(Task(tid, "train", "train", n, "train", steps=E,
+                                  produces=tuple(checkpoint_resource(n, e) for e in range(E + 1)),
+                                  params={"seed": seed}))
+                epochs = list(range(E + 1))
+            nets.append({"label": label, "model": m.name, "replicate": r, "seed": seed, "entry": m,
+                         "trained": not m.checkpoint, "train_id": tid})
+            for meas in spec.measure:
+                reg = measures("transject")[meas.kind]
+                for e in epochs:
+                    mid = task_id({"measure": meas.kind, "params": meas.params(), "train": tid, "checkpoint": e,
+                                   "analysis": analysis_key, "v": reg.version})
+                    tasks.append(Task(mid, meas.kind, meas.kind, n, meas.kind, deps=(tid,), checkpoint=e,
+                                      needs=(checkpoint_resource(n, e),), group=f"measures:{n}:{e}",
+                                      params=meas.params()))
+        return Prepared(self, spec, sf, tasks, [x["label"] for x in nets], spec.training.device, unmet,
+                        state={"nets": nets, "dirs": dirs})
+
+    def describe(self, p: Prepared) -> list[str]:
+        s = p.spec
+        d = s.data
+        src = d.source + (f" ({d.subset})" if d.subset else "")
+        if d.kind == "listops":
+            src += " " + " ".join(f"{k}={v}" for k, v in d.listops.model_dump().items())
+        lines = [f"data       {src}; tokenize={d.tokenizer or d.tokenize} max_length={d.max_length} vocab_size={d.vocab_size}"
+                 f" splits={d.train_split}/{d.test_split}" + (f" max_train={d.max_train}" if d.max_train else "")
+                 + (f" max_test={d.max_test}" if d.max_test else "") + f" analysis_examples={d.analysis_examples}"]
+        lines.append("training   " + " ".join(f"{k}={v}" for k, v in s.training.model_dump().items()))
+        lines.append("models")
+        for net in p.state["nets"]:
+            m = net["entry"]
+            what = f"checkpoint {m.checkpoint}" if m.checkpoint else (
+                f"{m.variant} seed={net['seed']} L={m.n_layers} d={m.d_model} pooling={s.pooling(m)} "
+                + (f"heads={m.n_heads} d_ff={m.d_ff} dropout={m.dropout}" if m.variant.startswith("transformer")
+                   else f"experts={m.n_experts} alpha_init={m.alpha_init}"))
+            lines.append(f"  {net['label']:<28} {what}")
+        lines.append("measures   (every parameter shown, defaults included)")
+        lines += [f"  {m.kind:<18} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
+        return lines
+
+    def plan_json(self, p: Prepared) -> dict:
+        return {"epochs": p.spec.training.epochs, "networks": [n["label"] for n in p.state["nets"]]}
+
+    def open(self, p: Prepared, device, say) -> TransJectSession:
+        return TransJectSession(p, device)
+
+
+def tokenizer_problem(source: str) -> str | None:
+    """None when the hub tokenizer loads now (online, cached or a local directory); else why not."""
+    try:
+        load_tokenizer(source)
+    except ModelLoadError as err:
+        return str(err)
+    return None
+
+
+def load_splits(spec: TransJectSpec, base: Path, how=None) -> tuple[Split, Split]:
+    d = spec.data
+    how = how or d.tokenize
+    splits = (d.train_split, d.test_split)
+    if d.kind == "listops":
+        lo = d.listops
+        train, test = listops_splits(lo.train, lo.test, spec.experiment.seed, max_depth=lo.max_depth,
+                                     max_args=lo.max_args, min_length=lo.min_length, max_length=lo.max_length)
+    elif d.kind == "hf":
+        train, test = hub_splits(d.source.removeprefix("hf:"), d.subset, splits, d.text, d.label, how, d.lowercase)
+    else:
+        train, test = local_splits(d.source, base, splits, d.text, d.label, how, d.lowercase,
+                                   d.test_fraction, spec.experiment.seed)
+    cut = lambda s, n: s if n is None else Split(s.tokens[:n], s.labels[:n])  # noqa: E731
+    return cut(train, d.max_train), cut(test, d.max_test)
+
+
+class TransJectSession:
+    """A run: the data, the store's layout, training, loading saved weights and measuring."""
+
+    def __init__(self, p: Prepared, device):
+        self.p, self.spec, self.device = p, p.spec, device
+        spec, d = p.spec, p.spec.data
+        base = p.spec_file.path.parent
+        hub_tokenizer = None
+        if d.tokenizer and d.kind != "listops":
+            try:
+                hub_tokenizer = load_tokenizer(d.tokenizer)
+            except ModelLoadError as err:
+                raise Unavailable(str(err)) from None
+        how = hub_tokenizer.tokenize if hub_tokenizer is not None else d.tokenize
+        try:
+            train, test = load_splits(spec, base, how)
+        except InputError as err:
+            raise Unavailable(str(err)) from None
+        if not train.labels or not test.labels:
+            raise Unavailable(f"[data] source {d.source!r}: an empty split (train {len(train.labels)}, "
+                              f"test {len(test.labels)} examples)")
+        set_precision("fp32")
+        if hub_tokenizer is not None:
+            self.vocab = list(hub_tokenizer.convert_ids_to_tokens(list(range(len(hub_tokenizer)))))
+            self.unk = hub_tokenizer.unk_token or "<unk>"
+        else:
+            self.vocab, self.unk = build_vocab(train.tokens, d.vocab_size), "<unk>"
+        self.n_classes = d.n_classes or (10 if d.kind == "listops" else max(train.labels + test.labels) + 1)
+        self.train = encode(train.tokens, train.labels, self.vocab, d.max_length, self.unk)
+        self.test_split = test
+        if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
+            sentence = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, how, d.lowercase)
+        elif d.kind == "listops":
+            sentence = test.tokens[0]
+        else:
+            sentence = tokenize(PAPER_SENTENCE, how, d.lowercase)
+        self.sentence = sentence[: d.max_length]
+        self.spe = steps_per_epoch(len(self.train.labels), spec.training.batch_size)
+        self.nets = p.state["nets"]
+        self.dirs = p.state["dirs"]
+        self.vocabs: dict[int, list[str]] = {}
+        for n, net in enumerate(self.nets):
+            m = net["entry"]
+            if m.checkpoint:
+                variant, params, vocab = read_checkpoint(self.dirs[n])
+                if vocab is not None:
+                    self.vocabs[n] = vocab
+            else:
+                variant, params = m.variant, params_of(m, len(self.vocab), self.n_classes, spec.pooling(m))
+            net.update(variant=variant, params=params)
+        layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n["params"]["n_layers"]) for n in self.nets))]
+        experts = max(n_experts(n["variant"], n["params"]) for n in self.nets)
+        self.registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
+        self.layout = build_layout(spec, self.nets, self.spe, Shape(layers, experts, list(self.sentence)),
+                                   self.registrations)
+        self.n_layers = len(layers)
+        self.seed = spec.experiment.seed
+        self.paths: dict[tuple[int, int], Path | None] = {}
+        self._encoded: dict[int, tuple] = {}
+
+    # ---------------------------------------------------------------- data per network
+
+    def encoded(self, n: int):
+        """(test set, analysis examples, analysis sentence ids) encoded with the network's vocabulary."""
+        if n not in self._encoded:
+            vocab = self.vocabs.get(n, self.vocab)
+            d = self.spec.data
+            test = encode(self.test_split.tokens, self.test_split.labels, vocab, d.max_length, self.unk)
+            k = min(d.analysis_examples, len(test.labels))
+            sent = encode([self.sentence], [0], vocab, max(len(self.sentence), 1), self.unk)
+            vsize = int(self.nets[n]["params"]["vocab_size"])
+            for t in (test.ids, sent.ids):
+                t[t >= vsize] = 1  # a checkpoint with a smaller vocabulary than its vocab.json: <unk>
+            self._encoded[n] = (test, (test.ids[:k], test.mask[:k]), sent.ids)
+        return self._encoded[n]
+
+    # ---------------------------------------------------------------- session protocol
+
+    def _dir(self, store, n: int) -> Path:
+        return store.state_dir / "checkpoints" / self.nets[n]["label"] / self.nets[n]["train_id"]
+
+    def write_inputs(self, store) -> None:
+        self.store = store
+        E = self.spec.training.epochs
+        for n, net in enumerate(self.nets):
+            if not net["trained"]:
+                self.paths[(n, 0)] = self.dirs[n] / "model.safetensors"
+                continue
+            ckpt = self._dir(store, n)
+            for e in range(E + 1):
+                f = epoch_file(ckpt, e)
+                meta = read_meta(f)
+                if meta is not None and meta.get("train_id") == net["train_id"]:
+                    self.paths[(n, e)] = f
+            meta = read_meta(ckpt / "resume.safetensors")
+            if meta is not None and meta.get("train_id") == net["train_id"] and meta.get("done") == "1":
+                for e in range(int(meta["epoch"]) + 1, E + 1):
+                    self.paths[(n, e)] = None  # after an early stop: no weights, nothing to measure
+
+    def available(self) -> set[str]:
+        return {checkpoint_resource(n, e) for n, e in self.paths}
+
+    def run(self, group: list[Task], report) -> dict:
+        lead = group[0]
+        if lead.kind == "train":
+            return self._train(lead, report)
+        if lead.kind == "load":
+            return self._load(lead, report)
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            self._measure(group)
+        return {}
+
+    def _rel(self, path: Path) -> np.ndarray:
+        parent = self.p.store_path.parent.resolve()
+        try:
+            return np.asarray(str(Path(path).resolve().relative_to(parent)), dtype=object)
+        except ValueError:
+            return np.asarray(str(Path(path).resolve()), dtype=object)
+
+    def _train(self, t: Task, report) -> dict:
+        store, n = report.store, t.network
+        net = self.nets[n]
+        test, _, _ = self.encoded(n)
+        E = self.spec.training.epochs
+        ckpt = self._dir(store, n)
+        for item in train(net["variant"], net["params"], net["seed"], self.spec.training, self.train, test, t.id,
+                          net["label"], ckpt, self.device, lambda step: report.progress(min(E, step // self.spe))):
+            self._curves(store, n, item.curves)
+            if isinstance(item, Saved):
+                self.paths[(n, item.epoch)] = item.path
+                store.write("checkpoint_path", (n, item.epoch), self._rel(item.path))
+                report.note("checkpoint", checkpoint=item.epoch, step=item.epoch * self.spe, path=str(item.path))
+                report.provide(checkpoint_resource(n, item.epoch))
+            elif isinstance(item, Finished):
+                for e in range(E + 1):
+                    f = self.paths.get((n, e))
+                    if f is not None:
+                        store.write("checkpoint_path", (n, e), self._rel(f))
+                c = item.curves
+                best = item.best_epoch
+                store.write("best_epoch", (n,), np.asarray(best, dtype=np.int64))
+                store.write("stopped_epoch", (n,), np.asarray(item.stopped_epoch, dtype=np.int64))
+                if best > 0:
+                    store.write("accuracy", (n,), np.asarray(c.test_accuracy[best - 1]))
+                    store.write("final_test_loss", (n,), np.asarray(c.test_loss[best - 1]))
+                    out = store.state_dir / "export" / net["label"]
+                    export(out, net["variant"], net["params"], epoch_file(ckpt, best), self.vocab)
+                    store.write("export_path", (n,), self._rel(out))
+                for e in range(item.stopped_epoch + 1, E + 1):  # early stop: the later checkpoints never come
+                    self.paths[(n, e)] = None
+                    report.provide(checkpoint_resource(n, e))
+                return {"resumed_from": item.resumed_from}
+        return {}
+
+    def _curves(self, store, n: int, c) -> None:
+        if c.train_loss:
+            store.write("train_loss", (n, slice(0, len(c.train_loss))), np.asarray(c.train_loss, dtype=np.float32))
+        if c.test_loss:
+            k = len(c.test_loss)
+            store.write("test_loss", (n, slice(0, k)), np.asarray(c.test_loss, dtype=np.float32))
+            store.write("test_accuracy", (n, slice(0, k)), np.asarray(c.test_accuracy, dtype=np.float32))
+
+    def _load(self, t: Task, report) -> dict:
+        n = t.network
+        model = load_checkpoint_model(self.dirs[n], self.device)
+        test, _, _ = self.encoded(n)
+        loss, acc = evaluate(model, test, self.spec.training.batch_size, self.device, self.nets[n]["seed"])
+        report.store.write("accuracy", (n,), np.asarray(acc))
+        report.store.write("final_test_loss", (n,), np.asarray(loss))
+        report.store.write("checkpoint_path", (n, 0), self._rel(self.dirs[n]))
+        report.provide(checkpoint_resource(n, 0))
+        return {}
+
+    # ---------------------------------------------------------------- measures
+
+    def model_at(self, n: int, e: int):
+        net = self.nets[n]
+        if not net["trained"]:
+            return load_checkpoint_model(self.dirs[n], self.device)
+        model = build(net["variant"], net["params"], 0, self.device)
+        load_weights(model, self.paths[(n, e)], self.device)
+        return model.eval()
+
+    @torch.no_grad()
+    def view(self, n: int, e: int) -> View:
+        model = self.model_at(n, e)
+        _, (ids, mask), sent = self.encoded(n)
+        gen_seed = self.seed * 1_000_003 + e
+        gen = torch.Generator(device=self.device).manual_seed(gen_seed)
+        ids, mask, sent = ids.to(self.device), mask.to(self.device), sent.to(self.device)
+        out = model(ids, mask, output_hidden_states=True, generator=gen)
+        s = model(sent, None, output_hidden_states=True, generator=gen)
+        return View(model, self.nets[n]["variant"], self.nets[n]["params"],
+                    [h.to(torch.float64) for h in out.hidden_states], mask,
+                    [h[0].to(torch.float64) for h in s.hidden_states], gen_seed)
+
+    def _measure(self, group: list[Task]) -> None:
+        n, e = group[0].network, group[0].checkpoint
+        if self.paths.get((n, e)) is None:
+            return  # after an early stop there are no weights at this epoch: the cell stays NaN
+        view = self.view(n, e)
+        for t in group:
+            self.registrations[t.kind].run(self, t, view)
+
+    def write(self, name: str, task: Task, values) -> None:
+        values = np.asarray(values)
+        self.store.write(name, (task.network, task.checkpoint) + (slice(None),) * values.ndim, values)

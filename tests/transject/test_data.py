@@ -1,0 +1,56 @@
+"""Labelled texts for classification (runner/data/classification.py): tokenisation, vocabulary,
+encoding, local files through ``datasets``, ListOps splits, and the hub offline."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.data.classification import (InputError, build_vocab, encode, hub_cached, hub_splits, listops_splits,
+                                        local_splits, tokenize)
+from runner.data.listops import evaluate
+
+
+def test_word_and_char_tokens():
+    assert tokenize("It's a waste, Deneuve!") == ["it", "'", "s", "a", "waste", ",", "deneuve", "!"]
+    assert tokenize("Ab c", "char") == ["a", "b", " ", "c"]
+    assert tokenize("Ab", "char", lowercase=False) == ["A", "b"]
+    with pytest.raises(ValueError):
+        tokenize("x", "bpe")
+
+
+def test_vocabulary_and_encoding():
+    vocab = build_vocab([["b", "a", "b"], ["c", "b", "a"]], 4)
+    assert vocab == ["<pad>", "<unk>", "b", "a"]  # by frequency, ties by token, capped
+    enc = encode([["b", "c", "a", "b"], []], [1, 0], vocab, 3)
+    assert enc.ids.tolist() == [[2, 1, 3], [1, 0, 0]]  # cut to 3; unknown 'c' -> <unk>; empty -> one <unk>
+    assert enc.mask.tolist() == [[1, 1, 1], [1, 0, 0]] and enc.labels.tolist() == [1, 0]
+
+
+def test_local_files_per_split_and_one_file_split_by_fraction(tmp_path):
+    for split, rows in (("train", [("good film", "pos"), ("bad film", "neg")]), ("test", [("fine", "pos")])):
+        (tmp_path / f"d_{split}.csv").write_text("review,sentiment\n" + "".join(f"{t},{s}\n" for t, s in rows))
+    train, test = local_splits("d_{split}.csv", tmp_path, ("train", "test"), "review", "sentiment", "word", True,
+                               0.2, 0)
+    assert train.tokens == [["good", "film"], ["bad", "film"]] and train.labels == [1, 0]  # neg < pos
+    assert test.tokens == [["fine"]] and test.labels == [1]  # string labels: one numbering for both splits
+    (tmp_path / "all.jsonl").write_text("".join(f'{{"text": "t{i}", "label": {i % 2}}}\n' for i in range(10)))
+    train, test = local_splits("all.jsonl", tmp_path, ("train", "test"), "text", "label", "word", True, 0.2, 0)
+    assert len(train.labels) == 8 and len(test.labels) == 2
+    assert sorted(t[0] for t in train.tokens + test.tokens) == sorted(f"t{i}" for i in range(10))
+    with pytest.raises(InputError, match="no column 'body'"):
+        local_splits("all.jsonl", tmp_path, ("train", "test"), "body", "label", "word", True, 0.2, 0)
+
+
+def test_listops_splits_are_disjoint_and_labelled():
+    train, test = listops_splits(20, 5, 3, max_depth=3, max_args=4, min_length=4, max_length=30)
+    assert len(train.labels) == 20 and len(test.labels) == 5
+    assert not {tuple(t) for t in train.tokens} & {tuple(t) for t in test.tokens}
+    assert all(evaluate(t) == y for t, y in zip(train.tokens + test.tokens, train.labels + test.labels))
+
+
+def test_hub_dataset_offline_names_it(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    why = hub_cached("someone/not-cached-dataset", None)
+    assert why and "someone/not-cached-dataset" in why and "cache" in why
+    with pytest.raises(InputError, match="someone/not-cached-dataset"):
+        hub_splits("someone/not-cached-dataset", None, ("train", "test"), "text", "label", "word", True)
