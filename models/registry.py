@@ -263,8 +263,49 @@ class TransJectFamily(Family):
         return model if dtype is None else reorthogonalize(model.to(dtype))
 
 
-for _family in (LSTMFamily(), TransJectFamily(), AlbertFamily(), TinyAlbertFamily(), MapFamily()):
+class TransJectLayerFamily(Family):
+    """One TransJect layer iterated as a map (:mod:`models.transject_map`): ``transject-layer:builtin``
+    (random init from ``params``) or ``transject-layer:<dir>`` (a checkpoint the TransJect study saved)."""
+
+    name = "transject-layer"
+
+    def matches(self, source: str) -> bool:
+        return source.startswith("transject-layer:")
+
+    def params_model(self, source: str) -> type[BaseModel] | None:
+        from models.transject_map import TransJectMapParams
+
+        return TransJectMapParams
+
+    def check(self, source: str, params: dict, init: Any) -> str | None:
+        if init is not None:
+            return "init applies to ALBERT models; a random TransJect layer is transject-layer:builtin"
+        return None
+
+    def local_dir(self, source: str) -> Path | None:
+        where = source.removeprefix("transject-layer:")
+        return None if where == "builtin" else Path(where)
+
+    def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
+        from models.transject_map import TransJectMapParams, checkpoint_problem, checkpoint_width
+
+        problem = checkpoint_problem(source)
+        if problem:
+            raise ModelLoadError(problem)
+        p = TransJectMapParams.model_validate(params)
+        return Dims(p.tokens, checkpoint_width(source, p), 0)
+
+    def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
+              implementation="fused"):
+        from models.transject_map import TransJectLayerMap, TransJectMapParams, load_encoder
+
+        p = TransJectMapParams.model_validate(params or {})
+        return TransJectLayerMap(load_encoder(source, p, seed), p, dtype=dtype, device=device)
+
+
+for _family in (LSTMFamily(), TransJectFamily(), AlbertFamily(), TinyAlbertFamily(), MapFamily(),
+                TransJectLayerFamily()):
     register_family(_family)
 
 __all__ = ["AlbertFamily", "Dims", "Family", "LSTMFamily", "MapFamily", "ModelLoadError", "TinyAlbertFamily",
-           "TransJectFamily", "cache_dir", "families", "family_for", "register_family", "register_map"]
+           "TransJectFamily", "TransJectLayerFamily", "cache_dir", "families", "family_for", "register_family", "register_map"]
