@@ -3,29 +3,18 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import xarray as xr
 
-from tests.runner.helpers import maps_spec, popen_cli, run_cli, write_spec
-
-
-def _wait_for(predicate, proc, timeout=300.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    raise AssertionError("timed out")
+from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
 
 
 def test_a_run_in_progress_is_drawn_as_far_as_it_got(tmp_path):
     spec = write_spec(tmp_path, maps_spec("partial", steps=2000, samples=16, checkpoint_every=100))
     proc = popen_cli("apply", spec, cwd=tmp_path, RUNNER_TEST_STALL="tanh@1050")  # logistic done, tanh at 1000
     try:
-        _wait_for(lambda: (tmp_path / "store/partial.runner/stalled").exists(), proc)
+        wait_for(lambda: (tmp_path / "store/partial.runner/stalled").exists(), proc)
         out = run_cli("figures", spec, cwd=tmp_path)
     finally:
         proc.kill()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 RUNNER = [sys.executable, "-m", "runner.cli"]
@@ -81,3 +82,14 @@ def maps_spec(name: str, *, steps: int = 300, samples: int = 16, checkpoint_ever
         {ckpt}
         {textwrap.dedent(measures)}
         """
+
+
+def wait_for(predicate, proc: subprocess.Popen, timeout: float = 300.0) -> None:
+    """Poll ``predicate`` until it holds (a file, a log line); fail at once if ``proc`` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("timed out")

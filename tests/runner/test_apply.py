@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import math
 import signal
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
 
-from tests.runner.helpers import maps_spec, popen_cli, run_cli, write_spec
+from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
 
 
 def _open(path: Path) -> xr.Dataset:
@@ -80,16 +79,6 @@ def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
     assert ds.lyapunov.attrs["tau"] == 4 and (ds.chaos_length % 4 == 0).all()
 
 
-def _wait_for(predicate, proc, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 @pytest.mark.parametrize("how", ["kill -9", "ctrl-c", "sigterm"])
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, how):
     text = maps_spec("resume", steps=3000, samples=64, checkpoint_every=100, n=256)
@@ -100,7 +89,7 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, how):
     spec = write_spec(tmp_path, text)
     # the second network's pass stops at step 1550, past its durable point at 1500, until signalled
     proc = popen_cli("apply", spec, cwd=tmp_path, RUNNER_TEST_STALL="tanh@1550")
-    _wait_for(lambda: (tmp_path / "store/resume.runner/stalled").exists(), proc)
+    wait_for(lambda: (tmp_path / "store/resume.runner/stalled").exists(), proc)
     proc.send_signal({"kill -9": signal.SIGKILL, "ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM}[how])
     _, err = proc.communicate(timeout=120)
     if how == "kill -9":
@@ -127,7 +116,7 @@ def test_second_apply_on_a_store_is_refused(tmp_path):
     spec = write_spec(tmp_path, maps_spec("locked", steps=20000, samples=64, checkpoint_every=1000, n=256))
     proc = popen_cli("apply", spec, cwd=tmp_path)
     try:
-        _wait_for(lambda: (tmp_path / "store/locked.runner/apply.pid").exists(), proc)
+        wait_for(lambda: (tmp_path / "store/locked.runner/apply.pid").exists(), proc)
         second = run_cli("apply", spec, cwd=tmp_path)
         assert second.returncode == 75
         assert "being written by another `runner apply`" in second.stderr

@@ -1,0 +1,86 @@
+"""Checkpoint series: revision patterns, local suites laid out like hub revisions, layers by hooks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models.hub import ModelLoadError
+from models.suites import (ADAPTERS, Checkpoint, adapter_for, capture_layers, hub_series, load_checkpoint, local_series,
+                           parse_revisions, step_of)
+
+
+def test_revision_patterns():
+    assert parse_revisions("step{0..3000:1000}") == ["step0", "step1000", "step2000", "step3000"]
+    assert parse_revisions("step{1..3}") == ["step1", "step2", "step3"]
+    assert parse_revisions(["step0", "step512"]) == ["step0", "step512"]
+    assert parse_revisions("main") == ["main"]
+    assert len(parse_revisions("step{0..143000:1000}")) == 144  # Pythia's evenly spaced checkpoints
+    for bad in ("step{3..1}", "step{0..10:0}", "step{0..}", ["a", "a"], []):
+        with pytest.raises(ValueError):
+            parse_revisions(bad)
+    assert step_of("step143000") == 143000 and step_of("seed_3_step_20k0") == 0
+    assert [c.step for c in hub_series("EleutherAI/pythia-160m", ["step2000", "step0"])] == [0, 2000]
+
+
+def tiny(kind: str, seed: int):
+    from transformers import AutoModel, BertConfig, GPTNeoXConfig
+
+    torch.manual_seed(seed)
+    config = {"gpt_neox": GPTNeoXConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                        intermediate_size=32, max_position_embeddings=32),
+              "bert": BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=32, max_position_embeddings=32)}[kind]
+    return AutoModel.from_config(config)
+
+
+@pytest.fixture(scope="module", params=["gpt_neox", "bert"])
+def suite(request, tmp_path_factory):
+    """A tiny model saved at three 'steps' in folders laid out like hub revisions."""
+    root = tmp_path_factory.mktemp(request.param)
+    for seed, step in enumerate((0, 10, 200)):
+        tiny(request.param, seed).save_pretrained(root / f"step{step}")
+    (root / "notes").mkdir()  # not a checkpoint: ignored
+    return request.param, root
+
+
+def test_a_local_series_in_step_order(suite):
+    kind, root = suite
+    assert [c.revision for c in local_series(root)] == ["step0", "step10", "step200"]
+    assert [c.step for c in local_series(root, "step{0..10:10}")] == [0, 10]
+    with pytest.raises(ModelLoadError, match="step20"):
+        local_series(root, ["step0", "step20"])
+    with pytest.raises(ModelLoadError, match="no such checkpoint directory"):
+        local_series(root / "missing")
+
+
+def test_layers_are_captured_as_the_model_computes_them(suite):
+    kind, root = suite
+    ckpt = local_series(root)[1]
+    model = load_checkpoint(ckpt)
+    assert adapter_for(model).model_types[0] == kind
+    ids = torch.randint(64, (3, 7), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    acts = capture_layers(model, ids, mask)
+    assert list(acts) == ["embedding", "layer1", "layer2"]
+    hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    if kind == "bert":  # embeddings output and every block's output are the hidden states
+        for i, name in enumerate(acts):
+            torch.testing.assert_close(acts[name], hidden[i])
+    else:  # GPT-NeoX: token embeddings; the last hidden state has the final layer norm applied
+        torch.testing.assert_close(acts["embedding"], model.embed_in(ids))
+        torch.testing.assert_close(acts["layer1"], hidden[1])
+        torch.testing.assert_close(model.final_layer_norm(acts["layer2"]), hidden[2])
+    other = capture_layers(load_checkpoint(local_series(root)[2]), ids, mask, layers=["layer2"])
+    assert list(other) == ["layer2"] and not torch.equal(other["layer2"], acts["layer2"])  # another step's weights
+    with pytest.raises(ValueError, match="layer9"):
+        capture_layers(model, ids, mask, layers=["layer9"])
+
+
+def test_unknown_families_and_missing_checkpoints_say_what_to_do(tmp_path):
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(ModelLoadError, match="no layer adapter"):
+        adapter_for(model)
+    assert all(a.blocks for a in ADAPTERS)
+    with pytest.raises(ModelLoadError):
+        load_checkpoint(Checkpoint(str(tmp_path), "step5", 5, True))
