@@ -30,7 +30,7 @@ from runner.studies.depth.measure import Segment, TrajectoryMeasure
 from runner.studies.depth.resolve import Network, derive_seed
 from runner.studies.depth.spec import DepthSpec
 
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp64": torch.float64}
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
 
 
 @dataclass

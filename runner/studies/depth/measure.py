@@ -73,6 +73,11 @@ class DepthMeasure(Measure):
         """(key, message) problems of this measure in the context of the whole spec."""
         return []
 
+    def precision_problem(self, precision: str, n_tokens: int, n_hidden: int) -> tuple[str, str] | None:
+        """(key, why) when this measure cannot be trusted for a network of this size in ``precision``
+        (:mod:`runner.studies.depth.precision`); None when it can."""
+        return None
+
 
 class TrajectoryMeasure(DepthMeasure):
     """A measure computed along the trajectory, in a pass (``when = "step"``). One instance per pass."""

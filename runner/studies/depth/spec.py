@@ -18,7 +18,7 @@ from runner.execute.device import DeviceName
 from runner.measures import measures, params_union
 from runner.specfile import Name, StudySpec, Table, repeated
 
-Precision = Literal["fp32", "fp64", "tf32"]
+Precision = Literal["fp32", "fp64", "tf32", "bf16"]
 
 
 class InitScheme(Table):
@@ -95,7 +95,12 @@ class DynamicsSpec(Table):
     steps: int = Field(500, ge=1)
     """t = 0 .. steps applications of f (paper: 500 short-term, 1e6 long-term)."""
     precision: Precision = "fp32"
-    """fp32 (default), fp64, or tf32 (opt-in; biases negative exponents, see docs)."""
+    """fp32 (default), fp64, tf32 (CUDA matmuls in TensorFloat-32) or bf16; each measure says in
+    which it can be trusted (runner/studies/depth/precision.py), and a spec asking for another is
+    refused before anything runs."""
+    untrusted_precision: bool = False
+    """Run measures in a precision they are not trusted in (to compare precisions, as
+    benchmarks/precision.py does)."""
     device: DeviceName = "auto"
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:1``..."""
     implementation: Literal["fused", "transformers"] = "fused"

@@ -22,7 +22,7 @@ from runner.execute.device import device_unavailable
 from runner.layout import available_memory
 from runner.measures import measures
 from runner.plan import Task, task_id
-from runner.specfile import SpecFile, SpecProblem
+from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.iterate import IteratePass, PassInputs
@@ -58,6 +58,24 @@ def _twins(spec: DepthSpec, registry) -> list[list]:
     """[kind, number of twin rows] of each measure that iterates twins, in the batch's order."""
     return [[m.kind, registry[m.kind](m).n_twins(spec.input.samples)] for m in spec.measure
             if getattr(registry[m.kind], "twin", False)]
+
+
+def check_precision(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> None:
+    """Refuse a measure in a precision it cannot be trusted in for a network (sizes known offline)."""
+    registry = measures("depth")
+    problems = []
+    for i, m in enumerate(spec.measure):
+        instance = registry[m.kind](m)
+        for net in networks:
+            if not net.n_hidden or not hasattr(instance, "precision_problem"):
+                continue
+            found = instance.precision_problem(net.precision, net.n_tokens, net.n_hidden)
+            if found:
+                problems.append(sf.problem(("measure", i, found[0]), f"{net.label}: {found[1]} (or set [dynamics] "
+                                           "untrusted_precision = true)"))
+                break
+    if problems:
+        raise SpecError(sf.path, problems)
 
 
 def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
@@ -119,6 +137,8 @@ class DepthStudy(Study):
             "input": spec.input.model_copy(update={"source": anchor(spec.input.source, base)})})
         networks, unmet = resolve(spec)
         check_sizes(spec, networks)
+        if not spec.dynamics.untrusted_precision:
+            check_precision(spec, networks, sf)
         device = device_unavailable(spec.dynamics.device)
         if device:
             unmet.append(f"[dynamics] device: {device}")
@@ -192,7 +212,7 @@ def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:
     pca = next((m for m in spec.measure if m.kind == "pca"), None)
     out = 0
     for net in networks:
-        itemsize = 8 if net.precision == "fp64" else 4
+        itemsize = {"fp64": 8, "bf16": 2}.get(net.precision, 4)
         per_sample = net.n_tokens * net.n_hidden * itemsize
         window = 0 if pca is None else \
             (((pca.stop or spec.dynamics.steps) - pca.start) // pca.every + 1) * len(pca.samples) * per_sample

@@ -11,6 +11,7 @@ from pydantic import Field
 from analyses.lyapunov import initial_perturbation, renormalize
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.studies.depth.precision import perturbation_floor
 
 
 class Params(DepthParams):
@@ -41,6 +42,14 @@ class Lyapunov(TrajectoryMeasure):
         b.var("lyapunov_per_step", "lyapunov", ("network", "sample", dim), "float32", np.nan,
               "local Lyapunov exponent per step", "1", "lambda(t) / tau", k=self.p.k, tau=tau,
               **hints(plot="series", order=0, headline=("mean lambda/step", "finite_mean")))
+
+    def precision_problem(self, precision, n_tokens, n_hidden):
+        floor = perturbation_floor(precision, n_tokens, n_hidden)
+        if self.p.k < floor:
+            return "k", (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state: rounding "
+                         f"moves it by about {floor / 10:.2g} per step (need k >= {floor:.2g}); raise k or use "
+                         "fp32/fp64")
+        return None
 
     def perturb(self, ctx, x0):
         gen = torch.Generator().manual_seed(ctx.net.seed("perturbation"))

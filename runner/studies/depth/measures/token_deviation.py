@@ -11,6 +11,7 @@ from pydantic import Field
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.studies.depth.precision import deviation_floor
 
 
 class Params(DepthParams):
@@ -36,6 +37,14 @@ class TokenDeviation(TrajectoryMeasure):
         b.var("sync_offset", "token_deviation", ("network", "sample"), "int64", -1, "synchronization offset", "1",
               "first step t with D(t) < threshold, exact at every step (Fig. 2B); -1: never", threshold=p.threshold,
               **hints(headline=("median sync offset", "median_nonneg")))
+
+    def precision_problem(self, precision, n_tokens, n_hidden):
+        floor = deviation_floor(precision, n_hidden)
+        if n_tokens > 1 and self.p.threshold < floor:
+            return "threshold", (f"threshold = {self.p.threshold:g} is not trusted in {precision} for {n_hidden}-wide "
+                                 f"token vectors: rounding alone keeps D(t) near {floor / 100:.2g} (need threshold >= "
+                                 f"{floor:.2g}); raise it or use fp32/fp64")
+        return None
 
     def start(self, ctx, x0):
         self.tracker = SyncOffsetTracker(ctx.S, self.p.threshold, ctx.device)

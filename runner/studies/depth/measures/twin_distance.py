@@ -11,6 +11,7 @@ from pydantic import Field
 from analyses.lyapunov import initial_perturbation
 from runner.measures import register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.studies.depth.precision import perturbation_floor
 
 
 class Params(DepthParams):
@@ -47,6 +48,13 @@ class TwinDistance(TrajectoryMeasure):
         if self.p.steps is not None and self.p.steps > spec.dynamics.steps:
             out.append(("steps", f"{self.p.steps} is more than dynamics.steps = {spec.dynamics.steps}"))
         return out
+
+    def precision_problem(self, precision, n_tokens, n_hidden):
+        floor = perturbation_floor(precision, n_tokens, n_hidden)
+        if self.p.k < floor:
+            return "k", (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state (need "
+                         f"k >= {floor:.2g}, ten times a step's rounding); raise k or use fp32/fp64")
+        return None
 
     def n_twins(self, samples: int) -> int:
         return len(self.p.samples)
