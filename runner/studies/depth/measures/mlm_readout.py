@@ -1,0 +1,134 @@
+"""Masked-language-model readout of x_t at each step (Inoue et al. 2021, Fig. 3A, Appendix A).
+
+The masked tokens are part of the input: with this measure in a spec, the study replaces the
+chosen tokens (``fraction`` of each sentence's non-special tokens, seeded, never a special token)
+by the tokenizer's mask token in x_0 of every text model, for every measure of the spec (they all
+see the same masked sentences; the masking is part of the text networks' trajectory key, so a
+spec without this measure keeps its task ids and stores). ``input_masked`` records the positions.
+
+Fixed setting: ALBERT's own MLM head (transformers' ``AlbertMLMHead`` of ``AlbertForMaskedLM``,
+loaded from the network's checkpoint; for an initial network, ``init = ...``, the head drawn with
+the same scheme and tied to the network's redrawn word embeddings) is applied to x_t at the masked
+positions, on the device, in the pass that computes x_t; the accuracy of its arg-max is kept.
+
+Networks without an MLM head (reference maps) are skipped: their values are NaN (a spec whose
+models are all maps is refused, there would be nothing to measure).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from analyses.readout import choose_masked, masked_token_accuracy
+from runner.measures import hints, register
+from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.studies.depth.resolve import derive_seed
+
+
+class Params(DepthParams):
+    """Accuracy of ALBERT's pre-trained MLM head applied to x_t on masked tokens (Fig. 3A, fixed)."""
+
+    kind: Literal["mlm_readout"]
+    start: int = Field(0, ge=0)
+    """First step read out."""
+    stop: int | None = Field(None, ge=0)
+    """Last step read out (default: the last step of the run)."""
+    every: int = Field(1, ge=1)
+    """Steps between read-outs (the paper: every step)."""
+    fraction: float = Field(0.15, gt=0, lt=1)
+    """Share of each sentence's non-special tokens replaced by [MASK] (BERT/ALBERT: 15%)."""
+    seed: int = 0
+    """Seed of the masking (with the experiment seed)."""
+
+
+@register
+class MLMReadout(TrajectoryMeasure):
+    Params = Params
+
+    def input_masking(self):
+        return {"fraction": self.p.fraction, "seed": self.p.seed}
+
+    def masked_positions(self, input_ids, special_ids, seed):
+        gen = torch.Generator().manual_seed(derive_seed(seed, "mlm_readout", self.p.seed))
+        return choose_masked(input_ids, special_ids, self.p.fraction, gen)
+
+    def window(self, steps: int) -> tuple[int, int]:
+        return self.p.start, steps if self.p.stop is None else self.p.stop
+
+    def problems(self, spec):
+        start, stop = self.window(spec.dynamics.steps)
+        if not spec.text_models:
+            return [("kind", "mlm_readout reads text models out with their MLM head; this spec has reference maps "
+                             "only")]
+        if not start <= stop <= spec.dynamics.steps:
+            return [("stop" if self.p.stop is not None else "start",
+                     f"need start <= stop <= [dynamics] steps ({spec.dynamics.steps}); got start = {start}, "
+                     f"stop = {stop}")]
+        return []
+
+    def variables(self, b, shape) -> None:
+        start, stop = self.window(shape.steps)
+        dim = b.axis("mlm_step", start, stop, self.p.every)
+        b.var("mlm_accuracy", "mlm_readout", ("network", dim), "float64", np.nan, "MLM accuracy (fixed head)", "1",
+              "share of the masked tokens (input_masked) whose arg-max prediction by the network's own MLM head "
+              "(AlbertMLMHead: dense, activation, LayerNorm, decoder tied to the word embeddings), applied to x_t at "
+              "their positions, is the original token (Fig. 3A, solid lines: the fixed decoder); positions with a "
+              "non-finite state are left out; NaN for networks without an MLM head (reference maps)",
+              fraction=self.p.fraction, **hints(plot="series", order=40, headline=("mean MLM accuracy", "finite_mean")))
+
+    # ------------------------------------------------------------------ the pass
+    def _setup(self, ctx, x) -> None:
+        """The head and the masked positions, on the device (once per pass; also after a resume)."""
+        from models.registry import AlbertFamily
+
+        self.head = None
+        net = ctx.net
+        if net.model.is_map or not isinstance(net.model.family, AlbertFamily) or ctx.inputs.masked is None:
+            return
+        from models.albert import load_mlm_head
+        from models.init import TruncatedNormalInit
+
+        init = net.model.init
+        self.head = load_mlm_head(
+            net.model.family.location(net.model.source, build=True), revision=net.model.revision,
+            init=TruncatedNormalInit(std=init.std, clip=init.clip) if init else None, seed=net.seed("mlm_head"),
+            word_embeddings=ctx.model.embeddings.word_embeddings.weight, dtype=x.dtype, device=ctx.device)
+        masked = ctx.inputs.masked.to(ctx.device)
+        self.flat = masked.flatten().nonzero().flatten()
+        self.labels = ctx.inputs.input_ids.to(ctx.device).flatten()[self.flat]
+
+    def _kept(self, seg) -> tuple[int, int]:
+        """Indices [lo, hi) along mlm_step of the steps read out in ``seg``."""
+        start, stop = self.window(seg.steps)
+        every = self.p.every
+
+        def below(u: int) -> int:  # read-outs at steps < u
+            return 0 if u <= start else min((u - 1 - start) // every + 1, (stop - start) // every + 1)
+
+        return below(seg.start), below(seg.end + (1 if seg.last else 0))
+
+    def buffers(self, ctx, seg):
+        lo, hi = self._kept(seg)
+        return {"accuracy": self.nan((hi - lo,), torch.float64, ctx.device)}
+
+    def observe(self, ctx, t, x, bufs, seg):
+        start, stop = self.window(seg.steps)
+        if not start <= t <= stop or (t - start) % self.p.every:
+            return None
+        if not hasattr(self, "head"):
+            self._setup(ctx, x)
+        if self.head is None:
+            return None
+        states = x.reshape(-1, x.shape[-1])[self.flat]
+        bufs["accuracy"][(t - start) // self.p.every - self._kept(seg)[0]] = \
+            masked_token_accuracy(self.head, states, self.labels)
+        return None
+
+    def write(self, ctx, bufs, seg):
+        lo, hi = self._kept(seg)
+        if hi > lo:
+            ctx.store.write("mlm_accuracy", (ctx.index, slice(lo, hi)), bufs["accuracy"].cpu().numpy())
