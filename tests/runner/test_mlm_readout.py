@@ -1,0 +1,121 @@
+"""The MLM readout of Fig. 3A on the builtin tiny ALBERT, through the real CLI.
+
+The fixed head at t = num_hidden_layers is AlbertForMaskedLM itself (known answer from
+transformers), and the pre-trained network beats its random-init counterpart there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from runner.figures import recipes
+from tests.runner.helpers import maps_spec, run_cli, write_spec
+
+SPEC = """
+    [experiment]
+    name = "mlm"
+    seed = 0
+
+    [[model]]
+    name = "pretrained"
+    source = "{albert}"
+
+    [[model]]
+    name = "initial"
+    source = "{albert}"
+    init = {{ scheme = "truncated_normal", std = 0.02, clip = 2.0 }}
+
+    [[model]]
+    name = "logistic"
+    source = "map:logistic"
+
+    [input]
+    source = "builtin:pydoc-topics"
+    samples = 64
+    tokens = 32
+
+    [dynamics]
+    steps = 6
+    checkpoint_every = 4
+
+    [[measure]]
+    kind = "token_deviation"
+
+    [[measure]]
+    kind = "mlm_readout"
+    """
+
+
+@pytest.fixture(scope="module")
+def albert(tmp_path_factory) -> Path:
+    """The tiny ALBERT with 80 MLM steps (20, the figures' fixture, is too few to predict anything)."""
+    from models.tiny import build_tiny_albert
+
+    return build_tiny_albert(tmp_path_factory.mktemp("albert") / "tiny", seed=0, mlm_steps=80)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, albert) -> xr.Dataset:
+    root = tmp_path_factory.mktemp("mlm")
+    out = run_cli("apply", "-q", write_spec(root, SPEC.format(albert=albert)), cwd=root)
+    assert out.returncode == 0, out.stderr
+    return xr.open_zarr(root / "store/mlm.zarr", consolidated=False)
+
+
+def test_the_pretrained_head_beats_the_initial_network_at_its_depth(store, albert):
+    from models.tiny import TINY_CONFIG
+
+    layers = TINY_CONFIG["num_hidden_layers"]
+    acc = store["mlm_accuracy"].sel(mlm_step=layers)
+    assert float(acc.sel(network="pretrained")) > float(acc.sel(network="initial")) + 0.02
+    assert store["mlm_step"].values.tolist() == list(range(7))
+    assert np.isnan(store["mlm_accuracy"].sel(network="logistic").values).all()  # a map has no MLM head
+    masked = store["input_masked"].values.astype(bool)
+    ids = store["input_ids"].values
+    from transformers import AutoTokenizer
+
+    special = AutoTokenizer.from_pretrained(albert).all_special_ids
+    assert not np.isin(ids[masked], special).any()  # never a special token
+    assert (masked.sum(1) == round(0.15 * 30)).all()  # BERT's count: round(15% of the 30 inner tokens)
+
+
+def test_the_fixed_head_at_the_last_layer_is_albert_for_masked_lm(store, albert):
+    from transformers import AlbertForMaskedLM
+
+    from models.tiny import TINY_CONFIG
+
+    ids = torch.as_tensor(store["input_ids"].values)
+    masked = torch.as_tensor(store["input_masked"].values.astype(bool))
+    model = AlbertForMaskedLM.from_pretrained(albert).eval()
+    mask_id = 4  # [MASK] of the tiny tokenizer
+    with torch.no_grad():
+        logits = model(input_ids=torch.where(masked, mask_id, ids), attention_mask=torch.ones_like(ids)).logits
+    expected = (logits.argmax(-1)[masked] == ids[masked]).double().mean().item()
+    assert expected > 0.02  # not a trivial agreement of zeros
+    got = float(store["mlm_accuracy"].sel(network="pretrained", mlm_step=TINY_CONFIG["num_hidden_layers"]))
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_fig3a_draws_the_stored_accuracies(store):
+    fig = recipes("depth")["fig3a"].draw(store)
+    (ax,) = fig.axes
+    lines = {line.get_gid(): line for line in ax.lines}
+    assert set(lines) == {"mlm_accuracy:pretrained", "mlm_accuracy:initial"}  # the map has none
+    for m in ("pretrained", "initial"):
+        np.testing.assert_array_equal(lines[f"mlm_accuracy:{m}"].get_ydata(), store["mlm_accuracy"].sel(network=m).values)
+        np.testing.assert_array_equal(lines[f"mlm_accuracy:{m}"].get_xdata(), store["mlm_step"].values)
+        assert lines[f"mlm_accuracy:{m}"].get_linestyle() == "-"
+
+
+def test_a_spec_of_maps_only_is_refused(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("maps", steps=10, samples=4, measures="""
+        [[measure]]
+        kind = "mlm_readout"
+        """))
+    out = run_cli("plan", spec, cwd=tmp_path)
+    assert out.returncode == 65 and "mlm_readout reads text models" in out.stderr
