@@ -75,6 +75,9 @@ def test_the_pretrained_head_beats_the_initial_network_at_its_depth(store, alber
     assert float(acc.sel(network="pretrained")) > float(acc.sel(network="initial")) + 0.02
     assert store["mlm_step"].values.tolist() == list(range(7))
     assert np.isnan(store["mlm_accuracy"].sel(network="logistic").values).all()  # a map has no MLM head
+    assert np.isnan(store["mlm_accuracy_refit"].sel(network="logistic").values).all()
+    refit = store["mlm_accuracy_refit"].sel(network=["pretrained", "initial"]).values
+    assert ((refit >= 0) & (refit <= 1)).all()  # held out: the masked tokens of the last 4 of 64 samples
     masked = store["input_masked"].values.astype(bool)
     ids = store["input_ids"].values
     from transformers import AutoTokenizer
@@ -105,11 +108,13 @@ def test_fig3a_draws_the_stored_accuracies(store):
     fig = recipes("depth")["fig3a"].draw(store)
     (ax,) = fig.axes
     lines = {line.get_gid(): line for line in ax.lines}
-    assert set(lines) == {"mlm_accuracy:pretrained", "mlm_accuracy:initial"}  # the map has none
+    assert set(lines) == {f"{v}:{m}" for v in ("mlm_accuracy", "mlm_accuracy_refit")
+                          for m in ("pretrained", "initial")}  # the map has none
     for m in ("pretrained", "initial"):
-        np.testing.assert_array_equal(lines[f"mlm_accuracy:{m}"].get_ydata(), store["mlm_accuracy"].sel(network=m).values)
-        np.testing.assert_array_equal(lines[f"mlm_accuracy:{m}"].get_xdata(), store["mlm_step"].values)
-        assert lines[f"mlm_accuracy:{m}"].get_linestyle() == "-"
+        for v, style in (("mlm_accuracy", "-"), ("mlm_accuracy_refit", "--")):
+            np.testing.assert_array_equal(lines[f"{v}:{m}"].get_ydata(), store[v].sel(network=m).values)
+            np.testing.assert_array_equal(lines[f"{v}:{m}"].get_xdata(), store["mlm_step"].values)
+            assert lines[f"{v}:{m}"].get_linestyle() == style
 
 
 def test_a_spec_of_maps_only_is_refused(tmp_path):

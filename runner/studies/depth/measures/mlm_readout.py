@@ -11,6 +11,11 @@ loaded from the network's checkpoint; for an initial network, ``init = ...``, th
 the same scheme and tied to the network's redrawn word embeddings) is applied to x_t at the masked
 positions, on the device, in the pass that computes x_t; the accuracy of its arg-max is kept.
 
+Fine-tuned setting (``refit``): a linear decoder with a bias, fitted afresh at each step on the
+masked positions of the first ``train_fraction`` of the samples (closed-form ridge regression on
+one-hot targets, on the device; the paper re-trains a softmax regression) and scored on the
+others. The fixed head is scored on every sample's masked tokens.
+
 Networks without an MLM head (reference maps) are skipped: their values are NaN (a spec whose
 models are all maps is refused, there would be nothing to measure).
 """
@@ -23,7 +28,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from analyses.readout import choose_masked, masked_token_accuracy
+from analyses.readout import choose_masked, masked_token_accuracy, ridge_readout_accuracy
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
@@ -43,6 +48,13 @@ class Params(DepthParams):
     """Share of each sentence's non-special tokens replaced by [MASK] (BERT/ALBERT: 15%)."""
     seed: int = 0
     """Seed of the masking (with the experiment seed)."""
+    refit: bool = True
+    """Also the "fine-tuned" setting (Fig. 3A, dashed): a linear decoder re-fitted at each step."""
+    train_fraction: float = Field(0.95, gt=0, lt=1)
+    """Samples the re-fitted decoder is fitted on (the first ones); it is scored on the rest (the
+    paper: 9,500 of 10,000 sentences)."""
+    ridge: float = Field(1e-3, gt=0)
+    """Ridge penalty of the re-fitted decoder, relative to the mean diagonal of X^T X."""
 
 
 @register
@@ -59,11 +71,19 @@ class MLMReadout(TrajectoryMeasure):
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop
 
+    def n_train(self, samples: int) -> int:
+        return int(self.p.train_fraction * samples)
+
     def problems(self, spec):
         start, stop = self.window(spec.dynamics.steps)
         if not spec.text_models:
             return [("kind", "mlm_readout reads text models out with their MLM head; this spec has reference maps "
                              "only")]
+        n = self.n_train(spec.input.samples)
+        if self.p.refit and not 1 <= n < spec.input.samples:
+            return [("train_fraction", f"{self.p.train_fraction} of {spec.input.samples} samples leaves {n} to fit "
+                     f"the re-fitted decoder on and {spec.input.samples - n} to score it on; both must be at least 1 "
+                     "(more samples, another train_fraction, or refit = false)")]
         if not start <= stop <= spec.dynamics.steps:
             return [("stop" if self.p.stop is not None else "start",
                      f"need start <= stop <= [dynamics] steps ({spec.dynamics.steps}); got start = {start}, "
@@ -79,6 +99,14 @@ class MLMReadout(TrajectoryMeasure):
               "their positions, is the original token (Fig. 3A, solid lines: the fixed decoder); positions with a "
               "non-finite state are left out; NaN for networks without an MLM head (reference maps)",
               fraction=self.p.fraction, **hints(plot="series", order=40, headline=("mean MLM accuracy", "finite_mean")))
+        if self.p.refit:
+            b.var("mlm_accuracy_refit", "mlm_readout", ("network", dim), "float64", np.nan,
+                  "MLM accuracy (re-fitted decoder)", "1",
+                  "held-out accuracy on the masked tokens of the last (1 - train_fraction) of the samples of a linear "
+                  "decoder [x_t, 1] W fitted at each step t on those of the others (ridge regression on one-hot "
+                  "targets, closed form; Fig. 3A, dashed lines: the fine-tuned decoder); NaN for networks without "
+                  "a vocabulary (reference maps)", train_fraction=self.p.train_fraction, ridge=self.p.ridge,
+                  **hints(plot="series", order=41, headline=("mean re-fitted MLM accuracy", "finite_mean")))
 
     # ------------------------------------------------------------------ the pass
     def _setup(self, ctx, x) -> None:
@@ -100,6 +128,8 @@ class MLMReadout(TrajectoryMeasure):
         masked = ctx.inputs.masked.to(ctx.device)
         self.flat = masked.flatten().nonzero().flatten()
         self.labels = ctx.inputs.input_ids.to(ctx.device).flatten()[self.flat]
+        self.train = self.flat // masked.shape[1] < self.n_train(masked.shape[0])
+        self.vocab = int(ctx.model.config.vocab_size)
 
     def _kept(self, seg) -> tuple[int, int]:
         """Indices [lo, hi) along mlm_step of the steps read out in ``seg``."""
@@ -113,7 +143,8 @@ class MLMReadout(TrajectoryMeasure):
 
     def buffers(self, ctx, seg):
         lo, hi = self._kept(seg)
-        return {"accuracy": self.nan((hi - lo,), torch.float64, ctx.device)}
+        return {name: self.nan((hi - lo,), torch.float64, ctx.device)
+                for name in ("accuracy", "refit")[: 2 if self.p.refit else 1]}
 
     def observe(self, ctx, t, x, bufs, seg):
         start, stop = self.window(seg.steps)
@@ -123,12 +154,18 @@ class MLMReadout(TrajectoryMeasure):
             self._setup(ctx, x)
         if self.head is None:
             return None
+        i = (t - start) // self.p.every - self._kept(seg)[0]
         states = x.reshape(-1, x.shape[-1])[self.flat]
-        bufs["accuracy"][(t - start) // self.p.every - self._kept(seg)[0]] = \
-            masked_token_accuracy(self.head, states, self.labels)
+        bufs["accuracy"][i] = masked_token_accuracy(self.head, states, self.labels)
+        if self.p.refit:
+            tr, te = self.train, ~self.train
+            bufs["refit"][i] = ridge_readout_accuracy(states[tr], self.labels[tr], states[te], self.labels[te],
+                                                      self.vocab, self.p.ridge)
         return None
 
     def write(self, ctx, bufs, seg):
         lo, hi = self._kept(seg)
         if hi > lo:
             ctx.store.write("mlm_accuracy", (ctx.index, slice(lo, hi)), bufs["accuracy"].cpu().numpy())
+            if self.p.refit:
+                ctx.store.write("mlm_accuracy_refit", (ctx.index, slice(lo, hi)), bufs["refit"].cpu().numpy())
