@@ -35,7 +35,9 @@ from runner.studies.depth.resolve import derive_seed
 
 
 class Params(DepthParams):
-    """Accuracy of ALBERT's pre-trained MLM head applied to x_t on masked tokens (Fig. 3A, fixed)."""
+    """Masked-token accuracy of readouts of x_t (Fig. 3A): ALBERT's own pre-trained MLM head (fixed)
+    and a linear decoder re-fitted at each step (refit). The spec's sentences are masked for every
+    measure of the spec (input_masked); reference maps are NaN."""
 
     kind: Literal["mlm_readout"]
     start: int = Field(0, ge=0)
