@@ -6,6 +6,9 @@ transformers), and the pre-trained network beats its random-init counterpart the
 
 from __future__ import annotations
 
+import json
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,7 @@ import torch
 import xarray as xr
 
 from runner.figures import recipes
-from tests.runner.helpers import maps_spec, run_cli, write_spec
+from tests.runner.helpers import maps_spec, popen_cli, run_cli, write_spec
 
 SPEC = """
     [experiment]
@@ -61,9 +64,21 @@ def albert(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, albert) -> xr.Dataset:
+    """The run, killed (-9) in the pre-trained network's pass past its durable point at t = 4 and
+    resumed: the readout at t = 4 and later (the known answer below) comes from the resumed pass."""
     root = tmp_path_factory.mktemp("mlm")
-    out = run_cli("apply", "-q", write_spec(root, SPEC.format(albert=albert)), cwd=root)
+    spec = write_spec(root, SPEC.format(albert=albert))
+    proc = popen_cli("apply", "-q", spec, cwd=root, RUNNER_TEST_STALL="pretrained@5")
+    deadline = time.monotonic() + 120
+    while not (root / "store/mlm.runner/stalled").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    out = run_cli("apply", "-q", spec, cwd=root)
     assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in (root / "store/mlm.runner/events.jsonl").read_text().splitlines()]
+    assert {e.get("resumed_from") for e in events if e["event"] == "task_done" and e["network"] == 0} == {4}
     return xr.open_zarr(root / "store/mlm.zarr", consolidated=False)
 
 
@@ -124,3 +139,4 @@ def test_a_spec_of_maps_only_is_refused(tmp_path):
         """))
     out = run_cli("plan", spec, cwd=tmp_path)
     assert out.returncode == 65 and "mlm_readout reads text models" in out.stderr
+
