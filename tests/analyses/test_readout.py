@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analyses.readout import choose_masked, masked_token_accuracy, ridge_decoder, ridge_readout_accuracy
+from analyses.readout import (
+    choose_masked,
+    masked_token_accuracy,
+    ridge_decoder,
+    ridge_readout_accuracy,
+)
 
 
 def test_masking_takes_bert_s_count_of_non_special_tokens():

@@ -28,7 +28,11 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from analyses.readout import choose_masked, masked_token_accuracy, ridge_readout_accuracy
+from analyses.readout import (
+    choose_masked,
+    masked_token_accuracy,
+    ridge_readout_accuracy,
+)
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
@@ -77,20 +81,20 @@ class MLMReadout(TrajectoryMeasure):
         return int(self.p.train_fraction * samples)
 
     def problems(self, spec):
-        start, stop = self.window(spec.dynamics.steps)
         if not spec.text_models:
-            return [("kind", "mlm_readout reads text models out with their MLM head; this spec has reference maps "
-                             "only")]
-        n = self.n_train(spec.input.samples)
-        if self.p.refit and not 1 <= n < spec.input.samples:
-            return [("train_fraction", f"{self.p.train_fraction} of {spec.input.samples} samples leaves {n} to fit "
-                     f"the re-fitted decoder on and {spec.input.samples - n} to score it on; both must be at least 1 "
-                     "(more samples, another train_fraction, or refit = false)")]
-        if not start <= stop <= spec.dynamics.steps:
-            return [("stop" if self.p.stop is not None else "start",
-                     f"need start <= stop <= [dynamics] steps ({spec.dynamics.steps}); got start = {start}, "
-                     f"stop = {stop}")]
-        return []
+            return [("kind", "mlm_readout reads text models out with their MLM head; this spec has reference maps only")]
+        out = []
+        samples, steps = spec.input.samples, spec.dynamics.steps
+        n = self.n_train(samples)
+        if self.p.refit and not 1 <= n < samples:
+            out.append(("train_fraction", (f"{self.p.train_fraction} of {samples} samples leaves {n} to fit the "
+                                           f"re-fitted decoder on and {samples - n} to score it on; both must be at "
+                                           "least 1 (more samples, another train_fraction, or refit = false)")))
+        start, stop = self.window(steps)
+        if not start <= stop <= steps:
+            out.append(("stop" if self.p.stop is not None else "start",
+                        f"need start <= stop <= [dynamics] steps ({steps}); got start = {start}, stop = {stop}"))
+        return out
 
     def variables(self, b, shape) -> None:
         start, stop = self.window(shape.steps)
@@ -151,11 +155,11 @@ class MLMReadout(TrajectoryMeasure):
     def observe(self, ctx, t, x, bufs, seg):
         start, stop = self.window(seg.steps)
         if not start <= t <= stop or (t - start) % self.p.every:
-            return None
+            return
         if not hasattr(self, "head"):
             self._setup(ctx, x)
         if self.head is None:
-            return None
+            return
         i = (t - start) // self.p.every - self._kept(seg)[0]
         states = x.reshape(-1, x.shape[-1])[self.flat]
         bufs["accuracy"][i] = masked_token_accuracy(self.head, states, self.labels)
@@ -163,7 +167,7 @@ class MLMReadout(TrajectoryMeasure):
             tr, te = self.train, ~self.train
             bufs["refit"][i] = ridge_readout_accuracy(states[tr], self.labels[tr], states[te], self.labels[te],
                                                       self.vocab, self.p.ridge)
-        return None
+        return
 
     def write(self, ctx, bufs, seg):
         lo, hi = self._kept(seg)
