@@ -119,6 +119,23 @@ def test_the_fixed_head_at_the_last_layer_is_albert_for_masked_lm(store, albert)
     assert got == pytest.approx(expected, abs=1e-12)
 
 
+def test_the_head_is_the_checkpoint_s_or_an_initial_network_s_own(albert):
+    from transformers import AlbertForMaskedLM
+
+    from models.albert import load_mlm_head
+    from models.init import TruncatedNormalInit
+
+    real = AlbertForMaskedLM.from_pretrained(albert).predictions.state_dict()
+    loaded = load_mlm_head(str(albert)).state_dict()
+    assert real.keys() == loaded.keys() and all(torch.equal(real[k], loaded[k]) for k in real)
+    embeddings = torch.randn(real["decoder.weight"].shape)
+    own = load_mlm_head(str(albert), init=TruncatedNormalInit(std=0.02, clip=2.0), seed=1, word_embeddings=embeddings)
+    assert torch.equal(own.decoder.weight, embeddings) and not own.bias.any()
+    assert own.dense.weight.abs().max() <= 0.04 and own.dense.weight.std() > 0.01
+    again = load_mlm_head(str(albert), init=TruncatedNormalInit(std=0.02, clip=2.0), seed=1, word_embeddings=embeddings)
+    assert torch.equal(own.dense.weight, again.dense.weight)
+
+
 def test_fig3a_draws_the_stored_accuracies(store):
     fig = recipes("depth")["fig3a"].draw(store)
     (ax,) = fig.axes

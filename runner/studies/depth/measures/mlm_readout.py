@@ -6,10 +6,11 @@ by the tokenizer's mask token in x_0 of every text model, for every measure of t
 see the same masked sentences; the masking is part of the text networks' trajectory key, so a
 spec without this measure keeps its task ids and stores). ``input_masked`` records the positions.
 
-Fixed setting: ALBERT's own MLM head (transformers' ``AlbertMLMHead`` of ``AlbertForMaskedLM``,
-loaded from the network's checkpoint; for an initial network, ``init = ...``, the head drawn with
-the same scheme and tied to the network's redrawn word embeddings) is applied to x_t at the masked
-positions, on the device, in the pass that computes x_t; the accuracy of its arg-max is kept.
+Fixed setting: ALBERT's pre-trained MLM head (transformers' ``AlbertMLMHead`` of
+``AlbertForMaskedLM``, loaded from the network's checkpoint, for initial networks too: the paper's
+public decoder; with ``head = "own"`` an initial network's head is drawn with its init scheme and
+tied to its redrawn word embeddings) is applied to x_t at the masked positions, on the device, in
+the pass that computes x_t; the accuracy of its arg-max is kept.
 
 Fine-tuned setting (``refit``): a linear decoder with a bias, fitted afresh at each step on the
 masked positions of the first ``train_fraction`` of the samples (closed-form ridge regression on
@@ -54,6 +55,10 @@ class Params(DepthParams):
     """Share of each sentence's non-special tokens replaced by [MASK] (BERT/ALBERT: 15%)."""
     seed: int = 0
     """Seed of the masking (with the experiment seed)."""
+    head: Literal["checkpoint", "own"] = "checkpoint"
+    """The fixed head: ``checkpoint``, the checkpoint's pre-trained head for every network, initial
+    ones included (the paper's publicly available decoder); ``own``, an initial network's head drawn
+    with its init scheme and tied to its redrawn word embeddings (pre-trained networks: the same)."""
     refit: bool = True
     """Also the "fine-tuned" setting (Fig. 3A, dashed): a linear decoder re-fitted at each step."""
     train_fraction: float = Field(0.95, gt=0, lt=1)
@@ -100,11 +105,12 @@ class MLMReadout(TrajectoryMeasure):
         start, stop = self.window(shape.steps)
         dim = b.axis("mlm_step", start, stop, self.p.every)
         b.var("mlm_accuracy", "mlm_readout", ("network", dim), "float64", np.nan, "MLM accuracy (fixed head)", "1",
-              "share of the masked tokens (input_masked) whose arg-max prediction by the network's own MLM head "
-              "(AlbertMLMHead: dense, activation, LayerNorm, decoder tied to the word embeddings), applied to x_t at "
+              "share of the masked tokens (input_masked) whose arg-max prediction by ALBERT's MLM head (AlbertMLMHead: "
+              "dense, activation, LayerNorm, decoder tied to the word embeddings; `head`: the checkpoint's pre-trained "
+              "one, or an initial network's own), applied to x_t at "
               "their positions, is the original token (Fig. 3A, solid lines: the fixed decoder); positions with a "
               "non-finite state are left out; NaN for networks without an MLM head (reference maps)",
-              fraction=self.p.fraction, **hints(plot="series", order=40, headline=("mean MLM accuracy", "finite_mean")))
+              fraction=self.p.fraction, head=self.p.head, **hints(plot="series", order=40, headline=("mean MLM accuracy", "finite_mean")))
         if self.p.refit:
             b.var("mlm_accuracy_refit", "mlm_readout", ("network", dim), "float64", np.nan,
                   "MLM accuracy (re-fitted decoder)", "1",
@@ -126,7 +132,7 @@ class MLMReadout(TrajectoryMeasure):
         from models.albert import load_mlm_head
         from models.init import TruncatedNormalInit
 
-        init = net.model.init
+        init = net.model.init if self.p.head == "own" else None
         self.head = load_mlm_head(
             net.model.family.location(net.model.source, build=True), revision=net.model.revision,
             init=TruncatedNormalInit(std=init.std, clip=init.clip) if init else None, seed=net.seed("mlm_head"),
