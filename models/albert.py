@@ -310,6 +310,55 @@ def load_albert(
     return amap
 
 
+def load_mlm_head(
+    source: str,
+    *,
+    revision: str | None = None,
+    init: TruncatedNormalInit | None = None,
+    seed: int = 0,
+    word_embeddings: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> nn.Module:
+    """ALBERT's MLM head (transformers' ``AlbertMLMHead``: dense, activation, LayerNorm, decoder
+    tied to the word embeddings), ``hidden states (..., hidden_size) -> logits (..., vocab_size)``.
+
+    Without ``init`` it is the pre-trained head of the checkpoint, loaded through
+    ``AlbertForMaskedLM.from_pretrained`` (so its decoder is tied to the checkpoint's word
+    embeddings, as in the real model); a checkpoint without MLM-head weights (one saved from
+    ``AlbertModel``) raises ``ModelLoadError``. With ``init`` (an initial network) the head of
+    ``AlbertForMaskedLM(config)`` is redrawn with ``init`` from a CPU generator seeded by ``seed``
+    and its decoder is tied to ``word_embeddings`` (the initial network's own, redrawn ones).
+    Eval mode, ``requires_grad_(False)``, cast to ``dtype`` on ``device``.
+    """
+    from transformers import AlbertForMaskedLM
+
+    config = load_albert_config(source, revision=revision)
+    if init is None:
+        with torch.random.fork_rng(devices=[]):
+            model, info = hf_load(AlbertForMaskedLM.from_pretrained, source, "ALBERT MLM head", revision=revision,
+                                   config=config, dtype=torch.float32, output_loading_info=True, use_safetensors=True)
+        missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith("predictions."))
+        if missing:
+            raise ModelLoadError(
+                f"{source!r} has no pre-trained MLM head (missing {missing[:4]}); a readout with ALBERT's own head "
+                "needs a checkpoint saved from AlbertForMaskedLM"
+            )
+        head = model.predictions
+    else:
+        if word_embeddings is None:
+            raise ValueError("an initial network's MLM head is tied to its word embeddings: pass word_embeddings")
+        with torch.random.fork_rng(devices=[]):
+            head = AlbertForMaskedLM(config).predictions
+        head.decoder.weight = nn.Parameter(torch.empty_like(head.decoder.weight))  # untie before redrawing
+        apply_truncated_normal(head, init, torch.Generator(device="cpu").manual_seed(int(seed)))
+        with torch.no_grad():
+            head.decoder.weight.copy_(word_embeddings.detach().to(head.decoder.weight))
+    head.eval()
+    head.requires_grad_(False)
+    return head.to(device=device, dtype=dtype)
+
+
 __all__ = [
     "AlbertMap",
     "FusedAlbertLayer",
@@ -317,4 +366,5 @@ __all__ = [
     "check_shared_layer",
     "load_albert",
     "load_albert_config",
+    "load_mlm_head",
 ]

@@ -1,7 +1,7 @@
 """Figures of Inoue et al. 2021 ("Transient Chaos in BERT") drawn from a depth-dynamics store.
 
 Fig. 2A (trajectories, attention maps, D(t)), 2B (synchronisation offsets), 2C (lambda(t) and
-N_eff(t) with bootstrap bands), 4A (a perturbation's growth), 4B (a long run and its lambda(t)),
+N_eff(t) with bootstrap bands), 3A (MLM accuracy of a readout of x_t), 4A (a perturbation's growth), 4B (a long run and its lambda(t)),
 4C (principal components) and 4D (transient-chaos lengths, censored ones marked). Each compares the spec's models (pre-trained
 vs initial, or any others), one column or line per model.
 """
@@ -248,3 +248,33 @@ def _growth_rate(ds: xr.Dataset, net: str, sample: int, t: np.ndarray, d: np.nda
         return None, ""
     slope = np.polyfit(t[:stop][ok[:stop]], np.log(d[:stop][ok[:stop]]), 1)[0]
     return float(slope), "fitted slope"
+
+
+@recipe(study=STUDY, id="fig3a", reproduces=f"{PAPER}, Fig. 3A", needs=("mlm_accuracy",),
+        title="Performance of the MLM task along the trajectory")
+def mlm_performance(ds: xr.Dataset) -> Figure:
+    """Masked-token accuracy of a readout of x_t against t, one colour per model (the mean over
+    its replicates): the fixed pre-trained MLM head solid, the decoder re-fitted at each step
+    (``mlm_accuracy_refit``, when the store has it) dashed. Models without an MLM head (reference
+    maps, all NaN) are left out."""
+    fig = new_figure()
+    ax = fig.subplots()
+    drawn = False
+    variants = [("mlm_accuracy", "-", "fixed")]
+    if "mlm_accuracy_refit" in ds:
+        variants.append(("mlm_accuracy_refit", "--", "fine-tuned"))
+    for j, m in enumerate(models(ds)):
+        for name, style, what in variants:
+            acc = of_model(ds[name], m)
+            values = acc.values
+            if not np.isfinite(values).any():
+                continue
+            with np.errstate(all="ignore"):
+                mean = np.nanmean(np.where(np.isfinite(values), values, np.nan), axis=0)
+            ax.plot(acc[acc.dims[-1]].values, mean, style, color=f"C{j}", label=f"{m} ({what})", gid=f"{name}:{m}")
+            drawn = True
+    if not drawn:
+        raise NotDrawable("no MLM accuracy has been computed yet (or no network has an MLM head)")
+    ax.set(xlabel="t", ylabel="MLM accuracy", ylim=(0, None))
+    ax.legend(fontsize="small")
+    return fig

@@ -37,6 +37,10 @@ DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp64": torch.float64, "
 class PassInputs:
     input_ids: torch.Tensor | None
     attention_mask: torch.Tensor | None
+    masked: torch.Tensor | None = None
+    """Bool (samples, tokens): tokens replaced by ``mask_token_id`` in x_0 of text models (a measure
+    with ``input_masking``); ``input_ids`` keep the original tokens (the labels)."""
+    mask_token_id: int | None = None
 
 
 def build_map(spec: DepthSpec, net: Network, device: torch.device):
@@ -90,6 +94,8 @@ class IteratePass:
             return int(meta["t"]), tensors["z"], tensors["diverged"]
         gen = torch.Generator().manual_seed(derive_seed(self.spec.experiment.seed, self.net.model.name, "initial_states"))
         ids = self.inputs.input_ids.to(self.device) if self.inputs.input_ids is not None else None
+        if ids is not None and self.inputs.masked is not None and not self.net.model.is_map:
+            ids = torch.where(self.inputs.masked.to(self.device), self.inputs.mask_token_id, ids)
         x = self.model.initial_state(MapInputs(samples=self.S, input_ids=ids, attention_mask=self.mask_x, generator=gen))
         z = torch.cat([x] + [m.perturb(self, x) for m in self.twins])
         for m in self.active:

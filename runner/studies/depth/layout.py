@@ -29,6 +29,7 @@ def segment_length(spec: DepthSpec) -> int:
 def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | None = None,
                  origins: list[str] | None = None) -> Layout:
     S, T = spec.input.samples, spec.dynamics.steps
+    registry = measures("depth")
     b = LayoutBuilder(segment=segment_length(spec), reference=PAPER)
     network_coords(b, [n.label for n in networks], [n.model.name for n in networks], [n.replicate for n in networks])
     b.coord("precision", [n.precision for n in networks], ("network",), long_name="floating-point precision")
@@ -42,6 +43,11 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
                 b.coord(name, values, ("sample",), long_name=what)
         b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", "1",
               "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)")
+        if any(registry[m.kind](m).when == "step" and registry[m.kind](m).input_masking() is not None
+               for m in spec.measure):
+            b.var("input_masked", "inputs", ("sample", "token"), "int8", -1, "token replaced by [MASK]", "1",
+                  "1 where the input token was replaced by the tokenizer's mask token in x_0 of every text model "
+                  "(the masking of an MLM readout; input_ids keep the original tokens, the labels), 0 elsewhere")
     b.var("diverged_step", "*", ("network", "sample"), "int64", -1, "first non-finite step", "1",
           "first step t at which the state held NaN or Inf, or its D(t) overflowed (-1: never); later values of that "
           "sample are NaN", **hints(headline=("diverged samples", "count_nonneg")))

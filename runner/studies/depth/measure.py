@@ -97,6 +97,17 @@ class TrajectoryMeasure(DepthMeasure):
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         pass
 
+    def input_masking(self) -> dict[str, Any] | None:
+        """For a measure that reads masked sentences (an MLM readout): the parameters of its masking,
+        which become part of the text networks' trajectory key. The study then replaces the tokens
+        chosen by :meth:`masked_positions` by the tokenizer's mask token in x_0 of every text model,
+        for every measure of the spec (None, the default: the sentences are not masked)."""
+        return None
+
+    def masked_positions(self, input_ids: Tensor, special_ids: list[int], seed: int) -> Tensor:
+        """Bool ``(samples, tokens)``: the input tokens to replace by the mask token."""
+        raise NotImplementedError
+
     def rows(self, ctx: Any) -> Tensor:
         """The samples that get a twin (all by default)."""
         return torch.arange(ctx.S, device=ctx.device)

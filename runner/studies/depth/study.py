@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from models.hub import hub_off
 from runner.execute.device import device_unavailable
@@ -51,7 +52,21 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         "with_perturbation": bool(_twins(spec, registry)),
         **({"twins": _twins(spec, registry)} if _twins(spec, registry) not in ([], [["lyapunov", spec.input.samples]])
            else {}),
+        # masked sentences (an MLM readout) change x_0 of text models; in the key only when asked for
+        **({"input_masking": maskings(spec)} if maskings(spec) and not net.model.is_map else {}),
     }
+
+
+def maskings(spec: DepthSpec) -> list[list]:
+    """[kind, masking parameters] of each measure of the spec that reads masked sentences."""
+    registry = measures("depth")
+    out = []
+    for m in spec.measure:
+        if registry[m.kind].when == "step":
+            masking = registry[m.kind](m).input_masking()
+            if masking is not None:
+                out.append([m.kind, masking])
+    return out
 
 
 def _twins(spec: DepthSpec, registry) -> list[list]:
@@ -226,18 +241,33 @@ class DepthSession:
 
     def __init__(self, p: Prepared, device):
         self.p, self.spec, self.networks, self.device = p, p.spec, p.state, device
-        self.samples = self._draw_inputs()
+        self.samples, tokenizer = self._draw_inputs()
         s = self.samples
         self.layout = build_layout(self.spec, self.networks, s.texts if s else None, s.origins if s else None)
         self.inputs = PassInputs(s.input_ids if s else None, s.attention_mask if s else None)
+        if s is not None and maskings(self.spec):
+            self.inputs = self._masked(s, tokenizer)
+
+    def _masked(self, s, tokenizer) -> PassInputs:
+        """The input tokens the spec's masking measures replace by the mask token (their union)."""
+        if tokenizer.mask_token_id is None:
+            raise Unavailable(f"the tokenizer of {tokenizer_location(self.spec)!r} has no mask token; a measure of "
+                              "this spec reads masked sentences")
+        registry = measures("depth")
+        masked = torch.zeros(s.input_ids.shape, dtype=torch.bool)
+        for m in self.spec.measure:
+            reg = registry[m.kind](m)
+            if reg.when == "step" and reg.input_masking() is not None:
+                masked |= reg.masked_positions(s.input_ids, list(tokenizer.all_special_ids), self.spec.experiment.seed)
+        return PassInputs(s.input_ids, s.attention_mask, masked, int(tokenizer.mask_token_id))
 
     def _draw_inputs(self):
-        """The input sentences, tokenized (None for specs with reference maps only)."""
+        """The input sentences, tokenized, and the tokenizer (None, None for specs with reference maps only)."""
         spec = self.spec
         for net in self.networks:  # builtin models are built now, when a task first needs them
             net.model.family.location(net.model.source, build=True)
         if not spec.text_models:
-            return None
+            return None, None
         from models.hub import ModelLoadError, load_tokenizer
         from runner.data.sentences import InputError, draw_samples
 
@@ -246,7 +276,7 @@ class DepthSession:
             tokenizer = load_tokenizer(tokenizer_location(spec))
             return draw_samples(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
                                 seed=spec.experiment.seed, subset=inp.subset, split=inp.split, field=inp.field,
-                                streaming=inp.streaming)
+                                streaming=inp.streaming), tokenizer
         except (InputError, ModelLoadError) as err:
             raise Unavailable(f"[input] source {inp.source!r}: {err}") from None
 
@@ -255,6 +285,10 @@ class DepthSession:
             ids = self.samples.input_ids.numpy()
             if not np.array_equal(store.read("input_ids"), ids):  # only when new
                 store.write("input_ids", (slice(None), slice(None)), ids)
+        if self.inputs.masked is not None:
+            masked = self.inputs.masked.numpy().astype(np.int8)
+            if not np.array_equal(store.read("input_masked"), masked):
+                store.write("input_masked", (slice(None), slice(None)), masked)
 
     def available(self) -> set[str]:
         return set()
