@@ -77,17 +77,19 @@ def prepare_all(spec_path: str | Path) -> tuple[Sweep | None, list[Prepared]]:
         return None, [_prepare(sf)]
     spec = _validated(base, sweep=True)[1]
     sweep = expand(base, axes, spec.store_path())
-    prepared, problems = [], []
+    prepared, problems = [], {}
     for point in sweep.points:
         try:
             p = _prepare(point.spec_file)
         except SpecError as err:
-            problems += [f"[sweep] point {point.name}: {m}" for m in err.problems]
+            for m in err.problems:  # one line per problem, naming the points that have it
+                problems.setdefault(m, []).append(point.name)
             continue
         p.attrs = {"runner_sweep_point": json.dumps(point.values)}
         prepared.append(p)
     if problems:
-        raise SpecError(sf.path, problems)
+        raise SpecError(sf.path, [f"{m} (sweep point{'s' * (len(names) > 1)} {', '.join(names)})"
+                                  for m, names in problems.items()])
     return sweep, prepared
 
 

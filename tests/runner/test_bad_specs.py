@@ -216,6 +216,12 @@ CASES = [
     ("training-store-folder", edit(TRAINING, 'name = "badtrain"', 'name = "badtrain"\nstore = "results"'),
      "results exists and is not a store of this project"),
     ("training-missing-corpus", edit(TRAINING, "builtin:pydoc-topics", "nope.conllu"), "[corpus] source: no such file nope.conllu"),
+    # sweeps: the grid is checked before any point runs
+    ("sweep-list-table", MAPS + "\n[sweep.model]\nname = ['a']\n", "[[model]] is a list of tables"),
+    ("sweep-empty", MAPS + "\n[sweep.input]\nsamples = []\n", "expected a non-empty list"),
+    ("sweep-repeat", MAPS + "\n[sweep.input]\nsamples = [4, 4]\n", "listed twice"),
+    ("sweep-unknown-key", MAPS + "\n[sweep.input]\nsampels = [4, 8]\n", "sampels: unknown key (did you mean 'samples'?) (sweep points sampels=4, sampels=8)"),
+    ("sweep-not-a-table", MAPS + "\n[sweep]\nsamples = [4]\n", "expected a table of lists"),
 ]
 
 
