@@ -190,3 +190,26 @@ def test_the_thesis_spec_names_the_chapter_4_data():
     assert (corpus["split"], corpus["max_vocab"], corpus["tag_articles"], corpus["analysis_split"]) == \
         ([0.7, 0.1, 0.2], 20000, 100, "test")
     assert corpus["lowercase"] and corpus["min_count"] == 100
+
+
+def test_hub_records_as_documents_split_into_sentences(monkeypatch):
+    """doc_field: one article per record (wikimedia/wikipedia's title and text), read without the hub here."""
+    import runner.data.corpus as corpus_module
+
+    articles = [("Short", "A cat sat. It slept."), ("Long", "The dog ran far. The dog ran back!\nThe end."),
+                ("Mid", "Birds fly high. Birds sing.")]
+    seen = {}
+
+    def fake(dataset_id, subset, split, field, doc_field):
+        seen.update(dataset_id=dataset_id, subset=subset, field=field, doc_field=doc_field)
+        return articles
+
+    monkeypatch.setattr(corpus_module, "load_hf_documents", fake)
+    spec = CorpusSpec(source="hf:wikimedia/wikipedia", subset="20231101.en", doc_field="title", min_count=1,
+                      drop_rare_sentences=False, tag_articles=1, split=[0.34, 0.33, 0.33])
+    corpus = load_corpus(spec, ["topic"], seed=0)
+    assert seen == {"dataset_id": "wikimedia/wikipedia", "subset": "20231101.en", "field": "text", "doc_field": "title"}
+    # 7 sentences in all; the longest article ("Long", 3 sentences) alone carries the topic tags
+    assert sum(w.numel() for w in (corpus.train, corpus.valid, corpus.test)) == 4 + 3 + 5 + 5 + 3 + 4 + 3  # words + <eos>
+    assert corpus.tags["topic"].vocab.itos == ("<eos>", "Long")
+    assert sum(w.numel() for w in corpus.document_words) == 5 + 5 + 3
