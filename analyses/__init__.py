@@ -18,16 +18,53 @@ and of training dynamics (Saphra, LSTM training dynamics thesis, Ch. 4-6):
 - :mod:`analyses.contextual_decomposition` -- contextual decomposition of LSTMs, decompositional
   interdependence (Ch. 5, Sec. 2.1-2.2, Eq. 2)
 
-Input layout of the similarity measures (:mod:`analyses.cca`): a *view* is a 2-D array of shape
-(datapoints x neurons) -- one row per datapoint (e.g. a word token), one column per neuron -- and
-two views compared with each other must have the same rows in the same order. This is the
-transpose of google/svcca's (neurons x datapoints); a view whose shape cannot be right (not 2-D,
-or row counts that differ) raises ``ValueError``, it is never transposed silently. Views may be
-torch tensors or numpy arrays; results are float64 tensors.
-
 and of the TransJect paper (Sec. 4):
 
 - :mod:`analyses.entropy` -- layer-wise differential entropy of token representations (Eq. 8, Fig. 5a)
+- :mod:`analyses.token_geometry` -- token-pair distances and activation ratios (Figs. 1, 5c)
+
+Inputs, for every measure
+-------------------------
+Every array argument may be a torch tensor or a numpy array (a nested list too); a numpy array is
+converted with its dtype kept, so float64 stays float64 (:mod:`analyses._arrays`). Results are torch
+tensors, except :mod:`analyses.entropy` and ``token_geometry.quantiles``, which give numpy back for
+numpy in. A value computed in float64 is returned in float64: the Lyapunov exponent, N_eff, PCA,
+CCA/CKA, Pearson correlations, loss change allocations and transient-chaos summaries always are;
+``sparsity`` and ``token_deviation`` keep the input's float dtype (half precision computed in
+float32). A shape that cannot be right raises ``ValueError`` naming the argument and its shape; no
+input is ever transposed or flattened to fit.
+
+The layouts (the leading axis is the batch of samples wherever there is one):
+
+=========================================  ==============================================================
+measure                                    inputs
+=========================================  ==============================================================
+``cca``, ``svcca``, ``pwcca``,             two *views*, 2-D ``(datapoints, neurons)``: one row per
+``linear_cka``, ``rbf_cka``                datapoint (e.g. a word token), one column per neuron; the two
+                                           views have the same rows in the same order. This is the
+                                           transpose of google/svcca's ``(neurons, datapoints)``.
+``token_deviation``                        ``x`` ``(..., n_tokens, n_hidden)``, at least 2-D
+``synchronization_offset``                 ``deviation`` ``(..., T)``, D(t) along the last axis
+``local_lyapunov``                         ``x0`` ``(batch, ...)``: one state per sample, every other axis
+                                           is the state; ``step`` maps such a batch (as tensors)
+``initial_perturbation``, ``renormalize``  ``x``, ``y`` ``(batch, ...)``, the same shape
+``per_step_exponent``                      ``lam`` any shape
+``transient_chaos``                        ``lam`` ``(..., intervals)``, at least 1-D
+``effective_dimension``,                   ``states`` ``(samples, *features)``, at least 2-D
+``participation_spectrum``
+``pca_projection``                         ``points`` ``(n_points, *features)``, at least 2-D
+``sparsity``                               ``v`` at least 1-D, the vector along ``dim``
+``pearson``                                ``x``, ``y`` ``(n,)`` each
+``frequency_correlation``                  ``word_means``, ``word_counts`` ``(vocab,)`` each
+``train_diagnostic_classifier``            ``features`` ``(n, d)``, ``labels`` ``(n,)``
+``loss_change_allocation``                 mappings name -> array of the parameter's shape
+``differential_entropy``                   the samples of one distribution along ``dim``
+``token_entropy``                          ``hidden`` ``(batch, seq, d)``, mask ``(batch, seq)``
+``layer_entropy``                          per layer ``(batch, seq, d)``, mask ``(batch, seq)``
+``pair_distances``                         ``(layers, seq, d)`` or a list of ``(seq, d)``; pairs ``(P, 2)``
+``activation_ratios``                      ``x_in`` ``(seq, d_in)``, ``x_out`` ``(seq, d_out)``
+``contextual_decomposition``               token ids ``(batch, seq)`` or vectors ``(batch, seq, d_in)``; focus
+=========================================  ==============================================================
 """
 
 from analyses.cca import CCAResult, SVCCAResult, cca, linear_cka, pwcca, rbf_cka, svcca
@@ -44,7 +81,7 @@ from analyses.diagnostic import DiagnosticResult, train_diagnostic_classifier
 from analyses.effective_dimension import effective_dimension, participation_spectrum
 from analyses.entropy import differential_entropy, layer_entropy, token_entropy
 from analyses.loss_change import LossChangeAllocator, group_allocations, loss_change_allocation
-from analyses.lyapunov import initial_perturbation, local_lyapunov, per_step_exponent, renormalize
+from analyses.lyapunov import default_k, initial_perturbation, local_lyapunov, per_step_exponent, renormalize
 from analyses.pca import pca_projection
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, pearson, sparsity
 from analyses.token_deviation import SyncOffsetTracker, synchronization_offset, token_deviation
@@ -57,6 +94,7 @@ __all__ = [
     "initial_perturbation",
     "renormalize",
     "local_lyapunov",
+    "default_k",
     "per_step_exponent",
     "effective_dimension",
     "participation_spectrum",

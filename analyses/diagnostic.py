@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from analyses._arrays import tensor
+
 __all__ = ["DiagnosticResult", "train_diagnostic_classifier"]
 
 
@@ -92,6 +94,8 @@ def train_diagnostic_classifier(
     -------
     DiagnosticResult
     """
+    features = tensor(features, "features")
+    labels = tensor(labels, "labels", like=features)
     if features.ndim != 2 or labels.shape != (features.shape[0],):
         raise ValueError(f"need features (n, d) and labels (n,); got {tuple(features.shape)}, {tuple(labels.shape)}")
     if not 0.0 < val_fraction < 1.0:

@@ -17,11 +17,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from analyses._arrays import tensor
+
 __all__ = ["effective_dimension", "participation_spectrum"]
 
 
 def _centred_finite(states: Tensor) -> tuple[Tensor, Tensor]:
     """Flatten to float64 ``(S, F)``, centre over finite samples, zero the others."""
+    states = tensor(states, "states", min_ndim=2)
     x = states.reshape(states.shape[0], -1).to(torch.float64)
     finite = torch.isfinite(x).all(dim=1, keepdim=True)  # (S, 1)
     x = torch.where(finite, x, torch.zeros_like(x))

@@ -97,6 +97,8 @@ def differential_entropy(samples, dim: int = -1, *, method: Method = "knn", k: i
 
     ``samples``: tensor or array; ``dim`` holds the N samples of one scalar distribution."""
     x, numpy = _as_tensor(samples)
+    if not -x.ndim <= dim < x.ndim:
+        raise ValueError(f"dim {dim} is outside the samples' {x.ndim} dimensions (shape {tuple(x.shape)})")
     return _back(_entropy(x.movedim(dim, -1), method, k), numpy)
 
 
@@ -105,9 +107,13 @@ def token_entropy(hidden, attention_mask=None, *, method: Method = "knn", k: int
 
     ``hidden`` ``(batch, seq, d)``; ``attention_mask`` ``(batch, seq)``, 1 for tokens, 0 for padding."""
     x, numpy = _as_tensor(hidden)
+    if x.ndim != 3:
+        raise ValueError(f"hidden must be (batch, seq, d); got shape {tuple(x.shape)}")
     h = _entropy(x, method, k)
     if attention_mask is not None:
         m, _ = _as_tensor(attention_mask)
+        if m.shape != x.shape[:2]:
+            raise ValueError(f"attention_mask must be (batch, seq) = {tuple(x.shape[:2])}; got {tuple(m.shape)}")
         h = torch.where(m.to(h.device) > 0, h, torch.full_like(h, math.nan))
     return _back(h, numpy)
 
@@ -126,9 +132,15 @@ def layer_entropy(hidden_states: Sequence, attention_mask=None, *, over: Literal
     if not layers:
         raise ValueError("no hidden states")
     numpy = layers[0][1]
+    if any(h.ndim != 3 or h.shape[:2] != layers[0][0].shape[:2] for h, _ in layers):
+        raise ValueError("every layer's hidden states must be (batch, seq, d) with one batch and seq; got "
+                         f"{[tuple(h.shape) for h, _ in layers]}")
     keep = None
     if attention_mask is not None:
         keep = _as_tensor(attention_mask)[0].to(layers[0][0].device) > 0
+        if keep.shape != layers[0][0].shape[:2]:
+            raise ValueError(f"attention_mask must be (batch, seq) = {tuple(layers[0][0].shape[:2])}; got "
+                             f"{tuple(keep.shape)}")
     rows = []
     for h, _ in layers:
         tokens = h[keep] if keep is not None else h.reshape(-1, h.shape[-1])  # (n_tokens, d)

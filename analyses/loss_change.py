@@ -29,12 +29,17 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import Tensor
 
+from analyses._arrays import tensor
+
 __all__ = ["loss_change_allocation", "LossChangeAllocator", "group_allocations"]
 
 
-def _as64(t: Tensor | None, like: Tensor) -> Tensor:
+def _as64(t: Tensor | None, like: Tensor, name: str = "gradient") -> Tensor:
     if t is None:  # a parameter without gradient contributes nothing
         return torch.zeros_like(like, dtype=torch.float64)
+    t = tensor(t, name, like=like)
+    if t.shape != like.shape:
+        raise ValueError(f"{name} has shape {tuple(t.shape)}, its parameter's delta {tuple(like.shape)}")
     return t.detach().to(device=like.device, dtype=torch.float64)
 
 
@@ -68,12 +73,13 @@ def loss_change_allocation(
         raise ValueError("mid_grads (Simpson's rule) also needs next_grads")
     out: dict[str, Tensor] = {}
     for name, delta in deltas.items():
-        d = delta.detach().to(torch.float64)
-        g = _as64(grads[name], d)
+        d = tensor(delta, f"deltas[{name!r}]").detach().to(torch.float64)
+        g = _as64(grads[name], d, f"grads[{name!r}]")
         if next_grads is not None and mid_grads is not None:
-            g = (g + 4.0 * _as64(mid_grads[name], d) + _as64(next_grads[name], d)) / 6.0
+            g = (g + 4.0 * _as64(mid_grads[name], d, f"mid_grads[{name!r}]")
+                 + _as64(next_grads[name], d, f"next_grads[{name!r}]")) / 6.0
         elif next_grads is not None:
-            g = 0.5 * (g + _as64(next_grads[name], d))
+            g = 0.5 * (g + _as64(next_grads[name], d, f"next_grads[{name!r}]"))
         out[name] = g * d
     return out
 

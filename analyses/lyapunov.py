@@ -22,7 +22,9 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["initial_perturbation", "renormalize", "local_lyapunov", "per_step_exponent"]
+from analyses._arrays import tensor
+
+__all__ = ["initial_perturbation", "renormalize", "local_lyapunov", "default_k", "per_step_exponent"]
 
 
 def _flat(x: Tensor) -> Tensor:
@@ -57,6 +59,7 @@ def initial_perturbation(x: Tensor, k: float, generator: torch.Generator | None 
     Tensor, same shape, dtype and device as ``x``
         y_0.
     """
+    x = tensor(x, "x (batch, ...)", min_ndim=1)
     eps = torch.randn(x.shape, dtype=torch.float64, generator=generator, device="cpu")
     norm = _flat(eps).norm(dim=1)
     eps = eps * _expand(k / norm, eps)
@@ -88,6 +91,10 @@ def renormalize(x: Tensor, y: Tensor, k: float) -> tuple[Tensor, Tensor]:
     y_new : Tensor, same shape, dtype and device as ``y``
         Perturbed state at distance k from x (y_{t+tau} for the next interval).
     """
+    x = tensor(x, "x (batch, ...)", min_ndim=1)
+    y = tensor(y, "y", like=x)
+    if x.shape != y.shape:
+        raise ValueError(f"x {tuple(x.shape)} and y {tuple(y.shape)} must have the same shape")
     diff = (y.to(torch.float64) - x.to(torch.float64))
     d = _flat(diff).norm(dim=1)
     finite = torch.isfinite(d)
@@ -104,7 +111,7 @@ def local_lyapunov(
     step: Callable[[Tensor], Tensor],
     x0: Tensor,
     steps: int,
-    k: float = 1.0,
+    k: float | None = None,
     tau: int = 10,
     generator: torch.Generator | None = None,
 ) -> Tensor:
@@ -113,19 +120,27 @@ def local_lyapunov(
     .. math:: \lambda(j\tau) = \ln \frac{\|y_{(j+1)\tau} - x_{(j+1)\tau}\|}{k},
               \quad \|y_{j\tau} - x_{j\tau}\| = k
 
-    Defaults k = 1.0, tau = 10 are the paper's short-term parameters (Fig. 2C);
-    the long-term analysis uses tau = 50 (Fig. 4B).
+    tau = 10 is the paper's short-term interval (Fig. 2C); the long-term analysis
+    uses tau = 50 (Fig. 4B). The paper's k = 1.0 is a small step for BERT's
+    hidden states (norm ~ 10-100) but not for a map on [0, 1]: by default
+    (``k=None``) k is :func:`default_k` of ``x0``, the square root of its dtype's
+    machine epsilon times its largest sample norm (at least 1): small enough to
+    stay in the linear regime over tau steps of a map that doubles distances
+    (fp64: 1.5e-8 * 2^10), large enough to be resolved (fp32: 3.5e-4). Pass
+    ``k=1.0`` for the paper's. Values come in the dtype of ``x0``; ``lambda``
+    is always float64.
 
     Parameters
     ----------
     step : callable
         The map f, applied to a batch of states ``(batch, ...)``.
-    x0 : Tensor, shape ``(batch, ...)``
-        Initial states.
+    x0 : Tensor or numpy array, shape ``(batch, ...)``
+        Initial states (a numpy array becomes a tensor of its dtype; ``step``
+        is applied to tensors).
     steps : int
         Number of applications of f; a remainder ``steps % tau`` is not run.
-    k : float
-        Perturbation size.
+    k : float, optional
+        Perturbation size; default :func:`default_k`.
     tau : int
         Renormalisation interval.
     generator : torch.Generator, optional
@@ -139,6 +154,10 @@ def local_lyapunov(
     """
     if tau < 1:
         raise ValueError(f"tau must be >= 1, got {tau}")
+    x0 = tensor(x0, "x0 (batch, ...)", min_ndim=1)
+    if not x0.is_floating_point():
+        x0 = x0.to(torch.get_default_dtype())
+    k = default_k(x0) if k is None else k
     x = x0
     y = initial_perturbation(x0, k, generator)
     lams = []
@@ -151,6 +170,15 @@ def local_lyapunov(
     if not lams:
         return torch.empty((x0.shape[0], 0), dtype=torch.float64, device=x0.device)
     return torch.stack(lams, dim=1)
+
+
+def default_k(x0: Tensor) -> float:
+    """Perturbation size :func:`local_lyapunov` uses by default: ``sqrt(eps) * max(1, max_i ||x0_i||)``
+    with ``eps`` the machine epsilon of ``x0``'s float dtype."""
+    x0 = tensor(x0, "x0 (batch, ...)", min_ndim=1)
+    dtype = x0.dtype if x0.is_floating_point() else torch.get_default_dtype()
+    norm = float(_flat(x0.to(torch.float64)).norm(dim=1).max()) if x0.numel() else 1.0
+    return torch.finfo(dtype).eps ** 0.5 * max(1.0, norm)
 
 
 def per_step_exponent(lam: Tensor, tau: int) -> Tensor:
@@ -167,4 +195,4 @@ def per_step_exponent(lam: Tensor, tau: int) -> Tensor:
     -------
     Tensor, same shape
     """
-    return lam / tau
+    return tensor(lam, "lam") / tau

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from analyses._arrays import tensor
+
 __all__ = ["pca_projection"]
 
 
@@ -31,6 +33,7 @@ def pca_projection(points: Tensor, n_components: int = 2) -> tuple[Tensor, Tenso
     projection : Tensor, shape ``(n_points, n_components)``, float64
     explained_variance_ratio : Tensor, shape ``(n_components,)``, float64
     """
+    points = tensor(points, "points (n_points, *features)", min_ndim=2)
     x = points.reshape(points.shape[0], -1).to(torch.float64)
     n, f = x.shape
     if not 1 <= n_components <= min(n, f):

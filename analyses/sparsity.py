@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from analyses._arrays import tensor
+
 __all__ = ["sparsity", "WordSparsityAccumulator", "pearson", "frequency_correlation"]
 
 
@@ -33,6 +35,9 @@ def sparsity(v: Tensor, dim: int = -1) -> Tensor:
     Tensor
         ``v``'s shape without ``dim``; float dtype of ``v``, same device.
     """
+    v = tensor(v, "v", min_ndim=1)
+    if not -v.ndim <= dim < v.ndim:
+        raise ValueError(f"dim {dim} is outside v's {v.ndim} dimensions (shape {tuple(v.shape)})")
     if not v.is_floating_point():
         v = v.to(torch.float32)
     l2 = torch.linalg.vector_norm(v, ord=2, dim=dim)
@@ -114,6 +119,7 @@ def pearson(x: Tensor, y: Tensor) -> Tensor:
     Tensor, shape ()
         float64; NaN with fewer than two valid pairs or zero variance.
     """
+    x, y = tensor(x, "x"), tensor(y, "y")
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"need two 1-D tensors of equal length; got {tuple(x.shape)}, {tuple(y.shape)}")
     x = x.to(torch.float64)
@@ -163,6 +169,11 @@ def frequency_correlation(
     Tensor, shape ()
         Pearson r (float64); NaN when undefined.
     """
+    word_means = tensor(word_means, "word_means", ndim=1)
+    word_counts = tensor(word_counts, "word_counts", ndim=1, like=word_means)
+    if word_means.shape != word_counts.shape:
+        raise ValueError(f"word_means {tuple(word_means.shape)} and word_counts {tuple(word_counts.shape)} must "
+                         "have one entry per word each")
     freq = word_counts.to(device=word_means.device, dtype=torch.float64)
     keep = freq >= min_count
     if log:

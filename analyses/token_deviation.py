@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from analyses._arrays import tensor
+
 __all__ = ["token_deviation", "synchronization_offset", "SyncOffsetTracker"]
 
 #: Threshold on D(t) below which tokens count as synchronized (paper, Fig. 2A).
@@ -40,7 +42,7 @@ def token_deviation(x: Tensor) -> Tensor:
     Tensor, shape ``(...)``
         D for each leading index, dtype of ``x`` (at least float32).
     """
-    x = _at_least_float32(x)
+    x = _at_least_float32(tensor(x, "x (..., n_tokens, n_hidden)", min_ndim=2))
     centred = x - x.mean(dim=-2, keepdim=True)
     return centred.square().sum(dim=-1).mean(dim=-1)
 
@@ -64,6 +66,7 @@ def synchronization_offset(deviation: Tensor, threshold: float = DEFAULT_THRESHO
     Tensor, shape ``(...)``, int64
         The first such t, or -1 when D never falls below the threshold.
     """
+    deviation = tensor(deviation, "deviation (..., T)", min_ndim=1)
     below = deviation < threshold  # NaN < threshold is False
     # argmax returns the index of the first maximal value.
     first = below.to(torch.uint8).argmax(dim=-1)

@@ -57,6 +57,8 @@ def pair_distances(hidden_states, pairs) -> tuple[Tensor, Tensor]:
     ``hidden_states``: ``(layers, seq, d)`` (one sequence) or a list of ``(seq, d)``; ``pairs``:
     ``(P, 2)`` token positions. Returns two ``(layers, P)`` tensors."""
     h = torch.stack([_t(x) for x in hidden_states]) if isinstance(hidden_states, (list, tuple)) else _t(hidden_states)
+    if h.ndim != 3:
+        raise ValueError(f"hidden_states must be (layers, seq, d) or a list of (seq, d); got {tuple(h.shape)}")
     p = torch.as_tensor(np.asarray(pairs, dtype=np.int64).reshape(-1, 2), device=h.device)
     a, b = h[:, p[:, 0]], h[:, p[:, 1]]
     return euclidean_distance(a, b), cosine_distance(a, b)
@@ -79,6 +81,9 @@ def activation_ratios(x_in, x_out, pairs) -> Tensor:
     ``x_in``, ``x_out``: ``(seq, d_in)``, ``(seq, d_out)`` the layer's input and output at the same
     token positions; ``pairs``: ``(P, 2)``. Pairs whose inputs coincide are NaN."""
     x_in, x_out = _t(x_in), _t(x_out)
+    if x_in.ndim != 2 or x_out.ndim != 2 or x_in.shape[0] != x_out.shape[0]:
+        raise ValueError(f"x_in and x_out must be (seq, d) at the same positions; got {tuple(x_in.shape)}, "
+                         f"{tuple(x_out.shape)}")
     p = torch.as_tensor(np.asarray(pairs, dtype=np.int64).reshape(-1, 2), device=x_in.device)
     num = euclidean_distance(x_out[p[:, 0]], x_out[p[:, 1]])
     den = euclidean_distance(x_in[p[:, 0]], x_in[p[:, 1]])

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from analyses._arrays import tensor
+
 __all__ = ["TransientChaos", "transient_chaos", "summarize_chaos"]
 
 
@@ -69,7 +71,9 @@ def transient_chaos(lam: Tensor, tau: int) -> TransientChaos:
     -------
     TransientChaos
     """
-    lam = lam.to(torch.float64)
+    lam = tensor(lam, "lam (..., intervals)", min_ndim=1).to(torch.float64)
+    if tau < 1:
+        raise ValueError(f"tau must be >= 1, got {tau}")
     n_intervals = lam.shape[-1]
     positive = lam > 0  # NaN > 0 is False
     chaotic = positive.any(dim=-1)

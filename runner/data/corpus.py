@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from runner.data.sentences import split_sentences
-from runner.data.sources import TaggedSentence, anchor, builtin_documents, load_hf_text, read_conllu, read_text, wikitext_articles
+from runner.data.sources import (TaggedSentence, anchor, builtin_documents, load_hf_documents, load_hf_text,
+                                  read_conllu, read_gmb, read_text, wikitext_articles)
 from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_tags
 from runner.data.tokens import EOS, Vocabulary, build_vocabulary, encode_corpus, preprocess_tagged, split_corpus
 
@@ -31,6 +32,13 @@ class TagStreams:
     vocab: Vocabulary
     train: Tensor
     valid: Tensor
+    test: Tensor | None = None
+    words: tuple[Tensor, Tensor, Tensor] | None = None
+    """The (train, valid, test) word streams the tags align with, when they are not the LM corpus'
+    (the ``tag_articles`` documents, a GMB file)."""
+
+    def part(self, split: str) -> Tensor:
+        return {"train": self.train, "valid": self.valid, "test": self.test}[split]
 
 
 @dataclass
@@ -58,6 +66,20 @@ class Corpus:
     variants: dict[str, Variant] = field(default_factory=dict)
     """Named training corpora (a ``[[model]]`` picks one with ``corpus_variant``); ``train`` and
     ``valid`` are then those of the first."""
+    document_words: tuple[Tensor, Tensor, Tensor] | None = None
+    """(train, valid, test) word streams of the ``tag_articles`` longest documents, when set."""
+
+    def analysis_streams(self, split: str = "valid") -> tuple[Tensor, dict[str, Tensor]]:
+        """The words measures read (``split`` of the ``tag_articles`` documents when set, else of the
+        corpus) and the tag streams aligned with them (tag sets of another corpus left out)."""
+        words = dict(zip(("train", "valid", "test"), self.document_words or (self.train, self.valid, self.test)))
+        tags = {t: s.part(split) for t, s in self.tags.items() if s.words is self.document_words}
+        return words[split], tags
+
+    def tagger_streams(self, tagset: str) -> tuple[Tensor, Tensor]:
+        """The (train, valid) word streams a tagger of ``tagset`` reads."""
+        s = self.tags[tagset]
+        return (s.words[0], s.words[1]) if s.words is not None else (self.train, self.valid)
 
     def streams(self, variant: str | None = None) -> tuple[Tensor, Tensor]:
         """The (train, valid) streams a network trains on."""
@@ -79,6 +101,13 @@ class Corpus:
 
 def _sentences(spec, base: Path) -> list[TaggedSentence]:
     src = spec.source
+    if src.startswith("hf:") and getattr(spec, "doc_field", None):
+        try:
+            docs = load_hf_documents(src.removeprefix("hf:"), spec.subset, "train", spec.field, spec.doc_field)
+        except (RuntimeError, KeyError) as err:
+            raise CorpusError(f"[corpus] source {src!r}: {err}") from None
+        return [TaggedSentence(w, ("_",) * len(w), ("_",) * len(w), doc)
+                for doc, text in docs for sentence in split_sentences(text) if (w := tuple(sentence.split()))]
     if src.startswith("hf:"):
         try:
             records = load_hf_text(src.removeprefix("hf:"), spec.subset, "train", spec.field)
@@ -145,30 +174,93 @@ def load_corpus(spec, tagsets: list[str], seed: int, base: Path = Path(".")) -> 
                               drop_below=spec.min_count if spec.drop_rare_sentences else None)
     if len(sents) < 3:
         raise CorpusError(f"[corpus] source {spec.source!r}: only {len(sents)} sentences after preprocessing")
+    documents = longest_documents(sents, spec.tag_articles) if getattr(spec, "tag_articles", None) else None
     if any(t.startswith("spacy_") for t in tagsets):
+        tag_these = sents if documents is None else documents
         try:
-            tagged = spacy_tags([s.words for s in sents], doc_ids=[s.doc_id for s in sents])
+            tagged = spacy_tags([s.words for s in tag_these], doc_ids=[s.doc_id for s in tag_these])
         except RuntimeError as err:
             raise CorpusError(f"[corpus] spaCy tags: {err}") from None
-        sents = [TaggedSentence(s.words, s.upos, s.xpos, s.doc_id) for s in tagged]
+        tagged = [TaggedSentence(s.words, s.upos, s.xpos, s.doc_id) for s in tagged]
+        if documents is None:
+            sents = tagged
+        else:
+            documents = tagged
     train, valid, test = split_corpus(sents, spec.split, seed=seed)
-    vocab = build_vocabulary([s.words for s in train], min_count=spec.min_count)
+    vocab = build_vocabulary([s.words for s in train], min_count=spec.min_count,
+                             max_size=getattr(spec, "max_vocab", None))
     corpus = Corpus(vocab, *(encode_corpus([s.words for s in part], vocab) for part in (train, valid, test)))
+    doc_parts = None
+    if documents is not None:
+        doc_parts = split_corpus(documents, spec.split, seed=seed)
+        corpus.document_words = tuple(encode_corpus([s.words for s in part], vocab) for part in doc_parts)
+    gmb: dict[str, list] = {}
     for t in tagsets:
-        def tags_of(part, t=t):
-            column = {"upos": "upos", "xpos": "xpos", "spacy_upos": "upos", "spacy_xpos": "xpos"}.get(t)
-            if column is None:
-                if any(s.doc_id is None for s in part):
-                    raise CorpusError(f"[corpus] source {spec.source!r}: tag set 'topic' needs document ids")
-                return [[s.doc_id] * len(s.words) for s in part]
-            return [list(getattr(s, column)) for s in part]
+        words = None
+        if t in ("gmb_pos", "sem_coarse", "sem_fine"):
+            key = "gmb_pos" if t == "gmb_pos" else "gmb_sem"
+            if key not in gmb:
+                parts = _gmb_parts(spec, key, base, seed)
+                gmb[key] = (parts, tuple(encode_corpus([s.words for s in part], vocab) for part in parts))
+            parts, words = gmb[key]
+            column = {"gmb_pos": "pos", "sem_fine": "sem", "sem_coarse": "sem_coarse"}[t]
+            tagged_parts = [[list(getattr(s, column)) for s in part] for part in parts]
+        else:
+            parts = (train, valid, test) if doc_parts is None else doc_parts
+            words = corpus.document_words
 
-        tr, va = tags_of(train), tags_of(valid)
+            def tags_of(part, t=t):
+                column = {"upos": "upos", "xpos": "xpos", "spacy_upos": "upos", "spacy_xpos": "xpos"}.get(t)
+                if column is None:
+                    if any(s.doc_id is None for s in part):
+                        raise CorpusError(f"[corpus] source {spec.source!r}: tag set 'topic' needs document ids")
+                    return [[s.doc_id] * len(s.words) for s in part]
+                return [list(getattr(s, column)) for s in part]
+
+            tagged_parts = [tags_of(part) for part in parts]
+        tr, va, te = tagged_parts
         tvocab = build_vocabulary(tr + va, min_count=1, unk=None, eos=EOS)
-        corpus.tags[t] = TagStreams(tvocab, encode_corpus(tr, tvocab), encode_corpus(va, tvocab))
+        corpus.tags[t] = TagStreams(tvocab, encode_corpus(tr, tvocab), encode_corpus(va, tvocab),
+                                    encode_corpus(_known_tags(te, tvocab), tvocab), words)
         corpus.train_tag_sentences[t] = tr
     corpus.word_class = _word_classes(train, vocab) if any(s.upos and s.upos[0] != "_" for s in train[:50]) else []
     return corpus
+
+
+def longest_documents(sents: list[TaggedSentence], n: int) -> list[TaggedSentence]:
+    """The sentences of the ``n`` documents with the most tokens, in corpus order (ties: the earlier
+    document), thesis Ch. 4: "the 100 longest articles in Wikipedia"."""
+    if any(s.doc_id is None for s in sents):
+        raise CorpusError("tag_articles needs document ids (an hf: source or a .conllu with # newdoc)")
+    sizes: dict[str, int] = {}
+    for s in sents:
+        sizes[s.doc_id] = sizes.get(s.doc_id, 0) + len(s.words)
+    order = {d: k for k, d in enumerate(sizes)}
+    keep = set(sorted(sizes, key=lambda d: (-sizes[d], order[d]))[:n])
+    return [s for s in sents if s.doc_id in keep]
+
+
+def _gmb_parts(spec, key: str, base: Path, seed: int) -> tuple[list, list, list]:
+    """The train / valid / test sentences of a GMB-style tagged file (lowercased as the corpus)."""
+    from runner.data.sources import GmbSentence
+
+    path = Path(anchor(getattr(spec, key), base))
+    try:
+        sents = read_gmb(path)
+    except (OSError, ValueError) as err:
+        raise CorpusError(f"[corpus] {key} {getattr(spec, key)!r}: {err}") from None
+    if spec.lowercase:
+        sents = [GmbSentence(tuple(w.lower() for w in s.words), s.pos, s.sem) for s in sents]
+    if len(sents) < 3:
+        raise CorpusError(f"[corpus] {key} {getattr(spec, key)!r}: {len(sents)} sentences; the split needs 3")
+    return split_corpus(sents, spec.split, seed=seed)
+
+
+def _known_tags(sentences: list[list[str]], tvocab: Vocabulary) -> list[list[str]]:
+    """Test tags with tags unseen in training and validation replaced by the most frequent tag (the tag
+    vocabulary has no unknown entry)."""
+    common = max((w for w in tvocab.itos if w != tvocab.eos), key=lambda w: tvocab.counts.get(w, 0))
+    return [[t if t in tvocab.stoi else common for t in sent] for sent in sentences]
 
 
 def _word_classes(train: list[TaggedSentence], vocab: Vocabulary) -> list[str]:

@@ -85,8 +85,12 @@ def build_vocabulary(
     unk: str | None = UNK,
     *,
     eos: str | None = EOS,
+    max_size: int | None = None,
 ) -> Vocabulary:
     """Vocabulary of the words seen at least ``min_count`` times; the rest fold into ``unk``.
+
+    ``max_size`` caps the vocabulary (specials included) at the most frequent types, ties
+    alphabetical; the others fold into ``unk`` too (thesis Ch. 4: "20K types").
 
     Order: ``unk``, ``eos`` (those not None), then words by decreasing count, ties alphabetical,
     so ids are deterministic. Build it from the *training* split (Ch. 6: words "appearing fewer
@@ -97,6 +101,8 @@ def build_vocabulary(
         raise ValueError(f"min_count must be >= 1, got {min_count}")
     if unk is None and min_count > 1:
         raise ValueError("min_count > 1 drops words, which needs an unk token")
+    if max_size is not None and (unk is None or max_size < 3):
+        raise ValueError("max_size needs an unk token and room for a word besides the specials")
     word_counts: Counter[str] = Counter()
     n_sentences = 0
     for sentence in sentences:
@@ -110,7 +116,7 @@ def build_vocabulary(
     for word, c in sorted(word_counts.items(), key=lambda kv: (-kv[1], kv[0])):
         if word in counts:  # a special token written in the text, e.g. wikitext's "<unk>"
             counts[word] += c
-        elif c >= min_count:
+        elif c >= min_count and (max_size is None or len(specials) + len(kept) < max_size):
             kept.append(word)
             counts[word] = c
         else:

@@ -35,6 +35,8 @@ def test_reference_maps_give_known_exponents_through_the_runner(tmp_path):
     rate = ds.lyapunov_per_step.mean(["sample", "lyapunov_step"]).to_series()
     rate.index = ds.model.values
     assert rate["logistic"] == pytest.approx(math.log(2), abs=0.03)
+    # lambda asked for in fp64 is stored in fp64 (fp32 specs keep float32 stores)
+    assert ds.lyapunov.dtype == ds.lyapunov_per_step.dtype == np.float64
     assert rate["henon"] == pytest.approx(0.42, abs=0.03)
     assert rate["tanh"] < 0
     # the contracting reservoir is never chaotic; the chaotic maps stay chaotic to the end

@@ -59,7 +59,8 @@ def test_familiar_scaffolds_are_more_interdependent_in_domain(ds):
 def test_store_holds_every_rule_variable(ds):
     assert ds["rule_target_probability"].dims == ("network", "checkpoint", "test_domain")
     assert list(ds["cd_focus"].values) == ["alpha", "scaffold"]
-    for name in ("rule_target_probability", "rule_cd_probability", "rule_di"):
+    assert list(ds["prefix_length"].values) == [0, 1, 2, 3]
+    for name in ("rule_target_probability", "rule_cd_probability", "rule_cd_prefix_probability", "rule_di"):
         v = ds[name]
         assert v.attrs["units"] == "1" and v.attrs["runner_plot"] == "curve" and v.attrs["long_name"]
         assert np.isfinite(v.values).all()
@@ -98,9 +99,27 @@ def test_figures_draw_the_stored_means(ds, fig_id, var, sel):
             assert line.get_linestyle() == ("--" if familiar else "-")
 
 
+def test_prefix_cd_probability_ends_where_the_other_cd_measures_stand(ds):
+    """i = 0 is Fig. 8's alpha-in-focus value; Fig. 9 draws the last checkpoint against i."""
+    prefix = ds["rule_cd_prefix_probability"]
+    np.testing.assert_allclose(prefix.sel(prefix_length=0).values, ds["rule_cd_probability"].sel(cd_focus="alpha").values,
+                               rtol=1e-12)
+    axes = _lines("ch5_fig9", ds)
+    assert len(axes) == 2
+    for lines, domain in zip(axes, ("in_domain", "out_domain")):
+        assert {label.split(",")[0] for label in lines} == {"k=3 unfamiliar", "k=3 familiar"}
+        for label, line in lines.items():
+            familiar = label.split(",")[0].endswith(" familiar")
+            want = scaffold_mean(prefix.sel(test_domain=domain), _group(ds, familiar)).isel(checkpoint=-1)
+            np.testing.assert_array_equal(line.get_ydata(), want.values)
+            np.testing.assert_array_equal(line.get_xdata(), [0, 1, 2, 3])
+            assert line.get_linestyle() == ("--" if familiar else "-")
+
+
 def test_figures_command_draws_the_scaffold_figures(store, tmp_path):
     drawn = {d.id: d for d in figures(store, out=tmp_path)}
-    assert {k for k, d in drawn.items() if d.status == "drawn"} == {"ch4_fig2", "ch5_fig7", "ch5_fig8", "ch5_fig10"}
+    assert {k for k, d in drawn.items() if d.status == "drawn"} == {"ch4_fig2", "ch5_fig7", "ch5_fig8", "ch5_fig9",
+                                                                      "ch5_fig10"}
     assert (tmp_path / "ch5_fig10.png").is_file()
 
 

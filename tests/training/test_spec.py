@@ -24,7 +24,7 @@ def test_defaults_are_the_thesis():
     assert CheckpointSpec().every_epoch
 
 
-@pytest.mark.parametrize("name", ["tiny/lstm_tiny.toml", "lstm_svcca.toml", "lstm_sparsity.toml"])
+@pytest.mark.parametrize("name", ["tiny/lstm_tiny.toml", "lstm_svcca.toml", "lstm_svcca_thesis.toml", "lstm_sparsity.toml"])
 def test_shipped_specs_load(name):
     if name == "lstm_svcca.toml":
         pytest.importorskip("spacy", reason="lstm_svcca.toml uses spaCy silver POS tags, as the thesis")

@@ -51,7 +51,8 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
     b.var("diverged_step", "*", ("network", "sample"), "int64", -1, "first non-finite step", "1",
           "first step t at which the state held NaN or Inf, or its D(t) overflowed (-1: never); later values of that "
           "sample are NaN", **hints(headline=("diverged samples", "count_nonneg")))
-    shape = Shape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]))
+    shape = Shape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]),
+                  any(n.precision == "fp64" for n in networks))
     registry = measures("depth")
     for m in spec.measure:
         registry[m.kind](m).variables(b, shape)

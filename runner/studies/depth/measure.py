@@ -44,6 +44,8 @@ class Shape:
     """Whether the spec has text models (token coordinates exist)."""
     heads: int
     """Attention heads of the widest network (1 for maps)."""
+    float64: bool = False
+    """Some network runs in fp64: what is measured in float64 (lambda) is stored in float64."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """What checkpoint measures share: the analysis tokens, the checkpoints, and a small cache.
 
 Each measure task loads the checkpoints it needs, runs the network over the analysis tokens (the
-first ``corpus.analysis_tokens`` validation tokens, dropout off, hidden state carried across
+first ``corpus.analysis_tokens`` tokens of ``analysis_split`` (validation by default; the
+``tag_articles`` documents' when set), dropout off, hidden state carried across
 ``bptt`` windows) and writes its (network, checkpoint) cell of the store.
 """
 
@@ -37,10 +38,11 @@ class Context:
         self.seed = study.experiment.seed
         tr = study.training
         self.bptt = tr.bptt
-        n = min(study.corpus.analysis_tokens, corpus.valid.numel())
+        words, tags = corpus.analysis_streams(study.corpus.analysis_split)
+        n = min(study.corpus.analysis_tokens, words.numel())
         self.columns = max(1, min(tr.eval_batch_size, n // (2 * tr.bptt) or 1))
-        self.words = batchify(corpus.valid[:n], self.columns).to(device)
-        self.tags = {t: batchify(s.valid[:n], self.columns).to(device) for t, s in corpus.tags.items()}
+        self.words = batchify(words[:n], self.columns).to(device)
+        self.tags = {t: batchify(s[:n], self.columns).to(device) for t, s in tags.items()}
         self._cache: OrderedDict = OrderedDict()
 
     def windows(self) -> Iterator[int]:

@@ -293,6 +293,38 @@ def rule_cd_probability(ds: xr.Dataset) -> Figure:
     return fig
 
 
+@recipe(study=STUDY, id="ch5_fig9", reproduces=f"{CH5}, Fig. 9", needs=("rule_cd_prefix_probability",),
+        title="P(omega | alpha q_1 .. q_i) by CD as the scaffold prefix grows (last measured checkpoint, "
+              "largest k): in-domain (left) and random (right) scaffolds")
+def rule_cd_prefix(ds: xr.Dataset) -> Figure:
+    """The paper draws k = 8 (its largest); solid unfamiliar, dashed familiar, seeds averaged."""
+    p = ds["rule_cd_prefix_probability"]
+    groups = _scaffold_groups(ds)
+    k = max(g[1] for g in groups)
+    fig = new_figure(10, 4)
+    axes = fig.subplots(1, 2, sharey=True)
+    drawn = 0
+    for ax, domain, title in zip(axes, ("in_domain", "out_domain"), ("in-domain scaffolds", "random scaffolds"),
+                                 strict=True):
+        for label, gk, fam, nets in groups:
+            if gk != k:
+                continue
+            mean = scaffold_mean(p.sel(test_domain=domain), nets)
+            c = last_measured(mean)
+            if c is None:
+                continue
+            line = mean.sel(checkpoint=c, prefix_length=slice(0, k))
+            ax.plot(line["prefix_length"].values, line.values, marker="o", color="C0", linestyle="--" if fam else "-",
+                    label=f"{label}, epoch {float(ds['epoch'].values[c]):.3g}")
+            drawn += 1
+        ax.set(xlabel="i (scaffold words after alpha in focus)", title=title)
+        ax.legend(fontsize="x-small")
+    axes[0].set_ylabel("P(omega | alpha q_1..q_i) by CD")
+    if not drawn:
+        raise NotDrawable(f"no prefix CD probability has been computed yet for k = {k}")
+    return fig
+
+
 @recipe(study=STUDY, id="ch5_fig10", reproduces=f"{CH5}, Fig. 10", needs=("rule_di",),
         title="DI(alpha, scaffold) on the in-domain test set")
 def rule_di(ds: xr.Dataset) -> Figure:

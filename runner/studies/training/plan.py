@@ -75,9 +75,12 @@ def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> t
                 if needs is None:
                     continue
                 deps = tuple(sorted({train_ids[k] for k, _ in needs}))
-                tid = task_id({"measure": m.kind, "params": params, "deps": deps, "checkpoint": c,
-                               "steps": [steps[k] for _, k in needs], "network": n,
-                               "analysis_tokens": study.corpus.analysis_tokens, "v": reg.version})
+                payload = {"measure": m.kind, "params": params, "deps": deps, "checkpoint": c,
+                           "steps": [steps[k] for _, k in needs], "network": n,
+                           "analysis_tokens": study.corpus.analysis_tokens, "v": reg.version}
+                if study.corpus.analysis_split != "valid":  # ids of the default stay
+                    payload["analysis_split"] = study.corpus.analysis_split
+                tid = task_id(payload)
                 tasks.append(Task(tid, m.kind, m.kind, n, task_label(m.kind, params), deps=deps, checkpoint=c,
                                   needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(needs)), params=params))
     return steps, tasks

@@ -21,8 +21,10 @@ from runner.specfile import Name, SpecFile, StudySpec, Table, repeated
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 Layer = Literal["embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits"]
-TAGSETS = ("upos", "xpos", "topic", "spacy_upos", "spacy_xpos")
-TagSet = Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos"]
+TAGSETS = ("upos", "xpos", "topic", "spacy_upos", "spacy_xpos", "gmb_pos", "sem_coarse", "sem_fine")
+TagSet = Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos", "gmb_pos", "sem_coarse", "sem_fine"]
+#: Tag sets read from GMB-style tagged files (:func:`runner.data.sources.read_gmb`), each its own corpus.
+GMB_TAGSETS = {"gmb_pos": "gmb_pos", "sem_coarse": "gmb_sem", "sem_fine": "gmb_sem"}
 
 
 
@@ -74,6 +76,11 @@ class CorpusSpec(Table):
     """Dataset configuration for ``hf:`` sources (e.g. ``wikitext-2-raw-v1``)."""
     field: str = "text"
     """Column holding the text (``hf:`` sources)."""
+    doc_field: str | None = None
+    """Column naming the document of a record, for ``hf:`` datasets with one document per record
+    (``wikimedia/wikipedia``: ``title``): each record's text is split into sentences
+    (:func:`runner.data.sentences.split_sentences`) and whitespace-tokenized, and the document is the
+    sentences' topic. Unset: records are WikiText lines grouped into articles by their ``= Title =``."""
     lowercase: bool = True
     """Lowercase every token (thesis: yes)."""
     min_count: int = Field(100, ge=1)
@@ -82,10 +89,30 @@ class CorpusSpec(Table):
     """Drop sentences holding a word seen fewer than ``min_count`` times, before replacing (thesis: yes)."""
     split: list[float] = Field(default_factory=lambda: [0.7, 0.1, 0.2], min_length=3, max_length=3)
     """Train / validation / test fractions of the sentences (thesis: 70/10/20)."""
+    max_vocab: int | None = Field(None, ge=3)
+    """Keep at most this many types (``<unk>`` and ``<eos>`` included), the most frequent in training;
+    the rest become ``<unk>`` (thesis Ch. 4: 20K types, which min_count = 100 gave on its dump)."""
+    tag_articles: int | None = Field(None, ge=1)
+    """The corpus' tag sets (topic, spaCy, CoNLL-U; not the GMB ones) come from the N longest documents
+    (in tokens, after preprocessing) only, split ``split`` on their own; the analysis tokens are then
+    that corpus' (thesis Ch. 4: "the
+    100 longest articles in Wikipedia in a 70/10/20 train/dev/test split", the "191K-token
+    100-article test corpus"). Unset: every sentence of the corpus carries the tags."""
+    gmb_pos: str | None = None
+    """GMB-style tagged file (word, PTB POS, SEM tag per line; :func:`runner.data.sources.read_gmb`)
+    of the ``gmb_pos`` tag set (thesis: human-annotated PTB POS of the Groningen Meaning Bank). It is
+    split ``split`` on its own and read with the LM's vocabulary; a missing file is an unmet
+    requirement."""
+    gmb_sem: str | None = None
+    """GMB-style tagged file of the ``sem_fine`` and ``sem_coarse`` tag sets (thesis: silver SEM tags of
+    Bjerva et al. 2016, a set of GMB unaligned with the POS one; may be the same file as ``gmb_pos``)."""
+    analysis_split: Literal["valid", "test"] = "valid"
+    """Split whose first ``analysis_tokens`` tokens checkpoint measures read (thesis Ch. 4: test)."""
     max_sentences: int | None = Field(None, ge=3)
     """Keep only the first N sentences of the source (quick runs)."""
     analysis_tokens: int = Field(2000, ge=16)
-    """Validation tokens on which checkpoint measures are computed (activations, gradients, probes)."""
+    """Tokens of ``analysis_split`` on which checkpoint measures are computed (activations, gradients,
+    probes)."""
     scaffold: ScaffoldSpec | None = None
     """Settings of a ``scaffold:`` corpus (default: the paper's)."""
 
@@ -103,8 +130,11 @@ class CorpusSpec(Table):
         return self
 
     def key(self) -> dict:
-        """The table as JSON, without the unset scaffold table (cache keys of older specs stay)."""
-        return self.model_dump(mode="json", exclude={"scaffold"} if self.scaffold is None else set())
+        """The table as JSON, without the unset scaffold table and the later options left at their
+        defaults (cache keys of older specs stay)."""
+        later = {"doc_field": None, "max_vocab": None, "tag_articles": None, "gmb_pos": None, "gmb_sem": None,
+                 "analysis_split": "valid", "scaffold": None}
+        return self.model_dump(mode="json", exclude={k for k, v in later.items() if getattr(self, k) == v})
 
 
 class TrainingSpec(Table):
@@ -184,7 +214,7 @@ class NetworkSpec(Table):
     @model_validator(mode="after")
     def _check(self) -> NetworkSpec:
         if self.kind == "tagger" and self.tagset is None:
-            raise ValueError("a tagger needs a tagset (upos, xpos, topic, spacy_upos, spacy_xpos)")
+            raise ValueError(f"a tagger needs a tagset ({', '.join(TAGSETS)})")
         if self.kind == "lm" and (self.tagset is not None or self.shuffled):
             raise ValueError("tagset and shuffled apply to taggers only")
         return self
@@ -259,6 +289,17 @@ class TrainingStudy(StudySpec):
             for i, n in enumerate(self.model):
                 if n.corpus_variant is not None:
                     out.append((("model", i, "corpus_variant"), "corpus_variant needs [corpus] source = \"scaffold:\""))
+        for t in self.tagsets():
+            if t in GMB_TAGSETS and getattr(self.corpus, GMB_TAGSETS[t]) is None:
+                out.append((("corpus", GMB_TAGSETS[t]), f"tag set {t!r} needs a GMB-style tagged file here"))
+        for i, m in enumerate(self.measure):
+            gmb = [t for t in getattr(m, "tagsets", []) if t in GMB_TAGSETS]
+            if gmb:
+                out.append((("measure", i, "tagsets"), f"{m.kind} reads tags aligned with the analysis tokens; the "
+                            f"GMB tag sets {gmb} are another corpus (train taggers on them instead)"))
+        if self.corpus.tag_articles and not (self.corpus.source.startswith("hf:") or
+                                             self.corpus.source.endswith(".conllu")):
+            out.append((("corpus", "tag_articles"), "needs documents: an hf: source or a .conllu with # newdoc"))
         if abs(sum(self.corpus.split) - 1.0) > 1e-6:
             out.append((("corpus", "split"), f"must sum to 1, not {sum(self.corpus.split):g}"))
         return out

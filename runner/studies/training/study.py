@@ -34,7 +34,7 @@ from runner.studies.training import measures as _registrations  # noqa: F401  (r
 from runner.studies.training.context import Context
 from runner.studies.training.layout import build_layout
 from runner.studies.training.plan import checkpoint_resource, make_tasks, task_label
-from runner.studies.training.spec import TABLES, TrainingStudy, check_sources, missing_extras, spec_model
+from runner.studies.training.spec import GMB_TAGSETS, TABLES, TrainingStudy, check_sources, missing_extras, spec_model
 from runner.studies.training.train import Finished, Saved, checkpoint_dir, checkpoint_exists, steps_per_epoch, train
 
 
@@ -46,6 +46,8 @@ def corpus_key(corpus: Corpus) -> str:
     for name in sorted(corpus.tags):
         s = corpus.tags[name]
         h.update(name.encode() + s.train.numpy().tobytes() + s.valid.numpy().tobytes())
+        if s.words is not None:  # tags of another corpus (GMB, the longest documents): its words and test tags
+            h.update(s.test.numpy().tobytes() + b"".join(w.numpy().tobytes() for w in s.words))
     for name, v in corpus.variants.items():  # scaffold corpora: each variant's streams and test sets
         h.update(name.encode() + v.train.numpy().tobytes() + v.valid.numpy().tobytes())
         for test, cases in sorted(v.tests.items()):
@@ -65,15 +67,26 @@ def _source_identity(study: TrainingStudy, base: Path) -> str:
     return f"{path.resolve()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}"
 
 
+def _gmb_identity(study: TrainingStudy, key: str, base: Path) -> str:
+    path = Path(anchor(getattr(study.corpus, key), base))
+    return f"{key} {path.resolve()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else '-'}"
+
+
 def _stats_path(study: TrainingStudy, tagsets: list[str], base: Path) -> Path:
     key = json.dumps([study.corpus.key(), tagsets, study.experiment.seed,
-                      study.training.batch_size, study.training.bptt, _source_identity(study, base)], sort_keys=True)
+                      study.training.batch_size, study.training.bptt, _source_identity(study, base)]
+                     + [_gmb_identity(study, k, base) for k in ("gmb_pos", "gmb_sem") if getattr(study.corpus, k)],
+                     sort_keys=True)
     return cache_dir() / "corpora" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
 
 def _stats(corpus: Corpus, study: TrainingStudy) -> dict:
-    return {"corpus_key": corpus_key(corpus), "steps_per_epoch": steps_per_epoch(corpus.train.numel(), study.training),
-            "tokens": [corpus.train.numel(), corpus.valid.numel(), corpus.test.numel()], "vocab": len(corpus.vocab)}
+    out = {"corpus_key": corpus_key(corpus), "steps_per_epoch": steps_per_epoch(corpus.train.numel(), study.training),
+           "tokens": [corpus.train.numel(), corpus.valid.numel(), corpus.test.numel()], "vocab": len(corpus.vocab)}
+    own = {t: steps_per_epoch(s.words[0].numel(), study.training) for t, s in corpus.tags.items() if s.words is not None}
+    if own:  # taggers of another corpus (GMB, the longest documents)
+        out["tagger_steps_per_epoch"] = own
+    return out
 
 
 UD_EWT = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT, e.g. en_ewt-ud-test.conllu) as a "
@@ -102,6 +115,21 @@ def _treebanks_unmet(study: TrainingStudy, base: Path) -> list[str]:
     return out
 
 
+GMB = ("the Groningen Meaning Bank's tags as a GMB-style file, one token per line: word, PTB POS, SEM tag "
+       "(e.g. the silver SEM data of Bjerva et al. 2016, gmb.let.rug.nl / pmb.let.rug.nl)")
+
+
+def _gmb_unmet(study: TrainingStudy, base: Path) -> list[str]:
+    """GMB-style tagged files the tag sets need that are not here (data to fetch, not a spec error)."""
+    out = []
+    for key in dict.fromkeys(GMB_TAGSETS[t] for t in study.tagsets() if t in GMB_TAGSETS):
+        name = getattr(study.corpus, key)
+        path = Path(anchor(name, base))
+        if not path.is_file():
+            out.append(f"[corpus] {key}: no file {path}; download {GMB}")
+    return out
+
+
 @register
 class TrainingStudyPlugin(Study):
     """Networks measured while they train (training as time): LSTM language models and taggers."""
@@ -114,11 +142,13 @@ class TrainingStudyPlugin(Study):
         return check_sources(spec, sf)
 
     def prepare(self, spec: TrainingStudy, sf: SpecFile) -> Prepared:
-        unmet = missing_extras(spec) + _treebanks_unmet(spec, sf.path.parent)
+        unmet = missing_extras(spec) + _treebanks_unmet(spec, sf.path.parent) + _gmb_unmet(spec, sf.path.parent)
         device = device_unavailable(spec.training.device)
         if device:
             unmet.append(f"[training] device: {device}")
-        tagsets = [t for t in spec.tagsets() if not (unmet and t.startswith("spacy_"))]  # spaCy may be missing
+        gmb_missing = {k for k in GMB_TAGSETS.values() if any(k in u for u in unmet)}
+        tagsets = [t for t in spec.tagsets() if not (unmet and t.startswith("spacy_"))  # spaCy may be missing
+                   and GMB_TAGSETS.get(t) not in gmb_missing]  # and GMB files
         stats_file = _stats_path(spec, tagsets, sf.path.parent)
         stats = corpus = None
         if stats_file.is_file():
@@ -144,6 +174,12 @@ class TrainingStudyPlugin(Study):
             raise SpecError(sf.path, [sf.problem(("training", "batch_size"), f"batch_size x bptt ({spec.training.batch_size} "
                                                  f"x {spec.training.bptt}) is larger than the training split "
                                                  f"({stats['tokens'][0]} tokens)")])
+        for t, own in stats.get("tagger_steps_per_epoch", {}).items():
+            if not 1 <= own <= stats["steps_per_epoch"]:
+                raise SpecError(sf.path, [sf.problem(("corpus", "source"), f"taggers of tag set {t!r} train {own} steps "
+                                                     f"per epoch, the LM {stats['steps_per_epoch']}; a tagger's corpus "
+                                                     "must be no larger than the LM's (the store's curves follow the "
+                                                     "LM's steps) and hold at least batch_size x bptt tokens")])
         steps, tasks = make_tasks(spec, stats["steps_per_epoch"], stats["corpus_key"])
         return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
                         state={"stats": stats, "steps": steps, "corpus": corpus, "stats_file": stats_file,

@@ -158,14 +158,27 @@ def evaluate(model, words: Tensor, tags: Tensor | None, bptt: int) -> float:
     return total / max(count, 1)
 
 
+def own_steps(steps: list[int], spe: int, corpus: Corpus, net: NetworkSpec, training: TrainingSpec) -> list[int]:
+    """The checkpoint steps of a network: the schedule's, which counts steps of the LM corpus; a tagger
+    of another corpus (GMB, the longest documents) keeps checkpoint k at the same fraction of training
+    (``round(step * spe / spe_lm)``), so epoch ends stay epoch ends."""
+    if net.kind != "tagger" or corpus.tags[net.tagset].words is None:
+        return list(steps)
+    ref = steps_per_epoch(corpus.train.numel(), training)
+    return [min(spe * training.epochs, round(s * spe / ref)) for s in steps] if ref != spe else list(steps)
+
+
 def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, steps: list[int], train_id: str,
           ckpt_dir: Path, device: torch.device, progress: Callable[[int, int], None] | None = None,
           ) -> Iterator[Saved]:
     """Train (or resume) one network; yield after each scheduled checkpoint is saved."""
-    train_stream, valid_stream = corpus.streams(net.corpus_variant)
+    train_stream, valid_stream = (corpus.tagger_streams(net.tagset) if net.kind == "tagger"
+                                  else corpus.streams(net.corpus_variant))
     spe = steps_per_epoch(train_stream.numel(), training)
     total = spe * training.epochs
-    schedule = {s: k for k, s in enumerate(steps)}
+    schedule: dict[int, list[int]] = {}
+    for k, s in enumerate(own_steps(steps, spe, corpus, net, training)):
+        schedule.setdefault(s, []).append(k)
     words = batchify(train_stream, training.batch_size).to(device)
     val_words = batchify(valid_stream, training.eval_batch_size).to(device)
     tags = val_tags = None
@@ -200,16 +213,16 @@ def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, s
         curves = Curves([], [], [], [], [])
         resumed_from = 0
 
-    def save(kind_step: int | None, done_epochs: int, next_batch: int) -> Saved | None:
+    def save(kind_step: int | None, done_epochs: int, next_batch: int) -> list[Saved]:
         tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
         meta = {"train_id": train_id, "network": net.name, "step": str(step), "epoch": str(done_epochs),
                 "batch": str(next_batch), "lr": repr(lr), "best_val": repr(best), "seed": str(seed),
                 "epoch_loss": repr(epoch_loss), "epoch_n": str(epoch_n)}
-        out = None
+        out = []
         if kind_step is not None:
             path = ckpt_dir / f"step_{step:08d}.safetensors"
             _save(path, tensors, {**meta, "kind": "checkpoint"})
-            out = Saved(schedule[step], step, step / spe, path, curves, resumed_from)
+            out = [Saved(k, step, step / spe, path, curves, resumed_from) for k in schedule[step]]
         state = dict(tensors)
         for i, buf in enumerate(optimizer.buffers):
             if buf is not None:
@@ -225,7 +238,7 @@ def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, s
         return out
 
     if resumed_from == 0 and not resumed and 0 in schedule:
-        yield save(0, 0, 0)
+        yield from save(0, 0, 0)
     while epoch < training.epochs:
         model.train()
         if batch == 0:
@@ -254,8 +267,7 @@ def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, s
             interrupt.check()
             interrupt.stall_point(ckpt_dir, net.name, step)
             if step in schedule and b + 1 < spe:
-                saved = save(step, epoch, b + 1)
-                yield saved
+                yield from save(step, epoch, b + 1)
         batch = 0
         epoch += 1
         val = evaluate(model, val_words, val_tags, training.bptt)
@@ -266,9 +278,7 @@ def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, s
             best = val
         else:
             lr /= training.lr_decay
-        saved = save(step if step in schedule else None, epoch, 0)
-        if saved:
-            yield saved
+        yield from save(step if step in schedule else None, epoch, 0)
     yield Finished(curves, resumed_from, spe)
 
 

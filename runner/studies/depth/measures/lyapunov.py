@@ -37,9 +37,10 @@ class Lyapunov(TrajectoryMeasure):
         dim = b.axis("lyapunov_step", 0, (shape.steps // tau - 1) * tau, tau, long_name="interval start t")
         desc = "lambda(t) = ln(||y_{t+tau} - x_{t+tau}|| / k), y_t = x_t + k eps/||eps|| (Algorithm A1); -inf where " \
                "the perturbation collapsed to 0 in the working precision, NaN where the sample diverged"
-        b.var("lyapunov", "lyapunov", ("network", "sample", dim), "float32", np.nan,
+        dtype = "float64" if shape.float64 else "float32"  # lambda is computed in float64; kept so when asked for
+        b.var("lyapunov", "lyapunov", ("network", "sample", dim), dtype, np.nan,
               f"local Lyapunov exponent lambda(t) over tau = {tau} steps", "1", desc, k=self.p.k, tau=tau)
-        b.var("lyapunov_per_step", "lyapunov", ("network", "sample", dim), "float32", np.nan,
+        b.var("lyapunov_per_step", "lyapunov", ("network", "sample", dim), dtype, np.nan,
               "local Lyapunov exponent per step", "1", "lambda(t) / tau", k=self.p.k, tau=tau,
               **hints(plot="series", order=0, headline=("mean lambda/step", "finite_mean")))
 
@@ -71,5 +72,5 @@ class Lyapunov(TrajectoryMeasure):
         tau = self.p.tau
         lam = bufs["lyapunov"].cpu().numpy()
         region = (ctx.index, slice(None), slice(seg.start // tau, seg.start // tau + lam.shape[1]))
-        ctx.store.write("lyapunov", region, lam.astype(np.float32))
-        ctx.store.write("lyapunov_per_step", region, (lam / tau).astype(np.float32))
+        ctx.store.write("lyapunov", region, lam)  # the store casts to the variable's dtype (float32 unless fp64)
+        ctx.store.write("lyapunov_per_step", region, lam / tau)

@@ -1,11 +1,12 @@
-"""Rule measures on the synthetic scaffold test sets (Saphra 2021, Ch. 5 paper Sec. 4.3, Figs. 7, 8, 10).
+"""Rule measures on the synthetic scaffold test sets (Saphra 2021, Ch. 5 paper Sec. 4.3, Figs. 7-10).
 
 Each test case is ``context`` random tokens, then alpha q omega (:mod:`runner.data.scaffold`); the
-network reads it from a zero state, dropout off. Three registrations:
+network reads it from a zero state, dropout off. Four registrations:
 
 * ``rule_probability``: mean P(x_t = omega | x_<t) at omega's step (Fig. 7), in- and out-domain;
 * ``rule_cd_probability``: mean softmax(v_beta)[omega] there with alpha, the scaffold, or both in
   focus (Fig. 8: alpha in focus, out-domain; Fig. 11: scaffold in focus);
+* ``rule_cd_prefix``: the same with alpha and the first i scaffold words in focus, i = 0 .. k (Fig. 9);
 * ``rule_interdependence``: mean DI(alpha, scaffold) at the last scaffold step, the step that predicts
   omega (Fig. 10: in-domain).
 """
@@ -110,6 +111,42 @@ class RuleCDProbability(RuleMeasure):
                 p = cd_target_probability(x, mask, tests.omega - 1, OMEGA, **weights)
                 out[d, f] = float(p.mean())
         ctx.write("rule_cd_probability", task, out)
+
+
+class PrefixParams(RuleParams):
+    """Probability of omega at its step from alpha and the first i scaffold words, by CD (Ch. 5 Fig. 9)."""
+
+    kind: Literal["rule_cd_prefix"]
+
+
+@register
+class RuleCDPrefix(RuleMeasure):
+    """Fig. 9: "the predicted P(x_t = omega | x_{t-k} ... x_{t-k+i}) according to CD, varying i ... with
+    x_{t-k} = alpha": softmax(v_beta)[omega] at omega's step with the prefix alpha q_1 .. q_i in focus,
+    i = 0 (alpha alone, Fig. 8's value) .. k (the whole rule). Entries beyond a network's k are NaN."""
+
+    Params = PrefixParams
+
+    def variables(self, b, shape) -> None:
+        lengths = [int(v.coords.get("scaffold_length", 0)) for v in getattr(shape.corpus, "variants", {}).values()]
+        b.coord("prefix_length", list(range(max(lengths, default=0) + 1)),
+                long_name="scaffold words after alpha in focus (i)")
+        b.var("rule_cd_prefix_probability", "rule_cd_prefix", ("network", "checkpoint", _domains(b), "prefix_length"),
+              "float64", np.nan, "probability of the close symbol from alpha and the first i scaffold words", "1",
+              "mean over test rules of softmax(v_beta)[omega] at the last scaffold step, v_beta the relevant logits "
+              "of contextual decomposition with alpha q_1 .. q_i in focus (Ch. 5 Fig. 9)", **hints(plot="curve", order=33))
+
+    def run(self, ctx, task) -> None:
+        weights = lstm_weights(ctx.model(task.network, task.checkpoint))
+        width = len(ctx.layout.coords["prefix_length"].values)
+        out = np.full((len(DOMAINS), width), np.nan)
+        for d, domain in enumerate(DOMAINS):
+            x, tests = _cases(ctx, task, domain, self.p.cases)
+            for i in range(tests.k + 1):
+                mask = torch.zeros(x.shape, dtype=torch.bool)
+                mask[:, tests.alpha: tests.alpha + 1 + i] = True
+                out[d, i] = float(cd_target_probability(x, mask, tests.omega - 1, OMEGA, **weights).mean())
+        ctx.write("rule_cd_prefix_probability", task, out)
 
 
 class DIParams(RuleParams):

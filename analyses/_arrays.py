@@ -1,0 +1,30 @@
+"""Input checks every measure shares: numpy arrays or torch tensors in, shapes checked, never transposed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = None, min_ndim: int = 0,
+           like: Tensor | None = None) -> Tensor:
+    """``x`` as a tensor (a numpy array or a nested sequence is converted with its dtype kept: float64
+    stays float64), on ``like``'s device when given. ``ValueError`` when its number of dimensions is not
+    ``ndim`` (one of them, for a tuple) or below ``min_ndim``; ``name`` says which argument."""
+    if not isinstance(x, Tensor):
+        try:
+            x = torch.as_tensor(np.asarray(x))
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"{name}: not an array ({type(x).__name__}): {err}") from None
+    if like is not None and x.device != like.device:
+        x = x.to(like.device)
+    allowed = (ndim,) if isinstance(ndim, int) else ndim
+    if allowed is not None and x.ndim not in allowed:
+        want = " or ".join(f"{d}-D" for d in allowed)
+        raise ValueError(f"{name} must be {want}; got shape {tuple(x.shape)}")
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name} needs at least {min_ndim} dimensions; got shape {tuple(x.shape)}")
+    return x
