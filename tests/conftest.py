@@ -18,3 +18,28 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "requires_gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory):
+    """One TRANSIENT_CACHE for the in-process plans of every shipped spec (builtin assets built once)."""
+    return tmp_path_factory.mktemp("shared-cache")
+
+
+@pytest.fixture
+def in_process(shared_cache, tmp_path, monkeypatch, capsys):
+    """``run(*args) -> (code, stdout, stderr)``: the real CLI entry point in this process, in
+    ``tmp_path``, offline, with the shared cache (for commands that need no subprocess)."""
+    from runner.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRANSIENT_CACHE", str(shared_cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def run(*args):
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

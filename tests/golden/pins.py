@@ -58,7 +58,11 @@ def runner(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
 def plan_of(spec: Path, work: Path) -> dict:
     result = runner("plan", str(spec), "--json", cwd=work, cache=work / "cache")
     assert result.returncode == 0, result.stderr
-    plan = json.loads(result.stdout)
+    return summarise(json.loads(result.stdout))
+
+
+def summarise(plan: dict) -> dict:
+    """What is pinned of a ``plan --json``: each task's id, kind, measure, network and dependencies."""
     keys = ("id", "kind", "measure", "network", "deps")
     if "points" in plan:  # a sweep: the tasks of each point
         return {"points": {p["name"]: _listed([{k: t.get(k) for k in keys} for t in p["tasks"]]) for p in plan["points"]},

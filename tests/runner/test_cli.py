@@ -129,21 +129,21 @@ def test_output_into_a_closed_pipe(big_store, args):
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT / "specs")))
-def test_every_shipped_spec_plans_offline_and_apply_names_what_is_missing(path, tmp_path):
-    plan = run_cli("plan", path, "--json", cwd=tmp_path)  # the helpers switch the hub off
-    assert plan.returncode == 0, plan.stderr
-    result = json.loads(plan.stdout)
+def test_every_shipped_spec_plans_offline_and_apply_names_what_is_missing(path, tmp_path, in_process):
+    code, out, err = in_process("plan", path, "--json")  # the hub is switched off
+    assert code == 0, err
+    result = json.loads(out)
     assert result.get("tasks") or all(p["tasks"] for p in result.get("points", [])), "the plan shows the tasks"
-    text = run_cli("plan", path, cwd=tmp_path)
-    assert text.returncode == 0 and "Traceback" not in text.stderr
+    code, text, err = in_process("plan", path)
+    assert code == 0 and "Traceback" not in err
     if not result["unmet"]:
         return
-    assert "requirements not met here" in text.stdout
+    assert "requirements not met here" in text
     for requirement in result["unmet"]:
-        assert requirement in text.stdout
-    apply = run_cli("apply", path, cwd=tmp_path)
-    assert apply.returncode == 66, apply.stderr
-    assert all(r in apply.stderr for r in result["unmet"])
+        assert requirement in text
+    code, _, err = in_process("apply", path)
+    assert code == 66, err
+    assert all(r in err for r in result["unmet"])
     assert not (tmp_path / "store").exists(), "nothing is computed or created before the requirements are met"
 
 

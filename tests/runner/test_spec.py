@@ -163,13 +163,10 @@ def test_explain_prints_the_papers_defaults(capsys):
 
 def test_coordinates_are_lazy_so_sizes_are_known_before_anything_is_allocated():
     """A run of 1e15 steps has a 1e15-step axis: its layout is built (and refused) without allocating it."""
-    import time
-
     from runner.studies.depth.layout import build_layout
     from runner.studies.depth.resolve import resolve
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / "reference_maps.toml")
     spec = spec.model_copy(update={"dynamics": spec.dynamics.model_copy(update={"steps": 10**15})})
-    t0 = time.monotonic()
-    layout = build_layout(spec, resolve(spec)[0])
-    assert layout.nbytes()["lyapunov"] == 5 * 64 * 10**15 * 4 and time.monotonic() - t0 < 5
+    layout = build_layout(spec, resolve(spec)[0])  # an allocated axis of 1e15 steps would not fit in memory
+    assert layout.nbytes()["lyapunov"] == 5 * 64 * 10**15 * 8  # its maps run in fp64, and keep lambda in fp64
