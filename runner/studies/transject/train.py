@@ -1,6 +1,6 @@
 """The training task: the paper's recipe (App. B), a checkpoint every epoch, exact resume.
 
-Adam (lr 5e-4, betas (0.9, 0.98), eps 1e-9), batches of 32 in an order drawn anew each epoch from
+``torch.optim.Adam`` (lr 5e-4, betas (0.9, 0.98), eps 1e-9), batches of 32 in an order drawn anew each epoch from
 ``(seed, epoch)``, loss = cross entropy + ``reconstruction_weight`` x the eigenvalue reconstruction
 loss (Approx. variants), and after every epoch the test loss and accuracy; training stops when
 the test loss has not improved for ``patience`` epochs (early stopping on the test loss, as the
@@ -34,29 +34,6 @@ from runner.data.classification import Encoded
 from runner.store import atomic_write_bytes
 from runner.studies.transject.models import build, state_dict_of
 from runner.studies.transject.spec import TrainingSpec
-
-
-class Adam:
-    """torch.optim.Adam's update (no weight decay, no amsgrad) without its first-call import of
-    torch._dynamo (seconds per process); moments and step count are saved for resume."""
-
-    def __init__(self, params: list[torch.nn.Parameter], lr: float, betas: tuple[float, float], eps: float):
-        self.params, self.lr, self.betas, self.eps, self.t = params, lr, betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in params]
-        self.v = [torch.zeros_like(p) for p in params]
-
-    @torch.no_grad()
-    def step(self) -> None:
-        self.t += 1
-        b1, b2 = self.betas
-        bc1, bc2 = 1 - b1 ** self.t, 1 - b2 ** self.t
-        for p, m, v in zip(self.params, self.m, self.v):
-            if p.grad is None:
-                continue
-            g = p.grad
-            m.mul_(b1).add_(g, alpha=1 - b1)
-            v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            p.addcdiv_(m, (v.sqrt() / math.sqrt(bc2)).add_(self.eps), value=-self.lr / bc1)
 
 
 @dataclass
@@ -132,12 +109,22 @@ def steps_per_epoch(n_train: int, batch_size: int) -> int:
     return -(-n_train // batch_size)
 
 
+def _optimizer_state(optimizer: torch.optim.Optimizer, saved: dict[str, Tensor]) -> dict:
+    """The optimizer's state dict with the moments saved by ``save_epoch`` (``adam.<param>.<key>``)."""
+    state: dict[int, dict[str, Tensor]] = {}
+    for name, value in saved.items():
+        if name.startswith("adam."):
+            _, i, key = name.split(".", 2)
+            state.setdefault(int(i), {})[key] = value
+    return {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
+
+
 def train(variant: str, params: dict, seed: int, tr: TrainingSpec, train: Encoded, test: Encoded, train_id: str,
           label: str, ckpt_dir: Path, device, progress: Callable[[int], None] | None = None,
           ) -> Iterator[Saved | Finished]:
     """Train (or resume) one network; yield after each epoch's checkpoint is saved, then Finished."""
     model = build(variant, params, seed, device)
-    optimizer = Adam([p for p in model.parameters()], tr.lr, tr.betas, tr.eps)
+    optimizer = torch.optim.Adam(model.parameters(), lr=tr.lr, betas=tr.betas, eps=tr.eps)
     n = len(train.labels)
     spe = steps_per_epoch(n, tr.batch_size)
     resume = ckpt_dir / "resume.safetensors"
@@ -145,10 +132,7 @@ def train(variant: str, params: dict, seed: int, tr: TrainingSpec, train: Encode
     if meta is not None and meta.get("train_id") == train_id:
         t = load_file(str(resume), device=str(device))
         load_weights(model, resume, device)
-        for i in range(len(optimizer.params)):
-            optimizer.m[i].copy_(t[f"adam.m.{i}"])
-            optimizer.v[i].copy_(t[f"adam.v.{i}"])
-        optimizer.t = int(meta["adam_t"])
+        optimizer.load_state_dict(_optimizer_state(optimizer, t))
         torch.set_rng_state(t["rng.cpu"].cpu())
         if device.type == "cuda" and "rng.cuda" in t:
             torch.cuda.set_rng_state(t["rng.cuda"].cpu(), device)
@@ -161,12 +145,12 @@ def train(variant: str, params: dict, seed: int, tr: TrainingSpec, train: Encode
     def save_epoch(done: bool) -> Saved:
         tensors = {f"model.{k}": v for k, v in state_dict_of(model).items()}
         meta = {"train_id": train_id, "network": label, "epoch": str(epoch), "best": repr(best),
-                "best_epoch": str(best_epoch), "bad": str(bad), "adam_t": str(optimizer.t), "done": str(int(done))}
+                "best_epoch": str(best_epoch), "bad": str(bad), "done": str(int(done))}
         path = epoch_file(ckpt_dir, epoch)
         _save(path, tensors, {**meta, "kind": "checkpoint"})
         state = dict(tensors)
-        for i, (m, v) in enumerate(zip(optimizer.m, optimizer.v)):
-            state[f"adam.m.{i}"], state[f"adam.v.{i}"] = m, v
+        for i, moments in optimizer.state_dict()["state"].items():  # Adam's moments and step count
+            state.update({f"adam.{i}.{k}": v for k, v in moments.items()})
         state["rng.cpu"] = torch.get_rng_state()
         if device.type == "cuda":
             state["rng.cuda"] = torch.cuda.get_rng_state(device)
