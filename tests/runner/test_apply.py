@@ -81,13 +81,20 @@ def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
     assert ds.lyapunov.attrs["tau"] == 4 and (ds.chaos_length % 4 == 0).all()
 
 
-@pytest.mark.parametrize("how", ["kill -9", "ctrl-c", "sigterm"])
-def test_interrupted_run_resumes_to_the_same_result(tmp_path, how):
-    text = maps_spec("resume", steps=3000, samples=64, checkpoint_every=100, n=256)
-    reference = tmp_path / "ref"
-    reference.mkdir()
-    assert run_cli("apply", write_spec(reference, text), cwd=reference).returncode == 0
+RESUME = maps_spec("resume", steps=3000, samples=64, checkpoint_every=100, n=256)
 
+
+@pytest.fixture(scope="module")
+def resume_reference(tmp_path_factory):
+    """The uninterrupted run the interrupted ones must equal (one for the three ways to stop)."""
+    reference = tmp_path_factory.mktemp("ref")
+    assert run_cli("apply", write_spec(reference, RESUME), cwd=reference).returncode == 0
+    return reference
+
+
+@pytest.mark.parametrize("how", ["kill -9", "ctrl-c", "sigterm"])
+def test_interrupted_run_resumes_to_the_same_result(tmp_path, how, resume_reference):
+    text, reference = RESUME, resume_reference
     spec = write_spec(tmp_path, text)
     # the second network's pass stops at step 1550, past its durable point at 1500, until signalled
     proc = popen_cli("apply", spec, cwd=tmp_path, RUNNER_TEST_STALL="tanh@1550")
