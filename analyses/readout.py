@@ -88,9 +88,4 @@ def ridge_readout_accuracy(train_states: Tensor, train_labels: Tensor, test_stat
                            vocab: int, ridge: float = 1e-3, chunk: int = 4096) -> Tensor:
     """Held-out accuracy (0-d float64) of :func:`ridge_decoder` fitted on the training split."""
     w = ridge_decoder(train_states, train_labels, vocab, ridge)
-    x, finite = _with_bias(test_states)
-    correct = torch.zeros((), dtype=torch.float64, device=x.device)
-    for i in range(0, x.shape[0], chunk):
-        pred = (x[i:i + chunk] @ w).argmax(dim=-1)
-        correct += ((pred == test_labels[i:i + chunk]) & finite[i:i + chunk]).sum()
-    return correct / finite.sum()
+    return masked_token_accuracy(lambda s: _with_bias(s)[0] @ w, test_states, test_labels, chunk)

@@ -280,7 +280,8 @@ def cmd_monitor(args) -> int:
     from runner.status import store_of
     from runner.tui.app import run_monitor
 
-    swept = _sweep_points(store_of(args.target)) if (store_of(args.target) / "zarr.json").exists() else None
+    path = store_of(args.target)
+    swept = _sweep_points(path) if (path / "zarr.json").exists() else None
     if swept is not None:
         raise UsageError("a sweep's store holds one store per point; monitor one of them: "
                          + ", ".join(str(p) for _, p in swept))

@@ -11,11 +11,8 @@ import pytest
 from tests.runner.helpers import cli_env, write_spec
 from tests.training.training_helpers import tiny_spec
 
-DEPTH = """
-    [experiment]
-    name = "depth"
-    seed = 0
-
+#: The tiny ALBERT twice: pre-trained, and re-drawn as the paper's initial network.
+ALBERTS = """
     [[model]]
     name = "pretrained"
     source = "{albert}"
@@ -24,7 +21,13 @@ DEPTH = """
     name = "initial"
     source = "{albert}"
     init = {{ scheme = "truncated_normal", std = 0.02, clip = 2.0 }}
-    replicates = 2
+"""
+
+DEPTH = """
+    [experiment]
+    name = "depth"
+    seed = 0
+""" + ALBERTS + """    replicates = 2
 
     [[model]]
     name = "reservoir"
@@ -109,16 +112,7 @@ SWEPT = """
     [experiment]
     name = "swept"
     seed = 0
-
-    [[model]]
-    name = "pretrained"
-    source = "{albert}"
-
-    [[model]]
-    name = "initial"
-    source = "{albert}"
-    init = {{ scheme = "truncated_normal", std = 0.02, clip = 2.0 }}
-
+""" + ALBERTS + """
     [input]
     source = "builtin:pydoc-topics"
     samples = 6

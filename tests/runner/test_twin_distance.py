@@ -57,7 +57,7 @@ def test_the_raw_twin_grows_at_the_lyapunov_exponent(tmp_path):
     assert bottom.get_legend().get_texts()[1].get_text() == f"mean LLE {mean_lle:.3g} per step"
 
 
-def test_a_lyapunov_only_spec_keeps_its_task_ids_and_bad_samples_are_refused(tmp_path):
+def test_twin_samples_beyond_the_input_are_refused(tmp_path):
     spec = write_spec(tmp_path, maps_spec("bad", steps=20, samples=4, measures=MEASURES))
     out = run_cli("plan", spec, cwd=tmp_path)
     assert out.returncode == 65 and "[[measure]] #3 (twin_distance) samples: samples [5, 7, 11" in out.stderr

@@ -23,12 +23,16 @@ STUDY = "depth"
 MAX_MAPS = 10
 
 
-def _traced(ds: xr.Dataset) -> list[tuple[str, str]]:
-    """(model, network) of each model's first network that has a recorded trajectory."""
-    out = [(m, n) for m, n in first_replicate(ds) if np.isfinite(ds["trace"].sel(network=n).values).any()]
+def _with_data(ds: xr.Dataset, var: str, what: str) -> list[tuple[str, str]]:
+    """(model, network) of each model's first network with values of ``var``; NotDrawable if none."""
+    out = [(m, n) for m, n in first_replicate(ds) if np.isfinite(ds[var].sel(network=n).values).any()]
     if not out:
-        raise NotDrawable("no trajectory has been recorded yet")
+        raise NotDrawable(f"no {what} has been recorded yet")
     return out
+
+
+def _traced(ds: xr.Dataset) -> list[tuple[str, str]]:
+    return _with_data(ds, "trace", "trajectory")
 
 
 @recipe(study=STUDY, id="fig2a", reproduces=f"{PAPER}, Fig. 2A", needs=("trace", "deviation"),
@@ -164,9 +168,9 @@ def long_run(ds: xr.Dataset) -> Figure:
 def principal_components(ds: xr.Dataset) -> Figure:
     """The traced sample's states over the PCA window, on their first two principal axes, per model."""
     proj = ds["pca_projection"]
-    cols = [(m, n) for m, n in first_replicate(ds) if np.isfinite(proj.sel(network=n).values).any()]
-    if not cols or proj.sizes["component"] < 2:
-        raise NotDrawable("no PCA projection with two components has been written yet")
+    if proj.sizes["component"] < 2:
+        raise NotDrawable("the PCA keeps fewer than two components")
+    cols = _with_data(ds, "pca_projection", "PCA projection")
     fig = new_figure(3.6 * len(cols), 3.6)
     for ax, (model, net) in zip(np.atleast_1d(fig.subplots(1, len(cols))), cols, strict=True):
         p = proj.sel(network=net).isel(pca_sample=0)
@@ -209,9 +213,7 @@ def perturbation_growth(ds: xr.Dataset) -> Figure:
     """Per model: the first element of x_t (black) and of the perturbed y_t (red) for the first
     twin sample, and ||y_t - x_t|| with the growth at the sample's mean LLE (dotted; fitted to the
     growth phase when the store has no LLE)."""
-    cols = [(m, n) for m, n in first_replicate(ds) if np.isfinite(ds["twin_distance"].sel(network=n).values).any()]
-    if not cols:
-        raise NotDrawable("no twin distance has been recorded yet")
+    cols = _with_data(ds, "twin_distance", "twin distance")
     fig = new_figure(4.2 * len(cols), 6.0)
     axes = np.asarray(fig.subplots(2, len(cols), squeeze=False))
     sample = int(ds["twin_sample"].values[0])

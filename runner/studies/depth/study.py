@@ -36,6 +36,7 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
     """Everything the reference trajectory x_t of a network depends on."""
     registry = measures("depth")
     model = net.model.model_dump(mode="json", exclude={"name", "replicates"})
+    twins, masking = _twins(spec, registry), maskings(spec)
     return {
         "model": model,
         "name": net.model.name,
@@ -49,11 +50,10 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         "batch_size": spec.dynamics.batch_size,
         # x_t is iterated beside the perturbed twins of every measure of the spec that has them, so
         # the batch (and thus every GEMM's shape) is the same in every pass.
-        "with_perturbation": bool(_twins(spec, registry)),
-        **({"twins": _twins(spec, registry)} if _twins(spec, registry) not in ([], [["lyapunov", spec.input.samples]])
-           else {}),
+        "with_perturbation": bool(twins),
+        **({"twins": twins} if twins not in ([], [["lyapunov", spec.input.samples]]) else {}),
         # masked sentences (an MLM readout) change x_0 of text models; in the key only when asked for
-        **({"input_masking": maskings(spec)} if maskings(spec) and not net.model.is_map else {}),
+        **({"input_masking": masking} if masking and not net.model.is_map else {}),
     }
 
 
@@ -82,7 +82,7 @@ def check_precision(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> N
     for i, m in enumerate(spec.measure):
         instance = registry[m.kind](m)
         for net in networks:
-            if not net.n_hidden or not hasattr(instance, "precision_problem"):
+            if not net.n_hidden:  # the model's sizes cannot be read here (an unmet requirement says why)
                 continue
             found = instance.precision_problem(net.precision, net.n_tokens, net.n_hidden)
             if found:

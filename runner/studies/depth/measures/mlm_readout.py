@@ -140,7 +140,9 @@ class MLMReadout(TrajectoryMeasure):
         masked = ctx.inputs.masked.to(ctx.device)
         self.flat = masked.flatten().nonzero().flatten()
         self.labels = ctx.inputs.input_ids.to(ctx.device).flatten()[self.flat]
-        self.train = self.flat // masked.shape[1] < self.n_train(masked.shape[0])
+        train = self.flat // masked.shape[1] < self.n_train(masked.shape[0])
+        # index tensors made once: a boolean mask would cost a host sync at every step
+        self.train_rows, self.test_rows = train.nonzero().flatten(), (~train).nonzero().flatten()
         self.vocab = int(ctx.model.config.vocab_size)
 
     def _kept(self, seg) -> tuple[int, int]:
@@ -170,7 +172,7 @@ class MLMReadout(TrajectoryMeasure):
         states = x.reshape(-1, x.shape[-1])[self.flat]
         bufs["accuracy"][i] = masked_token_accuracy(self.head, states, self.labels)
         if self.p.refit:
-            tr, te = self.train, ~self.train
+            tr, te = self.train_rows, self.test_rows
             bufs["refit"][i] = ridge_readout_accuracy(states[tr], self.labels[tr], states[te], self.labels[te],
                                                       self.vocab, self.p.ridge)
         return
