@@ -26,6 +26,7 @@ from runner.execute.device import apply_map, set_precision
 from runner.layout import Layout
 from runner.measures import measures
 from runner.store import Store
+from runner.studies.depth.exit import EarlyExit
 from runner.studies.depth.measure import Segment, TrajectoryMeasure
 from runner.studies.depth.resolve import Network, derive_seed
 from runner.studies.depth.spec import DepthSpec
@@ -79,6 +80,9 @@ class IteratePass:
             self.twin_rows[m.kind()], lo = slice(lo, lo + n), lo + n
         self.z: torch.Tensor | None = None
         self.loop_seconds = 0.0
+        period = spec.exit_period()
+        self.exit = None if period is None else EarlyExit(torch.cat(
+            [torch.arange(self.S, device=device)] + [m.rows(self) for m in self.twins]), self.S, period)
 
     # ------------------------------------------------------------------ state
     def _start(self) -> tuple[int, torch.Tensor, torch.Tensor]:
@@ -91,6 +95,9 @@ class IteratePass:
             for m in self.active:
                 prefix = f"{m.kind()}."
                 m.load_state_dict({k.removeprefix(prefix): v for k, v in tensors.items() if k.startswith(prefix)})
+            if self.exit:
+                self.exit.load_state_dict({k.removeprefix("exit."): v for k, v in tensors.items()
+                                           if k.startswith("exit.")})
             return int(meta["t"]), tensors["z"], tensors["diverged"]
         gen = torch.Generator().manual_seed(derive_seed(self.spec.experiment.seed, self.net.model.name, "initial_states"))
         ids = self.inputs.input_ids.to(self.device) if self.inputs.input_ids is not None else None
@@ -100,12 +107,16 @@ class IteratePass:
         z = torch.cat([x] + [m.perturb(self, x) for m in self.twins])
         for m in self.active:
             m.start(self, x)
+        if self.exit:
+            self.exit.after(0, z)
         return 0, z, torch.full((self.S,), -1, dtype=torch.int64, device=self.device)
 
     def _save(self, t: int, z: torch.Tensor, diverged: torch.Tensor) -> None:
         tensors = {"z": z, "diverged": diverged}
         for m in self.active:
             tensors.update({f"{m.kind()}.{k}": v for k, v in m.state_dict().items()})
+        if self.exit:
+            tensors.update({f"exit.{k}": v for k, v in self.exit.state_dict().items()})
         save_checkpoint(self.checkpoint, tensors, self.ids, self.store.store_id, t=t, batch_size=self.batch_size)
 
     # ------------------------------------------------------------------ run
@@ -124,10 +135,12 @@ class IteratePass:
                 bufs = {m.kind(): m.buffers(self, seg) for m in self.active}
                 for t in range(seg.start, seg.end):
                     diverged = self._observe(t, z, diverged, bufs, seg)
-                    z, self.batch_size = apply_map(self.model, z, mask, self.batch_size)
+                    z = self._step(t, z, mask)
                     for m in self.twins:
                         rows = self.twin_rows[m.kind()]
                         z[rows] = m.advance(self, t + 1, z[: self.S], z[rows], bufs.get(m.kind(), {}), seg)
+                    if self.exit:
+                        self.exit.after(t + 1, z)
                     self.report.progress(t + 1)
                     interrupt.check()
                     interrupt.stall_point(self.store.state_dir, self.net.label, t + 1)
@@ -137,6 +150,10 @@ class IteratePass:
                     m.write(self, bufs[m.kind()], seg)
                 if seg.last:
                     self.store.write("diverged_step", (self.index, slice(None)), diverged.cpu().numpy())
+                    if self.exit:
+                        self.store.write("exit_step", (self.index, slice(None)), self.exit.exit_step.cpu().numpy())
+                        self.store.write("exit_period", (self.index, slice(None)),
+                                         self.exit.exit_period.cpu().numpy())
                 self._save(seg.end, z, diverged)
                 now_diverged = int((diverged >= 0).sum())  # one host sync per segment
                 if now_diverged > n_diverged:
@@ -147,6 +164,19 @@ class IteratePass:
                     n_diverged = now_diverged
         self.loop_seconds = time.monotonic() - t_loop
         return start
+
+    def _step(self, t: int, z: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """u_t = f(z_t) (with early exit: on the rows still iterated, the others replayed)."""
+        if self.exit is None:
+            z, self.batch_size = apply_map(self.model, z, mask, self.batch_size)
+            return z
+
+        def f(rows):
+            sub = (z, mask) if rows is None else (z[rows], None if mask is None else mask[rows])
+            u, self.batch_size = apply_map(self.model, *sub, self.batch_size)
+            return u
+
+        return self.exit.apply(t, z, f)
 
     def twin(self, m: TrajectoryMeasure) -> torch.Tensor:
         """The current state of ``m``'s twins (its rows of the batch)."""

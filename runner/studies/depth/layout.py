@@ -51,6 +51,13 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
     b.var("diverged_step", "*", ("network", "sample"), "int64", -1, "first non-finite step", "1",
           "first step t at which the state held NaN or Inf, or its D(t) overflowed (-1: never); later values of that "
           "sample are NaN", **hints(headline=("diverged samples", "count_nonneg")))
+    if spec.dynamics.early_exit:
+        b.var("exit_step", "*", ("network", "sample"), "int64", -1, "early-exit step", "1",
+              "step s at which the sample left f's batch: its state (x and its twins) had repeated bit for bit, and "
+              "its values from s on were replayed from that cycle, equal to a full run's (-1: never)",
+              **hints(headline=("exited samples", "count_nonneg")))
+        b.var("exit_period", "*", ("network", "sample"), "int64", -1, "period of x_t at exit", "1",
+              "least p with x_{t+p} = x_t bit for bit once the sample exited (1: a fixed point; -1: never exited)")
     shape = Shape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]),
                   any(n.precision == "fp64" for n in networks))
     registry = measures("depth")

@@ -89,6 +89,14 @@ class TrajectoryMeasure(DepthMeasure):
     """The pass iterates perturbed twins y of ``rows`` beside x (``perturb`` makes them, ``advance``
     may change them after each step, ``ctx.twin(self)`` reads them in ``observe``)."""
 
+    def exit_period(self) -> int | None:
+        """Whether its values stay exact when samples whose state repeats leave f's batch
+        (``[dynamics] early_exit``, :mod:`runner.studies.depth.exit`). None, the default, forbids
+        early exit in any spec that has this measure. An int p allows it: the measure reads the pass
+        only through what ``observe`` and ``advance`` receive (never through f's own forward, e.g. a
+        hook), and ``advance`` depends on t only through t mod p (1: not at all)."""
+        return None
+
     def start(self, ctx: Any, x0: Tensor) -> None:
         """Set up a fresh state at t = 0."""
 

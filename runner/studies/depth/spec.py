@@ -109,7 +109,13 @@ class DynamicsSpec(Table):
     """Steps between durable points (results written, state saved); default chosen from steps."""
     batch_size: int | None = Field(None, ge=1)
     """Sequences per application of f (default: all at once; halved automatically on OOM)."""
-
+    early_exit: bool = False
+    """A sample whose whole state (x and its twins) repeats bit for bit leaves f's batch; its later
+    values are replayed from its cycle (runner/studies/depth/exit.py). Off by default: results equal
+    a full run only where f gives each row the same bits in a smaller batch (docs/architecture.md)."""
+    exit_period: int = Field(2, ge=1)
+    """Cycles whose period divides lcm(exit_period, every twin measure's tau) are detected (1: fixed
+    points only); an exited sample keeps that many copies of its state."""
 
 
 class DepthSpec(StudySpec):
@@ -136,6 +142,12 @@ class DepthSpec(StudySpec):
             out.append((("dynamics", "checkpoint_every"),
                         f"{every} must be a multiple of every measure's `every` and `tau` (their lcm is "
                         f"{self.stride_lcm()}), so that segments align with chunks"))
+        if self.dynamics.early_exit:
+            for i, m in enumerate(self.measure):
+                reg = registry[m.kind]
+                if reg.when == "step" and reg(m).exit_period() is None:
+                    out.append((("dynamics", "early_exit"), f"measure {m.kind} ([[measure]] #{i + 1}) does not allow "
+                                "early exit (its values could differ from a full run); set early_exit = false"))
         for i, m in enumerate(self.measure):
             for key in ("tau", "every"):
                 value = getattr(m, key, None)
@@ -155,6 +167,14 @@ class DepthSpec(StudySpec):
 
     def measures(self) -> dict[str, Any]:
         return {m.kind: m for m in self.measure}
+
+    def exit_period(self) -> int | None:
+        """P of early exit (:mod:`runner.studies.depth.exit`); None when it is off."""
+        if not self.dynamics.early_exit:
+            return None
+        registry = measures("depth")
+        steps = [registry[m.kind](m) for m in self.measure if registry[m.kind].when == "step"]
+        return math.lcm(self.dynamics.exit_period, *(m.exit_period() or 1 for m in steps))
 
     def stride_lcm(self) -> int:
         """Least common multiple of the strides (``every``) and intervals (``tau``) of the measures."""

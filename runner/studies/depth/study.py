@@ -54,6 +54,8 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         **({"twins": twins} if twins not in ([], [["lyapunov", spec.input.samples]]) else {}),
         # masked sentences (an MLM readout) change x_0 of text models; in the key only when asked for
         **({"input_masking": masking} if masking and not net.model.is_map else {}),
+        # samples leaving f's batch change its shapes; in the key only when on
+        **({"early_exit": spec.exit_period()} if spec.dynamics.early_exit else {}),
     }
 
 

@@ -25,6 +25,9 @@ class Params(DepthParams):
 class Attention(TrajectoryMeasure):
     Params = Params
 
+    def exit_period(self):
+        return 1  # attention_probs(x_t) is a forward of its own, not f's
+
     def variables(self, b, shape) -> None:
         dim = b.axis("attention_step", 0, shape.steps, self.p.every)
         b.coord("attention_sample", np.array(self.p.samples))

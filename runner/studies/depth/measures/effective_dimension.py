@@ -24,6 +24,9 @@ class Params(DepthParams):
 class EffectiveDimension(TrajectoryMeasure):
     Params = Params
 
+    def exit_period(self):
+        return 1  # observes x_t only
+
     def variables(self, b, shape) -> None:
         dim = b.axis("neff_step", 0, shape.steps, self.p.every)
         b.var("effective_dimension", "effective_dimension", ("network", dim), "float64", np.nan,

@@ -32,6 +32,9 @@ class Lyapunov(TrajectoryMeasure):
     Params = Params
     twin = True
 
+    def exit_period(self):
+        return self.p.tau  # advance renormalises at multiples of tau
+
     def variables(self, b, shape) -> None:
         tau = self.p.tau
         dim = b.axis("lyapunov_step", 0, (shape.steps // tau - 1) * tau, tau, long_name="interval start t")

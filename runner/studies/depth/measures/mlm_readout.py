@@ -72,6 +72,9 @@ class Params(DepthParams):
 class MLMReadout(TrajectoryMeasure):
     Params = Params
 
+    def exit_period(self):
+        return 1  # reads x_t out with its own head, not through f
+
     def input_masking(self):
         return {"fraction": self.p.fraction, "seed": self.p.seed}
 

@@ -31,6 +31,9 @@ class Params(DepthParams):
 class PCA(TrajectoryMeasure):
     Params = Params
 
+    def exit_period(self):
+        return 1  # observes x_t only
+
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, self.p.stop or steps
 

@@ -28,6 +28,9 @@ class Params(DepthParams):
 class TokenDeviation(TrajectoryMeasure):
     Params = Params
 
+    def exit_period(self):
+        return 1  # observes x_t only
+
     def variables(self, b, shape) -> None:
         p = self.p
         dim = b.axis("deviation_step", 0, shape.steps, p.every)

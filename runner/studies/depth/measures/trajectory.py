@@ -26,6 +26,9 @@ class Params(DepthParams):
 class Trajectory(TrajectoryMeasure):
     Params = Params
 
+    def exit_period(self):
+        return 1  # observes x_t only
+
     def problems(self, spec):
         bad = [t for t in self.p.tokens if not 0 <= t < spec.input.tokens]
         if bad and spec.text_models:

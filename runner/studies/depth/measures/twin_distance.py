@@ -38,6 +38,9 @@ class TwinDistance(TrajectoryMeasure):
     Params = Params
     twin = True
 
+    def exit_period(self):
+        return 1  # its twins are never renormalised (advance is the identity)
+
     def problems(self, spec) -> list[tuple[str, str]]:
         out = []
         bad = [s for s in self.p.samples if not 0 <= s < spec.input.samples]
