@@ -14,6 +14,9 @@ x_t to N_eff, its lambda to the exponent series, ...), as long as f applied to f
 each row the same bits (see docs/architecture.md: elementwise maps always; GEMMs on the CPU when
 the row count stays a multiple of their blocking).
 
+No D(t) threshold is asked for: the repeat alone makes the replay exact, and a synchronised
+state (D(t) ~ 0) may still move chaotically.
+
 Comparisons are bitwise (integer views), so -0.0 differs from 0.0, and a NaN state that repeats
 its bits also exits. The comparison runs on the device every ``check`` steps; its result is
 read by the host once per check (``check`` >= 64 steps, a multiple of P), the only host sync
