@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -107,6 +108,60 @@ def load_checkpoint(ckpt: Checkpoint, *, trust_remote_code: bool = False, dtype:
     return model.to(device).eval()
 
 
+def load_config(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
+    """The checkpoint's configuration (``config.json`` only: no weights are fetched)."""
+    from transformers import AutoConfig
+
+    return hf_load(AutoConfig.from_pretrained, ckpt.location, f"configuration of checkpoint {ckpt.revision}",
+                   revision=None if ckpt.local else ckpt.revision, trust_remote_code=trust_remote_code)
+
+
+def load_tokenizer(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
+    """The checkpoint's (fast) tokenizer."""
+    from transformers import AutoTokenizer
+
+    return hf_load(AutoTokenizer.from_pretrained, ckpt.location, f"tokenizer of checkpoint {ckpt.revision}",
+                   revision=None if ckpt.local else ckpt.revision, trust_remote_code=trust_remote_code, use_fast=True)
+
+
+_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """What loading one checkpoint will download: nothing (local, cached), ``bytes`` (None: unknown), or
+    ``missing``: why it cannot be had."""
+
+    checkpoint: Checkpoint
+    cached: bool
+    bytes: int | None = None
+    missing: str | None = None
+
+
+def fetch_plan(ckpt: Checkpoint, online: bool) -> Fetch:
+    """Whether a checkpoint's weights are here (a local series, the hub cache) and, when they are not, their
+    size on the hub (``HfApi.model_info`` with file metadata: the safetensors files of that revision)."""
+    if ckpt.local:
+        return Fetch(ckpt, True)
+    from huggingface_hub import HfApi, try_to_load_from_cache
+
+    if any(isinstance(try_to_load_from_cache(ckpt.source, f, revision=ckpt.revision), str) for f in _WEIGHTS):
+        return Fetch(ckpt, True)
+    if not online:
+        return Fetch(ckpt, False, missing=f"{ckpt.source} revision {ckpt.revision}: not in the Hugging Face cache "
+                                          "and the hub is off or out of reach")
+    try:
+        info = HfApi().model_info(ckpt.source, revision=ckpt.revision, files_metadata=True)
+    except Exception as exc:  # noqa: BLE001 -- a missing repository or revision, or the network: one line
+        return Fetch(ckpt, False, missing=f"{ckpt.source} revision {ckpt.revision}: {type(exc).__name__}: "
+                                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+    files = [f for f in info.siblings or [] if f.rfilename.endswith(".safetensors")]
+    if not files:
+        return Fetch(ckpt, False, missing=f"{ckpt.source} revision {ckpt.revision}: no safetensors weights "
+                                          "(pickled weights are never loaded)")
+    return Fetch(ckpt, False, bytes=sum(f.size or 0 for f in files))
+
+
 # --------------------------------------------------------------------------- layers
 
 
@@ -119,7 +174,9 @@ class Adapter:
     blocks: str
 
     def layers(self, model: nn.Module) -> dict[str, nn.Module]:
-        """``{"embedding": ..., "layer1": ..., ...}``: modules whose outputs are the layer activations."""
+        """``{"embedding": ..., "layer1": ..., ...}``: modules whose outputs are the layer activations (of the
+        model, or of the base model under a language-modelling head)."""
+        model = getattr(model, "base_model", model)
         blocks = _attr(model, self.blocks)
         return {"embedding": _attr(model, self.embeddings), **{f"layer{i + 1}": b for i, b in enumerate(blocks)}}
 
@@ -133,8 +190,15 @@ ADAPTERS: list[Adapter] = [
 ]
 
 
-def adapter_for(model: nn.Module) -> Adapter:
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
+def layer_names(config: Any) -> list[str]:
+    """``embedding``, ``layer1`` .. ``layerN`` of a configuration (raises for a family without an adapter)."""
+    adapter_for(config)
+    return ["embedding"] + [f"layer{i + 1}" for i in range(config.num_hidden_layers)]
+
+
+def adapter_for(model: nn.Module | Any) -> Adapter:
+    """The adapter of a model (or of a configuration)."""
+    model_type = getattr(getattr(model, "config", model), "model_type", None)
     found = next((a for a in ADAPTERS if model_type in a.model_types), None)
     if found is None:
         known = sorted(t for a in ADAPTERS for t in a.model_types)
@@ -178,3 +242,79 @@ def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor |
     with torch.no_grad(), _hooks(modules, out):
         model(input_ids=input_ids, attention_mask=attention_mask)
     return {k: out[k] for k in modules}
+
+
+def _word_owner(words: list[str]) -> tuple[str, np.ndarray]:
+    """The words joined by spaces, and for each character the index of its word (-1 for a space)."""
+    text = " ".join(words)
+    owner = np.full(len(text), -1, dtype=np.int64)
+    pos = 0
+    for k, w in enumerate(words):
+        owner[pos:pos + len(w)] = k
+        pos += len(w) + 1
+    return text, owner
+
+
+def encode_words(tokenizer: Any, words: list[str]) -> tuple[list[int], list[int]]:
+    """Token ids of the words joined by spaces (the tokenizer's special tokens added) and, per token, the word
+    it belongs to (-1: a special token), from the fast tokenizer's character offsets."""
+    text, owner = _word_owner(words)
+    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=True)
+    word_of = []
+    for s, e in enc["offset_mapping"]:
+        o = owner[s:e]
+        o = o[o >= 0]
+        word_of.append(int(o[0]) if len(o) else -1)
+    missing = sorted(set(range(len(words))) - set(word_of))
+    if missing:
+        raise ValueError(f"the tokenizer gives no token to the word(s) {[words[k] for k in missing[:5]]}")
+    return list(enc["input_ids"]), word_of
+
+
+def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers: list[str], *, window: int,
+                     batch_size: int, pool: str = "mean") -> dict[str, Tensor]:
+    """Each layer's activation of every word, ``(n_words, hidden)``: the words in windows of ``window`` (no
+    overlap), ``batch_size`` windows per forward pass on the model's device, each word's subword tokens pooled
+    (``mean``, ``first`` or ``last``)."""
+    device = next(model.parameters()).device
+    limit = getattr(model.config, "max_position_embeddings", None)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    starts = list(range(0, len(words), window))
+    out: dict[str, Tensor] = {}
+    counts = torch.zeros(len(words), dtype=torch.long, device=device)
+    for b in range(0, len(starts), batch_size):
+        encoded = [encode_words(tokenizer, words[s:s + window]) for s in starts[b:b + batch_size]]
+        width = max(len(ids) for ids, _ in encoded)
+        if limit is not None and width > limit:
+            raise ValueError(f"a window of {window} words is {width} tokens, more than the model's {limit} "
+                             "positions; lower window_words")
+        ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        owner = torch.full((len(encoded), width), -1, dtype=torch.long)
+        for r, ((tok, word_of), s) in enumerate(zip(encoded, starts[b:b + batch_size])):
+            ids[r, :len(tok)], mask[r, :len(tok)] = torch.tensor(tok), 1
+            owner[r, :len(tok)] = torch.tensor([w + s if w >= 0 else -1 for w in word_of])
+        keep = _pooled_tokens(owner, pool).to(device)
+        index = owner.to(device).reshape(-1)[keep]
+        counts += torch.bincount(index, minlength=len(words))
+        for name, h in capture_layers(model, ids.to(device), mask.to(device), layers).items():
+            h = h.reshape(-1, h.shape[-1])[keep].float()
+            if name not in out:
+                out[name] = torch.zeros(len(words), h.shape[-1], device=device)
+            out[name].index_add_(0, index, h)
+    return {k: v / counts.clamp(min=1).unsqueeze(1) for k, v in out.items()}
+
+
+def _pooled_tokens(owner: Tensor, pool: str) -> Tensor:
+    """Flat indices of the tokens that enter a word's activation: all of a word's (mean), its first, its last."""
+    flat = owner.reshape(-1)
+    valid = flat >= 0
+    if pool == "first":
+        prev = torch.cat([torch.full((owner.shape[0], 1), -2), owner[:, :-1]], 1).reshape(-1)
+        valid &= flat != prev
+    elif pool == "last":
+        nxt = torch.cat([owner[:, 1:], torch.full((owner.shape[0], 1), -2)], 1).reshape(-1)
+        valid &= flat != nxt
+    elif pool != "mean":
+        raise ValueError(f"pool {pool!r}: mean, first or last")
+    return valid.nonzero().squeeze(1)
