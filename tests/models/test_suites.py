@@ -84,3 +84,34 @@ def test_unknown_families_and_missing_checkpoints_say_what_to_do(tmp_path):
     assert all(a.blocks for a in ADAPTERS)
     with pytest.raises(ModelLoadError):
         load_checkpoint(Checkpoint(str(tmp_path), "step5", 5, True))
+
+
+def test_word_activations_pool_each_words_subwords(tmp_path):
+    """A word's activation is the mean (first, last) of its subword tokens' activations, computed in windows
+    and batches as one forward pass over each window would give them."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from models.suites import encode_words, word_activations
+
+    vocab = {"[UNK]": 0, "[PAD]": 1, "ab": 2, "##c": 3, "##d": 4, "x": 5, "y": 6}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
+    words = ["x", "abcd", "y", "abc", "zz", "x"]
+    ids, owner = encode_words(tokenizer, words)
+    assert ids == [5, 2, 3, 4, 6, 2, 3, 0, 5] and owner == [0, 1, 1, 1, 2, 3, 3, 4, 5]
+    model = tiny("gpt_neox", 0).eval()
+    whole = capture_layers(model, torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long))
+    spans = [[0], [1, 2, 3], [4], [5, 6], [7], [8]]
+    for pool, pick in (("mean", lambda h, s: h[s].mean(0)), ("first", lambda h, s: h[s[0]]),
+                       ("last", lambda h, s: h[s[-1]])):
+        got = word_activations(model, tokenizer, words, ["layer1"], window=len(words), batch_size=1, pool=pool)
+        want = torch.stack([pick(whole["layer1"][0], s) for s in spans])
+        torch.testing.assert_close(got["layer1"], want)
+    # two windows of three words in one batch, right-padded: each window as if run alone
+    got = word_activations(model, tokenizer, words, ["layer2"], window=3, batch_size=2)
+    alone = word_activations(model, tokenizer, words[3:], ["layer2"], window=3, batch_size=1)
+    torch.testing.assert_close(got["layer2"][3:], alone["layer2"])
+    with pytest.raises(ValueError, match="lower window_words"):
+        word_activations(model, tokenizer, ["abcd"] * 20, None, window=20, batch_size=1)
