@@ -29,7 +29,8 @@ from models.hub import ModelLoadError, hf_load
 
 #: ``step{0..143000:1000}``: a prefix, first..last (inclusive) and the stride, and a suffix.
 _RANGE = re.compile(r"^(?P<pre>[^{}]*)\{(?P<lo>\d+)\.\.(?P<hi>\d+)(?::(?P<by>\d+))?\}(?P<post>[^{}]*)$")
-_STEP = re.compile(r"(\d+)(?!.*\d)")
+_STEP = re.compile(r"(\d+)([kKM]?)(?!.*\d)")
+_SCALE = {"": 1, "k": 1000, "K": 1000, "M": 1_000_000}
 
 
 def parse_revisions(revisions: str | list[str]) -> list[str]:
@@ -51,11 +52,12 @@ def parse_revisions(revisions: str | list[str]) -> list[str]:
 
 
 def step_of(revision: str) -> int:
-    """The training step a revision names (its last number: ``step1000`` -> 1000)."""
+    """The training step a revision names: its last number, times 1000 with a ``k`` after it (``step1000`` ->
+    1000; MultiBERTs' ``step_20k`` -> 20000)."""
     m = _STEP.search(revision)
     if m is None:
         raise ValueError(f"revision {revision!r} names no step (expected e.g. 'step1000')")
-    return int(m.group(1))
+    return int(m.group(1)) * _SCALE[m.group(2)]
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,16 @@ class Checkpoint:
 
     @property
     def location(self) -> str:
-        """What transformers loads: a subfolder of a local series, else the hub id (with ``revision``)."""
-        return str(Path(self.source) / self.revision) if self.local else self.source
+        """What transformers loads: a subfolder of a local series, else the hub id (with :attr:`hub_revision`);
+        a hub source holding ``{revision}`` is one repository per checkpoint (MultiBERTs)."""
+        if self.local:
+            return str(Path(self.source) / self.revision)
+        return self.source.replace("{revision}", self.revision)
+
+    @property
+    def hub_revision(self) -> str | None:
+        """The hub revision to load (None: a local folder, or the default branch of a repository per checkpoint)."""
+        return None if self.local or "{revision}" in self.source else self.revision
 
 
 def local_series(directory: str | Path, revisions: str | list[str] | None = None) -> list[Checkpoint]:
@@ -97,14 +107,17 @@ def hub_series(repo: str, revisions: str | list[str]) -> list[Checkpoint]:
     return sorted((Checkpoint(repo, n, step_of(n), False) for n in parse_revisions(revisions)), key=lambda c: c.step)
 
 
-def load_checkpoint(ckpt: Checkpoint, *, trust_remote_code: bool = False, dtype: torch.dtype | None = None,
-                    device: str | torch.device = "cpu") -> nn.Module:
-    """The model at one checkpoint, in eval mode (``AutoModel``: the encoder or decoder without a head)."""
+def load_checkpoint(ckpt: Checkpoint, *, trust_remote_code: bool = False, pickled_weights: bool = False,
+                    dtype: torch.dtype | None = None, device: str | torch.device = "cpu") -> nn.Module:
+    """The model at one checkpoint, in eval mode (``AutoModel``: the encoder or decoder without a head).
+    Safetensors weights only, unless ``pickled_weights``: then a checkpoint published as ``pytorch_model.bin``
+    only loads too (transformers reads it with ``torch.load(weights_only=True)``, which refuses code)."""
     from transformers import AutoModel
 
     model = hf_load(AutoModel.from_pretrained, ckpt.location, f"checkpoint {ckpt.revision}",
-                    revision=None if ckpt.local else ckpt.revision, trust_remote_code=trust_remote_code,
-                    use_safetensors=True, **({"dtype": dtype} if dtype is not None else {}))
+                    revision=ckpt.hub_revision, trust_remote_code=trust_remote_code,
+                    use_safetensors=None if pickled_weights else True,
+                    **({"dtype": dtype} if dtype is not None else {}))
     return model.to(device).eval()
 
 
@@ -113,7 +126,7 @@ def load_config(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
     from transformers import AutoConfig
 
     return hf_load(AutoConfig.from_pretrained, ckpt.location, f"configuration of checkpoint {ckpt.revision}",
-                   revision=None if ckpt.local else ckpt.revision, trust_remote_code=trust_remote_code)
+                   revision=ckpt.hub_revision, trust_remote_code=trust_remote_code)
 
 
 def load_tokenizer(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
@@ -121,10 +134,11 @@ def load_tokenizer(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
     from transformers import AutoTokenizer
 
     return hf_load(AutoTokenizer.from_pretrained, ckpt.location, f"tokenizer of checkpoint {ckpt.revision}",
-                   revision=None if ckpt.local else ckpt.revision, trust_remote_code=trust_remote_code, use_fast=True)
+                   revision=ckpt.hub_revision, trust_remote_code=trust_remote_code, use_fast=True)
 
 
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+_PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 @dataclass(frozen=True)
@@ -138,27 +152,33 @@ class Fetch:
     missing: str | None = None
 
 
-def fetch_plan(ckpt: Checkpoint, online: bool) -> Fetch:
+def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) -> Fetch:
     """Whether a checkpoint's weights are here (a local series, the hub cache) and, when they are not, their
-    size on the hub (``HfApi.model_info`` with file metadata: the safetensors files of that revision)."""
+    size on the hub (``HfApi.model_info`` with file metadata: the safetensors files of that revision, or with
+    ``pickled_weights`` the ``.bin`` files where it has no safetensors)."""
     if ckpt.local:
         return Fetch(ckpt, True)
     from huggingface_hub import HfApi, try_to_load_from_cache
 
-    if any(isinstance(try_to_load_from_cache(ckpt.source, f, revision=ckpt.revision), str) for f in _WEIGHTS):
+    repo, revision = ckpt.location, ckpt.hub_revision
+    names = _WEIGHTS + (_PICKLED if pickled_weights else ())
+    if any(isinstance(try_to_load_from_cache(repo, f, revision=revision), str) for f in names):
         return Fetch(ckpt, True)
     if not online:
-        return Fetch(ckpt, False, missing=f"{ckpt.source} revision {ckpt.revision}: not in the Hugging Face cache "
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: not in the Hugging Face cache "
                                           "and the hub is off or out of reach")
     try:
-        info = HfApi().model_info(ckpt.source, revision=ckpt.revision, files_metadata=True)
+        info = HfApi().model_info(repo, revision=revision, files_metadata=True)
     except Exception as exc:  # noqa: BLE001 -- a missing repository or revision, or the network: one line
-        return Fetch(ckpt, False, missing=f"{ckpt.source} revision {ckpt.revision}: {type(exc).__name__}: "
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: {type(exc).__name__}: "
                                           f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
     files = [f for f in info.siblings or [] if f.rfilename.endswith(".safetensors")]
+    if not files and pickled_weights:
+        files = [f for f in info.siblings or [] if f.rfilename.startswith("pytorch_model") and
+                 f.rfilename.endswith(".bin")]
     if not files:
-        return Fetch(ckpt, False, missing=f"{ckpt.source} revision {ckpt.revision}: no safetensors weights "
-                                          "(pickled weights are never loaded)")
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: no safetensors weights (pickled "
+                                          "weights load only with pickled_weights = true)")
     return Fetch(ckpt, False, bytes=sum(f.size or 0 for f in files))
 
 

@@ -21,6 +21,12 @@ def test_revision_patterns():
             parse_revisions(bad)
     assert step_of("step143000") == 143000 and step_of("seed_3_step_20k0") == 0
     assert [c.step for c in hub_series("EleutherAI/pythia-160m", ["step2000", "step0"])] == [0, 2000]
+    pythia = hub_series("EleutherAI/pythia-160m", ["step1000"])[0]
+    assert (pythia.location, pythia.hub_revision) == ("EleutherAI/pythia-160m", "step1000")
+    # MultiBERTs: one repository per checkpoint, steps in thousands
+    mb = hub_series("google/multiberts-seed_3-step_{revision}", "{0..40:20}k")
+    assert [c.step for c in mb] == [0, 20000, 40000] and step_of("2000k") == 2_000_000
+    assert (mb[1].location, mb[1].hub_revision) == ("google/multiberts-seed_3-step_20k", None)
 
 
 def tiny(kind: str, seed: int):

@@ -193,7 +193,8 @@ class CheckpointSpec(Table):
 
 
 #: Keys of a ``kind = "suite"`` entry only (left out of the ids of trained networks).
-SUITE_KEYS = ("source", "revisions", "seeds", "trust_remote_code", "pool", "window_words", "batch_size")
+SUITE_KEYS = ("source", "revisions", "seeds", "trust_remote_code", "pickled_weights", "pool", "window_words",
+              "batch_size")
 
 
 class NetworkSpec(Table):
@@ -204,7 +205,9 @@ class NetworkSpec(Table):
     checkpoint series (Pythia, MultiBERTs, a local directory), measured instead of trained."""
     source: str | None = None
     """Suite: a hub id (``EleutherAI/pythia-160m``) or a local directory of checkpoint folders
-    (``path:DIR``, or a path; ``DIR/step1000/config.json``); ``{seed}`` is replaced by each of ``seeds``."""
+    (``path:DIR``, or a path; ``DIR/step1000/config.json``); ``{seed}`` is replaced by each of ``seeds``, and
+    ``{revision}`` in a hub id by each revision: one repository per checkpoint, as MultiBERTs publishes them
+    (``google/multiberts-seed_{seed}-step_{revision}``, revisions ``["0k", "20k", ...]``)."""
     revisions: str | list[str] | None = None
     """Suite: the revisions, ``"step{0..143000:1000}"`` (first..last:stride) or a list; a local directory
     without them: every step folder in it."""
@@ -213,6 +216,9 @@ class NetworkSpec(Table):
     replicates of model ``<name>``."""
     trust_remote_code: bool = False
     """Suite: let transformers run the repository's own code (never, unless set)."""
+    pickled_weights: bool = False
+    """Suite: also load checkpoints published only as ``pytorch_model.bin`` (read with
+    ``torch.load(weights_only=True)``); otherwise safetensors only."""
     pool: Literal["mean", "first", "last"] = "mean"
     """Suite: how a word's subword activations become the word's (the analysis text is in words)."""
     window_words: int = Field(64, ge=2)

@@ -260,7 +260,8 @@ class TrainingStudyPlugin(Study):
             todo = [f for f in suites.fetch if not f.cached and f.missing is None]
             out["downloads"] = {"checkpoints": len(todo), "bytes": sum(f.bytes or 0 for f in todo),
                                 "unknown_size": sum(f.bytes is None for f in todo),
-                                "revisions": [f"{f.checkpoint.source}@{f.checkpoint.revision}" for f in todo]}
+                                "revisions": [f"{f.checkpoint.location}@{f.checkpoint.hub_revision or 'main'}"
+                                              for f in todo]}
         return out
 
     def open(self, p: Prepared, device, say) -> TrainingSession:

@@ -61,7 +61,9 @@ class Suites:
         known = [f.bytes for f in todo if f.bytes is not None]
         size = f"{sum(known) / 1e9:.2f} GB" + (f" (+{len(todo) - len(known)} of unknown size)"
                                               if len(known) < len(todo) else "")
-        return [f"downloads  {len(todo)} checkpoint(s) to fetch, {size}; {here} local or cached"]
+        lacking = sum(f.missing is not None for f in self.fetch)
+        return [f"downloads  {len(todo)} checkpoint(s) to fetch, {size}; {here} local or cached"
+                + (f"; {lacking} neither here nor to be had now (see the requirements)" if lacking else "")]
 
 
 def _source(net: NetworkSpec, base: Path) -> tuple[str, bool]:
@@ -84,6 +86,10 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
     for n, net in enumerate(spec.model):
         where = ("model", spec.entry(n))
         src, local = _source(net, base)
+        if local and "{revision}" in src:
+            problems.append(sf.problem(where + ("source",), "{revision} names one hub repository per checkpoint; a "
+                                       "local series is one folder per revision"))
+            continue
         if local and not Path(src).is_dir():
             problems.append(sf.problem(where + ("source",), f"no such checkpoint directory {src}"))
             continue
@@ -105,7 +111,7 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
                                                  f"{spec.model[n].name} differ from those of {spec.model[0].name}; "
                                                  "every suite of a spec shares one checkpoint axis")])
     online = not any(not c.local for s in series for c in s) or not hub_off()
-    fetch = [fetch_plan(c, online) for s in series for c in s]
+    fetch = [fetch_plan(c, online, net.pickled_weights) for net, s in zip(spec.model, series) for c in s]
     missing = [f.missing for f in fetch if f.missing]
     unmet += missing[:5] + ([f"... and {len(missing) - 5} more checkpoint(s)"] if len(missing) > 5 else [])
     suites = Suites(series, None, fetch)
@@ -158,7 +164,8 @@ class SuiteContext(Context):
         if key not in self._cache:
             net = self.study.model[network]
             self._put(key, load_checkpoint(self.suites.series[network][checkpoint], device=self.device,
-                                           trust_remote_code=net.trust_remote_code))
+                                           trust_remote_code=net.trust_remote_code,
+                                           pickled_weights=net.pickled_weights))
         return self._cache[key]
 
     def tokenizer(self, network: int):
