@@ -108,16 +108,26 @@ def hub_series(repo: str, revisions: str | list[str]) -> list[Checkpoint]:
 
 
 def load_checkpoint(ckpt: Checkpoint, *, trust_remote_code: bool = False, pickled_weights: bool = False,
-                    dtype: torch.dtype | None = None, device: str | torch.device = "cpu") -> nn.Module:
-    """The model at one checkpoint, in eval mode (``AutoModel``: the encoder or decoder without a head).
-    Safetensors weights only, unless ``pickled_weights``: then a checkpoint published as ``pytorch_model.bin``
-    only loads too (transformers reads it with ``torch.load(weights_only=True)``, which refuses code)."""
-    from transformers import AutoModel
+                    head: bool = False, dtype: torch.dtype | None = None,
+                    device: str | torch.device = "cpu") -> nn.Module:
+    """The model at one checkpoint, in eval mode: ``AutoModel`` (the encoder or decoder without a head), or
+    with ``head`` its language-modelling head too (``AutoModelForCausalLM`` / ``AutoModelForMaskedLM``, by the
+    family's :attr:`Adapter.head`; a checkpoint without the head's weights is refused, never completed with
+    random ones). Safetensors weights only, unless ``pickled_weights``: then a checkpoint published as
+    ``pytorch_model.bin`` only loads too (transformers reads it with ``torch.load(weights_only=True)``)."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
-    model = hf_load(AutoModel.from_pretrained, ckpt.location, f"checkpoint {ckpt.revision}",
-                    revision=ckpt.hub_revision, trust_remote_code=trust_remote_code,
-                    use_safetensors=None if pickled_weights else True,
-                    **({"dtype": dtype} if dtype is not None else {}))
+    cls = AutoModel
+    if head:
+        kind = adapter_for(load_config(ckpt, trust_remote_code=trust_remote_code)).head
+        cls = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM}[kind]
+    model, info = hf_load(cls.from_pretrained, ckpt.location, f"checkpoint {ckpt.revision}",
+                          revision=ckpt.hub_revision, trust_remote_code=trust_remote_code,
+                          use_safetensors=None if pickled_weights else True, output_loading_info=True,
+                          **({"dtype": dtype} if dtype is not None else {}))
+    if head and info.get("missing_keys"):
+        raise ModelLoadError(f"checkpoint {ckpt.revision} of {ckpt.location} has no weights for "
+                             f"{sorted(info['missing_keys'])[:3]}: its language-modelling head is not published")
     return model.to(device).eval()
 
 
@@ -192,6 +202,8 @@ class Adapter:
     model_types: tuple[str, ...]
     embeddings: str
     blocks: str
+    head: str = "causal"
+    """The language-modelling objective of its checkpoints: ``causal`` (next token) or ``masked`` (BERT)."""
 
     def layers(self, model: nn.Module) -> dict[str, nn.Module]:
         """``{"embedding": ..., "layer1": ..., ...}``: modules whose outputs are the layer activations (of the
@@ -204,7 +216,7 @@ class Adapter:
 #: One entry per family (``config.model_type``); the paths are those of ``AutoModel`` (no head).
 ADAPTERS: list[Adapter] = [
     Adapter(("gpt_neox",), "embed_in", "layers"),                # Pythia
-    Adapter(("bert",), "embeddings", "encoder.layer"),           # BERT, MultiBERTs
+    Adapter(("bert",), "embeddings", "encoder.layer", "masked"),  # BERT, MultiBERTs
     Adapter(("gpt2",), "wte", "h"),                              # GPT-2 (token embeddings; positions are added after)
     Adapter(("llama", "mistral", "qwen2"), "embed_tokens", "layers"),
 ]
@@ -264,6 +276,31 @@ def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor |
     return {k: out[k] for k in modules}
 
 
+def _token_losses(model: nn.Module, ids: Tensor, mask: Tensor, targets: Tensor) -> Tensor:
+    """Cross-entropy (nats) of each token position with a target (``targets`` >= 0; -1: none)."""
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    keep = targets >= 0
+    return torch.nn.functional.cross_entropy(logits[keep].float(), targets[keep], reduction="none")
+
+
+def _targets(model: nn.Module, ids: Tensor, owner: Tensor, mask_id: int | None, fraction: float,
+             generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """(the input, the target of each position): the next token for a causal LM (Radford et al. 2019); for a
+    masked LM, ``fraction`` of the words' tokens replaced by the mask token and predicted (Devlin et al. 2019,
+    Sec. 3.1: 15%, here all of them masked, without the 80/10/10 split)."""
+    targets = torch.full_like(ids, -1)
+    if adapter_for(model).head == "causal":
+        real = owner >= 0
+        targets[:, :-1] = torch.where(real[:, 1:], ids[:, 1:], -1)
+        targets[:, :-1] = torch.where(real[:, :-1], targets[:, :-1], -1)
+        return ids, targets
+    if mask_id is None:
+        raise ValueError("a masked LM's tokenizer needs a mask token")
+    chosen = (owner >= 0) & (torch.rand(ids.shape, generator=generator) < fraction)
+    targets[chosen] = ids[chosen]
+    return torch.where(chosen, mask_id, ids), targets
+
+
 def _word_owner(words: list[str]) -> tuple[str, np.ndarray]:
     """The words joined by spaces, and for each character the index of its word (-1 for a space)."""
     text = " ".join(words)
@@ -291,17 +328,12 @@ def encode_words(tokenizer: Any, words: list[str]) -> tuple[list[int], list[int]
     return list(enc["input_ids"]), word_of
 
 
-def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers: list[str], *, window: int,
-                     batch_size: int, pool: str = "mean") -> dict[str, Tensor]:
-    """Each layer's activation of every word, ``(n_words, hidden)``: the words in windows of ``window`` (no
-    overlap), ``batch_size`` windows per forward pass on the model's device, each word's subword tokens pooled
-    (``mean``, ``first`` or ``last``)."""
-    device = next(model.parameters()).device
-    limit = getattr(model.config, "max_position_embeddings", None)
+def _batches(tokenizer: Any, words: list[str], window: int, batch_size: int,
+             limit: int | None) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """(token ids, attention mask, word of each token: -1 for specials and padding), right-padded batches of
+    ``batch_size`` windows of ``window`` words (no overlap)."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     starts = list(range(0, len(words), window))
-    out: dict[str, Tensor] = {}
-    counts = torch.zeros(len(words), dtype=torch.long, device=device)
     for b in range(0, len(starts), batch_size):
         encoded = [encode_words(tokenizer, words[s:s + window]) for s in starts[b:b + batch_size]]
         width = max(len(ids) for ids, _ in encoded)
@@ -314,15 +346,68 @@ def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers:
         for r, ((tok, word_of), s) in enumerate(zip(encoded, starts[b:b + batch_size])):
             ids[r, :len(tok)], mask[r, :len(tok)] = torch.tensor(tok), 1
             owner[r, :len(tok)] = torch.tensor([w + s if w >= 0 else -1 for w in word_of])
+        yield ids, mask, owner
+
+
+def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers: list[str] | None, *, window: int,
+                     batch_size: int, pool: str = "mean", gradients: bool = False
+                     ) -> dict[str, Tensor] | tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """Each layer's activation of every word, ``(n_words, hidden)``: the words in windows of ``window`` (no
+    overlap), ``batch_size`` windows per forward pass on the model's device, each word's subword tokens pooled
+    (``mean``, ``first`` or ``last``). With ``gradients`` (a causal LM with its head): also the gradient of the
+    summed next-token cross-entropy with respect to each layer's output, pooled the same way."""
+    device = next(model.parameters()).device
+    limit = getattr(model.config, "max_position_embeddings", None)
+    modules = adapter_for(model).layers(model)
+    modules = {k: modules[k] for k in (layers or modules)}
+    acts: dict[str, Tensor] = {}
+    grads: dict[str, Tensor] = {}
+    counts = torch.zeros(len(words), dtype=torch.long, device=device)
+
+    def add(into: dict[str, Tensor], name: str, h: Tensor, keep: Tensor, index: Tensor) -> None:
+        h = h.reshape(-1, h.shape[-1])[keep].float()
+        if name not in into:
+            into[name] = torch.zeros(len(words), h.shape[-1], device=device)
+        into[name].index_add_(0, index, h)
+
+    for ids, mask, owner in _batches(tokenizer, words, window, batch_size, limit):
         keep = _pooled_tokens(owner, pool).to(device)
         index = owner.to(device).reshape(-1)[keep]
         counts += torch.bincount(index, minlength=len(words))
-        for name, h in capture_layers(model, ids.to(device), mask.to(device), layers).items():
-            h = h.reshape(-1, h.shape[-1])[keep].float()
-            if name not in out:
-                out[name] = torch.zeros(len(words), h.shape[-1], device=device)
-            out[name].index_add_(0, index, h)
-    return {k: v / counts.clamp(min=1).unsqueeze(1) for k, v in out.items()}
+        ids, mask = ids.to(device), mask.to(device)
+        out: dict[str, Tensor] = {}
+        if gradients:
+            _, targets = _targets(model, ids, owner.to(device), None, 0.0, torch.Generator())
+            with torch.enable_grad(), _hooks(modules, out):
+                loss = _token_losses(model, ids, mask, targets).sum()
+            for name, g in zip(modules, torch.autograd.grad(loss, [out[k] for k in modules], allow_unused=True)):
+                add(grads, name, torch.zeros_like(out[name]) if g is None else g, keep, index)
+        else:
+            with torch.no_grad(), _hooks(modules, out):
+                model(input_ids=ids, attention_mask=mask)
+        for name in modules:
+            add(acts, name, out[name].detach(), keep, index)
+    scale = counts.clamp(min=1).unsqueeze(1)
+    acts = {k: v / scale for k, v in acts.items()}
+    return (acts, {k: v / scale for k, v in grads.items()}) if gradients else acts
+
+
+def lm_loss(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, batch_size: int,
+            mask_fraction: float = 0.15, seed: int = 0) -> tuple[float, int]:
+    """(summed cross-entropy in nats, number of predicted tokens) of a language model with its head on the
+    words, read in windows as :func:`word_activations` reads them: every next token of a causal LM, a seeded
+    ``mask_fraction`` of the tokens of a masked LM."""
+    device = next(model.parameters()).device
+    generator = torch.Generator().manual_seed(seed)
+    total, n = torch.zeros((), device=device, dtype=torch.float64), 0
+    with torch.no_grad():
+        for ids, mask, owner in _batches(tokenizer, words, window, batch_size,
+                                         getattr(model.config, "max_position_embeddings", None)):
+            inputs, targets = _targets(model, ids, owner, tokenizer.mask_token_id, mask_fraction, generator)
+            losses = _token_losses(model, inputs.to(device), mask.to(device), targets.to(device))
+            total += losses.sum(dtype=torch.float64)
+            n += losses.numel()
+    return float(total), n
 
 
 def _pooled_tokens(owner: Tensor, pool: str) -> Tensor:

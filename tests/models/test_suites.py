@@ -121,3 +121,38 @@ def test_word_activations_pool_each_words_subwords(tmp_path):
     torch.testing.assert_close(got["layer2"][3:], alone["layer2"])
     with pytest.raises(ValueError, match="lower window_words"):
         word_activations(model, tokenizer, ["abcd"] * 20, None, window=20, batch_size=1)
+
+
+def test_loss_and_gradients_are_those_of_the_language_model(tmp_path):
+    """The causal LM's summed next-token loss and its gradient at a layer's output, against transformers' own
+    loss (``labels``) and autograd on ``hidden_states``; a masked LM's loss covers the masked tokens only."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModelForCausalLM, BertConfig, BertForMaskedLM, GPTNeoXConfig, \
+        PreTrainedTokenizerFast
+
+    from models.suites import lm_loss, word_activations
+
+    vocab = {w: i for i, w in enumerate(["[UNK]", "[PAD]", "[MASK]", "a", "b", "c", "d"])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                        mask_token="[MASK]")
+    words = "a b c d a c b d b".split()
+    ids = torch.tensor([[vocab[w] for w in words]])
+    torch.manual_seed(0)
+    small = dict(vocab_size=7, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                 max_position_embeddings=32)
+    model = AutoModelForCausalLM.from_config(GPTNeoXConfig(**small)).eval()
+    total, n = lm_loss(model, tokenizer, words, window=len(words), batch_size=1)
+    ref = model(input_ids=ids, labels=ids, output_hidden_states=True)
+    assert n == len(words) - 1
+    assert abs(total / n - float(ref.loss.detach())) < 1e-5
+    acts, grads = word_activations(model, tokenizer, words, ["layer1"], window=len(words), batch_size=1,
+                                   gradients=True)
+    (want,) = torch.autograd.grad(ref.loss * n, ref.hidden_states[1])
+    torch.testing.assert_close(acts["layer1"], ref.hidden_states[1][0].detach())
+    torch.testing.assert_close(grads["layer1"], want[0], rtol=1e-4, atol=1e-6)
+    bert = BertForMaskedLM(BertConfig(**small)).eval()
+    total, n = lm_loss(bert, tokenizer, words * 3, window=len(words) * 3, batch_size=1, mask_fraction=0.5)
+    assert 0 < n < len(words) * 3 and total > 0
+    assert lm_loss(bert, tokenizer, words * 3, window=len(words) * 3, batch_size=1, mask_fraction=0.5) == (total, n)

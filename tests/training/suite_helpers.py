@@ -39,13 +39,13 @@ def config(kind: str, vocab: int):
 
 
 def build_suite(root: Path, kind: str, seed: int = 0, steps=STEPS) -> Path:
-    """``root/step{N}/`` for each step: the model trained a little further each step (its weights drift
-    from a random start), the same tokenizer in each."""
-    from transformers import AutoModel
+    """``root/step{N}/`` for each step: the model with its language-modelling head, its weights drifting a
+    little further from a random start at each step, the same tokenizer in each."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
     tok = tokenizer(kind)
     torch.manual_seed(seed)
-    model = AutoModel.from_config(config(kind, len(tok)))
+    model = (AutoModelForCausalLM if kind == "gpt_neox" else AutoModelForMaskedLM).from_config(config(kind, len(tok)))
     for step in steps:
         with torch.no_grad():
             for w in model.parameters():

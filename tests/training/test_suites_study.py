@@ -43,7 +43,7 @@ store = "{store}"
 source = "{CORPUS}"
 min_count = 1
 drop_rare_sentences = false
-analysis_tokens = 200
+analysis_tokens = 150
 
 {models}
 
@@ -78,6 +78,15 @@ kind = "diagnostic"
 tagsets = ["upos"]
 layers = ["layer2"]
 epochs = 2
+
+[[measure]]
+kind = "loss"
+
+[[measure]]
+kind = "sparsity"
+layers = {LAYERS}
+frequent_words = 5
+min_count = 2
 """
 
 
@@ -101,7 +110,7 @@ def neox_store(suites, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("neox_run")
     out = apply(prepare(write_spec(tmp, suites, "neox", NEOX)), quiet=True)
-    assert not out.failed and len(out.ran) == 3 * len(STEPS)
+    assert not out.failed and len(out.ran) == 5 * len(STEPS)
     return tmp / "neox.zarr"
 
 
@@ -114,7 +123,7 @@ def test_plan_lists_the_series_and_nothing_to_fetch(suites, tmp_path, in_process
     code, out, _ = in_process("plan", write_spec(tmp_path, suites, "neox", NEOX), "--json")
     plan = json.loads(out)
     assert plan["checkpoint_steps"] == list(STEPS) and plan["downloads"]["checkpoints"] == 0
-    assert {t["kind"] for t in plan["tasks"]} == {"svcca", "diagnostic"}  # nothing to train
+    assert {t["kind"] for t in plan["tasks"]} == {"svcca", "diagnostic", "loss", "sparsity"}  # nothing to train
 
 
 def test_measures_of_a_suite_have_the_known_answers(neox_store):
@@ -132,6 +141,11 @@ def test_measures_of_a_suite_have_the_known_answers(neox_store):
     acc = ds.probe_accuracy.sel(layer="layer2").values
     assert np.isfinite(acc).all() and ((acc >= 0) & (acc <= 1)).all()
     assert np.isnan(ds.probe_accuracy.sel(layer="embedding").values).all()  # not asked for
+    loss = ds.analysis_loss.values
+    assert np.isfinite(loss).all() and (loss > 0).all()
+    chi = ds.chi_mean.values  # ||v||_2 / ||v||_1 lies in [1/sqrt(d), 1], d = 16
+    assert np.isfinite(chi).all() and ((chi >= 0.25) & (chi <= 1)).all()
+    assert ds.word.size == 5 and np.isfinite(ds.rho_target.sel(word_class_split="all").values).all()
 
 
 def test_seeds_are_replicates_and_compared_per_step(suites, tmp_path, in_process):
@@ -141,6 +155,9 @@ compare = "seed"
 networks = ["bert-s1"]
 reference = ["bert-s0"]
 layers = {LAYERS}
+
+[[measure]]
+kind = "loss"
 """
     spec = write_spec(tmp_path, suites, "bert", BERT, measures)
     code, out, err = in_process("apply", "-q", spec)
@@ -152,6 +169,7 @@ layers = {LAYERS}
     cka = ds.cka_seed.sel(network="bert-s1").values
     assert np.isfinite(cka).all() and (cka < 0.999).all()  # two random inits are not the same network
     assert np.isnan(ds.cka_seed.sel(network="bert-s0").values).all()
+    assert np.isfinite(ds.analysis_loss.values).all()  # the masked-LM loss of every seed and step
 
 
 def test_kill_9_then_apply_resumes_and_equals_the_uninterrupted_run(suites, neox_store, tmp_path, in_process):
@@ -165,10 +183,10 @@ def test_kill_9_then_apply_resumes_and_equals_the_uninterrupted_run(suites, neox
     marker.unlink()
     code, out, err = in_process("status", "--json", spec)
     states = [t["state"] for t in json.loads(out)["tasks"]]
-    assert states.count("done") == 6 and len(states) == 12  # steps 0 and 10 measured, 100 and 1000 not
+    assert states.count("done") == 10 and len(states) == 20  # steps 0 and 10 measured, 100 and 1000 not
     code, out, err = in_process("apply", "-q", spec)
     assert code == 0, err
-    assert "ran 6 task(s), 6 already done" in out
+    assert "ran 10 task(s), 10 already done" in out
     a, b = xr.open_zarr(neox_store), xr.open_zarr(tmp_path / "killed.zarr")
     assert set(a.data_vars) == set(b.data_vars)
     for name in a.data_vars:
@@ -232,6 +250,7 @@ def test_a_missing_local_revision_is_unmet_and_named(suites, tmp_path, in_proces
     (NEOX, '[[measure]]\nkind = "svcca"\n', "name the suite's layers to measure"),
     (NEOX, '[[measure]]\nkind = "svcca"\nlayers = ["layer9"]\n', "neox has no layer ['layer9']"),
     (NEOX, '[[measure]]\nkind = "lca"\n', "lca needs networks this runner trains"),
+    (BERT, '[[measure]]\nkind = "sparsity"\nlayers = ["layer1"]\n', "are masked language models"),
     (NEOX, '[[measure]]\nkind = "svcca"\nlayers = ["lstm1"]\n', "a suite's layers are embedding, layer1 .. layerN"),
     (BERT.replace("seeds = [0, 1]\n", ""), None, "seeds and a source holding {seed} go together"),
     (NEOX.replace('kind = "suite"', 'kind = "lm"'), None, "source apply to kind = \"suite\" only"),

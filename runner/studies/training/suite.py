@@ -23,11 +23,12 @@ import torch
 from torch import Tensor
 
 from models.hub import ModelLoadError, hub_off
-from models.suites import (Checkpoint, Fetch, fetch_plan, hub_series, layer_names, load_checkpoint, load_config,
-                           load_tokenizer, local_series, word_activations)
+from models.suites import (Checkpoint, Fetch, adapter_for, fetch_plan, hub_series, layer_names, load_checkpoint, load_config,
+                           lm_loss, load_tokenizer, local_series, word_activations)
 from runner.data.corpus import Corpus
 from runner.data.sources import anchor
 from runner.layout import Layout
+from runner.measures import measures
 from runner.specfile import SpecError, SpecFile
 from runner.store import Store
 from runner.studies.training.context import Context
@@ -118,6 +119,7 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
     if missing:
         return suites, unmet
     layers: list[list[str]] = []
+    heads: list[str] = []
     for n, (net, s) in enumerate(zip(spec.model, series)):
         try:
             config = load_config(s[-1], trust_remote_code=net.trust_remote_code)
@@ -126,10 +128,18 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
             continue
         try:
             layers.append(layer_names(config))
+            heads.append(adapter_for(config).head)
         except ModelLoadError as err:
             raise SpecError(sf.path, [sf.problem(("model", spec.entry(n), "source"), str(err))]) from None
     if unmet:
         return suites, unmet
+    registry = measures("training")
+    names = [x.name for x in spec.model]
+    for i, m in enumerate(spec.measure):
+        masked = [n for n in spec.measured(m) if heads[names.index(n)] != "causal"]
+        if getattr(registry[m.kind], "causal", False) and masked:
+            raise SpecError(sf.path, [sf.problem(("measure", i, "kind"), f"{m.kind} reads the gradients of the "
+                                                 f"next-token loss; {masked} are masked language models")])
     for i, m in enumerate(spec.measure):
         for name in spec.measured(m) + list(getattr(m, "reference", [])):
             have = layers[[x.name for x in spec.model].index(name)]
@@ -158,6 +168,9 @@ class SuiteContext(Context):
         self.tags = {t: s[:n + 1].to(device) for t, s in tags.items()}
         self._cache: OrderedDict = OrderedDict()
         self._tokenizers: dict[int, object] = {}
+        registry = measures("training")
+        self.head = any(getattr(registry[m.kind], "head", False) for m in study.measure)
+        """Load checkpoints with their language-modelling heads (a measure reads losses or gradients)."""
 
     def model(self, network: int, checkpoint: int):
         key = ("model", network, checkpoint)
@@ -165,7 +178,7 @@ class SuiteContext(Context):
             net = self.study.model[network]
             self._put(key, load_checkpoint(self.suites.series[network][checkpoint], device=self.device,
                                            trust_remote_code=net.trust_remote_code,
-                                           pickled_weights=net.pickled_weights))
+                                           pickled_weights=net.pickled_weights, head=self.head))
         return self._cache[key]
 
     def tokenizer(self, network: int):
@@ -183,6 +196,21 @@ class SuiteContext(Context):
             self._put(key, word_activations(self.model(network, checkpoint), self.tokenizer(network), self.text,
                                             None, window=net.window_words, batch_size=net.batch_size, pool=net.pool))
         return self._cache[key]
+
+    def word_states(self, network: int, checkpoint: int) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """Every layer's word activations and the gradients of the next-token loss with respect to them."""
+        key = ("states", network, checkpoint)
+        if key not in self._cache:
+            net = self.study.model[network]
+            self._put(key, word_activations(self.model(network, checkpoint), self.tokenizer(network), self.text,
+                                            None, window=net.window_words, batch_size=net.batch_size, pool=net.pool,
+                                            gradients=True))
+        return self._cache[key]
+
+    def lm_loss(self, network: int, checkpoint: int, mask_fraction: float) -> tuple[float, int]:
+        net = self.study.model[network]
+        return lm_loss(self.model(network, checkpoint), self.tokenizer(network), self.text, window=net.window_words,
+                       batch_size=net.batch_size, mask_fraction=mask_fraction, seed=self.seed)
 
     def tag_labels(self, tagset: str) -> tuple[Tensor, Tensor]:
         t = self.tags[tagset]
