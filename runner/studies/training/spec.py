@@ -9,10 +9,11 @@ epochs, 200-unit embedding and LSTM layers, a checkpoint every epoch. """
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, create_model, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_validator
 
 from runner.data.sources import anchor
 from runner.execute.device import DeviceName
@@ -21,9 +22,19 @@ from runner.specfile import Name, SpecFile, StudySpec, Table, repeated
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 LSTM_LAYERS = ("embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits")
-#: A suite's layers (:class:`models.suites.Adapter`): ``embedding``, then ``layer1`` .. ``layerN`` (N <= 128).
-SUITE_LAYERS = ("embedding",) + tuple(f"layer{i}" for i in range(1, 129))
-Layer = Literal[LSTM_LAYERS + SUITE_LAYERS[1:]]  # type: ignore[valid-type]
+_SUITE_LAYER = re.compile(r"^(embedding|layer[1-9][0-9]*)$")
+
+
+def _layer(name: str) -> str:
+    if name not in LSTM_LAYERS and not _SUITE_LAYER.match(name):
+        raise ValueError(f"{name!r} is no layer: LSTMs have {', '.join(LSTM_LAYERS)}; checkpoint suites have "
+                         "embedding, layer1 .. layerN")
+    return name
+
+
+#: A layer of an LSTM (``embedding``, ``lstm1`` .. ``lstm4``, ``logits``) or of a checkpoint suite
+#: (:class:`models.suites.Adapter`: ``embedding``, ``layer1`` .. ``layerN``).
+Layer = Annotated[str, AfterValidator(_layer)]
 TAGSETS = ("upos", "xpos", "topic", "spacy_upos", "spacy_xpos", "gmb_pos", "sem_coarse", "sem_fine")
 TagSet = Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos", "gmb_pos", "sem_coarse", "sem_fine"]
 #: Tag sets read from GMB-style tagged files (:func:`runner.data.sources.read_gmb`), each its own corpus.
@@ -424,9 +435,9 @@ class TrainingStudy(StudySpec):
             elif "layers" in type(m).model_fields and "layers" not in m.model_fields_set:
                 out.append((("measure", i, "layers"), "name the suite's layers to measure: embedding, layer1 .. "
                             "layerN (the LSTM default does not apply)"))
-            elif any(x not in SUITE_LAYERS for x in getattr(m, "layers", [])):
+            elif any(not _SUITE_LAYER.match(x) for x in getattr(m, "layers", [])):
                 out.append((("measure", i, "layers"), f"a suite's layers are embedding, layer1 .. layerN, not "
-                            f"{[x for x in m.layers if x not in SUITE_LAYERS]}"))
+                            f"{[x for x in m.layers if not _SUITE_LAYER.match(x)]}"))
         return out
 
     def network_seed(self, index: int) -> int:
