@@ -261,3 +261,13 @@ def test_bad_suite_specs_are_refused_before_compute(suites, tmp_path, in_process
     code, out, err = in_process("plan", write_spec(tmp_path, suites, "bad", models, measures))
     assert code == 65 and message in err, err
     assert "Traceback" not in err and "bad.toml:" in err
+
+
+def test_figures_of_a_suite_run_over_training_steps(neox_store):
+    from runner.studies.training.figures import versus_final
+
+    ds = xr.open_zarr(neox_store)
+    fig = versus_final(ds)
+    line = fig.axes[0].lines[0]
+    assert line.get_xdata().tolist() == list(STEPS) and fig.axes[0].get_xlabel() == "training step"
+    np.testing.assert_array_equal(line.get_ydata(), ds.svcca_final.sel(network="neox", layer="embedding").values)
