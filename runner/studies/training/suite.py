@@ -16,6 +16,7 @@ and every checkpoint measure applies unchanged.
 from __future__ import annotations
 
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,7 +113,9 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
                                                  f"{spec.model[n].name} differ from those of {spec.model[0].name}; "
                                                  "every suite of a spec shares one checkpoint axis")])
     online = not any(not c.local for s in series for c in s) or not hub_off()
-    fetch = [fetch_plan(c, online, net.pickled_weights) for net, s in zip(spec.model, series) for c in s]
+    with ThreadPoolExecutor(8) as pool:  # one hub request per checkpoint not yet cached
+        fetch = list(pool.map(lambda job: fetch_plan(job[1], online, job[0].pickled_weights),
+                              [(net, c) for net, s in zip(spec.model, series) for c in s]))
     missing = [f.missing for f in fetch if f.missing]
     unmet += missing[:5] + ([f"... and {len(missing) - 5} more checkpoint(s)"] if len(missing) > 5 else [])
     suites = Suites(series, None, fetch)
