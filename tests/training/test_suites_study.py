@@ -253,6 +253,8 @@ def test_a_missing_local_revision_is_unmet_and_named(suites, tmp_path, in_proces
     (BERT, '[[measure]]\nkind = "sparsity"\nlayers = ["layer1"]\n', "are masked language models"),
     (NEOX, '[[measure]]\nkind = "svcca"\nlayers = ["lstm1"]\n', "a suite's layers are embedding, layer1 .. layerN"),
     (BERT.replace("seeds = [0, 1]\n", ""), None, "seeds and a source holding {seed} go together"),
+    ('[[model]]\nname = "lm"\n', '[[measure]]\nkind = "svcca"\nlayers = ["layer1"]\n', "belong to checkpoint suites"),
+    (NEOX, '[[measure]]\nkind = "svcca"\nlayers = ["block1"]\n', "'block1' is no layer"),
     (NEOX.replace('kind = "suite"', 'kind = "lm"'), None, "source apply to kind = \"suite\" only"),
     (NEOX.replace('{root}/neox', '{root}/nowhere'), None, "no such checkpoint directory"),
     ('[[model]]\nname = "p"\nkind = "suite"\nsource = "org/suite"\n', None, "a hub series (org/suite) needs revisions"),

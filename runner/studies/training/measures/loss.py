@@ -1,5 +1,9 @@
 """The language model's loss on the analysis text at each checkpoint: the learning curve of a trained network
-or of a published suite on one declared text."""
+or of a published suite on one declared text.
+
+L = -(1/T) sum_t log p(x_t | x_<t), nats per token: the quantity whose exponential is the perplexity of
+Saphra 2021, Ch. 4 Fig. 2 (there on the validation split after each epoch); for a masked LM, the masked
+tokens' -log p(x_t | x_masked) (Devlin et al. 2019, BERT, Sec. 3.1, 15% of the tokens)."""
 
 from __future__ import annotations
 
