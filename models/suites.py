@@ -283,20 +283,22 @@ def _token_losses(model: nn.Module, ids: Tensor, mask: Tensor, targets: Tensor) 
     return torch.nn.functional.cross_entropy(logits[keep].float(), targets[keep], reduction="none")
 
 
-def _targets(model: nn.Module, ids: Tensor, owner: Tensor, mask_id: int | None, fraction: float,
-             generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def _targets(model: nn.Module, ids: Tensor, owner: Tensor, mask_id: int | None = None, fraction: float = 0.15,
+             seed: int = 0) -> tuple[Tensor, Tensor]:
     """(the input, the target of each position): the next token for a causal LM (Radford et al. 2019); for a
     masked LM, ``fraction`` of the words' tokens replaced by the mask token and predicted (Devlin et al. 2019,
-    Sec. 3.1: 15%, here all of them masked, without the 80/10/10 split)."""
+    Sec. 3.1: 15%, here all of them masked, without the 80/10/10 split), drawn per window from ``seed`` and
+    the window's first word, so the batching does not change them."""
     targets = torch.full_like(ids, -1)
+    real = owner >= 0
     if adapter_for(model).head == "causal":
-        real = owner >= 0
-        targets[:, :-1] = torch.where(real[:, 1:], ids[:, 1:], -1)
-        targets[:, :-1] = torch.where(real[:, :-1], targets[:, :-1], -1)
+        targets[:, :-1] = torch.where(real[:, 1:] & real[:, :-1], ids[:, 1:], -1)
         return ids, targets
     if mask_id is None:
         raise ValueError("a masked LM's tokenizer needs a mask token")
-    chosen = (owner >= 0) & (torch.rand(ids.shape, generator=generator) < fraction)
+    draws = torch.stack([torch.rand(ids.shape[1], generator=torch.Generator().manual_seed(
+        seed * 1_000_003 + int(row[row >= 0].min()))) for row in owner.cpu()]).to(ids.device)
+    chosen = real & (draws < fraction)
     targets[chosen] = ids[chosen]
     return torch.where(chosen, mask_id, ids), targets
 
@@ -377,7 +379,7 @@ def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers:
         ids, mask = ids.to(device), mask.to(device)
         out: dict[str, Tensor] = {}
         if gradients:
-            _, targets = _targets(model, ids, owner.to(device), None, 0.0, torch.Generator())
+            _, targets = _targets(model, ids, owner.to(device))
             with torch.enable_grad(), _hooks(modules, out):
                 loss = _token_losses(model, ids, mask, targets).sum()
             for name, g in zip(modules, torch.autograd.grad(loss, [out[k] for k in modules], allow_unused=True)):
@@ -398,12 +400,11 @@ def lm_loss(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, 
     words, read in windows as :func:`word_activations` reads them: every next token of a causal LM, a seeded
     ``mask_fraction`` of the tokens of a masked LM."""
     device = next(model.parameters()).device
-    generator = torch.Generator().manual_seed(seed)
     total, n = torch.zeros((), device=device, dtype=torch.float64), 0
     with torch.no_grad():
         for ids, mask, owner in _batches(tokenizer, words, window, batch_size,
                                          getattr(model.config, "max_position_embeddings", None)):
-            inputs, targets = _targets(model, ids, owner, tokenizer.mask_token_id, mask_fraction, generator)
+            inputs, targets = _targets(model, ids, owner, tokenizer.mask_token_id, mask_fraction, seed)
             losses = _token_losses(model, inputs.to(device), mask.to(device), targets.to(device))
             total += losses.sum(dtype=torch.float64)
             n += losses.numel()

@@ -156,3 +156,5 @@ def test_loss_and_gradients_are_those_of_the_language_model(tmp_path):
     total, n = lm_loss(bert, tokenizer, words * 3, window=len(words) * 3, batch_size=1, mask_fraction=0.5)
     assert 0 < n < len(words) * 3 and total > 0
     assert lm_loss(bert, tokenizer, words * 3, window=len(words) * 3, batch_size=1, mask_fraction=0.5) == (total, n)
+    one, two = (lm_loss(bert, tokenizer, words * 3, window=9, batch_size=b, mask_fraction=0.5) for b in (1, 3))
+    assert one[1] == two[1] and abs(one[0] - two[0]) < 1e-4  # the masked positions do not follow the batching
