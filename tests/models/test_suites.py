@@ -158,3 +158,23 @@ def test_loss_and_gradients_are_those_of_the_language_model(tmp_path):
     assert lm_loss(bert, tokenizer, words * 3, window=len(words) * 3, batch_size=1, mask_fraction=0.5) == (total, n)
     one, two = (lm_loss(bert, tokenizer, words * 3, window=9, batch_size=b, mask_fraction=0.5) for b in (1, 3))
     assert one[1] == two[1] and abs(one[0] - two[0]) < 1e-4  # the masked positions do not follow the batching
+
+
+def test_pickled_weights_load_only_when_the_spec_allows_them(tmp_path):
+    from transformers import AutoModelForCausalLM, GPTNeoXConfig
+
+    model = AutoModelForCausalLM.from_config(GPTNeoXConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2,
+                                                           num_attention_heads=2, intermediate_size=32))
+    (tmp_path / "step5").mkdir()
+    torch.save(model.state_dict(), tmp_path / "step5" / "pytorch_model.bin")
+    model.config.save_pretrained(tmp_path / "step5")
+    ckpt = local_series(tmp_path)[0]
+    with pytest.raises(ModelLoadError, match="model.safetensors"):
+        load_checkpoint(ckpt)
+    loaded = load_checkpoint(ckpt, pickled_weights=True, head=True)
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in model.state_dict().items())
+    from transformers import AutoModel
+
+    AutoModel.from_config(model.config).save_pretrained(tmp_path / "step7")  # a base model only: no head weights
+    with pytest.raises(ModelLoadError, match="head is not published"):
+        load_checkpoint(local_series(tmp_path, ["step7"])[0], head=True)
