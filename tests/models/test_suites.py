@@ -178,3 +178,22 @@ def test_pickled_weights_load_only_when_the_spec_allows_them(tmp_path):
     AutoModel.from_config(model.config).save_pretrained(tmp_path / "step7")  # a base model only: no head weights
     with pytest.raises(ModelLoadError, match="head is not published"):
         load_checkpoint(local_series(tmp_path, ["step7"])[0], head=True)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_gpt2_and_llama_adapters_name_their_blocks(family):
+    """Block k's output is hidden state k (the last one before the final norm) for GPT-2 and Llama-style models."""
+    from transformers import AutoModel, GPT2Config, LlamaConfig
+
+    torch.manual_seed(0)
+    config = {"gpt2": GPT2Config(vocab_size=64, n_embd=16, n_layer=3, n_head=2, n_positions=32),
+              "llama": LlamaConfig(vocab_size=64, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+                                   num_key_value_heads=1, intermediate_size=32, max_position_embeddings=32)}[family]
+    model = AutoModel.from_config(config).eval()
+    ids = torch.randint(64, (2, 6), generator=torch.Generator().manual_seed(1))
+    acts = capture_layers(model, ids, torch.ones_like(ids))
+    hidden = model(input_ids=ids, output_hidden_states=True).hidden_states
+    assert list(acts) == ["embedding", "layer1", "layer2", "layer3"]
+    torch.testing.assert_close(acts["embedding"], model.get_input_embeddings()(ids))
+    for k in (1, 2):
+        torch.testing.assert_close(acts[f"layer{k}"], hidden[k])
