@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import torch
 import pytest
 import xarray as xr
 
@@ -273,3 +274,12 @@ def test_figures_of_a_suite_run_over_training_steps(neox_store):
     line = fig.axes[0].lines[0]
     assert line.get_xdata().tolist() == list(STEPS) and fig.axes[0].get_xlabel() == "training step"
     np.testing.assert_array_equal(line.get_ydata(), ds.svcca_final.sel(network="neox", layer="embedding").values)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="checks CUDA against the CPU")
+def test_a_suite_measured_on_cuda_equals_the_cpu_run(suites, neox_store, tmp_path, in_process):
+    code, out, err = in_process("apply", "-q", "--device", "cuda", write_spec(tmp_path, suites, "cuda", NEOX))
+    assert code == 0, err
+    a, b = xr.open_zarr(neox_store), xr.open_zarr(tmp_path / "cuda.zarr")
+    for name in ("svcca_final", "cka_final", "cka_layers", "analysis_loss", "chi_mean"):
+        np.testing.assert_allclose(b[name].values, a[name].values, rtol=1e-3, atol=1e-4, err_msg=name)
