@@ -283,3 +283,35 @@ def test_a_suite_measured_on_cuda_equals_the_cpu_run(suites, neox_store, tmp_pat
     a, b = xr.open_zarr(neox_store), xr.open_zarr(tmp_path / "cuda.zarr")
     for name in ("svcca_final", "cka_final", "cka_layers", "analysis_loss", "chi_mean"):
         np.testing.assert_allclose(b[name].values, a[name].values, rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+@pytest.fixture
+def hub_cache(suites, tmp_path, monkeypatch):
+    """A Hugging Face cache holding revisions step0 and step10 of the tiny GPT-NeoX suite as the hub id
+    ``org/tiny-suite`` (branches -> commits -> snapshots, as ``huggingface_hub`` lays it out)."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    repo = tmp_path / "hf" / "models--org--tiny-suite"
+    (repo / "refs").mkdir(parents=True)
+    for revision, commit in (("step0", "a" * 40), ("step10", "b" * 40)):
+        (repo / "refs" / revision).write_text(commit)
+        shutil.copytree(suites / "neox" / revision, repo / "snapshots" / commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    return repo
+
+
+def test_a_hub_suite_is_measured_offline_from_the_cache(hub_cache, suites, neox_store, tmp_path, in_process):
+    models = '[[model]]\nname = "neox"\nkind = "suite"\nsource = "org/tiny-suite"\n'
+    spec = write_spec(tmp_path, suites, "hub", models + 'revisions = ["step0", "step10", "step100"]\n')
+    code, out, err = in_process("plan", spec)
+    assert code == 0 and "2 local or cached; 1 neither here nor to be had now" in out
+    assert "org/tiny-suite revision step100: not in the Hugging Face cache" in out
+    spec = write_spec(tmp_path, suites, "hub", models + 'revisions = "step{0..10:10}"\n')
+    code, out, err = in_process("apply", "-q", spec)
+    assert code == 0, err
+    a, b = xr.open_zarr(neox_store).isel(checkpoint=[0, 1]), xr.open_zarr(tmp_path / "hub.zarr")
+    assert b.revision.values.tolist() == ["step0", "step10"] and b.source.values.tolist() == ["org/tiny-suite"]
+    for name in ("cka_layers", "svcca_layers", "analysis_loss", "chi_mean"):  # the same weights as the local run
+        np.testing.assert_array_equal(b[name].values, a[name].values, err_msg=name)
