@@ -160,7 +160,8 @@ class DepthStudy(Study):
             unmet.append(f"[dynamics] device: {device}")
         if spec.text_models and spec.input.source.startswith("hf:") and hub_off():
             unmet.append(f"[input] source {spec.input.source!r}: a hub dataset, streamed, and the hub is switched off "
-                         "or out of reach here; give a local .txt/.jsonl/.parquet file instead")
+                         "or out of reach here; give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
+                         ".jsonl/.csv/.tsv/.parquet)")
         return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
                         spec.dynamics.device, unmet, state=networks)
 
@@ -174,7 +175,8 @@ class DepthStudy(Study):
             lines.append(f"  {net.label:<16} {m.source} [{dims}] {net.precision}{init}")
         i = spec.input
         if spec.text_models:
-            what = f"field {i.field!r}" if i.pair is None else f"pairs {i.pair[0]!r} [SEP] {i.pair[1]!r}, score {i.score!r}"
+            what = f"field {i.field!r}" if i.pair is None else \
+                f"pairs {i.pair[0]!r} [SEP] {i.pair[1]!r}, score {i.score!r}"
             lines.append(f"input      {i.source} ({i.subset}, {i.split}, {what}): {i.samples} samples x "
                          f"{i.tokens} tokens")
         else:
