@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["pearson", "readout_predictions", "train_linear_readouts"]
+__all__ = ["minibatch_orders", "pearson", "readout_predictions", "train_linear_readouts"]
 
 
 def _features(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -32,20 +32,27 @@ def _features(x: Tensor) -> tuple[Tensor, Tensor]:
     return torch.where(finite[..., None], xb, torch.zeros((), dtype=dtype, device=x.device)), finite
 
 
+def minibatch_orders(n: int, epochs: int = 10, seed: int = 0) -> Tensor:
+    """``(epochs, n)``: the order of the training rows in each epoch (``torch.randperm`` from ``seed``, on the CPU)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randperm(n, generator=gen) for _ in range(epochs)])
+
+
 def train_linear_readouts(x: Tensor, y: Tensor, *, epochs: int = 10, lr: float = 1e-3, batch_size: int = 32,
-                          seed: int = 0) -> Tensor:
+                          seed: int = 0, orders: Tensor | None = None) -> Tensor:
     """``(K, H + 1)`` weights (last column: bias) of K linear readouts of ``x`` ``(K, N, H)`` (K steps,
-    N training rows) fitted to ``y`` ``(N,)`` (see the module docstring). The minibatch order is
-    drawn from ``seed`` on the CPU. No host synchronisation."""
+    N training rows) fitted to ``y`` ``(N,)`` (see the module docstring). Each epoch visits the rows
+    in the order of ``orders`` (``minibatch_orders(N, epochs, seed)`` when not given; pass them
+    already on the device to spare a copy, and a host synchronisation, per call)."""
     xb, finite = _features(x)
     target = y.to(device=x.device, dtype=xb.dtype)
     w = torch.zeros(xb.shape[0], xb.shape[-1], dtype=xb.dtype, device=x.device, requires_grad=True)
     opt = torch.optim.Adam([w], lr=lr)
-    gen = torch.Generator().manual_seed(seed)
     n = xb.shape[1]
+    if orders is None:
+        orders = minibatch_orders(n, epochs, seed).to(x.device)
     with torch.enable_grad():
-        for _ in range(epochs):
-            order = torch.randperm(n, generator=gen).to(x.device)
+        for order in orders:
             for i in range(0, n, batch_size):
                 rows = order[i:i + batch_size]
                 keep = finite[:, rows].to(xb.dtype)

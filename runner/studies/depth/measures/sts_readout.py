@@ -8,8 +8,8 @@ which vector of x_t it reads) is trained to the scores with Adam for ``epochs`` 
 1e-3 (Appendix B, "fixed" setting: f unchanged) on the first ``train_fraction`` of the samples,
 and Pearson's r between its outputs and the scores of the other samples is kept
 (``analyses/sts.py``). The readouts of up to a block of steps are trained together on the device
-(one Adam over their stacked weights), when the block fills or the segment ends: no host sync per
-step.
+(one Adam over their stacked weights), when the block fills or the segment ends; the scores and
+the minibatch order go to the device once per pass: no host sync per step.
 
 Where this differs from the paper: the held-out pairs are the last ``1 - train_fraction`` of the
 spec's draw rather than GLUE's validation split (draw from ``split = "train"``; 0.8 is about
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from analyses.sts import pearson, readout_predictions, train_linear_readouts
+from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
@@ -104,14 +104,16 @@ class STSReadout(TrajectoryMeasure):
 
     def buffers(self, ctx, seg):
         lo, hi = self._kept(seg)
-        self.block: list[tuple[int, torch.Tensor]] = []
+        self.block: list[torch.Tensor] = []
         return {"r": self.nan((hi - lo,), torch.float64, ctx.device)}
 
     def observe(self, ctx, t, x, bufs, seg):
         start, stop = self.window(seg.steps)
         if ctx.net.model.is_map or ctx.inputs.scores is None or not start <= t <= stop or (t - start) % self.p.every:
             return
-        self.block.append(((t - start) // self.p.every - self._kept(seg)[0], x[:, self.p.token].clone()))
+        if not self.block:
+            self.first = (t - start) // self.p.every - self._kept(seg)[0]  # the block's kept steps are consecutive
+        self.block.append(x[:, self.p.token].clone())
         if len(self.block) * x.shape[0] * x.shape[-1] * 4 >= BLOCK_BYTES:
             self._fit(ctx, bufs)
 
@@ -119,13 +121,14 @@ class STSReadout(TrajectoryMeasure):
         """Train the readouts of the staged steps together and keep their held-out Pearson r."""
         if not self.block:
             return
-        index = torch.tensor([i for i, _ in self.block], device=ctx.device)
-        x = torch.stack([s for _, s in self.block])
-        y = ctx.inputs.scores.to(ctx.device)
+        x = torch.stack(self.block)
         n = int(self.p.train_fraction * x.shape[1])
-        w = train_linear_readouts(x[:, :n], y[:n], epochs=self.p.epochs, lr=self.p.lr, batch_size=self.p.batch_size,
-                                  seed=derive_seed(ctx.spec.experiment.seed, "sts_readout", self.p.seed))
-        bufs["r"][index] = pearson(readout_predictions(w, x[:, n:]), y[n:])
+        if not hasattr(self, "orders"):  # copied to the device once per pass
+            self.y = ctx.inputs.scores.to(ctx.device)
+            seed = derive_seed(ctx.spec.experiment.seed, "sts_readout", self.p.seed)
+            self.orders = minibatch_orders(n, self.p.epochs, seed).to(ctx.device)
+        w = train_linear_readouts(x[:, :n], self.y[:n], lr=self.p.lr, batch_size=self.p.batch_size, orders=self.orders)
+        bufs["r"][self.first:self.first + len(self.block)] = pearson(readout_predictions(w, x[:, n:]), self.y[n:])
         self.block = []
 
     def write(self, ctx, bufs, seg):
