@@ -64,6 +64,10 @@ SPEC = """
     by_score = true
 
     [[measure]]
+    kind = "mlm_readout"
+    refit = false
+
+    [[measure]]
     kind = "trajectory"
     samples = {all}
     tokens = [0]
@@ -86,7 +90,7 @@ def run(tmp_path_factory, tiny_albert, shared_cache):
         mp.setenv("TRANSIENT_CACHE", str(shared_cache))
         mp.setenv("HF_HUB_OFFLINE", "1")
         code = main(["apply", "-q", str(spec)])
-        drawn = main(["figures", str(spec), "--only", "fig3b", "--only", "fig3c", "--only", "figA1"])
+        drawn = main(["figures", str(spec), *(a for f in ("fig3a", "fig3b", "fig3c", "figA1") for a in ("--only", f))])
     return root, spec, code, drawn
 
 
@@ -151,7 +155,7 @@ def test_runner_figures_draws_the_readout_figures(run):
     assert drawn == 0
     listing = json.loads((root / "store" / "sts.figures" / "figures.json").read_text())
     status = {f["id"]: f["status"] for f in listing["figures"]}
-    assert {status[k] for k in ("fig3b", "fig3c", "figA1")} == {"drawn"}
+    assert {status[k] for k in ("fig3a", "fig3b", "fig3c", "figA1")} == {"drawn"}
     assert (root / "store" / "sts.figures" / "fig3c.png").stat().st_size > 0
 
 
@@ -164,6 +168,15 @@ def test_fig3b_lines_are_the_mean_pearson_per_model_with_a_band(ds):
     np.testing.assert_array_equal(lines["sts_pearson:pretrained"].get_ydata(),
                                   ds["sts_pearson"].sel(network="pretrained").values)
     assert len(ax.collections) == 1  # the bootstrap band over the two initial networks
+
+
+def test_fig3a_has_a_bootstrap_band_over_the_initial_networks(ds):
+    (ax,) = recipes("depth")["fig3a"].draw(ds).axes
+    lines = {line.get_gid(): line for line in ax.lines if line.get_gid()}
+    assert set(lines) == {"mlm_accuracy:pretrained", "mlm_accuracy:initial"}
+    initial = ds["mlm_accuracy"].isel(network=np.flatnonzero(ds["model"].values == "initial"))
+    np.testing.assert_allclose(lines["mlm_accuracy:initial"].get_ydata(), initial.mean("network").values)
+    assert len(ax.collections) == 1  # one band: the pre-trained network has one replicate
 
 
 def test_fig3c_grid_and_best_outputs(ds):

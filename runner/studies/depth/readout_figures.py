@@ -89,7 +89,9 @@ def _letters(ds: xr.Dataset) -> np.ndarray:
         title="Trajectory analysis for STS-B score classes")
 def score_classes(ds: xr.Dataset) -> Figure:
     """Per model: lambda(t) per step averaged over its replicates and the samples of each score
-    class (floor of the score, 5 in the last), and N_eff(t) of each class, with 95% bootstrap bands."""
+    class (floor of the score, 5 in the last), and N_eff(t) of each class, with 95% bootstrap bands.
+    (The paper's left panel also shows the Wikipedia sentences' lambda(t): that is Fig. 2C of
+    another store.)"""
     if "score" not in ds.coords:
         raise NotDrawable("the store has no sentence-pair scores ([input] score)")
     cls = score_class_of(ds["score"].values)
