@@ -161,6 +161,7 @@ class HandwritingReadout(TrajectoryMeasure):
             grid, kept = nmse_grid(self.states, self.letter, self.train, {d: self._targets(d + 1) for d in dts},
                                    self.p.t0s(), dts, first, self.p.ridge, keep=tuple(self.p.demo))
             self.result = grid, kept
+            self.states = None  # the durable points after the window need not carry it
 
     def write(self, ctx, bufs, seg):
         last = self.window()[1]

@@ -90,7 +90,8 @@ class STSReadout(TrajectoryMeasure):
         dim = b.axis("sts_step", start, stop, self.p.every)
         b.var("sts_pearson", "sts_readout", ("network", dim), "float64", np.nan, "STS-B Pearson r (fixed f)", "1",
               "Pearson r between the held-out sentence pairs' scores and a linear readout [x_t[token], 1] w trained on "
-              "the others' (MSE, Adam, `epochs` epochs at `lr`; Fig. 3B, Appendix B); NaN for reference maps",
+              "the others' (MSE, Adam, `epochs` epochs at `lr`; Fig. 3B, Appendix B); NaN for reference maps, and "
+              "where the read state does not vary across pairs (x_0 of [CLS]: the same embedding for every pair)",
               token=self.p.token, epochs=self.p.epochs, lr=self.p.lr, train_fraction=self.p.train_fraction,
               **hints(plot="series", order=42, headline=("mean STS-B Pearson r", "finite_mean")))
 
