@@ -41,6 +41,8 @@ class PassInputs:
     """Bool (samples, tokens): tokens replaced by ``mask_token_id`` in x_0 of text models (a measure
     with ``input_masking``); ``input_ids`` keep the original tokens (the labels)."""
     mask_token_id: int | None = None
+    scores: torch.Tensor | None = None
+    """Float64 (samples,): each sentence pair's annotated score (``[input] score``), else None."""
 
 
 def build_map(spec: DepthSpec, net: Network, device: torch.device):

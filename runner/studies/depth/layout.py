@@ -27,7 +27,7 @@ def segment_length(spec: DepthSpec) -> int:
 
 
 def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | None = None,
-                 origins: list[str] | None = None) -> Layout:
+                 origins: list[str] | None = None, scores: list[float] | None = None) -> Layout:
     S, T = spec.input.samples, spec.dynamics.steps
     registry = measures("depth")
     b = LayoutBuilder(segment=segment_length(spec), reference=PAPER)
@@ -41,6 +41,9 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
                 b.index(name, S, ("sample",), value="", long_name=what)
             else:
                 b.coord(name, values, ("sample",), long_name=what)
+        if scores is not None:  # sentence pairs ([input] score)
+            b.coord("score", np.asarray(scores, dtype=np.float64), ("sample",),
+                    long_name="annotated score of the sentence pair")
         b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", "1",
               "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)")
         if any(registry[m.kind](m).when == "step" and registry[m.kind](m).input_masking() is not None

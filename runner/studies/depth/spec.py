@@ -89,6 +89,26 @@ class InputSpec(Table):
     """Tokenizer source; defaults to the first text model's source."""
     streaming: bool = True
     """Stream hub datasets instead of downloading them whole."""
+    pair: list[str] | None = None
+    """Sentence pairs instead of sentences: the two fields of a pair (GLUE STS-B: ``["sentence1",
+    "sentence2"]``), encoded as ``[CLS] a [SEP] b [SEP]`` (``runner.data.sentences.draw_pairs``);
+    needs ``score``. ``field`` is then unused."""
+    score: str | None = None
+    """The field holding a pair's annotated score (STS-B: ``label``, 0-5); stored as ``score`` on
+    ``sample``, read by the STS-B and handwriting readouts."""
+
+    @model_validator(mode="after")
+    def _pairs(self) -> InputSpec:
+        if self.pair is not None and len(self.pair) != 2:
+            raise ValueError(f"pair names the two fields of a sentence pair; got {len(self.pair)}: {self.pair}")
+        if (self.pair is None) != (self.score is None):
+            raise ValueError("pair and score go together: a sentence pair needs its score field, and a score "
+                             "its pair of sentence fields")
+        return self
+
+    def key(self) -> dict[str, Any]:
+        """What the drawn samples depend on (pair and score only when set: older task ids stand)."""
+        return self.model_dump(mode="json", exclude={"streaming"} | ({"pair", "score"} if self.pair is None else set()))
 
 
 class DynamicsSpec(Table):

@@ -42,7 +42,7 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         "name": net.model.name,
         "replicate": net.replicate,
         "experiment_seed": spec.experiment.seed,
-        "input": spec.input.model_dump(mode="json", exclude={"streaming"}) if not net.model.is_map
+        "input": spec.input.key() if not net.model.is_map
         else {"samples": spec.input.samples},
         "steps": spec.dynamics.steps,
         "precision": net.precision,
@@ -138,7 +138,8 @@ class DepthStudy(Study):
         if spec.text_models:
             try:
                 inp = spec.input
-                check_source(anchor(inp.source, base), subset=inp.subset, split=inp.split, field=inp.field)
+                check_source(anchor(inp.source, base), subset=inp.subset, split=inp.split,
+                             field=inp.field if inp.pair is None else [*inp.pair, inp.score])
             except InputError as err:
                 problems.append(sf.problem(("input", "source"), str(err)))
         return problems
@@ -159,7 +160,8 @@ class DepthStudy(Study):
             unmet.append(f"[dynamics] device: {device}")
         if spec.text_models and spec.input.source.startswith("hf:") and hub_off():
             unmet.append(f"[input] source {spec.input.source!r}: a hub dataset, streamed, and the hub is switched off "
-                         "or out of reach here; give a local .txt/.jsonl/.parquet file instead")
+                         "or out of reach here; give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
+                         ".jsonl/.csv/.tsv/.parquet)")
         return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
                         spec.dynamics.device, unmet, state=networks)
 
@@ -173,7 +175,9 @@ class DepthStudy(Study):
             lines.append(f"  {net.label:<16} {m.source} [{dims}] {net.precision}{init}")
         i = spec.input
         if spec.text_models:
-            lines.append(f"input      {i.source} ({i.subset}, {i.split}, field {i.field!r}): {i.samples} samples x "
+            what = f"field {i.field!r}" if i.pair is None else \
+                f"pairs {i.pair[0]!r} [SEP] {i.pair[1]!r}, score {i.score!r}"
+            lines.append(f"input      {i.source} ({i.subset}, {i.split}, {what}): {i.samples} samples x "
                          f"{i.tokens} tokens")
         else:
             lines.append(f"input      {i.samples} initial states drawn by each map")
@@ -243,8 +247,10 @@ class DepthSession:
         self.p, self.spec, self.networks, self.device = p, p.spec, p.state, device
         self.samples, tokenizer = self._draw_inputs()
         s = self.samples
-        self.layout = build_layout(self.spec, self.networks, s.texts if s else None, s.origins if s else None)
-        self.inputs = PassInputs(s.input_ids if s else None, s.attention_mask if s else None)
+        self.layout = build_layout(self.spec, self.networks, s.texts if s else None, s.origins if s else None,
+                                   s.scores if s else None)
+        self.inputs = PassInputs(s.input_ids if s else None, s.attention_mask if s else None,
+                                 scores=torch.tensor(s.scores, dtype=torch.float64) if s and s.scores else None)
         if s is not None and maskings(self.spec):
             self.inputs = self._masked(s, tokenizer)
 
@@ -259,7 +265,7 @@ class DepthSession:
             reg = registry[m.kind](m)
             if reg.when == "step" and reg.input_masking() is not None:
                 masked |= reg.masked_positions(s.input_ids, list(tokenizer.all_special_ids), self.spec.experiment.seed)
-        return PassInputs(s.input_ids, s.attention_mask, masked, int(tokenizer.mask_token_id))
+        return PassInputs(s.input_ids, s.attention_mask, masked, int(tokenizer.mask_token_id), self.inputs.scores)
 
     def _draw_inputs(self):
         """The input sentences, tokenized, and the tokenizer (None, None for specs with reference maps only)."""
@@ -269,11 +275,15 @@ class DepthSession:
         if not spec.text_models:
             return None, None
         from models.hub import ModelLoadError, load_tokenizer
-        from runner.data.sentences import InputError, draw_samples
+        from runner.data.sentences import InputError, draw_pairs, draw_samples
 
         inp = spec.input
         try:
             tokenizer = load_tokenizer(tokenizer_location(spec))
+            if inp.pair is not None:
+                return draw_pairs(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
+                                  seed=spec.experiment.seed, fields=inp.pair, score=inp.score, subset=inp.subset,
+                                  split=inp.split, streaming=inp.streaming), tokenizer
             return draw_samples(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
                                 seed=spec.experiment.seed, subset=inp.subset, split=inp.split, field=inp.field,
                                 streaming=inp.streaming), tokenizer
