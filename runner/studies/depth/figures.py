@@ -282,3 +282,27 @@ def mlm_performance(ds: xr.Dataset) -> Figure:
 
 
 from runner.studies.depth import readout_figures as _readout_figures  # noqa: E402,F401  (registers Figs. 3B, 3C, A1)
+
+
+@recipe(study=STUDY, id="series", reproduces="beyond the papers: depth as time against training as time",
+        needs=("lyapunov_per_step", "effective_dimension"), title="Depth dynamics along a checkpoint series")
+def along_training(ds: xr.Dataset) -> Figure:
+    """Per ``[[model]]`` series (``revisions``): the time-mean lambda per step (over samples and the
+    run) and the final N_eff of each checkpoint, against its training step."""
+    if "training_step" not in ds.coords:
+        raise NotDrawable("no [[model]] of this store is a checkpoint series (revisions)")
+    fig = new_figure(6.4, 5.5)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    lam = ds["lyapunov_per_step"].where(np.isfinite(ds["lyapunov_per_step"])).mean(("sample", "lyapunov_step"))
+    neff = ds["effective_dimension"].isel(neff_step=-1)
+    for name in dict.fromkeys(str(s) for s in ds["series"].values if s):
+        nets = ds["network"].values[(ds["series"] == name).values & (ds["training_step"] >= 0).values]
+        steps = ds["training_step"].sel(network=nets).values
+        order = np.argsort(steps, kind="stable")
+        top.plot(steps[order], lam.sel(network=nets).values[order], marker="o", label=name)
+        bottom.plot(steps[order], neff.sel(network=nets).values[order], marker="o", label=name)
+    top.axhline(0, color="grey", linewidth=0.5)
+    top.set(ylabel=r"mean $\lambda$ per step")
+    bottom.set(xlabel="training step of the checkpoint", ylabel=r"final $N_\mathrm{eff}$")
+    top.legend(fontsize="small")
+    return fig

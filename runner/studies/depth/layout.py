@@ -31,8 +31,13 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
     S, T = spec.input.samples, spec.dynamics.steps
     registry = measures("depth")
     b = LayoutBuilder(segment=segment_length(spec), reference=PAPER)
-    network_coords(b, [n.label for n in networks], [n.model.name for n in networks], [n.replicate for n in networks])
+    network_coords(b, [n.label for n in networks], [n.model_label for n in networks], [n.replicate for n in networks])
     b.coord("precision", [n.precision for n in networks], ("network",), long_name="floating-point precision")
+    if any(n.revision is not None for n in networks):  # checkpoint series: depth as time against training as time
+        b.coord("series", [n.model.name for n in networks], ("network",), long_name="[[model]] entry of the checkpoint")
+        b.coord("revision", [n.revision or "" for n in networks], ("network",), long_name="checkpoint of the series")
+        b.coord("training_step", np.array([-1 if n.training_step is None else n.training_step for n in networks]),
+                ("network",), long_name="training step of the checkpoint (-1: not a series)", units="1")
     b.index("sample", S, long_name="input sample")  # lazy: sizes are checked before anything is allocated
     if spec.text_models:
         b.coord("token", np.arange(spec.input.tokens), long_name="token position")

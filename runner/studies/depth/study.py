@@ -35,7 +35,7 @@ from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
 def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
     """Everything the reference trajectory x_t of a network depends on."""
     registry = measures("depth")
-    model = net.model.model_dump(mode="json", exclude={"name", "replicates"})
+    model = net.model.model_dump(mode="json", exclude={"name", "replicates", "revisions"})
     twins, masking = _twins(spec, registry), maskings(spec)
     return {
         "model": model,
