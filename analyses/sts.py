@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["minibatch_orders", "pearson", "readout_predictions", "train_linear_readouts"]
+__all__ = ["finetune_readout", "minibatch_orders", "pearson", "readout_predictions", "train_linear_readouts"]
 
 
 def _features(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -83,3 +83,45 @@ def pearson(pred: Tensor, target: Tensor) -> Tensor:
     tc = torch.where(ok, t - torch.where(ok, t, zero).sum(-1, keepdim=True) / n, zero)
     r = (pc * tc).sum(-1) / ((pc * pc).sum(-1) * (tc * tc).sum(-1)).sqrt()
     return torch.where(ok.sum(-1) >= 2, r, torch.full((), float("nan"), dtype=torch.float64, device=p.device))
+
+
+def finetune_readout(f: torch.nn.Module, x0: Tensor, y: Tensor, t: int, *, n_train: int, token: int = 0,
+                     epochs: int = 10, lr: float = 1e-6, readout_lr: float | None = None, batch_size: int = 32,
+                     orders: Tensor | None = None, seed: int = 0) -> Tensor:
+    """Pearson r (float64 scalar) of the *fine-tuned network* at step ``t`` (Fig. 3B dashed, Appendix
+    B): the map ``f`` (a module ``x -> f(x)``, changed in place: pass a copy) and a linear readout
+    ``[x_t[token], 1] w`` are trained together on the first ``n_train`` rows of ``x0`` ``(N, n, H)``,
+    where ``x_t = f^t(x0)`` is recomputed from ``x0`` for every minibatch and the squared error to
+    ``y`` back-propagates through all t applications; then scored on the other rows. Adam at ``lr``
+    (the paper: 1e-6) for f and ``readout_lr`` (default ``lr``) for w, ``epochs`` epochs (the paper:
+    10) in the minibatch ``orders`` of :func:`minibatch_orders`; w starts at zero, as in
+    :func:`train_linear_readouts` (with ``lr = 0`` the two give the same readout)."""
+    dtype = torch.float64 if x0.dtype == torch.float64 else torch.float32
+
+    def state(rows: Tensor) -> Tensor:
+        x = x0[rows]
+        for _ in range(t):
+            x = f(x)
+        return x[:, token]
+
+    w = torch.zeros(x0.shape[-1] + 1, dtype=dtype, device=x0.device, requires_grad=True)
+    params = [p for p in f.parameters() if p.requires_grad]
+    opt = torch.optim.Adam([{"params": params, "lr": lr}, {"params": [w], "lr": lr if readout_lr is None else readout_lr}])
+    target = y.to(device=x0.device, dtype=dtype)
+    if orders is None:
+        orders = minibatch_orders(n_train, epochs, seed).to(x0.device)
+    with torch.enable_grad():
+        for order in orders:
+            for i in range(0, n_train, batch_size):
+                rows = order[i:i + batch_size]
+                xb, finite = _features(state(rows))
+                keep = finite.to(xb.dtype)
+                err = (xb @ w - target[rows]) ** 2
+                loss = (err * keep).sum() / keep.sum().clamp_min(1)
+                opt.zero_grad(set_to_none=False)
+                loss.backward()
+                opt.step()
+    with torch.no_grad():
+        held = torch.arange(n_train, x0.shape[0], device=x0.device)
+        pred = readout_predictions(w.detach()[None], state(held)[None])
+        return pearson(pred, target[n_train:])[0]

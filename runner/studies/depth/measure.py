@@ -152,3 +152,28 @@ class DerivedMeasure(DepthMeasure):
 
     def derive(self, store, network: int, spec) -> None:
         raise NotImplementedError
+
+
+@dataclass
+class NetworkContext:
+    """What a :class:`NetworkMeasure` sees: the spec, its network (``index`` in the store), the
+    device, the pass inputs, the store, and ``build()`` for a fresh copy of the network's map."""
+
+    spec: Any
+    net: Any
+    index: int
+    device: torch.device
+    inputs: Any
+    store: Any
+    build: Any
+
+
+class NetworkMeasure(DepthMeasure):
+    """A measure that needs the network itself rather than its trajectory (``when = "network"``):
+    one task per network, e.g. fine-tuning the map. ``run`` may skip the values a stopped run already
+    wrote (the task reruns until it completes)."""
+
+    when = "network"
+
+    def run(self, ctx: NetworkContext) -> None:
+        raise NotImplementedError

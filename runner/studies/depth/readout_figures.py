@@ -22,7 +22,8 @@ BEST = 5
         title="Performance of STS-B along the trajectory")
 def sts_performance(ds: xr.Dataset) -> Figure:
     """Pearson r of the STS-B readout of x_t against t, one line per model (the mean over its
-    replicates, with a 95% bootstrap band over them); models without values (maps) left out."""
+    replicates, with a 95% bootstrap band over them); models without values (maps) left out. With
+    ``sts_finetune``, the fine-tuned network's r as dashed lines with markers, as in the paper."""
     fig = new_figure()
     ax = fig.subplots()
     drawn = False
@@ -31,6 +32,11 @@ def sts_performance(ds: xr.Dataset) -> Figure:
         if np.isfinite(r.values).any():
             mean_band(ax, r, ("network",), "sts_step", label=m, color=f"C{j}", gid=f"sts_pearson:{m}")
             drawn = True
+        if "sts_finetuned_pearson" in ds:
+            tuned = of_model(ds["sts_finetuned_pearson"], m).mean("network")
+            if np.isfinite(tuned.values).any():
+                ax.plot(tuned["sts_finetune_step"].values, tuned.values, linestyle="--", marker="o", color=f"C{j}",
+                        label=f"{m} (fine-tuned f)", gid=f"sts_finetuned_pearson:{m}")
     if not drawn:
         raise NotDrawable("no STS-B Pearson score has been computed yet")
     ax.axhline(0, color="grey", linewidth=0.5)

@@ -19,14 +19,15 @@ import numpy as np
 import torch
 
 from models.hub import hub_off
-from runner.execute.device import device_unavailable
+from runner.execute.device import device_unavailable, set_precision
 from runner.layout import available_memory
 from runner.measures import measures
 from runner.plan import Task, task_id
 from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
-from runner.studies.depth.iterate import IteratePass, PassInputs
+from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
+from runner.studies.depth.measure import NetworkContext
 from runner.studies.depth.layout import build_layout, segment_length
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
@@ -109,6 +110,10 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
                               steps=spec.dynamics.steps, params=params))
         for m in spec.measure:
             reg = registry[m.kind]
+            if reg.when == "network":
+                params = m.params()
+                tid = task_id({"trajectory": key, "measure": m.kind, "params": params, "v": reg.version})
+                tasks.append(Task(tid, "network", m.kind, net.index, m.kind, params=params))
             if reg.when == "derived":
                 params = m.params()
                 tid = task_id({"from": ids[reg.source], "measure": m.kind, "params": params, "v": reg.version})
@@ -309,6 +314,14 @@ class DepthSession:
             (t,) = group
             m = next(m for m in self.spec.measure if m.kind == t.measure)
             measures("depth")[t.measure](m).derive(report.store, net.index, self.spec)
+            return {}
+        if group[0].kind == "network":
+            (t,) = group
+            m = next(m for m in self.spec.measure if m.kind == t.measure)
+            set_precision(net.precision)
+            build = lambda: build_map(self.spec, net, self.device)  # noqa: E731
+            measures("depth")[t.measure](m).run(NetworkContext(self.spec, net, net.index, self.device, self.inputs,
+                                                                report.store, build))
             return {}
         ids = [t.id for t in group]
         key = hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16]
