@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from analyses.effective_dimension import effective_dimension
+from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 
@@ -23,6 +23,8 @@ class Params(DepthParams):
 @register
 class EffectiveDimension(TrajectoryMeasure):
     Params = Params
+    shard = "combine"  # a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each
+    STATS = ("n", "sum", "scatter")
 
     def variables(self, b, shape) -> None:
         dim = b.axis("neff_step", 0, shape.steps, self.p.every)
@@ -32,13 +34,29 @@ class EffectiveDimension(TrajectoryMeasure):
               **hints(plot="series", order=1, headline=("N_eff at the end", "last")))
 
     def buffers(self, ctx, seg):
+        if ctx.sharded:
+            return {k: [] for k in self.STATS}
         return {"neff": self.nan((seg.kept(self.p.every),), torch.float64, ctx.device)}
 
     def observe(self, ctx, t, x, bufs, seg):
         every = self.p.every
-        if t % every == 0:
+        if t % every == 0 and ctx.sharded:
+            for k, v in zip(self.STATS, cloud_statistics(x)):
+                bufs[k].append(v)
+        elif t % every == 0:
             bufs["neff"][t // every - seg.start // every] = effective_dimension(x)
 
     def write(self, ctx, bufs, seg):
+        if ctx.sharded:
+            kept = len(bufs["n"])
+            for k in self.STATS:
+                ctx.store.write(f"effective_dimension/{k}", (ctx.index, seg.span(self.p.every, kept)),
+                                torch.stack(bufs[k]).cpu().numpy())
+            return
         n = bufs["neff"].cpu().numpy()
         ctx.store.write("effective_dimension", (ctx.index, seg.span(self.p.every, len(n))), n)
+
+    @classmethod
+    def combine(cls, stats):
+        summed = [torch.from_numpy(np.sum(stats[k], axis=0)) for k in cls.STATS]
+        return {"effective_dimension": effective_dimension_from_statistics(*summed).numpy()}
