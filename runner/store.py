@@ -257,6 +257,15 @@ class Store:
         self.consolidate()  # a plain xr.open_zarr during the run sees every array (their data is live)
         return recreated
 
+    def attach(self) -> Store:
+        """Open a store that another process has locked and laid out, to write a task's own regions
+        (a worker of a distributed executor: no lock, no layout changes, no completion records)."""
+        import zarr
+
+        with writing(self.path):
+            self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
+        return self
+
     @property
     def store_id(self) -> str:
         return self.group.attrs["runner_store_id"]

@@ -1,0 +1,118 @@
+"""Sample shards of a depth pass (``--shards``) and executors by name, with the local executor."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import xarray as xr
+
+from tests.runner.helpers import write_spec
+
+SPEC = """
+[experiment]
+name = "{name}"
+store = "store/{name}.zarr"
+
+[[model]]
+name = "albert"
+source = "builtin:tiny-albert"
+
+[[model]]
+name = "tanh"
+source = "map:tanh"
+params = {{ g = 1.5, n = 8 }}
+
+[input]
+source = "builtin:pydoc-topics"
+samples = 11
+tokens = 6
+
+[dynamics]
+steps = 30
+checkpoint_every = 10
+precision = "fp64"
+
+[[measure]]
+kind = "effective_dimension"
+every = 2
+
+[[measure]]
+kind = "token_deviation"
+{extra}
+"""
+
+
+def _data(path):
+    ds = xr.open_zarr(path)
+    return ds.drop_attrs().drop_vars([v for v in ds.data_vars if v.startswith("input")]), ds
+
+
+def test_sharded_pass_equals_unsharded_to_rounding(in_process, tmp_path):
+    for name in ("whole", "sharded"):
+        write_spec(tmp_path, SPEC.format(name=name, extra=""), f"{name}.toml")
+    assert in_process("apply", "whole.toml", "-q")[0] == 0
+    code, _, err = in_process("apply", "sharded.toml", "-q", "--shards", "3")
+    assert code == 0, err
+    whole, ws = _data(tmp_path / "store/whole.zarr")
+    sharded, ss = _data(tmp_path / "store/sharded.zarr")
+    assert float(whole.deviation.isel(deviation_step=5).max()) > 0 and whole.effective_dimension.notnull().all()
+    # per-sample values joined along `sample`; N_eff from the shards' sufficient statistics
+    xr.testing.assert_allclose(sharded, whole, rtol=1e-9, atol=0)
+    assert json.loads(ss.attrs["runner_tasks"]).keys() == json.loads(ws.attrs["runner_tasks"]).keys()
+    assert not any((tmp_path / "store/sharded.runner/shards").iterdir())  # shard files merged and removed
+    assert in_process("apply", "sharded.toml", "--shards", "3")[0] == 0  # done: nothing runs again
+
+
+def test_a_stopped_sharded_run_resumes_without_rerunning_finished_shards(in_process, tmp_path, monkeypatch):
+    """Shards that finished before a stop keep their files; the next apply merges them."""
+    from runner.studies.depth import shards
+
+    write_spec(tmp_path, SPEC.format(name="whole", extra=""), "whole.toml")
+    write_spec(tmp_path, SPEC.format(name="s", extra=""), "s.toml")
+    assert in_process("apply", "whole.toml", "-q")[0] == 0
+    real = shards.merge
+    monkeypatch.setattr("runner.studies.depth.study.merge", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert in_process("apply", "s.toml", "-q", "--shards", "2")[0] == 130  # stopped before the merge
+    done = list((tmp_path / "store/s.runner/shards").glob("*/*/done"))
+    assert len(done) == 2  # the first network's two shards finished, then the run stopped
+    monkeypatch.setattr("runner.studies.depth.study.merge", real)
+    code, _, err = in_process("apply", "s.toml", "-q", "--shards", "2")
+    assert code == 0, err
+    records = json.loads(xr.open_zarr(tmp_path / "store/s.zarr").attrs["runner_tasks"])
+    # the first network's shards were not run again; the second network's ran
+    assert sorted({r["network"]: r["resumed_from"] for r in records.values()}.items()) == [(0, 30), (1, 0)]
+    xr.testing.assert_allclose(_data(tmp_path / "store/s.zarr")[0], _data(tmp_path / "store/whole.zarr")[0],
+                               rtol=1e-9, atol=0)
+
+
+def test_measures_that_read_all_samples_are_refused_before_compute(in_process, tmp_path):
+    write_spec(tmp_path, SPEC.format(name="lyap", extra='[[measure]]\nkind = "lyapunov"'), "lyap.toml")
+    code, _, err = in_process("apply", "lyap.toml", "--shards", "2")
+    assert code == 2 and "lyapunov iterates perturbed twins" in err and "Traceback" not in err
+    write_spec(tmp_path, SPEC.format(name="pca", extra='[[measure]]\nkind = "pca"'), "pca.toml")
+    code, _, err = in_process("apply", "pca.toml", "--shards", "2")
+    assert code == 2 and "pca reads all samples at once" in err and "effective_dimension, token_deviation" in err
+    assert not (tmp_path / "store").exists()
+
+
+def test_unknown_executor_and_bad_options_are_refused(in_process, tmp_path):
+    write_spec(tmp_path, SPEC.format(name="x", extra=""), "x.toml")
+    code, _, err = in_process("apply", "x.toml", "--executor", "slurm")
+    assert code == 66 and "unknown executor 'slurm'; known: local, ray" in err
+    assert in_process("apply", "x.toml", "--address", "auto")[0] == 2
+    assert in_process("apply", "x.toml", "--shards", "0")[0] == 2
+    assert not (tmp_path / "store").exists()
+
+
+def test_shard_bounds_cover_the_samples_once():
+    from runner.studies.depth.shards import Shard
+
+    spec = type("S", (), {"measure": [], "input": type("I", (), {"samples": 10})()})()
+    from runner.plan import Task
+    from runner.studies.depth.shards import split
+
+    parts = split(spec, [Task("a", "iterate", "token_deviation", 0, "token_deviation")], 4)
+    assert [(s.lo, s.hi) for s in parts] == [(0, 2), (2, 5), (5, 7), (7, 10)]
+    assert np.array_equal(np.concatenate([np.arange(10)[s.rows] for s in parts]), np.arange(10))
+    assert all(isinstance(s, Shard) for s in parts)
