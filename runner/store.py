@@ -282,8 +282,12 @@ class Store:
         return json.loads(self.group.attrs.get("runner_tasks", "{}"))
 
     def record(self, task_id: str, record: dict) -> None:
+        self.record_many({task_id: record})
+
+    def record_many(self, records: dict[str, dict]) -> None:
+        """Record finished tasks in one rewrite of the records (its cost grows with their number)."""
         tasks = self.tasks()
-        tasks[task_id] = record
+        tasks.update(records)
         self.set_attrs(runner_tasks=json.dumps(tasks, sort_keys=True))
 
     def forget(self, task_ids: list[str]) -> None:

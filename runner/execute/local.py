@@ -80,8 +80,7 @@ class LocalExecutor:
         """Record a finished group in the store (the one writer of completion records) and say so."""
         ids = [t.id for t in group]
         steps = max(t.steps for t in group)
-        for t in group:
-            self.store.record(t.id, self._record(t, seconds, extra))
+        self.store.record_many({t.id: self._record(t, seconds, extra) for t in group})
         self.ran += ids
         if bar is not None:
             self.view.done(bar)

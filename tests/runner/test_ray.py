@@ -1,52 +1,82 @@
-"""The Ray executor on a local cluster of 2 CPU workers (expensive on a 2-core machine: each apply
-starts a cluster, about 5 s, and each worker imports torch, about 5 s; marked ``ray`` and ``slow``)."""
+"""The Ray executor on one local cluster of 2 CPU workers, shared by the tests of this module.
+
+Expensive on a 2-core machine (marked ``ray`` and ``slow``): starting the cluster takes about 5 s
+and each worker imports torch once (about 5 s). The driver runs in this process (the real CLI
+entry point); the worker that is killed is a real process of the cluster.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import threading
+import time
 
 import pytest
 import xarray as xr
 
-from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
+from tests.runner.helpers import maps_spec, write_spec
 
-pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip install -e '.[ray]'")
+ray = pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip install -e '.[ray]'")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-RAY = {"TRANSIENT_RAY_CPUS": "2"}
+STALL = "tanh@25"
+"""The workers' stall hook (``runner.interrupt.stall_point``): tanh's pass waits after step 25."""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             configure_logging=False, runtime_env={"env_vars": {"RUNNER_TEST_STALL": STALL, "OMP_NUM_THREADS": "1"}})
+    yield
+    ray.shutdown()
 
 
 def _data(path):
     return xr.open_zarr(path).drop_attrs()
 
 
-def test_a_killed_worker_is_retried_from_its_durable_point_and_equals_a_local_run(tmp_path):
+def _pid(marker):
+    try:
+        return int(marker.read_text().split()[0])
+    except (OSError, IndexError, ValueError):  # not there, or being written
+        return None
+
+
+def _kill_the_stalled_worker_once(marker, found: dict, timeout: float = 240.0) -> None:
+    """Wait for the stalled worker, kill it, wait for its retry to stall too, then let it go on."""
+    deadline = time.monotonic() + timeout
+    try:
+        while _pid(marker) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found["killed"] = _pid(marker)
+        found["durable"] = list((marker.parent / "checkpoints").glob("*.safetensors"))
+        os.kill(found["killed"], signal.SIGKILL)
+        while _pid(marker) in (None, found["killed"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found["retried"] = _pid(marker)
+    finally:
+        marker.unlink(missing_ok=True)  # never leave the run waiting
+
+
+def test_a_killed_worker_is_retried_from_its_durable_point_and_equals_a_local_run(cluster, in_process, tmp_path):
     for name in ("ray", "local"):
         write_spec(tmp_path, maps_spec(name, steps=60, checkpoint_every=10, samples=8), f"{name}.toml")
     state = tmp_path / "store/ray.runner"
-    marker = state / "stalled"
-    proc = popen_cli("apply", "ray.toml", "--executor", "ray", "-q", cwd=tmp_path, RUNNER_TEST_STALL="tanh@25", **RAY)
-    try:
-        wait_for(marker.exists, proc, timeout=240)  # tanh's worker, past its durable point at step 20
-        killed = int(marker.read_text().split()[0])
-        assert killed != proc.pid and list((state / "checkpoints").glob("*.safetensors"))
-        os.kill(killed, signal.SIGKILL)
-        # Ray retries the task in a new worker; it resumes at step 20 and stalls at 25 again
-        wait_for(lambda: marker.exists() and int(marker.read_text().split()[0]) != killed, proc, timeout=240)
-        marker.unlink()
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    local = run_cli("apply", "local.toml", "-q", cwd=tmp_path)
-    assert local.returncode == 0, local.stderr
+    found: dict = {}
+    killer = threading.Thread(target=_kill_the_stalled_worker_once, args=(state / "stalled", found))
+    killer.start()
+    code, _, err = in_process("apply", "ray.toml", "--executor", "ray", "-q")
+    killer.join()
+    assert code == 0, err
+    assert found["killed"] != os.getpid() and found["durable"]  # a worker, past its durable point at step 20
+    assert found["retried"] not in (None, found["killed"])  # Ray retried the task in another worker
+    assert in_process("apply", "local.toml", "-q")[0] == 0
     records = json.loads(xr.open_zarr(tmp_path / "store/ray.zarr").attrs["runner_tasks"])
     resumed = {r["network_label"]: r["resumed_from"] for r in records.values() if r["kind"] == "iterate"}
     assert resumed == {"logistic": 0, "tanh": 20}
-    assert len(records) == len(json.loads(xr.open_zarr(tmp_path / "store/local.zarr").attrs["runner_tasks"]))
+    assert records.keys() == json.loads(xr.open_zarr(tmp_path / "store/local.zarr").attrs["runner_tasks"]).keys()
     xr.testing.assert_equal(_data(tmp_path / "store/ray.zarr"), _data(tmp_path / "store/local.zarr"))
     assert not list((state / "checkpoints").glob("*.safetensors"))
 
@@ -61,13 +91,13 @@ NO_TWINS = """
         """
 
 
-def test_sample_shards_on_ray_equal_a_local_unsharded_run(tmp_path):
-    for name in ("shards", "whole"):
-        write_spec(tmp_path, maps_spec(name, steps=40, checkpoint_every=10, samples=9, measures=NO_TWINS),
+def test_sample_shards_on_ray_equal_a_local_unsharded_run(cluster, in_process, tmp_path):
+    for name in ("shards", "whole"):  # 20 steps: tanh never reaches the stall hook's step
+        write_spec(tmp_path, maps_spec(name, steps=20, checkpoint_every=10, samples=9, measures=NO_TWINS),
                    f"{name}.toml")
-    result = run_cli("apply", "shards.toml", "--executor", "ray", "--shards", "2", "-q", cwd=tmp_path, **RAY)
-    assert result.returncode == 0, result.stderr
-    assert run_cli("apply", "whole.toml", "-q", cwd=tmp_path).returncode == 0
+    code, _, err = in_process("apply", "shards.toml", "--executor", "ray", "--shards", "2", "-q")
+    assert code == 0, err
+    assert in_process("apply", "whole.toml", "-q")[0] == 0
     xr.testing.assert_allclose(_data(tmp_path / "store/shards.zarr"), _data(tmp_path / "store/whole.zarr"),
                                rtol=1e-6, atol=0)
     assert not list((tmp_path / "store/shards.runner/shards").iterdir())
