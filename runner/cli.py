@@ -255,6 +255,9 @@ def cmd_apply(args) -> int:
         raise Unmet(unmet)
     store_path = sweep.root if sweep else prepared[0].store_path
     if args.monitor:
+        if options != ExecutorOptions():
+            raise UsageError("--monitor runs the apply here; for --executor/--shards start `runner apply` in one "
+                             "terminal and `runner monitor STORE` in another")
         if sweep:
             raise UsageError("--monitor shows one store; apply the sweep, then `runner monitor` one of its points: "
                              + ", ".join(str(p.store_path) for p in prepared))

@@ -85,7 +85,9 @@ class Session(Protocol):
         """Resources that already exist (checkpoints on disk)."""
 
     def run(self, group: list[Task], report: Reporter) -> dict[str, Any]:
-        """Run a group of ready tasks; return extra fields for their records (``resumed_from``)."""
+        """Run a group of ready tasks; return extra fields for their records (``resumed_from``).
+        A study whose :meth:`Study.split` splits groups also takes ``run(group, report, shard)`` and
+        ``merge(group, shards, store)`` (the results of all shards into the store)."""
 
 
 class Study:
