@@ -142,7 +142,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             if todo:
                 groups = {t.group or t.id: t.steps for t in todo}
                 view.start(total=sum(groups.values()), tasks=len(todo))
-            runner = executor_class(options.name)(p, session, store, events, view, dev, options)
+            runner = executor_class(options.name)(p, session, store, events, view, dev,
+                                                  replace(options, extra={**options.extra, "device": device or p.device}))
             try:
                 left = runner.schedule(Scheduler(p.tasks, done, session.available()))
             finally:

@@ -45,7 +45,8 @@ class RayExecutor(LocalExecutor):
                                                 "include_dashboard": False}
             ray.init(address=options.address, runtime_env={"env_vars": env}, logging_level="ERROR",
                      log_to_driver=False, configure_logging=False, **local)
-        gpu = device.type == "cuda" or (p.device == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
+        requested = options.extra.get("device", p.device)  # the workers' devices, not this machine's
+        gpu = device.type == "cuda" or (requested == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
         self.resources = {"num_gpus": 1} if gpu else {"num_cpus": 1}
         self.worker_device = "cuda" if gpu else "cpu"
         self.max_retries = int(options.extra.get("max_retries", 3))

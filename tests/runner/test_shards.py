@@ -7,7 +7,7 @@ import json
 import numpy as np
 import xarray as xr
 
-from tests.runner.helpers import write_spec
+from tests.runner.helpers import maps_spec, write_spec
 
 SPEC = """
 [experiment]
@@ -105,14 +105,19 @@ def test_unknown_executor_and_bad_options_are_refused(in_process, tmp_path):
     assert not (tmp_path / "store").exists()
 
 
-def test_shard_bounds_cover_the_samples_once():
-    from runner.studies.depth.shards import Shard
+def test_shards_cover_the_samples_once_and_derived_tasks_run_whole(tmp_path):
+    from runner.apply import prepare
 
-    spec = type("S", (), {"measure": [], "input": type("I", (), {"samples": 10})()})()
-    from runner.plan import Task
-    from runner.studies.depth.shards import split
-
-    parts = split(spec, [Task("a", "iterate", "token_deviation", 0, "token_deviation")], 4)
+    spec = write_spec(tmp_path, maps_spec("bounds", samples=10, measures='''
+        [[measure]]
+        kind = "token_deviation"
+        '''))
+    p = prepare(spec)
+    group = [t for t in p.tasks if t.network == 0]
+    parts = p.study.split(p, group, 4)
     assert [(s.lo, s.hi) for s in parts] == [(0, 2), (2, 5), (5, 7), (7, 10)]
     assert np.array_equal(np.concatenate([np.arange(10)[s.rows] for s in parts]), np.arange(10))
-    assert all(isinstance(s, Shard) for s in parts)
+    assert len(p.study.split(p, group, 50)) == 10  # never more shards than samples
+    with_chaos = prepare(write_spec(tmp_path, maps_spec("chaos"), "chaos.toml"))
+    derived = [t for t in with_chaos.tasks if t.kind == "derive"]
+    assert derived and with_chaos.study.split(with_chaos, derived[:1], 4) is None
