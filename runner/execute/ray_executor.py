@@ -27,6 +27,7 @@ import ray
 from runner import interrupt
 from runner.execute.local import LocalExecutor
 from runner.store import Store
+from runner.study import Unavailable
 
 ENV_PREFIXES = ("TRANSIENT_", "HF_", "RUNNER_TEST_", "OMP_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")
 """Environment variables the workers get from the driver (plugins, caches, the hub switch, test hooks)."""
@@ -43,8 +44,12 @@ class RayExecutor(LocalExecutor):
             env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
             local = {} if options.address else {"num_cpus": int(os.environ.get(LOCAL_CPUS_ENV, os.cpu_count() or 1)),
                                                 "include_dashboard": False}
-            ray.init(address=options.address, runtime_env={"env_vars": env}, logging_level="ERROR",
-                     log_to_driver=False, configure_logging=False, **local)
+            try:
+                ray.init(address=options.address, runtime_env={"env_vars": env}, logging_level="ERROR",
+                         log_to_driver=False, configure_logging=False, **local)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                where = f"the Ray cluster at {options.address}" if options.address else "a local Ray cluster"
+                raise Unavailable(f"--executor ray: cannot start or join {where}: {str(err).splitlines()[0]}") from None
         requested = options.extra.get("device", p.device)  # the workers' devices, not this machine's
         gpu = device.type == "cuda" or (requested == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
         self.resources = {"num_gpus": 1} if gpu else {"num_cpus": 1}
