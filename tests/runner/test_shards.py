@@ -7,7 +7,17 @@ import json
 import numpy as np
 import xarray as xr
 
+import pytest
+
 from tests.runner.helpers import maps_spec, write_spec
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A tiny ALBERT (text inputs, attention masks), briefly trained: cheaper than the builtin one."""
+    from models.tiny import build_tiny_albert
+
+    return build_tiny_albert(tmp_path_factory.mktemp("tiny") / "albert", mlm_steps=10)
 
 SPEC = """
 [experiment]
@@ -16,7 +26,7 @@ store = "store/{name}.zarr"
 
 [[model]]
 name = "albert"
-source = "builtin:tiny-albert"
+source = "path:{model}"
 
 [[model]]
 name = "tanh"
@@ -48,10 +58,19 @@ def _data(path):
     return ds.drop_attrs().drop_vars([v for v in ds.data_vars if v.startswith("input")]), ds
 
 
-def test_sharded_pass_equals_unsharded_to_rounding(in_process, tmp_path):
+def test_sharded_passes_equal_unsharded_ones_and_a_stopped_run_resumes(in_process, tmp_path, monkeypatch, model):
+    """3 shards per pass; the run is stopped after the first network's shards finished, before their
+    merge: the next apply merges them without running them again, then runs the second network."""
+    from runner.studies.depth import shards
+
     for name in ("whole", "sharded"):
-        write_spec(tmp_path, SPEC.format(name=name, extra=""), f"{name}.toml")
+        write_spec(tmp_path, SPEC.format(name=name, extra="", model=model), f"{name}.toml")
     assert in_process("apply", "whole.toml", "-q")[0] == 0
+    real = shards.merge
+    monkeypatch.setattr("runner.studies.depth.study.merge", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert in_process("apply", "sharded.toml", "-q", "--shards", "3")[0] == 130  # stopped before the merge
+    assert len(list((tmp_path / "store/sharded.runner/shards").glob("*/*/done"))) == 3
+    monkeypatch.setattr("runner.studies.depth.study.merge", real)
     code, _, err = in_process("apply", "sharded.toml", "-q", "--shards", "3")
     assert code == 0, err
     whole, ws = _data(tmp_path / "store/whole.zarr")
@@ -59,45 +78,26 @@ def test_sharded_pass_equals_unsharded_to_rounding(in_process, tmp_path):
     assert float(whole.deviation.isel(deviation_step=5).max()) > 0 and whole.effective_dimension.notnull().all()
     # per-sample values joined along `sample`; N_eff from the shards' sufficient statistics
     xr.testing.assert_allclose(sharded, whole, rtol=1e-9, atol=0)
-    assert json.loads(ss.attrs["runner_tasks"]).keys() == json.loads(ws.attrs["runner_tasks"]).keys()
+    records = json.loads(ss.attrs["runner_tasks"])
+    assert records.keys() == json.loads(ws.attrs["runner_tasks"]).keys()  # the task ids of an unsharded run
+    # the first network's shards were not run again; the second network's ran
+    assert sorted({r["network"]: r["resumed_from"] for r in records.values()}.items()) == [(0, 30), (1, 0)]
     assert not any((tmp_path / "store/sharded.runner/shards").iterdir())  # shard files merged and removed
     assert in_process("apply", "sharded.toml", "--shards", "3")[0] == 0  # done: nothing runs again
 
 
-def test_a_stopped_sharded_run_resumes_without_rerunning_finished_shards(in_process, tmp_path, monkeypatch):
-    """Shards that finished before a stop keep their files; the next apply merges them."""
-    from runner.studies.depth import shards
-
-    write_spec(tmp_path, SPEC.format(name="whole", extra=""), "whole.toml")
-    write_spec(tmp_path, SPEC.format(name="s", extra=""), "s.toml")
-    assert in_process("apply", "whole.toml", "-q")[0] == 0
-    real = shards.merge
-    monkeypatch.setattr("runner.studies.depth.study.merge", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
-    assert in_process("apply", "s.toml", "-q", "--shards", "2")[0] == 130  # stopped before the merge
-    done = list((tmp_path / "store/s.runner/shards").glob("*/*/done"))
-    assert len(done) == 2  # the first network's two shards finished, then the run stopped
-    monkeypatch.setattr("runner.studies.depth.study.merge", real)
-    code, _, err = in_process("apply", "s.toml", "-q", "--shards", "2")
-    assert code == 0, err
-    records = json.loads(xr.open_zarr(tmp_path / "store/s.zarr").attrs["runner_tasks"])
-    # the first network's shards were not run again; the second network's ran
-    assert sorted({r["network"]: r["resumed_from"] for r in records.values()}.items()) == [(0, 30), (1, 0)]
-    xr.testing.assert_allclose(_data(tmp_path / "store/s.zarr")[0], _data(tmp_path / "store/whole.zarr")[0],
-                               rtol=1e-9, atol=0)
-
-
-def test_measures_that_read_all_samples_are_refused_before_compute(in_process, tmp_path):
-    write_spec(tmp_path, SPEC.format(name="lyap", extra='[[measure]]\nkind = "lyapunov"'), "lyap.toml")
+def test_measures_that_read_all_samples_are_refused_before_compute(in_process, tmp_path, model):
+    write_spec(tmp_path, SPEC.format(name="lyap", extra='[[measure]]\nkind = "lyapunov"', model=model), "lyap.toml")
     code, _, err = in_process("apply", "lyap.toml", "--shards", "2")
     assert code == 2 and "lyapunov iterates perturbed twins" in err and "Traceback" not in err
-    write_spec(tmp_path, SPEC.format(name="pca", extra='[[measure]]\nkind = "pca"'), "pca.toml")
+    write_spec(tmp_path, SPEC.format(name="pca", extra='[[measure]]\nkind = "pca"', model=model), "pca.toml")
     code, _, err = in_process("apply", "pca.toml", "--shards", "2")
     assert code == 2 and "pca reads all samples at once" in err and "effective_dimension, token_deviation" in err
     assert not (tmp_path / "store").exists()
 
 
 def test_unknown_executor_and_bad_options_are_refused(in_process, tmp_path):
-    write_spec(tmp_path, SPEC.format(name="x", extra=""), "x.toml")
+    write_spec(tmp_path, maps_spec("x"), "x.toml")
     code, _, err = in_process("apply", "x.toml", "--executor", "slurm")
     assert code == 66 and "unknown executor 'slurm'; known: local, ray" in err
     assert in_process("apply", "x.toml", "--address", "auto")[0] == 2
