@@ -93,6 +93,10 @@ def test_measures_that_read_all_samples_are_refused_before_compute(in_process, t
     write_spec(tmp_path, SPEC.format(name="pca", extra='[[measure]]\nkind = "pca"', model=model), "pca.toml")
     code, _, err = in_process("apply", "pca.toml", "--shards", "2")
     assert code == 2 and "pca reads all samples at once" in err and "effective_dimension, token_deviation" in err
+    wide = maps_spec("wide", n=6000, measures='[[measure]]\nkind = "effective_dimension"')
+    write_spec(tmp_path, wide, "wide.toml")
+    code, _, err = in_process("apply", "wide.toml", "--shards", "2")
+    assert code == 2 and "effective_dimension on tanh" in err and "6000 x 6000 matrix" in err
     assert not (tmp_path / "store").exists()
 
 

@@ -144,6 +144,10 @@ class TrajectoryMeasure(DepthMeasure):
     def write(self, ctx: Any, bufs: dict, seg: Segment) -> None:
         pass
 
+    def shard_problem(self, n_tokens: int, n_hidden: int) -> str | None:
+        """Why a pass of a network of this size cannot be split (its statistics too large), or None."""
+        return None
+
     @classmethod
     def combine(cls, stats: dict[str, list]) -> dict[str, Any]:
         """For ``shard = "combine"``: each statistic's arrays, one per shard -> the variables' values."""

@@ -48,7 +48,7 @@ class Shard:
         return f"{self.index}of{self.count}"
 
 
-def split(spec, group, n: int) -> list[Shard] | None:
+def split(spec, networks, group, n: int) -> list[Shard] | None:
     """``n`` shards of contiguous samples for a pass (None for a derived task); refuses what cannot split."""
     if group[0].kind != "iterate":
         return None
@@ -57,11 +57,16 @@ def split(spec, group, n: int) -> list[Shard] | None:
     if twins:
         raise ShardError(f"--shards: [[measure]] {twins[0]} iterates perturbed twins beside every pass; a spec with "
                          "twins cannot be split into sample shards (run it with --shards 1)")
+    net = networks[group[0].network]
+    params = {m.kind: m for m in spec.measure}
     for t in group:
         if registry[t.measure].shard is None:
             ok = sorted(k for k, r in registry.items() if getattr(r, "shard", None))
             raise ShardError(f"--shards: [[measure]] {t.measure} reads all samples at once and cannot be split into "
                              f"sample shards (measures that can: {', '.join(ok)})")
+        problem = net.n_hidden and registry[t.measure](params[t.measure]).shard_problem(net.n_tokens, net.n_hidden)
+        if problem:
+            raise ShardError(f"--shards: [[measure]] {t.measure} on {net.label}: {problem}")
     S = spec.input.samples
     n = min(n, S)
     bounds = [S * k // n for k in range(n + 1)]

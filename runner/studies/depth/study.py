@@ -188,7 +188,7 @@ class DepthStudy(Study):
         return DepthSession(p, device)
 
     def split(self, p: Prepared, group: list[Task], shards: int) -> list[Shard] | None:
-        return split(p.spec, group, shards)
+        return split(p.spec, p.state, group, shards)
 
 
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:

@@ -25,6 +25,8 @@ class EffectiveDimension(TrajectoryMeasure):
     Params = Params
     shard = "combine"  # a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each
     STATS = ("n", "sum", "scatter")
+    MAX_STATISTIC = 2**28
+    """Bytes of one F x F statistic above which shards are refused (256 MiB: F above ~5,800)."""
 
     def variables(self, b, shape) -> None:
         dim = b.axis("neff_step", 0, shape.steps, self.p.every)
@@ -32,6 +34,13 @@ class EffectiveDimension(TrajectoryMeasure):
               "effective dimension N_eff(t)", "1",
               "N_eff = (sum_i s_i)^2 / sum_i s_i^2, s_i eigenvalues of the state covariance across samples (Eq. 6)",
               **hints(plot="series", order=1, headline=("N_eff at the end", "last")))
+
+    def shard_problem(self, n_tokens, n_hidden):
+        features = n_tokens * n_hidden
+        if features * features * 8 > self.MAX_STATISTIC:
+            return (f"its per-shard statistic is a {features} x {features} matrix per kept step ({n_tokens} tokens x "
+                    f"{n_hidden}); too large to combine, run it unsharded")
+        return None
 
     def buffers(self, ctx, seg):
         if ctx.sharded:
