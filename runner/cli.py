@@ -66,9 +66,9 @@ def _known_error(err: Exception) -> int | None:
     from runner.data.corpus import CorpusError
     from runner.specfile import SpecError
     from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
-    from runner.study import Unavailable
+    from runner.study import ShardError, Unavailable
 
-    codes = {SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
+    codes = {ShardError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
              NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
              Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED}
     return next((code for cls, code in codes.items() if isinstance(err, cls)), None)
@@ -91,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="override [dynamics] device (auto, cpu, cuda, cuda:1, ...)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.add_argument("--monitor", action="store_true", help="run and watch it in the terminal monitor")
+    p.add_argument("--executor", default="local", help="where tasks run: local (default, this process) or ray "
+                   "(a Ray cluster; pip install -e '.[ray]')")
+    p.add_argument("--address", help="--executor ray: the cluster to join (auto, ray://host:10001); default: start "
+                   "a local one")
+    p.add_argument("--shards", type=int, default=1, help="split each depth pass into this many sample shards")
     p.set_defaults(func=cmd_apply)
 
     p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots",
@@ -234,14 +239,25 @@ def cmd_apply(args) -> int:
         problem = device_unavailable(args.device)
         if problem:
             raise UsageError(f"--device: {problem}")
+    from runner.execute.registry import ExecutorOptions, executor_problem
+
+    if args.shards < 1:
+        raise UsageError("--shards: give a number >= 1")
+    if args.address and args.executor != "ray":
+        raise UsageError("--address names a Ray cluster: use it with --executor ray")
+    options = ExecutorOptions(args.executor, args.address, args.shards)
     sweep, prepared = prepare_all(args.spec)  # every input error is reported here, before anything runs
     for p in prepared:
         p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
+    unmet += [problem] if (problem := executor_problem(args.executor)) else []
     if unmet:
         raise Unmet(unmet)
     store_path = sweep.root if sweep else prepared[0].store_path
     if args.monitor:
+        if options != ExecutorOptions():
+            raise UsageError("--monitor runs the apply here; for --executor/--shards start `runner apply` in one "
+                             "terminal and `runner monitor STORE` in another")
         if sweep:
             raise UsageError("--monitor shows one store; apply the sweep, then `runner monitor` one of its points: "
                              + ", ".join(str(p.store_path) for p in prepared))
@@ -251,8 +267,10 @@ def cmd_apply(args) -> int:
     if not args.quiet and "outside" in describe_store(store_path):
         print(f"store: {describe_store(store_path)}", file=sys.stderr)
     if sweep is None:
-        return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet), args.spec, store_path)
-    return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet), args.spec, store_path)
+        return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options), args.spec,
+                              store_path)
+    return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet, executor=options),
+                          args.spec, store_path)
 
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:

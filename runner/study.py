@@ -32,6 +32,10 @@ from runner.specfile import SpecError, SpecFile, StudySpec
 _STUDIES: dict[str, type[Study]] = {}
 
 
+class ShardError(Exception):
+    """A group of tasks that cannot be split into sample shards; the message says which measure and why."""
+
+
 class Unavailable(Exception):
     """A model, tokenizer or data set that cannot be loaded now; the message says which and why."""
 
@@ -81,7 +85,9 @@ class Session(Protocol):
         """Resources that already exist (checkpoints on disk)."""
 
     def run(self, group: list[Task], report: Reporter) -> dict[str, Any]:
-        """Run a group of ready tasks; return extra fields for their records (``resumed_from``)."""
+        """Run a group of ready tasks; return extra fields for their records (``resumed_from``).
+        A study whose :meth:`Study.split` splits groups also takes ``run(group, report, shard)`` and
+        ``merge(group, shards, store)`` (the results of all shards into the store)."""
 
 
 class Study:
@@ -118,6 +124,13 @@ class Study:
 
     def open(self, p: Prepared, device: Any, say: Callable[[str], None]) -> Session:
         raise NotImplementedError
+
+    def split(self, p: Prepared, group: list[Task], shards: int) -> list[Any] | None:
+        """``shards`` picklable descriptions of parts of ``group`` over sample ranges, which the
+        session runs with ``run(group, report, shard)`` (anywhere) and combines with
+        ``merge(group, shards, store)``; None when the group runs whole. Raises :class:`ShardError`
+        when its measures cannot be split. By default nothing is split."""
+        return None
 
 
 def register(cls: type[Study]) -> type[Study]:

@@ -88,6 +88,12 @@ class TrajectoryMeasure(DepthMeasure):
     twin: ClassVar[bool] = False
     """The pass iterates perturbed twins y of ``rows`` beside x (``perturb`` makes them, ``advance``
     may change them after each step, ``ctx.twin(self)`` reads them in ``observe``)."""
+    shard: ClassVar[str | None] = None
+    """Whether a pass with this measure can be split into sample shards (``--shards``,
+    :mod:`runner.studies.depth.shards`): ``"samples"``, its values are per sample (written with
+    ``slice(None)`` along ``sample``, joined across shards); ``"combine"``, a value over all samples
+    that ``combine`` computes exactly from statistics each shard writes as ``"<kind>/<stat>"``
+    (``ctx.sharded`` says when); None (the default): it reads all samples at once, refused."""
 
     def start(self, ctx: Any, x0: Tensor) -> None:
         """Set up a fresh state at t = 0."""
@@ -137,6 +143,15 @@ class TrajectoryMeasure(DepthMeasure):
 
     def write(self, ctx: Any, bufs: dict, seg: Segment) -> None:
         pass
+
+    def shard_problem(self, n_tokens: int, n_hidden: int) -> str | None:
+        """Why a pass of a network of this size cannot be split (its statistics too large), or None."""
+        return None
+
+    @classmethod
+    def combine(cls, stats: dict[str, list]) -> dict[str, Any]:
+        """For ``shard = "combine"``: each statistic's arrays, one per shard -> the variables' values."""
+        raise NotImplementedError
 
     @staticmethod
     def nan(shape: tuple[int, ...], dtype: torch.dtype, device) -> Tensor:

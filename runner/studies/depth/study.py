@@ -10,7 +10,6 @@ only that measure's task ids.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.measure import NetworkContext
 from runner.studies.depth.layout import build_layout, segment_length
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
+from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
 
 
@@ -196,6 +196,9 @@ class DepthStudy(Study):
     def open(self, p: Prepared, device, say) -> DepthSession:
         return DepthSession(p, device)
 
+    def split(self, p: Prepared, group: list[Task], shards: int) -> list[Shard] | None:
+        return split(p.spec, p.state, group, shards)
+
 
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
@@ -308,7 +311,7 @@ class DepthSession:
     def available(self) -> set[str]:
         return set()
 
-    def run(self, group: list[Task], report) -> dict:
+    def run(self, group: list[Task], report, shard: Shard | None = None) -> dict:
         net = self.networks[group[0].network]
         if group[0].kind == "derive":
             (t,) = group
@@ -324,10 +327,22 @@ class DepthSession:
                                                                 report.store, build))
             return {}
         ids = [t.id for t in group]
-        key = hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16]
+        key = pass_key(ids)
+        store = report.store
+        if shard is not None:
+            key = f"{key}-{shard.name}"
+            store = ShardSink(shard_dir(store.state_dir, ids, shard), store.state_dir, store.store_id)
+            if store.done:  # finished before the run stopped; its files wait for the merge
+                return {"resumed_from": self.spec.dynamics.steps, "device": str(self.device)}
         checkpoint = Path(report.store.state_dir) / "checkpoints" / f"{key}.safetensors"
-        p = IteratePass(self.spec, self.layout, net, [t.measure for t in group], ids, report.store, self.inputs,
-                        self.device, checkpoint, report)
+        p = IteratePass(self.spec, self.layout, net, [t.measure for t in group], ids, store, self.inputs,
+                        self.device, checkpoint, report, rows=shard.rows if shard else None)
         start = p.run()
+        if shard is not None:
+            store.finish()
         checkpoint.unlink(missing_ok=True)
-        return {"resumed_from": start, "loop_seconds": p.loop_seconds}
+        return {"resumed_from": start, "loop_seconds": p.loop_seconds, "device": str(self.device)}
+
+    def merge(self, group: list[Task], shards: list[Shard], store) -> None:
+        """Write the results of a pass run as sample shards (:func:`runner.studies.depth.shards.merge`)."""
+        merge(store, self.layout, [t.id for t in group], shards)

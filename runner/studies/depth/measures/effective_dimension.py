@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from analyses.effective_dimension import effective_dimension
+from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 
@@ -42,6 +42,10 @@ def score_class(scores: torch.Tensor) -> torch.Tensor:
 @register
 class EffectiveDimension(TrajectoryMeasure):
     Params = Params
+    shard = "combine"  # a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each
+    STATS = ("n", "sum", "scatter")
+    MAX_STATISTIC = 2**28
+    """Bytes of one F x F statistic above which shards are refused (256 MiB: F above ~5,800)."""
 
     def variables(self, b, shape) -> None:
         dim = b.axis("neff_step", 0, shape.steps, self.p.every)
@@ -61,7 +65,18 @@ class EffectiveDimension(TrajectoryMeasure):
             return [("by_score", "needs sentence pairs with a score ([input] pair and score)")]
         return []
 
+    def shard_problem(self, n_tokens, n_hidden):
+        if self.p.by_score:
+            return "by_score needs every sample's score class in one pass; run it unsharded"
+        features = n_tokens * n_hidden
+        if features * features * 8 > self.MAX_STATISTIC:
+            return (f"its per-shard statistic is a {features} x {features} matrix per kept step ({n_tokens} tokens x "
+                    f"{n_hidden}); too large to combine, run it unsharded")
+        return None
+
     def buffers(self, ctx, seg):
+        if ctx.sharded:
+            return {k: [] for k in self.STATS}
         out = {"neff": self.nan((seg.kept(self.p.every),), torch.float64, ctx.device)}
         if self.p.by_score:
             out["class"] = self.nan((len(SCORE_CLASSES), seg.kept(self.p.every)), torch.float64, ctx.device)
@@ -74,15 +89,29 @@ class EffectiveDimension(TrajectoryMeasure):
 
     def observe(self, ctx, t, x, bufs, seg):
         every = self.p.every
-        if t % every == 0:
+        if t % every == 0 and ctx.sharded:
+            for k, v in zip(self.STATS, cloud_statistics(x)):
+                bufs[k].append(v)
+        elif t % every == 0:
             i = t // every - seg.start // every
             bufs["neff"][i] = effective_dimension(x)
             for c, rows in enumerate(getattr(self, "classes", []) if self.p.by_score else []):
                 bufs["class"][c, i] = effective_dimension(x[rows])
 
     def write(self, ctx, bufs, seg):
+        if ctx.sharded:
+            kept = len(bufs["n"])
+            for k in self.STATS:
+                ctx.store.write(f"effective_dimension/{k}", (ctx.index, seg.span(self.p.every, kept)),
+                                torch.stack(bufs[k]).cpu().numpy())
+            return
         n = bufs["neff"].cpu().numpy()
         ctx.store.write("effective_dimension", (ctx.index, seg.span(self.p.every, len(n))), n)
         if self.p.by_score:
             ctx.store.write("effective_dimension_class", (ctx.index, slice(None), seg.span(self.p.every, len(n))),
                             bufs["class"].cpu().numpy())
+
+    @classmethod
+    def combine(cls, stats):
+        summed = [torch.from_numpy(np.sum(stats[k], axis=0)) for k in cls.STATS]
+        return {"effective_dimension": effective_dimension_from_statistics(*summed).numpy()}

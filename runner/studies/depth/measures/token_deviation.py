@@ -27,6 +27,7 @@ class Params(DepthParams):
 @register
 class TokenDeviation(TrajectoryMeasure):
     Params = Params
+    shard = "samples"
 
     def variables(self, b, shape) -> None:
         p = self.p
