@@ -134,6 +134,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
                         store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks])
+            _record_estimate(p, dev, events)
             if todo:
                 groups = {t.group or t.id: t.steps for t in todo}
                 view.start(total=sum(groups.values()), tasks=len(todo))
@@ -204,6 +205,18 @@ def close_run(store: Store, events, view) -> None:
         store.unlock()
     if failed is not None and sys.exc_info()[1] is None:
         raise failed
+
+
+def _record_estimate(p: Prepared, dev, events) -> None:
+    """The plan's estimate from cached calibrations (apply calibrates nothing), for ``show``."""
+    from runner.estimate import estimate
+
+    try:
+        est = estimate(p, dev, calibrate=False, others=False)
+    except Exception as err:  # an estimate is never worth failing a run for
+        events.emit("estimate", device=None, missing=f"{type(err).__name__}: {err}")
+        return
+    events.emit("estimate", **est.to_json())
 
 
 def _task_info(t, p: Prepared, done: bool) -> dict:

@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="show what apply would run, the resolved parameters and what is done")
     p.add_argument("spec", type=Path, help="TOML spec, e.g. specs/albert_short.toml")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--no-estimate", action="store_true",
+                   help="skip the cost estimate (device time and disk; calibrates a few steps unless cached)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
@@ -181,14 +183,17 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
 def _plan_one(args, p) -> int:
     from runner.apply import describe_store, states
+    from runner.estimate import estimate, render
     from runner.plan import plan_rows
 
     state = states(p)
+    est = None if args.no_estimate else estimate(p)
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
         print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
                           "spec_sha256": p.spec.sha256(), "resolved": p.spec.model_dump(mode="json"),
-                          **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet}, indent=2))
+                          **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet,
+                          **({"estimate": est.to_json()} if est else {})}, indent=2))
         return EXIT_OK
     spec = p.spec
     print(f"experiment {spec.experiment.name}: {spec.experiment.description}")
@@ -208,6 +213,8 @@ def _plan_one(args, p) -> int:
         else:
             n_done = sum(state[t.id] == "done" for t in ts)
             print(f"  {f'{len(ts)} tasks':<16}  {p.labels[network]:<16} {name:<20} {n_done}/{len(ts)} done")
+    for line in render(est, state) if est else []:
+        print(line)
     if p.unmet:
         print("Plan: not resolved until the requirements below are met")
     else:

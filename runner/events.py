@@ -14,6 +14,8 @@ Event kinds and their fields (besides ``ts``, ``event``, ``run``):
   inputs are drawn and models built, so a monitor sees the run from its first second)
 - ``nonfinite``: ``task``, ``network``, ``samples`` (count diverged so far), ``first_step``, ``step``
 - ``checkpoint`` (training): ``task``, ``network``, ``checkpoint``, ``step``, ``path``
+- ``estimate``: the plan's estimate from cached calibrations (``runner.estimate.Estimate.to_json``:
+  ``device``, ``seconds``, ``bytes``, ``units`` of {label, runs, seconds, nbytes}, or ``missing``: why none)
 - ``run_finished``: ``status`` (done | interrupted | failed), ``seconds``
 
 A crash can leave a torn last line: the writer starts a new line before its first event, and

@@ -187,6 +187,11 @@ class DepthStudy(Study):
     def open(self, p: Prepared, device, say) -> DepthSession:
         return DepthSession(p, device)
 
+    def estimate(self, p: Prepared, device, precision, calibrated):
+        from runner.studies.depth.estimate import estimate
+
+        return estimate(p, device, precision, calibrated)
+
 
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
