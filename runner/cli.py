@@ -147,13 +147,15 @@ def cmd_plan(args) -> int:
 
 def _plan_sweep(args, sweep, prepared) -> int:
     from runner.apply import describe_store, states
+    from runner.estimate import estimate, render_points
     from runner.plan import plan_rows
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
+    ests = [] if args.no_estimate else [estimate(p) for p in prepared]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
-                          "sweep": sweep.axes, "unmet": unmet,
+                          "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
                           "points": [{"name": pt.name, "values": pt.values, "store": str(p.store_path),
                                       "spec_sha256": p.spec.sha256(), "tasks": plan_rows(p.tasks, st, p.labels)}
                                      for pt, p, st in rows]}, indent=2))
@@ -173,6 +175,8 @@ def _plan_sweep(args, sweep, prepared) -> int:
         n_done = sum(v == "done" for v in st.values())
         total, done = total + len(p.tasks), done + n_done
         print(f"  {point.name:<24} {len(p.tasks) - n_done} to run, {n_done} done")
+    for line in render_points(ests, [pt.name for pt in sweep.points]) if ests else []:
+        print(line)
     if unmet:
         print("Plan: not resolved until the requirements below are met")
     else:

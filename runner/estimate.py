@@ -241,6 +241,27 @@ def render(est: Estimate, state: dict[str, str] | None = None) -> list[str]:
     return lines
 
 
+def render_points(ests: list[Estimate], names: list[str]) -> list[str]:
+    """The lines ``plan`` prints for a sweep: each point's total and the sweep's."""
+    from rich.filesize import decimal
+
+    missing = next((e.missing for e in ests if e.missing), None)
+    if missing:
+        return [f"estimate   no estimate ({missing})"]
+    lines = [f"estimate   on {ests[0].device}: device time, from a few timed steps of each task, and disk"]
+    lines += [f"  {name:<28} {duration(e.seconds):>10}  {decimal(e.nbytes):>10}" for name, e in zip(names, ests)]
+    seconds = sum(e.seconds for e in ests)
+    lines.append(f"  {'total':<28} {duration(seconds):>10}  {decimal(sum(e.nbytes for e in ests)):>10}"
+                 f"  ({seconds / 3600:.3g} device-hours)")
+    for other in ests[0].others:
+        values = [e.others.get(other) for e in ests]
+        if all(isinstance(v, float) for v in values):
+            lines.append(f"  {'all in ' + other:<28} {duration(sum(values)):>10}  {'':>10}  "
+                         f"({sum(values) / 3600:.3g} device-hours)")
+    lines += [f"  approximate: {n}" for n in ests[0].notes]
+    return lines
+
+
 def measured(est: dict, records: dict[str, dict]) -> list[tuple[str, float, float | None]]:
     """(label, predicted s, measured s or None) per unit of a recorded estimate (its JSON), from
     the tasks' completion records (the tasks of one run share its seconds)."""
