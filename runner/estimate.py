@@ -38,7 +38,9 @@ class Unit:
     """Task ids, grouped as they run (one pass of a network's measures is one run)."""
     seconds: float
     nbytes: int = 0
-    """What its tasks write to the store."""
+    """What its tasks write to disk."""
+    lower_bound: bool = False
+    """Some of its work is not timed (``seconds`` is at least what it takes)."""
 
     @property
     def tasks(self) -> list[str]:
@@ -98,10 +100,11 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
     if p.unmet:
         est.missing = "requirements not met here"
         return est
+    calibrated = Calibrator(calibrate, refresh)
     try:
-        est.units, est.notes = p.study.estimate(p, device, None, Calibrator(calibrate, refresh))
-    except NoEstimate as why:
-        est.missing = str(why)
+        est.units, est.notes = p.study.estimate(p, device, None, calibrated)
+    except Exception as why:  # a plan is never refused for want of an estimate
+        est.missing = _why(why)
         return est
     if others:
         for precision, why in precisions(device).items():
@@ -109,11 +112,15 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
                 est.others[precision] = why
                 continue
             try:
-                units, _ = p.study.estimate(p, device, precision, Calibrator(calibrate, refresh))
+                units, _ = p.study.estimate(p, device, precision, calibrated)
                 est.others[precision] = round(sum(u.seconds for u in units), 3)
-            except NoEstimate as err:
-                est.others[precision] = str(err)
+            except Exception as err:
+                est.others[precision] = _why(err)
     return est
+
+
+def _why(err: Exception) -> str:
+    return str(err) if isinstance(err, NoEstimate) else f"the estimate failed: {type(err).__name__}: {err}"
 
 
 class Calibrator:
@@ -123,6 +130,7 @@ class Calibrator:
     def __init__(self, calibrate: bool = True, refresh: bool = False, directory: Path | None = None):
         self.calibrate, self.refresh = calibrate, refresh
         self.directory = directory
+        self._now: dict[Path, dict] = {}  # measured by this calibrator (``refresh`` measures a key once)
 
     def path(self, key: dict) -> Path:
         from models.registry import cache_dir
@@ -131,6 +139,8 @@ class Calibrator:
 
     def __call__(self, key: dict, measure: Callable[[], dict]) -> dict:
         path = self.path(key)
+        if path in self._now:
+            return self._now[path]
         if not self.refresh and path.is_file():
             try:
                 cached = json.loads(path.read_text())
@@ -145,6 +155,7 @@ class Calibrator:
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         tmp.write_text(json.dumps({"key": key, "result": result, "utc": time.time()}, default=str))
         os.replace(tmp, path)
+        self._now[path] = result
         return result
 
 
@@ -225,8 +236,8 @@ def render(est: Estimate, state: dict[str, str] | None = None) -> list[str]:
         return [f"estimate   no estimate ({est.missing})"]
     lines = [f"estimate   on {est.device}: device time, from a few timed steps of each task, and disk"]
     for u in est.units:
-        lines.append(f"  {u.label:<28} {duration(u.seconds):>10}  {decimal(u.nbytes):>10}")
-    lines.append(f"  {'total':<28} {duration(est.seconds):>10}  {decimal(est.nbytes):>10}"
+        lines.append(f"  {u.label:<28} {_at_least(u.lower_bound) + duration(u.seconds):>10}  {decimal(u.nbytes):>10}")
+    lines.append(f"  {'total':<28} {_at_least(any(u.lower_bound for u in est.units)) + duration(est.seconds):>10}  {decimal(est.nbytes):>10}"
                  f"  ({est.seconds / 3600:.3g} device-hours)")
     if state and any(v == "done" for v in state.values()):
         left = sum(u.seconds for u in est.units if any(state.get(t) != "done" for t in u.tasks))
@@ -239,6 +250,10 @@ def render(est: Estimate, state: dict[str, str] | None = None) -> list[str]:
         lines.append(f"  {'all in ' + other:<28} {shown}")
     lines += [f"  approximate: {n}" for n in est.notes]
     return lines
+
+
+def _at_least(lower_bound: bool) -> str:
+    return ">= " if lower_bound else ""
 
 
 def render_points(ests: list[Estimate], names: list[str]) -> list[str]:
@@ -264,7 +279,8 @@ def render_points(ests: list[Estimate], names: list[str]) -> list[str]:
 
 def measured(est: dict, records: dict[str, dict]) -> list[tuple[str, float, float | None]]:
     """(label, predicted s, measured s or None) per unit of a recorded estimate (its JSON), from
-    the tasks' completion records (the tasks of one run share its seconds)."""
+    the tasks' completion records (the tasks of one run share its seconds; a task that provides
+    resources while it runs also counts the tasks run meanwhile)."""
     out = []
     for u in est.get("units", []):
         if not u["runs"]:

@@ -251,14 +251,16 @@ def _predicted(path: Path, records: dict[str, dict]) -> list[str]:
     if est.get("missing"):
         return [f"predicted vs measured: no estimate ({est['missing']})"]
     rows = measured(est, records)
-    lines = [f"predicted vs measured device time (estimate on {est['device']}):"]
+    bound = {u["label"] for u in est.get("units", []) if u.get("lower_bound")}
+    lines = [f"predicted vs measured device time (estimate on {est['device']}; -: not run, or resumed):"]
     for label, predicted, seconds in rows:
         ratio = f"  measured/predicted {seconds / predicted:.2f}" if seconds and predicted else ""
-        got = duration(seconds) if seconds is not None else "- (not run whole in one go)"
-        lines.append(f"  {label:<24} predicted {duration(predicted):>8}  measured {got:>8}{ratio}")
+        got = duration(seconds) if seconds is not None else "-"
+        at_least = ">= " if label in bound else ""
+        lines.append(f"  {label:<24} predicted {at_least + duration(predicted):>10}  measured {got:>8}{ratio}")
     timed = [(p, s) for _, p, s in rows if s is not None]
     if timed:
         p, s = sum(p for p, _ in timed), sum(s for _, s in timed)
-        lines.append(f"  {'total':<24} predicted {duration(p):>8}  measured {duration(s):>8}"
+        lines.append(f"  {'total':<24} predicted {('>= ' if bound else '') + duration(p):>10}  measured {duration(s):>8}"
                      + (f"  measured/predicted {s / p:.2f}" if p else ""))
     return lines

@@ -66,9 +66,11 @@ def test_calibrations_are_cached_per_key(tmp_path):
     assert cal({**key, "precision": "bf16"}, measure)["step_s"] == 0.02  # another key calibrates
     with pytest.raises(NoEstimate, match="not calibrated"):
         Calibrator(calibrate=False, directory=tmp_path)({**key, "samples": 128}, measure)
-    assert Calibrator(refresh=True, directory=tmp_path)(key, measure)["step_s"] == 0.03
+    fresh = Calibrator(refresh=True, directory=tmp_path)
+    assert fresh(key, measure)["step_s"] == 0.03
+    assert fresh(key, measure)["step_s"] == 0.03 and len(runs) == 3  # refreshed once per calibrator
     cal.path(key).write_text("{torn")
-    assert cal(key, measure)["step_s"] == 0.04 and len(runs) == 4  # unreadable: calibrated again
+    assert Calibrator(directory=tmp_path)(key, measure)["step_s"] == 0.04 and len(runs) == 4  # unreadable: again
 
 
 def test_a_preempted_step_does_not_count():
@@ -122,6 +124,15 @@ def test_plan_prints_the_estimate_or_why_not(in_process, tmp_path, monkeypatch):
     assert code == 0
     assert "no estimate (builtin:tiny-albert is built by the first `runner apply`)" in out
     assert not (tmp_path / "fresh-cache" / "tiny-albert-v1").exists()
+
+
+def test_training_estimates_its_steps_as_a_lower_bound(in_process):
+    code, out, err = in_process("plan", ROOT / "specs" / "tiny" / "lstm_tiny.toml")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any(line.split()[:2] == ["lm", ">="] for line in lines), out  # measures and epoch ends are not timed
+    assert "measure tasks, checkpoint saves and epoch ends (validation) are not timed" in out
+    assert "all in bf16                  no estimate (the training study trains in fp32)" in out
 
 
 @pytest.fixture
