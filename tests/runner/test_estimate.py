@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from runner.apply import prepare
+from runner.events import read_events
 from runner.estimate import Calibrator, NoEstimate, estimate, measured, step_seconds
 from runner.store import read_tasks
 from runner.studies.depth.estimate import batch_rows, calibration_spec
@@ -163,6 +164,9 @@ def test_quickstart_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_pat
         assert est.missing is None, est.missing
         code, _, err = in_process("apply", spec, "-q")
         assert code == 0, err
+        recorded = [e for e in read_events(tmp_path / "store" / "quickstart.runner" / "events.jsonl")
+                    if e["event"] == "estimate"]
+        assert recorded[-1]["seconds"] == est.to_json()["seconds"]  # apply recorded the calibration just made
         rows = measured(est.to_json(), read_tasks(tmp_path / "store" / "quickstart.zarr"))
         predicted, took = sum(r[1] for r in rows), sum(r[2] for r in rows)
         ratios.append(took / predicted)
