@@ -85,6 +85,14 @@ def precisions(device) -> dict[str, str | None]:
     return {"fp64": None, "fp32": None, "tf32": None, "bf16": bf16}
 
 
+def device_key(device) -> str:
+    """The device as calibrations are cached: the GPU's name (whatever its index), or the CPU with
+    its thread count."""
+    from runner.execute.device import describe
+
+    return describe(device).split(" ", 1)[1] if device.type == "cuda" else describe(device)
+
+
 def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, others: bool = True) -> Estimate:
     """The cost of a prepared spec on ``device`` (default: the one it asks for): its study's
     estimate at the spec's precisions, and the totals at every other precision the device has.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from runner.estimate import Enough, NoEstimate, StepTimer, Unit
+from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.measures import measures
 from runner.studies.depth.layout import build_layout, segment_length
 from runner.studies.depth.resolve import Network
@@ -26,8 +26,6 @@ CALIBRATION_SAMPLES = 128
 
 
 def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
-    from runner.execute.device import describe
-
     spec: DepthSpec = p.spec
     networks: list[Network] = p.state
     cal = calibration_spec(spec)
@@ -43,7 +41,7 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
         not_built = _not_built(net)
         if not_built:
             raise NoEstimate(not_built)
-        key = {"study": "depth", "device": describe(device), "torch": torch.__version__,
+        key = {"study": "depth", "device": device_key(device), "torch": torch.__version__,
                "model": net.model.model_dump(mode="json", exclude={"name", "replicates", "init", "precision"}),
                "precision": net.precision, "implementation": spec.dynamics.implementation,
                "samples": cal.input.samples, "tokens": net.n_tokens, "hidden": net.n_hidden,

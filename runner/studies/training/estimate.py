@@ -18,7 +18,7 @@ import torch
 
 from runner.data.corpus import Corpus, TagStreams, Variant
 from runner.data.tokens import Vocabulary
-from runner.estimate import Enough, NoEstimate, StepTimer, Unit
+from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
 from runner.studies.training.train import train
 
@@ -26,8 +26,6 @@ TAGS = 50
 
 
 def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
-    from runner.execute.device import describe
-
     if precision not in (None, "fp32"):
         raise NoEstimate("the training study trains in fp32")
     stats = p.state["stats"]
@@ -38,7 +36,7 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
     for n, net in enumerate(p.spec.model):
         tasks = [t for t in p.tasks if t.network == n]
         trains = [t for t in tasks if t.kind == "train"]
-        key = {"study": "training", "device": describe(device), "torch": torch.__version__, "kind": net.kind,
+        key = {"study": "training", "device": device_key(device), "torch": torch.__version__, "kind": net.kind,
                "mode": net.mode if net.kind == "tagger" else None, "vocab": stats["vocab"],
                "training": training.model_dump(mode="json", include={
                    "embedding_dim", "hidden_dim", "num_layers", "dropout", "batch_size", "bptt", "clip", "momentum"})}
