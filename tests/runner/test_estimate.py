@@ -127,6 +127,17 @@ def test_plan_prints_the_estimate_or_why_not(in_process, tmp_path, monkeypatch):
     assert not (tmp_path / "fresh-cache" / "tiny-albert-v1").exists()
 
 
+def test_a_sweep_plan_estimates_each_point_and_the_total(in_process, tmp_path):
+    spec = tmp_path / "grid.toml"
+    spec.write_text(MAPS.format(samples=8) + "\n[sweep.input]\nsamples = [8, 16]\n")
+    code, out, err = in_process("plan", spec)
+    assert code == 0, err
+    lines = out[out.index("estimate   on cpu"):].splitlines()
+    assert [line.split()[0] for line in lines[1:4]] == ["samples=8", "samples=16", "total"]
+    code, out, _ = in_process("plan", spec, "--json")
+    assert [len(e["units"]) for e in json.loads(out)["estimate"]] == [3, 3]  # two networks, the coordinates
+
+
 def test_training_estimates_its_steps_as_a_lower_bound(in_process):
     code, out, err = in_process("plan", ROOT / "specs" / "tiny" / "lstm_tiny.toml")
     assert code == 0, err
