@@ -189,6 +189,10 @@ class StepTimer:
         self.durations: list[float] = []
         self.store = None
 
+    def start(self) -> None:
+        """Time the setup from now."""
+        self.t_start = self._now()
+
     def _now(self) -> float:
         if self.device.type == "cuda":
             import torch

@@ -122,11 +122,11 @@ def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
     kinds = [m.kind for m in spec.measure if measures("depth")[m.kind].when == "step"]
     make_deterministic(device)
     build_map(spec, net, device)  # once untimed: imports and the file cache are then warm, as in a run
-    timer = StepTimer(device)
     with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
         layout = build_layout(spec, [net])
         store = Store(Path(tmp) / "calibration.zarr")
         store.open(layout, {})
+        timer = StepTimer(device)
         run = IteratePass(spec, layout, net, kinds, kinds, store, inputs, device, Path(tmp) / "pass.safetensors", timer)
         try:
             run.run()

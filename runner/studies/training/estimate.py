@@ -20,7 +20,7 @@ from runner.data.corpus import Corpus, TagStreams, Variant
 from runner.data.tokens import Vocabulary
 from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
-from runner.studies.training.train import train
+from runner.studies.training.train import build_model, train
 
 TAGS = 50
 
@@ -67,18 +67,16 @@ def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: 
     if net.kind == "tagger":
         corpus.tags[net.tagset] = TagStreams(_vocabulary(TAGS), stream(tokens, TAGS), stream(corpus.valid.numel(), TAGS))
         net = net.model_copy(update={"shuffled": False})  # the same step on tags in another order
-    param_bytes = 0
+    model = build_model(net, training, corpus, 0)  # once untimed: imports warm, as in a run
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
+        timer.start()
         try:
             for _ in train(net, 0, training, corpus, [], "calibration", Path(tmp), device,
                            lambda step, total: timer.progress(step)):
                 pass
         except Enough:
             pass
-        from runner.studies.training.train import build_model
-
-        model = build_model(net, training, corpus, 0)
-        param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     return {**timer.result(), "param_bytes": param_bytes}
 
 
