@@ -86,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-estimate", action="store_true",
                    help="skip the cost estimate (device time and disk; calibrates a few steps unless cached)")
+    p.add_argument("--recalibrate", action="store_true", help="time the estimate's steps again (not the cached times)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
@@ -152,7 +153,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
-    ests = [] if args.no_estimate else [estimate(p) for p in prepared]
+    ests = [] if args.no_estimate else [estimate(p, refresh=args.recalibrate) for p in prepared]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
                           "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
@@ -191,7 +192,7 @@ def _plan_one(args, p) -> int:
     from runner.plan import plan_rows
 
     state = states(p)
-    est = None if args.no_estimate else estimate(p)
+    est = None if args.no_estimate else estimate(p, refresh=args.recalibrate)
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
         print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),

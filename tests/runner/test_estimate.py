@@ -109,6 +109,7 @@ def test_a_pass_scales_with_steps_and_batch(tmp_path, monkeypatch):
 
 
 def test_plan_prints_the_estimate_or_why_not(in_process, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSIENT_CACHE", str(tmp_path / "cache"))  # this spec's calibrations only
     spec = _spec(tmp_path)
     code, out, err = in_process("plan", spec)
     assert code == 0, err
@@ -118,6 +119,10 @@ def test_plan_prints_the_estimate_or_why_not(in_process, tmp_path, monkeypatch):
     est = json.loads(out)["estimate"]
     assert {u["label"] for u in est["units"]} >= {"tanh/0", "tanh/1"}
     assert set(est["other_precisions"]) == {"fp64", "fp32", "tf32", "bf16"} and est["bytes"] > 0
+    before = {f: json.loads(f.read_text())["utc"] for f in (tmp_path / "cache" / "calibration").iterdir()}
+    assert len(before) == 3  # fp32 (both networks), fp64, bf16
+    code, out, _ = in_process("plan", spec, "--recalibrate")
+    assert code == 0 and all(json.loads(f.read_text())["utc"] > t for f, t in before.items())
     code, out, _ = in_process("plan", spec, "--no-estimate")
     assert code == 0 and "estimate" not in out
     monkeypatch.setenv("TRANSIENT_CACHE", str(tmp_path / "fresh-cache"))  # the tiny ALBERT is not built here
