@@ -133,8 +133,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
             todo = [t for t in p.tasks if t.id not in done]
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
-                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks])
-            _record_estimate(p, dev, events)
+                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks],
+                        estimate=_estimate(p, dev))
             if todo:
                 groups = {t.group or t.id: t.steps for t in todo}
                 view.start(total=sum(groups.values()), tasks=len(todo))
@@ -207,16 +207,14 @@ def close_run(store: Store, events, view) -> None:
         raise failed
 
 
-def _record_estimate(p: Prepared, dev, events) -> None:
+def _estimate(p: Prepared, dev) -> dict:
     """The plan's estimate from cached calibrations (apply calibrates nothing), for ``show``."""
     from runner.estimate import estimate
 
     try:
-        est = estimate(p, dev, calibrate=False, others=False)
+        return estimate(p, dev, calibrate=False, others=False).to_json()
     except Exception as err:  # an estimate is never worth failing a run for
-        events.emit("estimate", device=None, missing=f"{type(err).__name__}: {err}")
-        return
-    events.emit("estimate", **est.to_json())
+        return {"device": None, "missing": f"{type(err).__name__}: {err}"}
 
 
 def _task_info(t, p: Prepared, done: bool) -> dict:

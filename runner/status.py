@@ -244,9 +244,9 @@ def _predicted(path: Path, records: dict[str, dict]) -> list[str]:
     """The estimate recorded when the last run started, against the tasks' measured seconds."""
     from runner.estimate import duration, measured
 
-    est = next((e for e in reversed(list(read_events(runner_dir(path) / "events.jsonl")))
-                if e["event"] == "estimate"), None)
-    if est is None:
+    est = next((e.get("estimate") for e in reversed(list(read_events(runner_dir(path) / "events.jsonl")))
+                if e["event"] == "run_started"), None)
+    if not est:
         return []
     if est.get("missing"):
         return [f"predicted vs measured: no estimate ({est['missing']})"]

@@ -180,8 +180,8 @@ def test_quickstart_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_pat
         assert est.missing is None, est.missing
         code, _, err = in_process("apply", spec, "-q")
         assert code == 0, err
-        recorded = [e for e in read_events(tmp_path / "store" / "quickstart.runner" / "events.jsonl")
-                    if e["event"] == "estimate"]
+        recorded = [e["estimate"] for e in read_events(tmp_path / "store" / "quickstart.runner" / "events.jsonl")
+                    if e["event"] == "run_started"]
         assert recorded[-1]["seconds"] == est.to_json()["seconds"]  # apply recorded the calibration just made
         rows = measured(est.to_json(), read_tasks(tmp_path / "store" / "quickstart.zarr"))
         predicted, took = sum(r[1] for r in rows), sum(r[2] for r in rows)
