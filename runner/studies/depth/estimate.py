@@ -88,15 +88,17 @@ def layout_bytes(spec: DepthSpec, networks: list[Network]) -> tuple[dict[str, fl
 
 def _not_built(net: Network) -> str | None:
     """Why the network's model cannot be calibrated without building or downloading something."""
-    from huggingface_hub import try_to_load_from_cache
-
     from models.registry import cache_dir
 
     source = net.model.source
     where = net.model.family.location(source)
     if Path(where).is_relative_to(cache_dir()) and not Path(where).exists():
         return f"{source} is built by the first `runner apply`"
-    if source.startswith("hf:") and not any(
+    if not source.startswith("hf:"):
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    if not any(
             isinstance(try_to_load_from_cache(where, name, revision=net.model.revision), str)
             for name in ("model.safetensors", "model.safetensors.index.json")):
         return f"{source}: its weights are not in the local cache (the first `runner apply` downloads them)"
