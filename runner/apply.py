@@ -138,7 +138,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             todo = [t for t in p.tasks if t.id not in done]
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
-                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks])
+                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks],
+                        estimate=_estimate(p, dev))
             if todo:
                 groups = {t.group or t.id: t.steps for t in todo}
                 view.start(total=sum(groups.values()), tasks=len(todo))
@@ -232,6 +233,16 @@ def close_run(store: Store, events, view) -> None:
         store.unlock()
     if failed is not None and sys.exc_info()[1] is None:
         raise failed
+
+
+def _estimate(p: Prepared, dev) -> dict:
+    """The plan's estimate from cached calibrations (apply calibrates nothing), for ``show``."""
+    from runner.estimate import estimate
+
+    try:
+        return estimate(p, dev, calibrate=False, others=False).to_json()
+    except Exception as err:  # an estimate is never worth failing a run for
+        return {"device": None, "missing": f"{type(err).__name__}: {err}"}
 
 
 def _task_info(t, p: Prepared, done: bool) -> dict:

@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="show what apply would run, the resolved parameters and what is done")
     p.add_argument("spec", type=Path, help="TOML spec, e.g. specs/albert_short.toml")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--no-estimate", action="store_true",
+                   help="skip the cost estimate (device time and disk; calibrates a few steps unless cached)")
+    p.add_argument("--recalibrate", action="store_true", help="time the estimate's steps again (not the cached times)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
@@ -150,13 +153,15 @@ def cmd_plan(args) -> int:
 
 def _plan_sweep(args, sweep, prepared) -> int:
     from runner.apply import describe_store, states
+    from runner.estimate import estimate, render_points
     from runner.plan import plan_rows
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
+    ests = [] if args.no_estimate else [estimate(p, refresh=args.recalibrate) for p in prepared]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
-                          "sweep": sweep.axes, "unmet": unmet,
+                          "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
                           "points": [{"name": pt.name, "values": pt.values, "store": str(p.store_path),
                                       "spec_sha256": p.spec.sha256(), "tasks": plan_rows(p.tasks, st, p.labels)}
                                      for pt, p, st in rows]}, indent=2))
@@ -176,6 +181,8 @@ def _plan_sweep(args, sweep, prepared) -> int:
         n_done = sum(v == "done" for v in st.values())
         total, done = total + len(p.tasks), done + n_done
         print(f"  {point.name:<24} {len(p.tasks) - n_done} to run, {n_done} done")
+    for line in render_points(ests, [pt.name for pt in sweep.points]) if ests else []:
+        print(line)
     if unmet:
         print("Plan: not resolved until the requirements below are met")
     else:
@@ -186,14 +193,17 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
 def _plan_one(args, p) -> int:
     from runner.apply import describe_store, states
+    from runner.estimate import estimate, render
     from runner.plan import plan_rows
 
     state = states(p)
+    est = None if args.no_estimate else estimate(p, refresh=args.recalibrate)
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
         print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
                           "spec_sha256": p.spec.sha256(), "resolved": p.spec.model_dump(mode="json"),
-                          **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet}, indent=2))
+                          **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet,
+                          **({"estimate": est.to_json()} if est else {})}, indent=2))
         return EXIT_OK
     spec = p.spec
     print(f"experiment {spec.experiment.name}: {spec.experiment.description}")
@@ -213,6 +223,8 @@ def _plan_one(args, p) -> int:
         else:
             n_done = sum(state[t.id] == "done" for t in ts)
             print(f"  {f'{len(ts)} tasks':<16}  {p.labels[network]:<16} {name:<20} {n_done}/{len(ts)} done")
+    for line in render(est, state) if est else []:
+        print(line)
     if p.unmet:
         print("Plan: not resolved until the requirements below are met")
     else:

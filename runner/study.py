@@ -11,6 +11,7 @@ studies through :mod:`runner.plugins` and names none. A study provides:
   requirements this machine does not meet, the text ``plan`` shows) without building models or
   reading data;
 - ``open``: a :class:`Session` for a run, which builds what the tasks need and runs them;
+- optionally ``estimate``: the device time and disk of its tasks, from a short calibration;
 - optionally ``figure_recipes``: the module of its figure recipes (``runner figures``).
 
 Variables carry their own plotting and summary hints (:func:`runner.measures.hints`), so ``show``,
@@ -131,6 +132,15 @@ class Study:
         ``merge(group, shards, store)``; None when the group runs whole. Raises :class:`ShardError`
         when its measures cannot be split. By default nothing is split."""
         return None
+
+    def estimate(self, p: Prepared, device: Any, precision: str | None, calibrated) -> tuple[list, list[str]]:
+        """What the tasks cost on ``device``: :class:`runner.estimate.Unit` s (seconds, bytes) and
+        notes on what is approximate, at the spec's precisions or all at ``precision``. Time a few
+        steps of the real task through ``calibrated(key, measure)`` (cached per key); raise
+        :class:`runner.estimate.NoEstimate` saying why when it cannot (the fallback: no estimate)."""
+        from runner.estimate import NoEstimate
+
+        raise NoEstimate(f"the {self.name} study does not estimate its tasks")
 
 
 def register(cls: type[Study]) -> type[Study]:

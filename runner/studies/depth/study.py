@@ -199,6 +199,11 @@ class DepthStudy(Study):
     def split(self, p: Prepared, group: list[Task], shards: int) -> list[Shard] | None:
         return split(p.spec, p.state, group, shards)
 
+    def estimate(self, p: Prepared, device, precision, calibrated):
+        from runner.studies.depth.estimate import estimate
+
+        return estimate(p, device, precision, calibrated)
+
 
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose

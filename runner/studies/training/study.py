@@ -267,6 +267,11 @@ class TrainingStudyPlugin(Study):
     def open(self, p: Prepared, device, say) -> TrainingSession:
         return TrainingSession(p, device)
 
+    def estimate(self, p: Prepared, device, precision, calibrated):
+        from runner.studies.training.estimate import estimate
+
+        return estimate(p, device, precision, calibrated)
+
 
 class TrainingSession:
     """A training run: the corpus, the store's layout, the checkpoints, training and measuring."""
