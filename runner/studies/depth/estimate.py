@@ -30,7 +30,7 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
     networks: list[Network] = p.state
     cal = calibration_spec(spec)
     scale = batch_rows(spec) / batch_rows(cal)
-    notes = ["segment writes and checkpoints are not timed; derived measures count as 0 s"]
+    notes = ["segment writes and checkpoints are not timed; derived measures and network measures (fine-tuning) count as 0 s"]
     if scale != 1:
         notes.append(f"a step timed on {cal.input.samples} samples, scaled linearly to {spec.input.samples}")
     per_measure, shared = layout_bytes(spec, networks)
