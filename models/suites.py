@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -28,7 +29,8 @@ from models.hub import ModelLoadError, hf_load
 
 #: ``step{0..143000:1000}``: a prefix, first..last (inclusive) and the stride, and a suffix.
 _RANGE = re.compile(r"^(?P<pre>[^{}]*)\{(?P<lo>\d+)\.\.(?P<hi>\d+)(?::(?P<by>\d+))?\}(?P<post>[^{}]*)$")
-_STEP = re.compile(r"(\d+)(?!.*\d)")
+_STEP = re.compile(r"(\d+)([kKM]?)(?!.*\d)")
+_SCALE = {"": 1, "k": 1000, "K": 1000, "M": 1_000_000}
 
 
 def parse_revisions(revisions: str | list[str]) -> list[str]:
@@ -50,11 +52,12 @@ def parse_revisions(revisions: str | list[str]) -> list[str]:
 
 
 def step_of(revision: str) -> int:
-    """The training step a revision names (its last number: ``step1000`` -> 1000)."""
+    """The training step a revision names: its last number, times 1000 with a ``k`` after it (``step1000`` ->
+    1000; MultiBERTs' ``step_20k`` -> 20000)."""
     m = _STEP.search(revision)
     if m is None:
         raise ValueError(f"revision {revision!r} names no step (expected e.g. 'step1000')")
-    return int(m.group(1))
+    return int(m.group(1)) * _SCALE[m.group(2)]
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,16 @@ class Checkpoint:
 
     @property
     def location(self) -> str:
-        """What transformers loads: a subfolder of a local series, else the hub id (with ``revision``)."""
-        return str(Path(self.source) / self.revision) if self.local else self.source
+        """What transformers loads: a subfolder of a local series, else the hub id (with :attr:`hub_revision`);
+        a hub source holding ``{revision}`` is one repository per checkpoint (MultiBERTs)."""
+        if self.local:
+            return str(Path(self.source) / self.revision)
+        return self.source.replace("{revision}", self.revision)
+
+    @property
+    def hub_revision(self) -> str | None:
+        """The hub revision to load (None: a local folder, or the default branch of a repository per checkpoint)."""
+        return None if self.local or "{revision}" in self.source else self.revision
 
 
 def local_series(directory: str | Path, revisions: str | list[str] | None = None) -> list[Checkpoint]:
@@ -96,15 +107,89 @@ def hub_series(repo: str, revisions: str | list[str]) -> list[Checkpoint]:
     return sorted((Checkpoint(repo, n, step_of(n), False) for n in parse_revisions(revisions)), key=lambda c: c.step)
 
 
-def load_checkpoint(ckpt: Checkpoint, *, trust_remote_code: bool = False, dtype: torch.dtype | None = None,
+def load_checkpoint(ckpt: Checkpoint, *, trust_remote_code: bool = False, pickled_weights: bool = False,
+                    head: bool = False, dtype: torch.dtype | None = None,
                     device: str | torch.device = "cpu") -> nn.Module:
-    """The model at one checkpoint, in eval mode (``AutoModel``: the encoder or decoder without a head)."""
-    from transformers import AutoModel
+    """The model at one checkpoint, in eval mode: ``AutoModel`` (the encoder or decoder without a head), or
+    with ``head`` its language-modelling head too (``AutoModelForCausalLM`` / ``AutoModelForMaskedLM``, by the
+    family's :attr:`Adapter.head`; a checkpoint without the head's weights is refused, never completed with
+    random ones). Safetensors weights only, unless ``pickled_weights``: then a checkpoint published as
+    ``pytorch_model.bin`` only loads too (transformers reads it with ``torch.load(weights_only=True)``)."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
-    model = hf_load(AutoModel.from_pretrained, ckpt.location, f"checkpoint {ckpt.revision}",
-                    revision=None if ckpt.local else ckpt.revision, trust_remote_code=trust_remote_code,
-                    use_safetensors=True, **({"dtype": dtype} if dtype is not None else {}))
+    cls = AutoModel
+    if head:
+        kind = adapter_for(load_config(ckpt, trust_remote_code=trust_remote_code)).head
+        cls = {"causal": AutoModelForCausalLM, "masked": AutoModelForMaskedLM}[kind]
+    model, info = hf_load(cls.from_pretrained, ckpt.location, f"checkpoint {ckpt.revision}",
+                          revision=ckpt.hub_revision, trust_remote_code=trust_remote_code,
+                          use_safetensors=None if pickled_weights else True, output_loading_info=True,
+                          **({"dtype": dtype} if dtype is not None else {}))
+    if head and info.get("missing_keys"):
+        raise ModelLoadError(f"checkpoint {ckpt.revision} of {ckpt.location} has no weights for "
+                             f"{sorted(info['missing_keys'])[:3]}: its language-modelling head is not published")
     return model.to(device).eval()
+
+
+def load_config(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
+    """The checkpoint's configuration (``config.json`` only: no weights are fetched)."""
+    from transformers import AutoConfig
+
+    return hf_load(AutoConfig.from_pretrained, ckpt.location, f"configuration of checkpoint {ckpt.revision}",
+                   revision=ckpt.hub_revision, trust_remote_code=trust_remote_code)
+
+
+def load_tokenizer(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
+    """The checkpoint's (fast) tokenizer."""
+    from transformers import AutoTokenizer
+
+    return hf_load(AutoTokenizer.from_pretrained, ckpt.location, f"tokenizer of checkpoint {ckpt.revision}",
+                   revision=ckpt.hub_revision, trust_remote_code=trust_remote_code, use_fast=True)
+
+
+_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+_PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """What loading one checkpoint will download: nothing (local, cached), ``bytes`` (None: unknown), or
+    ``missing``: why it cannot be had."""
+
+    checkpoint: Checkpoint
+    cached: bool
+    bytes: int | None = None
+    missing: str | None = None
+
+
+def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) -> Fetch:
+    """Whether a checkpoint's weights are here (a local series, the hub cache) and, when they are not, their
+    size on the hub (``HfApi.model_info`` with file metadata: the safetensors files of that revision, or with
+    ``pickled_weights`` the ``.bin`` files where it has no safetensors)."""
+    if ckpt.local:
+        return Fetch(ckpt, True)
+    from huggingface_hub import HfApi, try_to_load_from_cache
+
+    repo, revision = ckpt.location, ckpt.hub_revision
+    names = _WEIGHTS + (_PICKLED if pickled_weights else ())
+    if any(isinstance(try_to_load_from_cache(repo, f, revision=revision), str) for f in names):
+        return Fetch(ckpt, True)
+    if not online:
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: not in the Hugging Face cache "
+                                          "and the hub is off or out of reach")
+    try:
+        info = HfApi().model_info(repo, revision=revision, files_metadata=True)
+    except Exception as exc:  # noqa: BLE001 -- a missing repository or revision, or the network: one line
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: {type(exc).__name__}: "
+                                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+    files = [f for f in info.siblings or [] if f.rfilename.endswith(".safetensors")]
+    if not files and pickled_weights:
+        files = [f for f in info.siblings or [] if f.rfilename.startswith("pytorch_model") and
+                 f.rfilename.endswith(".bin")]
+    if not files:
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: no safetensors weights (pickled "
+                                          "weights load only with pickled_weights = true)")
+    return Fetch(ckpt, False, bytes=sum(f.size or 0 for f in files))
 
 
 # --------------------------------------------------------------------------- layers
@@ -117,9 +202,13 @@ class Adapter:
     model_types: tuple[str, ...]
     embeddings: str
     blocks: str
+    head: str = "causal"
+    """The language-modelling objective of its checkpoints: ``causal`` (next token) or ``masked`` (BERT)."""
 
     def layers(self, model: nn.Module) -> dict[str, nn.Module]:
-        """``{"embedding": ..., "layer1": ..., ...}``: modules whose outputs are the layer activations."""
+        """``{"embedding": ..., "layer1": ..., ...}``: modules whose outputs are the layer activations (of the
+        model, or of the base model under a language-modelling head)."""
+        model = getattr(model, "base_model", model)
         blocks = _attr(model, self.blocks)
         return {"embedding": _attr(model, self.embeddings), **{f"layer{i + 1}": b for i, b in enumerate(blocks)}}
 
@@ -127,14 +216,21 @@ class Adapter:
 #: One entry per family (``config.model_type``); the paths are those of ``AutoModel`` (no head).
 ADAPTERS: list[Adapter] = [
     Adapter(("gpt_neox",), "embed_in", "layers"),                # Pythia
-    Adapter(("bert",), "embeddings", "encoder.layer"),           # BERT, MultiBERTs
+    Adapter(("bert",), "embeddings", "encoder.layer", "masked"),  # BERT, MultiBERTs
     Adapter(("gpt2",), "wte", "h"),                              # GPT-2 (token embeddings; positions are added after)
     Adapter(("llama", "mistral", "qwen2"), "embed_tokens", "layers"),
 ]
 
 
-def adapter_for(model: nn.Module) -> Adapter:
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
+def layer_names(config: Any) -> list[str]:
+    """``embedding``, ``layer1`` .. ``layerN`` of a configuration (raises for a family without an adapter)."""
+    adapter_for(config)
+    return ["embedding"] + [f"layer{i + 1}" for i in range(config.num_hidden_layers)]
+
+
+def adapter_for(model: nn.Module | Any) -> Adapter:
+    """The adapter of a model (or of a configuration)."""
+    model_type = getattr(getattr(model, "config", model), "model_type", None)
     found = next((a for a in ADAPTERS if model_type in a.model_types), None)
     if found is None:
         known = sorted(t for a in ADAPTERS for t in a.model_types)
@@ -178,3 +274,153 @@ def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor |
     with torch.no_grad(), _hooks(modules, out):
         model(input_ids=input_ids, attention_mask=attention_mask)
     return {k: out[k] for k in modules}
+
+
+def _token_losses(model: nn.Module, ids: Tensor, mask: Tensor, targets: Tensor) -> Tensor:
+    """Cross-entropy (nats) of each token position with a target (``targets`` >= 0; -1: none)."""
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    keep = targets >= 0
+    return torch.nn.functional.cross_entropy(logits[keep].float(), targets[keep], reduction="none")
+
+
+def _targets(model: nn.Module, ids: Tensor, owner: Tensor, mask_id: int | None = None, fraction: float = 0.15,
+             seed: int = 0) -> tuple[Tensor, Tensor]:
+    """(the input, the target of each position): the next token for a causal LM (Radford et al. 2019); for a
+    masked LM, ``fraction`` of the words' tokens replaced by the mask token and predicted (Devlin et al. 2019,
+    Sec. 3.1: 15%, here all of them masked, without the 80/10/10 split), drawn per window from ``seed`` and
+    the window's first word, so the batching does not change them."""
+    targets = torch.full_like(ids, -1)
+    real = owner >= 0
+    if adapter_for(model).head == "causal":
+        targets[:, :-1] = torch.where(real[:, 1:] & real[:, :-1], ids[:, 1:], -1)
+        return ids, targets
+    if mask_id is None:
+        raise ValueError("a masked LM's tokenizer needs a mask token")
+    draws = torch.stack([torch.rand(ids.shape[1], generator=torch.Generator().manual_seed(
+        seed * 1_000_003 + int(row[row >= 0].min()))) for row in owner.cpu()]).to(ids.device)
+    chosen = real & (draws < fraction)
+    targets[chosen] = ids[chosen]
+    return torch.where(chosen, mask_id, ids), targets
+
+
+def _word_owner(words: list[str]) -> tuple[str, np.ndarray]:
+    """The words joined by spaces, and for each character the index of its word (-1 for a space)."""
+    text = " ".join(words)
+    owner = np.full(len(text), -1, dtype=np.int64)
+    pos = 0
+    for k, w in enumerate(words):
+        owner[pos:pos + len(w)] = k
+        pos += len(w) + 1
+    return text, owner
+
+
+def encode_words(tokenizer: Any, words: list[str]) -> tuple[list[int], list[int]]:
+    """Token ids of the words joined by spaces (the tokenizer's special tokens added) and, per token, the word
+    it belongs to (-1: a special token), from the fast tokenizer's character offsets."""
+    text, owner = _word_owner(words)
+    enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=True)
+    word_of = []
+    for s, e in enc["offset_mapping"]:
+        o = owner[s:e]
+        o = o[o >= 0]
+        word_of.append(int(o[0]) if len(o) else -1)
+    missing = sorted(set(range(len(words))) - set(word_of))
+    if missing:
+        raise ValueError(f"the tokenizer gives no token to the word(s) {[words[k] for k in missing[:5]]}")
+    return list(enc["input_ids"]), word_of
+
+
+def _batches(tokenizer: Any, words: list[str], window: int, batch_size: int,
+             limit: int | None) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """(token ids, attention mask, word of each token: -1 for specials and padding), right-padded batches of
+    ``batch_size`` windows of ``window`` words (no overlap)."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    starts = list(range(0, len(words), window))
+    for b in range(0, len(starts), batch_size):
+        encoded = [encode_words(tokenizer, words[s:s + window]) for s in starts[b:b + batch_size]]
+        width = max(len(ids) for ids, _ in encoded)
+        if limit is not None and width > limit:
+            raise ValueError(f"a window of {window} words is {width} tokens, more than the model's {limit} "
+                             "positions; lower window_words")
+        ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        owner = torch.full((len(encoded), width), -1, dtype=torch.long)
+        for r, ((tok, word_of), s) in enumerate(zip(encoded, starts[b:b + batch_size])):
+            ids[r, :len(tok)], mask[r, :len(tok)] = torch.tensor(tok), 1
+            owner[r, :len(tok)] = torch.tensor([w + s if w >= 0 else -1 for w in word_of])
+        yield ids, mask, owner
+
+
+def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers: list[str] | None, *, window: int,
+                     batch_size: int, pool: str = "mean", gradients: bool = False
+                     ) -> dict[str, Tensor] | tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """Each layer's activation of every word, ``(n_words, hidden)``: the words in windows of ``window`` (no
+    overlap), ``batch_size`` windows per forward pass on the model's device, each word's subword tokens pooled
+    (``mean``, ``first`` or ``last``). With ``gradients`` (a causal LM with its head): also the gradient of the
+    summed next-token cross-entropy with respect to each layer's output, pooled the same way."""
+    device = next(model.parameters()).device
+    limit = getattr(model.config, "max_position_embeddings", None)
+    modules = adapter_for(model).layers(model)
+    modules = {k: modules[k] for k in (layers or modules)}
+    acts: dict[str, Tensor] = {}
+    grads: dict[str, Tensor] = {}
+    counts = torch.zeros(len(words), dtype=torch.long, device=device)
+
+    def add(into: dict[str, Tensor], name: str, h: Tensor, keep: Tensor, index: Tensor) -> None:
+        h = h.reshape(-1, h.shape[-1])[keep].float()
+        if name not in into:
+            into[name] = torch.zeros(len(words), h.shape[-1], device=device)
+        into[name].index_add_(0, index, h)
+
+    for ids, mask, owner in _batches(tokenizer, words, window, batch_size, limit):
+        keep = _pooled_tokens(owner, pool).to(device)
+        index = owner.to(device).reshape(-1)[keep]
+        counts += torch.bincount(index, minlength=len(words))
+        ids, mask = ids.to(device), mask.to(device)
+        out: dict[str, Tensor] = {}
+        if gradients:
+            _, targets = _targets(model, ids, owner.to(device))
+            with torch.enable_grad(), _hooks(modules, out):
+                loss = _token_losses(model, ids, mask, targets).sum()
+            for name, g in zip(modules, torch.autograd.grad(loss, [out[k] for k in modules], allow_unused=True)):
+                add(grads, name, torch.zeros_like(out[name]) if g is None else g, keep, index)
+        else:
+            with torch.no_grad(), _hooks(modules, out):
+                model(input_ids=ids, attention_mask=mask)
+        for name in modules:
+            add(acts, name, out[name].detach(), keep, index)
+    scale = counts.clamp(min=1).unsqueeze(1)
+    acts = {k: v / scale for k, v in acts.items()}
+    return (acts, {k: v / scale for k, v in grads.items()}) if gradients else acts
+
+
+def lm_loss(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, batch_size: int,
+            mask_fraction: float = 0.15, seed: int = 0) -> tuple[float, int]:
+    """(summed cross-entropy in nats, number of predicted tokens) of a language model with its head on the
+    words, read in windows as :func:`word_activations` reads them: every next token of a causal LM, a seeded
+    ``mask_fraction`` of the tokens of a masked LM."""
+    device = next(model.parameters()).device
+    total, n = torch.zeros((), device=device, dtype=torch.float64), 0
+    with torch.no_grad():
+        for ids, mask, owner in _batches(tokenizer, words, window, batch_size,
+                                         getattr(model.config, "max_position_embeddings", None)):
+            inputs, targets = _targets(model, ids, owner, tokenizer.mask_token_id, mask_fraction, seed)
+            losses = _token_losses(model, inputs.to(device), mask.to(device), targets.to(device))
+            total += losses.sum(dtype=torch.float64)
+            n += losses.numel()
+    return float(total), n
+
+
+def _pooled_tokens(owner: Tensor, pool: str) -> Tensor:
+    """Flat indices of the tokens that enter a word's activation: all of a word's (mean), its first, its last."""
+    flat = owner.reshape(-1)
+    valid = flat >= 0
+    if pool == "first":
+        prev = torch.cat([torch.full((owner.shape[0], 1), -2), owner[:, :-1]], 1).reshape(-1)
+        valid &= flat != prev
+    elif pool == "last":
+        nxt = torch.cat([owner[:, 1:], torch.full((owner.shape[0], 1), -2)], 1).reshape(-1)
+        valid &= flat != nxt
+    elif pool != "mean":
+        raise ValueError(f"pool {pool!r}: mean, first or last")
+    return valid.nonzero().squeeze(1)

@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner import interrupt
+from runner.execute.registry import ExecutorOptions, executor_class, executor_problem
 from runner.execute.scheduler import Scheduler, dry_run
 from runner.provenance import now, provenance_attrs
 from runner.specfile import SpecError, SpecProblem, read_toml, validate
 from runner.store import Store, StoreWriteError, read_tasks, store_path_problem
-from runner.study import Prepared, study_for
+from runner.study import Prepared, ShardError, study_for
 from runner.sweep import Sweep, expand, split
 
 
@@ -106,14 +107,18 @@ def states(p: Prepared) -> dict[str, str]:
     return dry_run(p.tasks, read_tasks(p.store_path))
 
 
-def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Outcome:
-    """Run the tasks the store is missing. SIGINT/SIGTERM stop it at the next step (``interrupted``);
-    a store that cannot be written ends it with :class:`StoreWriteError` (finished work kept)."""
+def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
+          executor: ExecutorOptions | None = None) -> Outcome:
+    """Run the tasks the store is missing with ``executor`` (default: here, one group at a time).
+    SIGINT/SIGTERM stop it at the next step (``interrupted``); a store that cannot be written ends
+    it with :class:`StoreWriteError` (finished work kept)."""
     from runner.execute.device import describe, make_deterministic, pick_device
-    from runner.execute.local import LocalExecutor
 
-    if p.unmet:
-        raise Unmet(p.unmet)
+    options = executor or ExecutorOptions()
+    problem = executor_problem(options.name)
+    if p.unmet or problem:
+        raise Unmet(p.unmet + ([problem] if problem else []))
+    check_shards(p, options.shards)
     done = read_tasks(p.store_path)
     if all(t.id in done for t in p.tasks):  # nothing to do costs nothing: no lock, no models, no data
         return Outcome([], {}, len(p.tasks))
@@ -133,13 +138,18 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
             todo = [t for t in p.tasks if t.id not in done]
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
-                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks])
+                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks],
+                        estimate=_estimate(p, dev))
             if todo:
                 groups = {t.group or t.id: t.steps for t in todo}
                 view.start(total=sum(groups.values()), tasks=len(todo))
-            executor = LocalExecutor(p, session, store, events, view, dev)
-            left = Scheduler(p.tasks, done, session.available()).run(executor)
-            outcome.ran, outcome.failed = executor.ran, dict(executor.failed)
+            runner = executor_class(options.name)(p, session, store, events, view, dev,
+                                                  replace(options, extra={**options.extra, "device": device or p.device}))
+            try:
+                left = runner.schedule(Scheduler(p.tasks, done, session.available()))
+            finally:
+                runner.close()
+            outcome.ran, outcome.failed = runner.ran, dict(runner.failed)
             for t in left:
                 if t.id not in outcome.failed:
                     outcome.failed[t.id] = "skipped: what it needs did not finish"
@@ -153,7 +163,25 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False) -> Out
     return outcome
 
 
-def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = None, quiet: bool = False) -> Outcome:
+def check_shards(p: Prepared, shards: int) -> None:
+    """Refuse, before anything runs, sample shards of a group whose measures cannot be split."""
+    if shards <= 1:
+        return
+    groups: dict[str, list] = {}
+    for t in p.tasks:
+        groups.setdefault(t.group or t.id, []).append(t)
+    problems = []
+    for group in groups.values():
+        try:
+            p.study.split(p, group, shards)
+        except ShardError as err:
+            problems.append(str(err))
+    if problems:
+        raise ShardError("; ".join(dict.fromkeys(problems)))
+
+
+def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = None, quiet: bool = False,
+                executor: ExecutorOptions | None = None) -> Outcome:
     """Apply each point of a sweep in turn (a point that is done costs a read of its records)."""
     from runner.sweep import record
 
@@ -162,10 +190,11 @@ def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = 
         total.skipped = sum(len(p.tasks) for p in prepared)
         return total
     record(sweep, prepared[0].spec_file.text)
-    for point, p in zip(sweep.points, prepared, strict=True):
+    options = executor or ExecutorOptions()
+    for i, (point, p) in enumerate(zip(sweep.points, prepared, strict=True)):
         if not quiet:
             print(f"sweep point {point.name}", file=sys.stderr)
-        one = apply(p, device=device, quiet=quiet)
+        one = apply(p, device=device, quiet=quiet, executor=replace(options, point=i))
         total.ran += one.ran
         total.failed.update(one.failed)
         total.skipped += one.skipped
@@ -204,6 +233,16 @@ def close_run(store: Store, events, view) -> None:
         store.unlock()
     if failed is not None and sys.exc_info()[1] is None:
         raise failed
+
+
+def _estimate(p: Prepared, dev) -> dict:
+    """The plan's estimate from cached calibrations (apply calibrates nothing), for ``show``."""
+    from runner.estimate import estimate
+
+    try:
+        return estimate(p, dev, calibrate=False, others=False).to_json()
+    except Exception as err:  # an estimate is never worth failing a run for
+        return {"device": None, "missing": f"{type(err).__name__}: {err}"}
 
 
 def _task_info(t, p: Prepared, done: bool) -> dict:

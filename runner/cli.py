@@ -66,9 +66,9 @@ def _known_error(err: Exception) -> int | None:
     from runner.data.corpus import CorpusError
     from runner.specfile import SpecError
     from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
-    from runner.study import Unavailable
+    from runner.study import ShardError, Unavailable
 
-    codes = {SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
+    codes = {ShardError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
              NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
              Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED}
     return next((code for cls, code in codes.items() if isinstance(err, cls)), None)
@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="show what apply would run, the resolved parameters and what is done")
     p.add_argument("spec", type=Path, help="TOML spec, e.g. specs/albert_short.toml")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--no-estimate", action="store_true",
+                   help="skip the cost estimate (device time and disk; calibrates a few steps unless cached)")
+    p.add_argument("--recalibrate", action="store_true", help="time the estimate's steps again (not the cached times)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
@@ -91,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="override [dynamics] device (auto, cpu, cuda, cuda:1, ...)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.add_argument("--monitor", action="store_true", help="run and watch it in the terminal monitor")
+    p.add_argument("--executor", default="local", help="where tasks run: local (default, this process) or ray "
+                   "(a Ray cluster; pip install -e '.[ray]')")
+    p.add_argument("--address", help="--executor ray: the cluster to join (auto, ray://host:10001); default: start "
+                   "a local one")
+    p.add_argument("--shards", type=int, default=1, help="split each depth pass into this many sample shards")
     p.set_defaults(func=cmd_apply)
 
     p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots",
@@ -145,13 +153,15 @@ def cmd_plan(args) -> int:
 
 def _plan_sweep(args, sweep, prepared) -> int:
     from runner.apply import describe_store, states
+    from runner.estimate import estimate, render_points
     from runner.plan import plan_rows
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
+    ests = [] if args.no_estimate else [estimate(p, refresh=args.recalibrate) for p in prepared]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
-                          "sweep": sweep.axes, "unmet": unmet,
+                          "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
                           "points": [{"name": pt.name, "values": pt.values, "store": str(p.store_path),
                                       "spec_sha256": p.spec.sha256(), "tasks": plan_rows(p.tasks, st, p.labels)}
                                      for pt, p, st in rows]}, indent=2))
@@ -171,6 +181,8 @@ def _plan_sweep(args, sweep, prepared) -> int:
         n_done = sum(v == "done" for v in st.values())
         total, done = total + len(p.tasks), done + n_done
         print(f"  {point.name:<24} {len(p.tasks) - n_done} to run, {n_done} done")
+    for line in render_points(ests, [pt.name for pt in sweep.points]) if ests else []:
+        print(line)
     if unmet:
         print("Plan: not resolved until the requirements below are met")
     else:
@@ -181,14 +193,17 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
 def _plan_one(args, p) -> int:
     from runner.apply import describe_store, states
+    from runner.estimate import estimate, render
     from runner.plan import plan_rows
 
     state = states(p)
+    est = None if args.no_estimate else estimate(p, refresh=args.recalibrate)
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
         print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
                           "spec_sha256": p.spec.sha256(), "resolved": p.spec.model_dump(mode="json"),
-                          **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet}, indent=2))
+                          **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet,
+                          **({"estimate": est.to_json()} if est else {})}, indent=2))
         return EXIT_OK
     spec = p.spec
     print(f"experiment {spec.experiment.name}: {spec.experiment.description}")
@@ -208,6 +223,8 @@ def _plan_one(args, p) -> int:
         else:
             n_done = sum(state[t.id] == "done" for t in ts)
             print(f"  {f'{len(ts)} tasks':<16}  {p.labels[network]:<16} {name:<20} {n_done}/{len(ts)} done")
+    for line in render(est, state) if est else []:
+        print(line)
     if p.unmet:
         print("Plan: not resolved until the requirements below are met")
     else:
@@ -234,14 +251,25 @@ def cmd_apply(args) -> int:
         problem = device_unavailable(args.device)
         if problem:
             raise UsageError(f"--device: {problem}")
+    from runner.execute.registry import ExecutorOptions, executor_problem
+
+    if args.shards < 1:
+        raise UsageError("--shards: give a number >= 1")
+    if args.address and args.executor != "ray":
+        raise UsageError("--address names a Ray cluster: use it with --executor ray")
+    options = ExecutorOptions(args.executor, args.address, args.shards)
     sweep, prepared = prepare_all(args.spec)  # every input error is reported here, before anything runs
     for p in prepared:
         p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
+    unmet += [problem] if (problem := executor_problem(args.executor)) else []
     if unmet:
         raise Unmet(unmet)
     store_path = sweep.root if sweep else prepared[0].store_path
     if args.monitor:
+        if options != ExecutorOptions():
+            raise UsageError("--monitor runs the apply here; for --executor/--shards start `runner apply` in one "
+                             "terminal and `runner monitor STORE` in another")
         if sweep:
             raise UsageError("--monitor shows one store; apply the sweep, then `runner monitor` one of its points: "
                              + ", ".join(str(p.store_path) for p in prepared))
@@ -251,8 +279,10 @@ def cmd_apply(args) -> int:
     if not args.quiet and "outside" in describe_store(store_path):
         print(f"store: {describe_store(store_path)}", file=sys.stderr)
     if sweep is None:
-        return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet), args.spec, store_path)
-    return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet), args.spec, store_path)
+        return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options), args.spec,
+                              store_path)
+    return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet, executor=options),
+                          args.spec, store_path)
 
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:

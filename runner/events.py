@@ -5,7 +5,9 @@ from another process, tracking a byte offset and ignoring a trailing partial lin
 
 Event kinds and their fields (besides ``ts``, ``event``, ``run``):
 
-- ``run_started``: ``spec``, ``spec_sha256``, ``device``, ``tasks`` (list of {id, network, measure, kind, steps, state})
+- ``run_started``: ``spec``, ``spec_sha256``, ``device``, ``tasks`` (list of {id, network, measure, kind, steps, state}),
+  ``estimate`` (the plan's, from cached calibrations: ``runner.estimate.Estimate.to_json``, ``device``,
+  ``seconds``, ``bytes``, ``units`` of {label, runs, seconds, nbytes, lower_bound}, or ``missing``: why none)
 - ``task_started``: ``task`` (list of ids run together), ``network``, ``start_step``, ``total_steps``
 - ``progress``: ``task``, ``step``, ``total_steps``, ``steps_per_s``
 - ``task_done``: ``task``, ``seconds``

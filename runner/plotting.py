@@ -45,8 +45,9 @@ def thin(da: xr.DataArray, dim: str, max_points: int = MAX_POINTS) -> xr.DataArr
 
 
 def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, label: str,
-              confidence: float = 0.95, seed: int = 0) -> None:
-    """The mean of ``da`` over the dims ``over`` against ``x``, with a bootstrap confidence band.
+              confidence: float = 0.95, seed: int = 0, **style) -> None:
+    """The mean of ``da`` over the dims ``over`` against ``x``, with a bootstrap confidence band
+    (``style``: keywords of the mean's line, e.g. ``color``, ``linestyle``, ``gid``).
 
     Values that are not finite (diverged samples, collapsed perturbations) are left out of the
     mean and the resampling. With fewer than two finite values at a point, no band is drawn there.
@@ -58,7 +59,7 @@ def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, labe
     values[~np.isfinite(values)] = np.nan
     with warnings.catch_warnings(action="ignore", category=RuntimeWarning):  # points with no finite value
         mean = np.nanmean(values, axis=1)
-    line = ax.plot(da[x].values, mean, label=label)[0]
+    line = ax.plot(da[x].values, mean, label=label, **style)[0]
     finite = np.isfinite(values).sum(axis=1)
     if values.shape[1] < 2 or not (finite >= 2).any():
         return

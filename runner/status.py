@@ -167,6 +167,7 @@ def render_show(path: Path) -> str:
     for tid, rec in sorted(records.items(), key=lambda kv: (kv[1].get("network", 0), kv[1].get("measure", ""))):
         lines.append(f"  {tid}  {rec.get('network_label', ''):<16} {rec.get('measure', ''):<20} "
                      f"{rec.get('seconds', 0):.1f} s on {rec.get('device', '?')}")
+    lines += _predicted(path, records)
     versions = json.loads(ds.attrs.get("runner_package_versions", "{}"))
     lines.append("provenance: spec sha256 " + ds.attrs.get("runner_spec_sha256", "?")[:16]
                  + f", git {ds.attrs.get('runner_git_commit', '?')[:12]}"
@@ -236,4 +237,30 @@ def _tables(ds) -> list[str]:
                 continue
             sd = f"{v.std(ddof=1):7.4f}" if v.size > 1 else f"{'-':>7}"
             lines.append(f"  {m:<{width}}  {v.mean():8.4f} ± {sd}  {v.size}")
+    return lines
+
+
+def _predicted(path: Path, records: dict[str, dict]) -> list[str]:
+    """The estimate recorded when the last run started, against the tasks' measured seconds."""
+    from runner.estimate import duration, measured
+
+    est = next((e.get("estimate") for e in reversed(list(read_events(runner_dir(path) / "events.jsonl")))
+                if e["event"] == "run_started"), None)
+    if not est:
+        return []
+    if est.get("missing"):
+        return [f"predicted vs measured: no estimate ({est['missing']})"]
+    rows = measured(est, records)
+    bound = {u["label"] for u in est.get("units", []) if u.get("lower_bound")}
+    lines = [f"predicted vs measured device time (estimate on {est['device']}; -: not run, or resumed):"]
+    for label, predicted, seconds in rows:
+        ratio = f"  measured/predicted {seconds / predicted:.2f}" if seconds and predicted else ""
+        got = duration(seconds) if seconds is not None else "-"
+        at_least = ">= " if label in bound else ""
+        lines.append(f"  {label:<24} predicted {at_least + duration(predicted):>10}  measured {got:>8}{ratio}")
+    timed = [(p, s) for _, p, s in rows if s is not None]
+    if timed:
+        p, s = sum(p for p, _ in timed), sum(s for _, s in timed)
+        lines.append(f"  {'total':<24} predicted {('>= ' if bound else '') + duration(p):>10}  measured {duration(s):>8}"
+                     + (f"  measured/predicted {s / p:.2f}" if p else ""))
     return lines

@@ -257,6 +257,15 @@ class Store:
         self.consolidate()  # a plain xr.open_zarr during the run sees every array (their data is live)
         return recreated
 
+    def attach(self) -> Store:
+        """Open a store that another process has locked and laid out, to write a task's own regions
+        (a worker of a distributed executor: no lock, no layout changes, no completion records)."""
+        import zarr
+
+        with writing(self.path):
+            self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
+        return self
+
     @property
     def store_id(self) -> str:
         return self.group.attrs["runner_store_id"]
@@ -273,8 +282,12 @@ class Store:
         return json.loads(self.group.attrs.get("runner_tasks", "{}"))
 
     def record(self, task_id: str, record: dict) -> None:
+        self.record_many({task_id: record})
+
+    def record_many(self, records: dict[str, dict]) -> None:
+        """Record finished tasks in one rewrite of the records (its cost grows with their number)."""
         tasks = self.tasks()
-        tasks[task_id] = record
+        tasks.update(records)
         self.set_attrs(runner_tasks=json.dumps(tasks, sort_keys=True))
 
     def forget(self, task_ids: list[str]) -> None:

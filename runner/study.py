@@ -11,6 +11,7 @@ studies through :mod:`runner.plugins` and names none. A study provides:
   requirements this machine does not meet, the text ``plan`` shows) without building models or
   reading data;
 - ``open``: a :class:`Session` for a run, which builds what the tasks need and runs them;
+- optionally ``estimate``: the device time and disk of its tasks, from a short calibration;
 - optionally ``figure_recipes``: the module of its figure recipes (``runner figures``).
 
 Variables carry their own plotting and summary hints (:func:`runner.measures.hints`), so ``show``,
@@ -30,6 +31,10 @@ from runner.plan import Task
 from runner.specfile import SpecError, SpecFile, StudySpec
 
 _STUDIES: dict[str, type[Study]] = {}
+
+
+class ShardError(Exception):
+    """A group of tasks that cannot be split into sample shards; the message says which measure and why."""
 
 
 class Unavailable(Exception):
@@ -81,7 +86,9 @@ class Session(Protocol):
         """Resources that already exist (checkpoints on disk)."""
 
     def run(self, group: list[Task], report: Reporter) -> dict[str, Any]:
-        """Run a group of ready tasks; return extra fields for their records (``resumed_from``)."""
+        """Run a group of ready tasks; return extra fields for their records (``resumed_from``).
+        A study whose :meth:`Study.split` splits groups also takes ``run(group, report, shard)`` and
+        ``merge(group, shards, store)`` (the results of all shards into the store)."""
 
 
 class Study:
@@ -118,6 +125,22 @@ class Study:
 
     def open(self, p: Prepared, device: Any, say: Callable[[str], None]) -> Session:
         raise NotImplementedError
+
+    def split(self, p: Prepared, group: list[Task], shards: int) -> list[Any] | None:
+        """``shards`` picklable descriptions of parts of ``group`` over sample ranges, which the
+        session runs with ``run(group, report, shard)`` (anywhere) and combines with
+        ``merge(group, shards, store)``; None when the group runs whole. Raises :class:`ShardError`
+        when its measures cannot be split. By default nothing is split."""
+        return None
+
+    def estimate(self, p: Prepared, device: Any, precision: str | None, calibrated) -> tuple[list, list[str]]:
+        """What the tasks cost on ``device``: :class:`runner.estimate.Unit` s (seconds, bytes) and
+        notes on what is approximate, at the spec's precisions or all at ``precision``. Time a few
+        steps of the real task through ``calibrated(key, measure)`` (cached per key); raise
+        :class:`runner.estimate.NoEstimate` saying why when it cannot (the fallback: no estimate)."""
+        from runner.estimate import NoEstimate
+
+        raise NoEstimate(f"the {self.name} study does not estimate its tasks")
 
 
 def register(cls: type[Study]) -> type[Study]:

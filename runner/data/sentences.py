@@ -33,15 +33,15 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from runner.data.sources import (InputError, _check_local, _document, _hub_error, _local_documents, _offline_from_env,
-                                 _parse, builtin_documents)
+from runner.data.sources import (InputError, _check_local, _document, _hub_error, _load_local, _local_documents,
+                                 _offline_from_env, _parse, _require_field, builtin_documents)
 
-__all__ = ["InputError", "Samples", "draw_samples", "split_sentences"]
+__all__ = ["InputError", "Samples", "draw_pairs", "draw_samples", "split_sentences"]
 
 _TOKENIZE_BATCH = 1024
 # After ., ! or ? (optionally closed by a quote or bracket), at the following whitespace.
@@ -56,6 +56,7 @@ class Samples:
     input_ids: torch.Tensor  # (samples, tokens) int64, no padding
     attention_mask: torch.Tensor  # (samples, tokens) int64, all ones
     origins: list[str]  # where each sample came from, see the module docstring
+    scores: list[float] | None = None  # a sentence pair's annotated score (draw_pairs), else None
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -198,3 +199,105 @@ def _draw_hub(src, tokenizer, samples, tokens, seed, subset, split, field, strea
     if len(chosen) < samples:
         raise _not_enough(label, len(chosen), samples, tokens, what=f"documents (of {scanned}) with sentences")
     return _pack(chosen)
+
+
+# --------------------------------------------------------------------------- sentence pairs
+
+
+def _pair_rows(row: dict, fields: Sequence[str], score: str, where: str) -> tuple[str, str, float] | None:
+    a, b = (_document(row, f, where) for f in fields)
+    if score not in row:
+        _require_field(row, score, where)
+    value = row[score]
+    if not a or not b or value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"input {where!r}: field {score!r} holds {value!r}, not a number") from None
+    return (a, b, value) if value >= 0 else None  # GLUE's unlabelled test rows have label -1
+
+
+def draw_pairs(
+    source: str,
+    *,
+    tokenizer,
+    samples: int,
+    tokens: int,
+    seed: int,
+    fields: Sequence[str] = ("sentence1", "sentence2"),
+    score: str = "label",
+    subset: str | None = None,
+    split: str = "train",
+    streaming: bool = True,
+    shuffle_buffer: int = 10_000,
+) -> Samples:
+    """Draw ``samples`` sentence pairs with a score (GLUE STS-B: 0-5), each encoded as the model's
+    pair input (ALBERT: ``[CLS] a [SEP] b [SEP]``, the encoding GLUE tasks are fine-tuned on;
+    Inoue et al. 2021: "two sentences separated by a special token [SEP]").
+
+    Like :func:`draw_samples`, every sample has exactly ``tokens`` ids and no padding: a pair is
+    encoded with ``tokenizer(a, b, truncation=True, max_length=tokens)`` (longest sentence trimmed
+    first) and kept only when that fills ``tokens``; shorter pairs are skipped (so short pairs are
+    under-represented at a large ``tokens``). Rows with a missing or negative score (GLUE's
+    unlabelled test split) are skipped. Local files and the hub are drawn as in
+    :func:`draw_samples` (all candidates then ``random.Random(seed).sample``; a shuffled hub
+    dataset read in order). ``texts`` are ``"a [SEP] b"``; ``scores`` the annotated scores.
+    """
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 3:
+        raise ValueError(f"tokens must be an integer >= 3 (room for the special tokens), got {tokens!r}")
+    if len(fields) != 2:
+        raise ValueError(f"fields must name the two sentences of a pair, got {list(fields)!r}")
+    src = _parse(source)
+
+    def encode(rows: list[tuple[tuple[str, str, float], str]]) -> list[tuple[str, list[int], str, float]]:
+        if not rows:
+            return []
+        enc = tokenizer([r[0][0] for r in rows], [r[0][1] for r in rows], truncation=True, max_length=tokens)
+        return [(f"{a} [SEP] {b}", list(ids), origin, s)
+                for ((a, b, s), origin), ids in zip(rows, enc["input_ids"]) if len(ids) == tokens]
+
+    if src.kind == "hf":
+        label = f"hf:{src.name}" + (f"/{subset}" if subset else "") + f"[{split}]"
+        chosen: list[tuple[str, list[int], str, float]] = []
+        scanned = 0
+        with _offline_from_env() as offline:
+            try:
+                import datasets
+
+                ds = datasets.load_dataset(src.name, subset, split=split, streaming=streaming)
+                ds = ds.shuffle(seed=seed, buffer_size=shuffle_buffer) if isinstance(ds, datasets.IterableDataset) \
+                    else ds.shuffle(seed=seed)
+                for row in ds:
+                    pair = _pair_rows(row, fields, score, label)
+                    if pair is not None:
+                        chosen += encode([(pair, f"{label}: shuffled row {scanned}")])
+                    scanned += 1
+                    if len(chosen) == samples:
+                        break
+            except InputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - network, auth, unknown id, offline ...
+                raise _hub_error(label, src, subset, split, streaming, exc, offline) from exc
+        if len(chosen) < samples:
+            raise _not_enough(label, len(chosen), samples, tokens, what=f"pairs (of {scanned} rows)")
+    else:
+        if src.kind != "path":
+            raise InputError(f"input {source!r} holds no sentence pairs; give 'hf:<id>' or a .jsonl/.csv/.tsv/.parquet file")
+        path, builder = _check_local(src, fields[0])
+        for f in (fields[1], score):
+            _check_local(src, f)
+        label = str(path)
+        try:
+            rows = [(pair, f"{path}: row {i}") for i, row in enumerate(_load_local(path, builder))
+                    if (pair := _pair_rows(row, fields, score, label)) is not None]
+        except InputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - malformed files surface as datasets/pyarrow errors
+            raise InputError(f"cannot read input file {label!r}: {type(exc).__name__}: {exc}") from exc
+        candidates = [c for i in range(0, len(rows), _TOKENIZE_BATCH) for c in encode(rows[i:i + _TOKENIZE_BATCH])]
+        if len(candidates) < samples:
+            raise _not_enough(repr(label), len(candidates), samples, tokens, what="pairs")
+        chosen = random.Random(seed).sample(candidates, samples)
+    ids = torch.tensor([c[1] for c in chosen], dtype=torch.int64)
+    return Samples([c[0] for c in chosen], ids, torch.ones_like(ids), [c[2] for c in chosen], [c[3] for c in chosen])

@@ -10,6 +10,9 @@ Source strings (``source = ...`` in a spec):
     A local ``.txt`` (one document per line), ``.jsonl`` / ``.json`` (records with ``field``) or
     ``.parquet`` file, read with the ``datasets`` packaged builders; ``.conllu`` treebanks for
     training corpora (words, UPOS, XPOS and ``# newdoc`` documents, read with ``conllu``).
+    ``.csv`` / ``.tsv`` tables (a header row naming the fields; sentence pairs with a score, e.g.
+    GLUE's STS-B ``sentence1``, ``sentence2``, ``score``: see ``draw_pairs`` in
+    :mod:`runner.data.sentences`).
 ``"builtin:pydoc-topics"``
     Offline English prose: the standard library's ``pydoc_data.topics``, one document per topic in
     sorted order, code blocks and heading underlines dropped, each paragraph on one line
@@ -30,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 BUILTIN_SOURCES = ("pydoc-topics",)
-LOCAL_EXTENSIONS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+LOCAL_EXTENSIONS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
+                    ".tsv": "csv"}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
 _UNDERLINE = re.compile(r"^[\s*=\-~^#+_`'\"]+$")
 
@@ -136,7 +140,7 @@ def _check_local(src: _Source, field: str) -> tuple[Path, str]:
         raise InputError(
             f"input file {str(path)!r} has unsupported extension {suffix or '(none)'!r}; "
             "supported: .txt (one document per line), .jsonl / .json (records with a "
-            f"{field!r} field), .parquet (a {field!r} column)"
+            f"{field!r} field), .parquet, .csv, .tsv (a {field!r} column)"
         )
     builder = LOCAL_EXTENSIONS[suffix]
     if builder == "parquet":
@@ -147,11 +151,11 @@ def _check_local(src: _Source, field: str) -> tuple[Path, str]:
         except Exception as exc:  # noqa: BLE001 - any unreadable file
             raise InputError(f"cannot read parquet file {str(path)!r}: {exc}") from exc
         _require_field(names, field, path)
-    elif builder == "json":
+    elif builder in ("json", "csv"):
         try:
             first = next(iter(_load_local(path, builder)), None)
         except Exception as exc:  # noqa: BLE001 - malformed JSON and the like
-            raise InputError(f"cannot read JSON file {str(path)!r}: {exc}") from exc
+            raise InputError(f"cannot read {builder.upper()} file {str(path)!r}: {exc}") from exc
         if first is None:
             raise InputError(f"input file {str(path)!r} holds no records")
         _require_field(list(first), field, path)
@@ -168,17 +172,18 @@ def _require_field(names: Iterable[str], field: str, where: Any) -> None:
 
 
 def check_source(
-    source: str, *, subset: str | None = None, split: str = "train", field: str = "text"
+    source: str, *, subset: str | None = None, split: str = "train", field: str | Sequence[str] = "text"
 ) -> None:
     """Cheap validation before any compute; raises :class:`InputError`.
 
-    Local files: exists, supported extension, and (``.jsonl``/``.json``/``.parquet``)
-    has ``field``.  Builtin corpora: the name is known.  Hub ids: syntax only, no
-    network call.
+    Local files: exists, supported extension, and (``.jsonl``/``.json``/``.parquet``/``.csv``/
+    ``.tsv``) has ``field`` (each of them, when several). Builtin corpora: the name is known.
+    Hub ids: syntax only, no network call.
     """
     src = _parse(source)
     if src.kind == "path":
-        _check_local(src, field)
+        for f in [field] if isinstance(field, str) else field:
+            _check_local(src, f)
 
 
 # --------------------------------------------------------------------------- loading
@@ -187,7 +192,9 @@ def check_source(
 def _load_local(path: Path, builder: str):
     import datasets
 
-    return datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True)
+    # .tsv: tab-separated, quotes are text (GLUE's STS-B files have unbalanced quotes)
+    options = {"delimiter": "\t", "quoting": 3} if path.suffix.lower() == ".tsv" else {}
+    return datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True, **options)
 
 
 def _document(row: dict, field: str, where: str) -> str | None:

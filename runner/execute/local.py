@@ -20,39 +20,67 @@ from runner.study import Prepared, Session
 
 
 class LocalExecutor:
-    def __init__(self, p: Prepared, session: Session, store: Store, events: EventLog, view: ProgressView, device):
+    def __init__(self, p: Prepared, session: Session, store: Store, events: EventLog, view: ProgressView, device,
+                 options=None):
         self.p, self.session, self.store, self.events, self.view, self.device = p, session, store, events, view, device
+        self.options = options
         self.ran: list[str] = []
         self.failed: dict[str, str] = {}
 
+    def schedule(self, scheduler) -> list:
+        """Run everything the scheduler hands out, one group at a time; return the tasks left pending."""
+        return scheduler.run(self)
+
+    def close(self) -> None:
+        pass
+
     def run(self, group: list, provide: Callable[[str], None]) -> set[str]:
         interrupt.check()
-        ids = [t.id for t in group]
-        lead = group[0]
-        network = lead.network
-        label = self.p.labels[network]
-        steps = max(t.steps for t in group)
-        what = lead.name if len(group) == 1 else f"{len(group)} measures"
-        bar = self.view.add(f"{label} ({what})", steps) if steps else None
-        report = _Reporter(self, ids, network, steps, bar, provide)
-        self.events.emit("task_started", task=ids, network=network, total_steps=steps)
+        bar = self.started(group)
+        report = _Reporter(self, [t.id for t in group], group[0].network, max(t.steps for t in group), bar, provide)
         t0 = time.monotonic()
         try:
-            extra = self.session.run(group, report) or {}
+            shards = self.split(group)
+            if shards is None:
+                extra = self.session.run(group, report) or {}
+            else:  # one after the other here (an executor with workers runs them at once)
+                extra = [self.session.run(group, report, shard) or {} for shard in shards][0]
+                self.session.merge(group, shards, self.store)
         except (KeyboardInterrupt, StoreWriteError):
             raise
         except Exception as err:  # one group failing must not stop the others
-            msg = f"{type(err).__name__}: {err}"
-            self.failed.update({i: msg for i in ids})
-            self.events.emit("task_failed", task=ids, network=network, error=msg)
-            if bar is not None:
-                self.view.fail(bar, msg)
-            else:
-                self.view.warn(f"{label} {lead.label} failed: {msg}")
+            self.failed_group(group, f"{type(err).__name__}: {err}", bar)
             return set()
-        seconds = time.monotonic() - t0
-        for t in group:
-            self.store.record(t.id, self._record(t, seconds, extra))
+        return self.succeeded(group, time.monotonic() - t0, extra, bar)
+
+    def split(self, group: list) -> list | None:
+        """The sample shards of ``group`` (``--shards``), or None to run it whole."""
+        shards = self.options.shards if self.options is not None else 1
+        return self.p.study.split(self.p, group, shards) if shards > 1 else None
+
+    def started(self, group: list):
+        """Announce a group (event, progress bar); returns its bar (None for a task without steps)."""
+        lead = group[0]
+        steps = max(t.steps for t in group)
+        what = lead.name if len(group) == 1 else f"{len(group)} measures"
+        bar = self.view.add(f"{self.p.labels[lead.network]} ({what})", steps) if steps else None
+        self.events.emit("task_started", task=[t.id for t in group], network=lead.network, total_steps=steps)
+        return bar
+
+    def failed_group(self, group: list, msg: str, bar) -> None:
+        ids = [t.id for t in group]
+        self.failed.update({i: msg for i in ids})
+        self.events.emit("task_failed", task=ids, network=group[0].network, error=msg)
+        if bar is not None:
+            self.view.fail(bar, msg)
+        else:
+            self.view.warn(f"{self.p.labels[group[0].network]} {group[0].label} failed: {msg}")
+
+    def succeeded(self, group: list, seconds: float, extra: dict, bar) -> set[str]:
+        """Record a finished group in the store (the one writer of completion records) and say so."""
+        ids = [t.id for t in group]
+        steps = max(t.steps for t in group)
+        self.store.record_many({t.id: self._record(t, seconds, extra) for t in group})
         self.ran += ids
         if bar is not None:
             self.view.done(bar)
@@ -61,13 +89,14 @@ class LocalExecutor:
             fields["resumed_from"] = extra["resumed_from"]
         if extra.get("loop_seconds") and steps:
             fields["steps_per_s"] = round((steps - extra.get("resumed_from", 0)) / max(extra["loop_seconds"], 1e-9), 3)
-        self.events.emit("task_done", task=ids, network=network, **fields)
+        self.events.emit("task_done", task=ids, network=group[0].network, **fields)
         return set(ids)
 
     def _record(self, t, seconds: float, extra: dict) -> dict:
         return {"measure": t.measure, "label": t.label, "network": t.network, "network_label": self.p.labels[t.network],
                 "kind": t.kind, "checkpoint": t.checkpoint, "seconds": round(seconds, 3),
-                "resumed_from": extra.get("resumed_from", 0), "device": str(self.device), "finished_utc": now()}
+                "resumed_from": extra.get("resumed_from", 0), "device": str(extra.get("device", self.device)),
+                "finished_utc": now()}
 
 
 class _Reporter:

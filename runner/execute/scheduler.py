@@ -69,6 +69,24 @@ class Scheduler:
             for i in succeeded:
                 self._add(f"task:{i}")
 
+    def take(self) -> list[list[Task]]:
+        """Every group that is ready now, marked as handed out (for an executor that runs groups at
+        once, e.g. on a cluster; it reports each back with :meth:`finished`)."""
+        groups = []
+        while (group := self._next(nested=False)):
+            self._taken.update(t.id for t in group)
+            self.order += [t.id for t in group]
+            groups.append(group)
+        return groups
+
+    def finished(self, succeeded: Iterable[str], provided: Iterable[str] = ()) -> None:
+        """Groups handed out by :meth:`take` are done: ``provided`` resources exist, and ``task:<id>``
+        of each id that succeeded."""
+        for resource in provided:
+            self._add(resource)
+        for i in succeeded:
+            self._add(f"task:{i}")
+
     def _provide(self, resource: str, executor: Executor) -> None:
         self._add(resource)
         self._step(executor, nested=True)

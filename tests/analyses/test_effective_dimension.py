@@ -3,7 +3,12 @@
 import pytest
 import torch
 
-from analyses.effective_dimension import effective_dimension, participation_spectrum
+from analyses.effective_dimension import (
+    cloud_statistics,
+    effective_dimension,
+    effective_dimension_from_statistics,
+    participation_spectrum,
+)
 
 
 def n_eff_from_feature_covariance(x):
@@ -91,3 +96,37 @@ def test_low_precision_input():
 
 def test_no_host_sync_on_meta_device():
     assert effective_dimension(torch.empty(10, 32, 64, device="meta")).shape == ()
+
+
+def _combined(parts):
+    """N_eff from the summed sufficient statistics of ``parts``."""
+    stats = [cloud_statistics(p) for p in parts]
+    return effective_dimension_from_statistics(*(sum(s[i] for s in stats) for i in range(3)))
+
+
+@pytest.mark.parametrize("sizes", [(40,), (13, 27), (5, 1, 9, 25)])
+def test_shards_combine_to_the_whole_cloud(sizes):
+    # sharded equals unsharded to rounding, and both equal Eq. 6 on the feature covariance
+    x = torch.randn(sum(sizes), 3, 4, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    x = x * torch.linspace(0.2, 3.0, 4) + 5.0  # an offset: centring must use the whole cloud's mean
+    parts = torch.split(x, list(sizes))
+    torch.testing.assert_close(_combined(parts), effective_dimension(x), rtol=1e-10, atol=0)
+    torch.testing.assert_close(_combined(parts), n_eff_from_feature_covariance(x), rtol=1e-10, atol=0)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_shards_of_k_equal_variance_axes(k):
+    eye = torch.eye(k, 7, dtype=torch.float64)
+    x = torch.cat([2.5 * eye, -2.5 * eye]) + 1.0
+    torch.testing.assert_close(_combined([x[:3], x[3:]]), torch.tensor(float(k), dtype=torch.float64))
+
+
+def test_shards_leave_out_non_finite_samples_and_batch_over_steps():
+    x = torch.randn(2, 10, 5, generator=torch.Generator().manual_seed(5), dtype=torch.float64)  # 2 steps
+    x[1, 7, 2] = float("nan")
+    stats = [[cloud_statistics(x[t, lo:hi]) for t in range(2)] for lo, hi in ((0, 4), (4, 10))]
+    summed = [torch.stack([stats[0][t][i] + stats[1][t][i] for t in range(2)]) for i in range(3)]
+    expected = torch.stack([effective_dimension(x[0]), effective_dimension(x[1])])
+    torch.testing.assert_close(effective_dimension_from_statistics(*summed), expected, rtol=1e-10, atol=0)
+    one = cloud_statistics(x[0, :1])
+    assert torch.isnan(effective_dimension_from_statistics(*one))

@@ -222,6 +222,17 @@ CASES = [
     ("sweep-repeat", MAPS + "\n[sweep.input]\nsamples = [4, 4]\n", "listed twice"),
     ("sweep-unknown-key", MAPS + "\n[sweep.input]\nsampels = [4, 8]\n", "sampels: unknown key (did you mean 'samples'?) (sweep points sampels=4, sampels=8)"),
     ("sweep-not-a-table", MAPS + "\n[sweep]\nsamples = [4]\n", "expected a table of lists"),
+    # --- sentence pairs and their readouts
+    ("pair-without-score", edit(MAPS, "samples = 4", 'samples = 4\npair = ["sentence1", "sentence2"]'),
+     "[input]: pair and score go together"),
+    ("pair-of-three", edit(MAPS, "samples = 4", 'samples = 4\npair = ["a", "b", "c"]\nscore = "label"'),
+     "[input]: pair names the two fields of a sentence pair; got 3"),
+    ("sts-without-pairs", measure('kind = "sts_readout"'), "(sts_readout) kind: sts_readout reads sentence pairs"),
+    ("handwriting-window-beyond-steps", measure('kind = "handwriting_readout"'),
+     "(handwriting_readout) t0_stop: the window ends at t0_stop + dt_stop = 100, beyond [dynamics] steps = 20"),
+    ("neff-by-score-without-pairs", edit(MAPS, 'kind = "transient_chaos"', 'kind = "transient_chaos"\n\n[[measure]]\n'
+                                         'kind = "effective_dimension"\nby_score = true'),
+     "(effective_dimension) by_score: needs sentence pairs"),
 ]
 
 

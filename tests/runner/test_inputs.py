@@ -250,9 +250,9 @@ def test_hub_like_path_gets_a_hint():
 def test_directory_and_unknown_extension(tmp_path, tokenizer):
     with pytest.raises(InputError, match="not a file"):
         check_source(str(tmp_path))
-    csv = tmp_path / "docs.csv"
+    csv = tmp_path / "docs.xml"  # (.csv and .tsv are read: sentence pairs)
     csv.write_text("text\nhello.\n")
-    with pytest.raises(InputError, match=r"unsupported extension '\.csv'") as err:
+    with pytest.raises(InputError, match=r"unsupported extension '\.xml'") as err:
         draw_samples(str(csv), tokenizer=tokenizer, samples=1, tokens=8, seed=0)
     assert str(csv) in str(err.value) and ".parquet" in str(err.value)
 

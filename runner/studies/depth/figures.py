@@ -2,8 +2,9 @@
 
 Fig. 2A (trajectories, attention maps, D(t)), 2B (synchronisation offsets), 2C (lambda(t) and
 N_eff(t) with bootstrap bands), 3A (MLM accuracy of a readout of x_t), 4A (a perturbation's growth), 4B (a long run and its lambda(t)),
-4C (principal components) and 4D (transient-chaos lengths, censored ones marked). Each compares the spec's models (pre-trained
-vs initial, or any others), one column or line per model.
+4C (principal components) and 4D (transient-chaos lengths, censored ones marked); Figs. 3B, 3C
+and A1 (the STS-B readouts) are in :mod:`runner.studies.depth.readout_figures`. Each compares the
+spec's models (pre-trained vs initial, or any others), one column or line per model.
 """
 
 from __future__ import annotations
@@ -256,9 +257,9 @@ def _growth_rate(ds: xr.Dataset, net: str, sample: int, t: np.ndarray, d: np.nda
         title="Performance of the MLM task along the trajectory")
 def mlm_performance(ds: xr.Dataset) -> Figure:
     """Masked-token accuracy of a readout of x_t against t, one colour per model (the mean over
-    its replicates): the fixed pre-trained MLM head solid, the decoder re-fitted at each step
-    (``mlm_accuracy_refit``, when the store has it) dashed. Models without an MLM head (reference
-    maps, all NaN) are left out."""
+    its replicates, with a 95% bootstrap band over them): the fixed pre-trained MLM head solid, the
+    decoder re-fitted at each step (``mlm_accuracy_refit``, when the store has it) dashed. Models
+    without an MLM head (reference maps, all NaN) are left out."""
     fig = new_figure()
     ax = fig.subplots()
     drawn = False
@@ -268,15 +269,40 @@ def mlm_performance(ds: xr.Dataset) -> Figure:
     for j, m in enumerate(models(ds)):
         for name, style, what in variants:
             acc = of_model(ds[name], m)
-            values = acc.values
-            if not np.isfinite(values).any():
+            if not np.isfinite(acc.values).any():
                 continue
-            with np.errstate(all="ignore"):
-                mean = np.nanmean(np.where(np.isfinite(values), values, np.nan), axis=0)
-            ax.plot(acc[acc.dims[-1]].values, mean, style, color=f"C{j}", label=f"{m} ({what})", gid=f"{name}:{m}")
+            mean_band(ax, acc, ("network",), acc.dims[-1], label=f"{m} ({what})", linestyle=style, color=f"C{j}",
+                      gid=f"{name}:{m}")
             drawn = True
     if not drawn:
         raise NotDrawable("no MLM accuracy has been computed yet (or no network has an MLM head)")
     ax.set(xlabel="t", ylabel="MLM accuracy", ylim=(0, None))
     ax.legend(fontsize="small")
+    return fig
+
+
+from runner.studies.depth import readout_figures as _readout_figures  # noqa: E402,F401  (registers Figs. 3B, 3C, A1)
+
+
+@recipe(study=STUDY, id="series", reproduces="beyond the papers: depth as time against training as time",
+        needs=("lyapunov_per_step", "effective_dimension"), title="Depth dynamics along a checkpoint series")
+def along_training(ds: xr.Dataset) -> Figure:
+    """Per ``[[model]]`` series (``revisions``): the time-mean lambda per step (over samples and the
+    run) and the final N_eff of each checkpoint, against its training step."""
+    if "training_step" not in ds.coords:
+        raise NotDrawable("no [[model]] of this store is a checkpoint series (revisions)")
+    fig = new_figure(6.4, 5.5)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    lam = ds["lyapunov_per_step"].where(np.isfinite(ds["lyapunov_per_step"])).mean(("sample", "lyapunov_step"))
+    neff = ds["effective_dimension"].isel(neff_step=-1)
+    for name in dict.fromkeys(str(s) for s in ds["series"].values if s):
+        nets = ds["network"].values[(ds["series"] == name).values & (ds["training_step"] >= 0).values]
+        steps = ds["training_step"].sel(network=nets).values
+        order = np.argsort(steps, kind="stable")
+        top.plot(steps[order], lam.sel(network=nets).values[order], marker="o", label=name)
+        bottom.plot(steps[order], neff.sel(network=nets).values[order], marker="o", label=name)
+    top.axhline(0, color="grey", linewidth=0.5)
+    top.set(ylabel=r"mean $\lambda$ per step")
+    bottom.set(xlabel="training step of the checkpoint", ylabel=r"final $N_\mathrm{eff}$")
+    top.legend(fontsize="small")
     return fig

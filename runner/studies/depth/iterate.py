@@ -42,6 +42,8 @@ class PassInputs:
     """Bool (samples, tokens): tokens replaced by ``mask_token_id`` in x_0 of text models (a measure
     with ``input_masking``); ``input_ids`` keep the original tokens (the labels)."""
     mask_token_id: int | None = None
+    scores: torch.Tensor | None = None
+    """Float64 (samples,): each sentence pair's annotated score (``[input] score``), else None."""
 
 
 def build_map(spec: DepthSpec, net: Network, device: torch.device):
@@ -59,15 +61,20 @@ class IteratePass:
     """The pending trajectory measures of one network, run as one pass (the context measures see)."""
 
     def __init__(self, spec: DepthSpec, layout: Layout, net: Network, kinds: list[str], ids: list[str], store: Store,
-                 inputs: PassInputs, device: torch.device, checkpoint: Path, report):
+                 inputs: PassInputs, device: torch.device, checkpoint: Path, report, rows: slice | None = None):
+        """``rows``: iterate only these samples (a shard, :mod:`runner.studies.depth.shards`; ``store``
+        is then the shard's sink); x_0 is drawn for all samples and sliced, so a shard's states are
+        those of the whole batch."""
         self.spec, self.layout, self.net, self.store = spec, layout, net, store
         self.index = net.index
         self.report = report
         self.device, self.checkpoint, self.ids = device, checkpoint, sorted(ids)
-        self.S, self.T = spec.input.samples, spec.dynamics.steps
+        self.rows, self.sharded = rows or slice(0, spec.input.samples), rows is not None
+        self.S, self.T = len(range(spec.input.samples)[self.rows]), spec.dynamics.steps
         self.batch_size = spec.dynamics.batch_size
         self.inputs = inputs
-        self.mask_x = inputs.attention_mask.to(device) if inputs.attention_mask is not None else None
+        self.mask_all = inputs.attention_mask.to(device) if inputs.attention_mask is not None else None
+        self.mask_x = self.mask_all[self.rows] if self.mask_all is not None else None
         registry = measures("depth")
         everything = {m.kind: registry[m.kind](m) for m in spec.measure if registry[m.kind].when == "step"}
         self.active: list[TrajectoryMeasure] = [everything[k] for k in everything if k in kinds]
@@ -103,7 +110,8 @@ class IteratePass:
         ids = self.inputs.input_ids.to(self.device) if self.inputs.input_ids is not None else None
         if ids is not None and self.inputs.masked is not None and not self.net.model.is_map:
             ids = torch.where(self.inputs.masked.to(self.device), self.inputs.mask_token_id, ids)
-        x = self.model.initial_state(MapInputs(samples=self.S, input_ids=ids, attention_mask=self.mask_x, generator=gen))
+        x = self.model.initial_state(MapInputs(samples=self.spec.input.samples, input_ids=ids,
+                                               attention_mask=self.mask_all, generator=gen))[self.rows]
         z = torch.cat([x] + [m.perturb(self, x) for m in self.twins])
         for m in self.active:
             m.start(self, x)

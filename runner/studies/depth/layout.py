@@ -27,12 +27,17 @@ def segment_length(spec: DepthSpec) -> int:
 
 
 def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | None = None,
-                 origins: list[str] | None = None) -> Layout:
+                 origins: list[str] | None = None, scores: list[float] | None = None) -> Layout:
     S, T = spec.input.samples, spec.dynamics.steps
     registry = measures("depth")
     b = LayoutBuilder(segment=segment_length(spec), reference=PAPER)
-    network_coords(b, [n.label for n in networks], [n.model.name for n in networks], [n.replicate for n in networks])
+    network_coords(b, [n.label for n in networks], [n.model_label for n in networks], [n.replicate for n in networks])
     b.coord("precision", [n.precision for n in networks], ("network",), long_name="floating-point precision")
+    if any(n.revision is not None for n in networks):  # checkpoint series: depth as time against training as time
+        b.coord("series", [n.model.name for n in networks], ("network",), long_name="[[model]] entry of the checkpoint")
+        b.coord("revision", [n.revision or "" for n in networks], ("network",), long_name="checkpoint of the series")
+        b.coord("training_step", np.array([-1 if n.training_step is None else n.training_step for n in networks]),
+                ("network",), long_name="training step of the checkpoint (-1: not a series)", units="1")
     b.index("sample", S, long_name="input sample")  # lazy: sizes are checked before anything is allocated
     if spec.text_models:
         b.coord("token", np.arange(spec.input.tokens), long_name="token position")
@@ -41,6 +46,9 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
                 b.index(name, S, ("sample",), value="", long_name=what)
             else:
                 b.coord(name, values, ("sample",), long_name=what)
+        if scores is not None:  # sentence pairs ([input] score)
+            b.coord("score", np.asarray(scores, dtype=np.float64), ("sample",),
+                    long_name="annotated score of the sentence pair")
         b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", "1",
               "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)")
         if any(registry[m.kind](m).when == "step" and registry[m.kind](m).input_masking() is not None

@@ -88,6 +88,12 @@ class TrajectoryMeasure(DepthMeasure):
     twin: ClassVar[bool] = False
     """The pass iterates perturbed twins y of ``rows`` beside x (``perturb`` makes them, ``advance``
     may change them after each step, ``ctx.twin(self)`` reads them in ``observe``)."""
+    shard: ClassVar[str | None] = None
+    """Whether a pass with this measure can be split into sample shards (``--shards``,
+    :mod:`runner.studies.depth.shards`): ``"samples"``, its values are per sample (written with
+    ``slice(None)`` along ``sample``, joined across shards); ``"combine"``, a value over all samples
+    that ``combine`` computes exactly from statistics each shard writes as ``"<kind>/<stat>"``
+    (``ctx.sharded`` says when); None (the default): it reads all samples at once, refused."""
 
     def exit_period(self) -> int | None:
         """Whether its values stay exact when samples whose state repeats leave f's batch
@@ -146,6 +152,15 @@ class TrajectoryMeasure(DepthMeasure):
     def write(self, ctx: Any, bufs: dict, seg: Segment) -> None:
         pass
 
+    def shard_problem(self, n_tokens: int, n_hidden: int) -> str | None:
+        """Why a pass of a network of this size cannot be split (its statistics too large), or None."""
+        return None
+
+    @classmethod
+    def combine(cls, stats: dict[str, list]) -> dict[str, Any]:
+        """For ``shard = "combine"``: each statistic's arrays, one per shard -> the variables' values."""
+        raise NotImplementedError
+
     @staticmethod
     def nan(shape: tuple[int, ...], dtype: torch.dtype, device) -> Tensor:
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
@@ -159,4 +174,29 @@ class DerivedMeasure(DepthMeasure):
     """The kind of the measure whose results it reads."""
 
     def derive(self, store, network: int, spec) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class NetworkContext:
+    """What a :class:`NetworkMeasure` sees: the spec, its network (``index`` in the store), the
+    device, the pass inputs, the store, and ``build()`` for a fresh copy of the network's map."""
+
+    spec: Any
+    net: Any
+    index: int
+    device: torch.device
+    inputs: Any
+    store: Any
+    build: Any
+
+
+class NetworkMeasure(DepthMeasure):
+    """A measure that needs the network itself rather than its trajectory (``when = "network"``):
+    one task per network, e.g. fine-tuning the map. ``run`` may skip the values a stopped run already
+    wrote (the task reruns until it completes)."""
+
+    when = "network"
+
+    def run(self, ctx: NetworkContext) -> None:
         raise NotImplementedError

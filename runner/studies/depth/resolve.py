@@ -28,10 +28,18 @@ class Network:
     n_tokens: int
     n_hidden: int
     n_heads: int
+    revision: str | None = None
+    """The checkpoint of a series (``[[model]] revisions``) this network is, else None."""
+    training_step: int | None = None
+
+    @property
+    def model_label(self) -> str:
+        """The store's ``model``: the entry's name, with the checkpoint of a series (``albert@step1000``)."""
+        return self.model.name if self.revision is None else f"{self.model.name}@{self.revision}"
 
     @property
     def label(self) -> str:
-        return self.model.name if self.model.replicates == 1 else f"{self.model.name}/{self.replicate}"
+        return self.model_label if self.model.replicates == 1 else f"{self.model_label}/{self.replicate}"
 
     def seed(self, purpose: str) -> int:
         return derive_seed(self.experiment_seed, self.model.name, self.replicate, purpose)
@@ -48,24 +56,26 @@ def resolve(spec: DepthSpec) -> tuple[list[Network], list[str]]:
     model cannot be read has unknown sizes (0)."""
     networks: list[Network] = []
     failed: dict[tuple, tuple[list[str], str]] = {}  # (source, revision) -> (entries, reason)
-    for i, model in enumerate(spec.model):
-        where = f"[[model]] #{i + 1} ({model.name})"
-        key = (model.source, model.revision)
-        try:
-            if key in failed:
-                raise ModelLoadError(failed[key][1])
-            dims = model.family.dims(model.source, revision=model.revision, params=model.params,
-                                     n_tokens=spec.input.tokens)
-        except ModelLoadError as err:
-            failed.setdefault(key, ([], str(err)))[0].append(where)
-            dims = Dims(spec.input.tokens, 0, 0)
-        except ValueError as err:  # e.g. more tokens than the model's positions
-            raise SpecProblem(("input", "tokens"), f"{err} ({model.source})") from None
-        precision = model.precision or spec.dynamics.precision
-        for r in range(model.replicates):
-            networks.append(Network(len(networks), spec.experiment.seed, model, r, precision, dims.n_tokens,
-                                    dims.n_hidden, dims.n_heads))
-    unmet = [f"{', '.join(wheres)} source {source!r}: {reason}" for (source, _), (wheres, reason) in failed.items()]
+    for i, entry in enumerate(spec.model):
+        for model, revision, step in entry.series():
+            where = f"[[model]] #{i + 1} ({entry.name}{'' if revision is None else ' revision ' + revision})"
+            key = (model.source, model.revision)
+            try:
+                if key in failed:
+                    raise ModelLoadError(failed[key][1])
+                dims = model.family.dims(model.source, revision=model.revision, params=model.params,
+                                         n_tokens=spec.input.tokens)
+            except ModelLoadError as err:
+                failed.setdefault(key, ([], str(err)))[0].append(where)
+                dims = Dims(spec.input.tokens, 0, 0)
+            except ValueError as err:  # e.g. more tokens than the model's positions
+                raise SpecProblem(("input", "tokens"), f"{err} ({model.source})") from None
+            precision = model.precision or spec.dynamics.precision
+            for r in range(model.replicates):
+                networks.append(Network(len(networks), spec.experiment.seed, model, r, precision, dims.n_tokens,
+                                        dims.n_hidden, dims.n_heads, revision, step))
+    unmet = [f"{', '.join(wheres)} source {source!r}{'' if rev is None else ' revision ' + repr(rev)}: {reason}"
+             for (source, rev), (wheres, reason) in failed.items()]
     return networks, unmet
 
 
@@ -73,7 +83,7 @@ def tokenizer_location(spec: DepthSpec) -> str | None:
     """What the input sentences are tokenized with: ``[input] tokenizer`` or the first text model."""
     from models.registry import family_for
 
-    source = spec.input.tokenizer or next((m.source for m in spec.text_models), None)
+    source = spec.input.tokenizer or next((m.series()[0][0].source for m in spec.text_models), None)
     if source is None:
         return None
     return family_for(source).location(source, build=True)

@@ -38,6 +38,10 @@ class ModelSpec(Table):
     ``map:logistic`` / ``map:henon`` / ``map:tanh`` for the reference maps."""
     revision: str | None = None
     """Hub revision (branch, tag or commit) to pin."""
+    revisions: str | list[str] | None = None
+    """A checkpoint series, one network per checkpoint (training as time): hub revisions as a pattern
+    ``"step{0..143000:1000}"`` or a list, or the step folders of a local directory ``source``
+    (``<dir>/step1000/config.json``); the store records each network's ``revision`` and ``training_step``."""
     init: InitScheme | None = None
     """Re-draw every weight with this scheme (the paper's initial networks); None keeps the trained weights."""
     replicates: int = Field(1, ge=1)
@@ -55,6 +59,21 @@ class ModelSpec(Table):
     def is_map(self) -> bool:
         return self.family is not None and not self.family.text
 
+    def series(self) -> list[tuple[ModelSpec, str | None, int | None]]:
+        """One (entry, revision, training step) per checkpoint: the entry itself when it names no
+        ``revisions``; else a copy per revision that loads it (the hub's ``revision``, or the local
+        directory's step folder as ``source``)."""
+        if self.revisions is None:
+            return [(self, None, None)]
+        from models.suites import parse_revisions, step_of
+
+        out = []
+        for r in parse_revisions(self.revisions):
+            local = self.family.local_dir(self.source)
+            update = {"source": f"path:{local / r}"} if local is not None else {"revision": r}
+            out.append((self.model_copy(update={**update, "revisions": None}), r, step_of(r)))
+        return out
+
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         family = self.family
@@ -63,6 +82,19 @@ class ModelSpec(Table):
         problem = family.check(self.source, self.params, self.init)
         if problem:
             raise ValueError(problem)
+        if self.revisions is not None:
+            from models.suites import parse_revisions, step_of
+
+            if family.name != "albert":
+                raise ValueError("revisions name checkpoints of an ALBERT on the hub (hf:<id>) or step folders of a "
+                                 f"local directory, not of {self.source!r}")
+            if self.init is not None:
+                raise ValueError("init re-draws every weight, so every checkpoint of the series would be the same "
+                                 "network; leave init out of a series")
+            if self.revision is not None:
+                raise ValueError("give either revision (one checkpoint) or revisions (a series), not both")
+            for r in parse_revisions(self.revisions):
+                step_of(r)
         params_model = family.params_model(self.source)
         if params_model is not None:
             try:
@@ -89,6 +121,26 @@ class InputSpec(Table):
     """Tokenizer source; defaults to the first text model's source."""
     streaming: bool = True
     """Stream hub datasets instead of downloading them whole."""
+    pair: list[str] | None = None
+    """Sentence pairs instead of sentences: the two fields of a pair (GLUE STS-B: ``["sentence1",
+    "sentence2"]``), encoded as ``[CLS] a [SEP] b [SEP]`` (``runner.data.sentences.draw_pairs``);
+    needs ``score``. ``field`` is then unused."""
+    score: str | None = None
+    """The field holding a pair's annotated score (STS-B: ``label``, 0-5); stored as ``score`` on
+    ``sample``, read by the STS-B and handwriting readouts."""
+
+    @model_validator(mode="after")
+    def _pairs(self) -> InputSpec:
+        if self.pair is not None and len(self.pair) != 2:
+            raise ValueError(f"pair names the two fields of a sentence pair; got {len(self.pair)}: {self.pair}")
+        if (self.pair is None) != (self.score is None):
+            raise ValueError("pair and score go together: a sentence pair needs its score field, and a score "
+                             "its pair of sentence fields")
+        return self
+
+    def key(self) -> dict[str, Any]:
+        """What the drawn samples depend on (pair and score only when set: older task ids stand)."""
+        return self.model_dump(mode="json", exclude={"streaming"} | ({"pair", "score"} if self.pair is None else set()))
 
 
 class DynamicsSpec(Table):

@@ -10,7 +10,6 @@ only that measure's task ids.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,30 +18,32 @@ import numpy as np
 import torch
 
 from models.hub import hub_off
-from runner.execute.device import device_unavailable
+from runner.execute.device import device_unavailable, set_precision
 from runner.layout import available_memory
 from runner.measures import measures
 from runner.plan import Task, task_id
 from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
-from runner.studies.depth.iterate import IteratePass, PassInputs
+from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
+from runner.studies.depth.measure import NetworkContext
 from runner.studies.depth.layout import build_layout, segment_length
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
+from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
 
 
 def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
     """Everything the reference trajectory x_t of a network depends on."""
     registry = measures("depth")
-    model = net.model.model_dump(mode="json", exclude={"name", "replicates"})
+    model = net.model.model_dump(mode="json", exclude={"name", "replicates", "revisions"})
     twins, masking = _twins(spec, registry), maskings(spec)
     return {
         "model": model,
         "name": net.model.name,
         "replicate": net.replicate,
         "experiment_seed": spec.experiment.seed,
-        "input": spec.input.model_dump(mode="json", exclude={"streaming"}) if not net.model.is_map
+        "input": spec.input.key() if not net.model.is_map
         else {"samples": spec.input.samples},
         "steps": spec.dynamics.steps,
         "precision": net.precision,
@@ -111,6 +112,10 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
                               steps=spec.dynamics.steps, params=params))
         for m in spec.measure:
             reg = registry[m.kind]
+            if reg.when == "network":
+                params = m.params()
+                tid = task_id({"trajectory": key, "measure": m.kind, "params": params, "v": reg.version})
+                tasks.append(Task(tid, "network", m.kind, net.index, m.kind, params=params))
             if reg.when == "derived":
                 params = m.params()
                 tid = task_id({"from": ids[reg.source], "measure": m.kind, "params": params, "v": reg.version})
@@ -140,7 +145,8 @@ class DepthStudy(Study):
         if spec.text_models:
             try:
                 inp = spec.input
-                check_source(anchor(inp.source, base), subset=inp.subset, split=inp.split, field=inp.field)
+                check_source(anchor(inp.source, base), subset=inp.subset, split=inp.split,
+                             field=inp.field if inp.pair is None else [*inp.pair, inp.score])
             except InputError as err:
                 problems.append(sf.problem(("input", "source"), str(err)))
         return problems
@@ -161,7 +167,8 @@ class DepthStudy(Study):
             unmet.append(f"[dynamics] device: {device}")
         if spec.text_models and spec.input.source.startswith("hf:") and hub_off():
             unmet.append(f"[input] source {spec.input.source!r}: a hub dataset, streamed, and the hub is switched off "
-                         "or out of reach here; give a local .txt/.jsonl/.parquet file instead")
+                         "or out of reach here; give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
+                         ".jsonl/.csv/.tsv/.parquet)")
         return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
                         spec.dynamics.device, unmet, state=networks)
 
@@ -175,7 +182,9 @@ class DepthStudy(Study):
             lines.append(f"  {net.label:<16} {m.source} [{dims}] {net.precision}{init}")
         i = spec.input
         if spec.text_models:
-            lines.append(f"input      {i.source} ({i.subset}, {i.split}, field {i.field!r}): {i.samples} samples x "
+            what = f"field {i.field!r}" if i.pair is None else \
+                f"pairs {i.pair[0]!r} [SEP] {i.pair[1]!r}, score {i.score!r}"
+            lines.append(f"input      {i.source} ({i.subset}, {i.split}, {what}): {i.samples} samples x "
                          f"{i.tokens} tokens")
         else:
             lines.append(f"input      {i.samples} initial states drawn by each map")
@@ -188,6 +197,14 @@ class DepthStudy(Study):
 
     def open(self, p: Prepared, device, say) -> DepthSession:
         return DepthSession(p, device)
+
+    def split(self, p: Prepared, group: list[Task], shards: int) -> list[Shard] | None:
+        return split(p.spec, p.state, group, shards)
+
+    def estimate(self, p: Prepared, device, precision, calibrated):
+        from runner.studies.depth.estimate import estimate
+
+        return estimate(p, device, precision, calibrated)
 
 
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
@@ -245,8 +262,10 @@ class DepthSession:
         self.p, self.spec, self.networks, self.device = p, p.spec, p.state, device
         self.samples, tokenizer = self._draw_inputs()
         s = self.samples
-        self.layout = build_layout(self.spec, self.networks, s.texts if s else None, s.origins if s else None)
-        self.inputs = PassInputs(s.input_ids if s else None, s.attention_mask if s else None)
+        self.layout = build_layout(self.spec, self.networks, s.texts if s else None, s.origins if s else None,
+                                   s.scores if s else None)
+        self.inputs = PassInputs(s.input_ids if s else None, s.attention_mask if s else None,
+                                 scores=torch.tensor(s.scores, dtype=torch.float64) if s and s.scores else None)
         if s is not None and maskings(self.spec):
             self.inputs = self._masked(s, tokenizer)
 
@@ -261,7 +280,7 @@ class DepthSession:
             reg = registry[m.kind](m)
             if reg.when == "step" and reg.input_masking() is not None:
                 masked |= reg.masked_positions(s.input_ids, list(tokenizer.all_special_ids), self.spec.experiment.seed)
-        return PassInputs(s.input_ids, s.attention_mask, masked, int(tokenizer.mask_token_id))
+        return PassInputs(s.input_ids, s.attention_mask, masked, int(tokenizer.mask_token_id), self.inputs.scores)
 
     def _draw_inputs(self):
         """The input sentences, tokenized, and the tokenizer (None, None for specs with reference maps only)."""
@@ -271,11 +290,15 @@ class DepthSession:
         if not spec.text_models:
             return None, None
         from models.hub import ModelLoadError, load_tokenizer
-        from runner.data.sentences import InputError, draw_samples
+        from runner.data.sentences import InputError, draw_pairs, draw_samples
 
         inp = spec.input
         try:
             tokenizer = load_tokenizer(tokenizer_location(spec))
+            if inp.pair is not None:
+                return draw_pairs(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
+                                  seed=spec.experiment.seed, fields=inp.pair, score=inp.score, subset=inp.subset,
+                                  split=inp.split, streaming=inp.streaming), tokenizer
             return draw_samples(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
                                 seed=spec.experiment.seed, subset=inp.subset, split=inp.split, field=inp.field,
                                 streaming=inp.streaming), tokenizer
@@ -295,18 +318,38 @@ class DepthSession:
     def available(self) -> set[str]:
         return set()
 
-    def run(self, group: list[Task], report) -> dict:
+    def run(self, group: list[Task], report, shard: Shard | None = None) -> dict:
         net = self.networks[group[0].network]
         if group[0].kind == "derive":
             (t,) = group
             m = next(m for m in self.spec.measure if m.kind == t.measure)
             measures("depth")[t.measure](m).derive(report.store, net.index, self.spec)
             return {}
+        if group[0].kind == "network":
+            (t,) = group
+            m = next(m for m in self.spec.measure if m.kind == t.measure)
+            set_precision(net.precision)
+            build = lambda: build_map(self.spec, net, self.device)  # noqa: E731
+            measures("depth")[t.measure](m).run(NetworkContext(self.spec, net, net.index, self.device, self.inputs,
+                                                                report.store, build))
+            return {}
         ids = [t.id for t in group]
-        key = hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16]
+        key = pass_key(ids)
+        store = report.store
+        if shard is not None:
+            key = f"{key}-{shard.name}"
+            store = ShardSink(shard_dir(store.state_dir, ids, shard), store.state_dir, store.store_id)
+            if store.done:  # finished before the run stopped; its files wait for the merge
+                return {"resumed_from": self.spec.dynamics.steps, "device": str(self.device)}
         checkpoint = Path(report.store.state_dir) / "checkpoints" / f"{key}.safetensors"
-        p = IteratePass(self.spec, self.layout, net, [t.measure for t in group], ids, report.store, self.inputs,
-                        self.device, checkpoint, report)
+        p = IteratePass(self.spec, self.layout, net, [t.measure for t in group], ids, store, self.inputs,
+                        self.device, checkpoint, report, rows=shard.rows if shard else None)
         start = p.run()
+        if shard is not None:
+            store.finish()
         checkpoint.unlink(missing_ok=True)
-        return {"resumed_from": start, "loop_seconds": p.loop_seconds}
+        return {"resumed_from": start, "loop_seconds": p.loop_seconds, "device": str(self.device)}
+
+    def merge(self, group: list[Task], shards: list[Shard], store) -> None:
+        """Write the results of a pass run as sample shards (:func:`runner.studies.depth.shards.merge`)."""
+        merge(store, self.layout, [t.id for t in group], shards)

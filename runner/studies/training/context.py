@@ -76,6 +76,15 @@ class Context:
             self._put(key, {k: torch.cat(v) for k, v in parts.items()})
         return self._cache[key]
 
+    def tag_labels(self, tagset: str) -> tuple[Tensor, Tensor]:
+        """The tag of each analysis token whose activation :meth:`activations` holds, and of the token after it."""
+        cur, nxt = [], []
+        for i in self.windows():
+            t, nt = get_batch(self.tags[tagset], i, self.bptt)
+            cur.append(t.reshape(-1))
+            nxt.append(nt.reshape(-1))
+        return torch.cat(cur), torch.cat(nxt)
+
     def _put(self, key, value) -> None:
         self._cache[key] = value
         self._cache.move_to_end(key)

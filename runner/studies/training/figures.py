@@ -33,7 +33,7 @@ SPARSE_LAYER, SPARSE_QUANTITY = "lstm2", "gradient"
 
 def _lms(ds: xr.Dataset) -> list[str]:
     kinds = ds["network_kind"].values if "network_kind" in ds.coords else ["lm"] * ds.sizes["network"]
-    return [str(n) for n, k in zip(ds["network"].values, kinds, strict=True) if k == "lm"]
+    return [str(n) for n, k in zip(ds["network"].values, kinds, strict=True) if k in ("lm", "suite")]
 
 
 def _finite(da: xr.DataArray) -> bool:
@@ -49,8 +49,19 @@ def _rescales(ax: Axes, ds: xr.Dataset, network: str) -> None:
         ax.axvline(e - 1, color="grey", linewidth=0.6, linestyle=":")
 
 
+def _suite(da: xr.DataArray | xr.Dataset) -> bool:
+    """A store of published checkpoint suites: no epochs, the training step is the time axis."""
+    return bool(np.isnan(da["epoch"].values).all())
+
+
 def _by_epoch(ax: Axes, da: xr.DataArray, label: str, **kw) -> None:
-    ax.plot(da["epoch"].values, da.values, marker=".", label=label, **kw)
+    """One line over the checkpoints: by epoch, or for a suite by training step (symmetric-log scale)."""
+    if _suite(da):
+        ax.plot(da["step"].values, da.values, marker=".", label=label, **kw)
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlabel("training step")
+    else:
+        ax.plot(da["epoch"].values, da.values, marker=".", label=label, **kw)
 
 
 @recipe(study=STUDY, id="ch4_fig2", reproduces=f"{CH4}, Fig. 2", needs=("val_perplexity",),
@@ -89,7 +100,7 @@ def _similarity(ds: xr.Dataset, compare: str, networks: list[str], split: str | 
                     _by_epoch(ax, line, f"{net}: {what}" if len(networks) > 1 else what, **style)
                     drawn += 1
         _rescales(ax, ds, networks[0])
-        ax.set(xlabel="epoch", ylabel=stat.upper(), ylim=(0, 1.02))
+        ax.set(xlabel="training step" if _suite(ds) else "epoch", ylabel=stat.upper(), ylim=(0, 1.02))
         ax.legend(fontsize="x-small")
     if not drawn:
         raise NotDrawable(f"no {compare} similarity has been computed yet")
@@ -138,7 +149,7 @@ def diagnostic(ds: xr.Dataset) -> Figure:
                     _by_epoch(ax, line, f"{tagset} {layer}")
                     drawn += 1
         _rescales(ax, ds, net)
-        ax.set(xlabel="epoch", ylabel="probe accuracy", title=f"tag of {'x_t' if target == 'current' else 'x_t+1'}")
+        ax.set(xlabel="training step" if _suite(ds) else "epoch", ylabel="probe accuracy", title=f"tag of {'x_t' if target == 'current' else 'x_t+1'}")
         ax.legend(fontsize="x-small")
     if not drawn:
         raise NotDrawable("no diagnostic classifier has been trained yet")
@@ -183,7 +194,7 @@ def frequency_correlation(ds: xr.Dataset) -> Figure:
         for layer in rho["layer"].values:
             _by_epoch(ax, rho.sel(quantity=q, layer=layer), str(layer))
         _rescales(ax, ds, _lms(ds)[0])
-        ax.set(xlabel="epoch", ylabel=r"$\rho_\leftarrow$", title=str(q))
+        ax.set(xlabel="training step" if _suite(ds) else "epoch", ylabel=r"$\rho_\leftarrow$", title=str(q))
         ax.legend(fontsize="small")
     if not _finite(rho):
         raise NotDrawable("no frequency correlation has been computed yet")
@@ -201,7 +212,7 @@ def open_closed(ds: xr.Dataset) -> Figure:
     for split in rho["word_class_split"].values:
         _by_epoch(ax, rho.sel(word_class_split=split), str(split))
     _rescales(ax, ds, _lms(ds)[0])
-    ax.set(xlabel="epoch", ylabel=r"$\rho_\leftarrow(\bar h^2)$")
+    ax.set(xlabel="training step" if _suite(ds) else "epoch", ylabel=r"$\rho_\leftarrow(\bar h^2)$")
     ax.legend(fontsize="small")
     return fig
 

@@ -22,7 +22,12 @@ def layer_names(num_layers: int) -> list[str]:
     return ["embedding"] + [f"lstm{i + 1}" for i in range(num_layers)] + ["logits"]
 
 
-def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, corpus: Corpus) -> Layout:
+def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, corpus: Corpus,
+                 suites=None) -> Layout:
+    """The store of a training spec; ``suites`` (:class:`~.suite.Suites`): a spec of checkpoint suites, whose
+    checkpoints are revisions (``revision``, ``step``; no epochs, no training curves)."""
+    if suites is not None:
+        return _suite_layout(study, suites, corpus)
     nets = study.model
     b = LayoutBuilder(segment=steps_per_epoch, reference=PAPER, unit=frozenset({"network", "checkpoint"}))
     coord, var = b.coord, b.var
@@ -50,8 +55,7 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
     coord("training_epoch", np.arange(1, study.training.epochs + 1), long_name="epoch", units="1")
     layers = layer_names(study.training.num_layers)
     coord("layer", layers, long_name="layer whose output is measured")
-    coord("vocab", np.arange(len(corpus.vocab)), long_name="word id")
-    coord("vocab_word", list(corpus.vocab.itos), ("vocab",), long_name="word")
+    _vocabulary(b, corpus)
 
     var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", "1",
         "safetensors file of the weights, relative to the store's parent folder ('' while not saved)")
@@ -75,7 +79,39 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
 
     shape = Shape(layers, study.training.num_layers, [n.name for n in nets], corpus,
                   [n.corpus_variant for n in nets])
+    _measures(b, study, shape)
+    return b.build()
+
+
+def _vocabulary(b: LayoutBuilder, corpus: Corpus) -> None:
+    b.coord("vocab", np.arange(len(corpus.vocab)), long_name="word id")
+    b.coord("vocab_word", list(corpus.vocab.itos), ("vocab",), long_name="word")
+
+
+def _suite_layout(study: TrainingStudy, suites, corpus: Corpus) -> Layout:
+    nets = study.model
+    b = LayoutBuilder(segment=1, reference=PAPER, unit=frozenset({"network", "checkpoint"}))
+    network_coords(b, [n.name for n in nets], [n.model for n in nets], [n.replicate for n in nets])
+    b.coord("network_kind", [n.kind for n in nets], ("network",), long_name="suite: a published checkpoint series")
+    b.coord("source", [s[0].source for s in suites.series], ("network",), long_name="hub id or local directory")
+    b.coord("checkpoint", np.arange(len(suites.steps)), long_name="checkpoint index")
+    b.coord("step", np.asarray(suites.steps, dtype=np.int64), ("checkpoint",), long_name="training step", units="1")
+    b.coord("epoch", np.full(len(suites.steps), np.nan), ("checkpoint",), long_name="epoch (unknown for a suite)",
+            units="1")
+    b.coord("revision", [c.revision for c in suites.series[0]], ("checkpoint",),
+            long_name="revision of the first network (hub branch or folder)")
+    b.coord("layer", suites.layers, long_name="layer whose output is measured")
+    _vocabulary(b, corpus)
+    b.var("word_frequency", "corpus", ("vocab",), "int64", -1, "word frequency", "1",
+          "count in the training split of [corpus] (<unk> sums the words folded into it)")
+    b.var("word_class", "corpus", ("vocab",), str, "", "POS class", "1",
+          "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
+    _measures(b, study, Shape(suites.layers, len(suites.layers) - 1, [n.name for n in nets], corpus,
+                              [None] * len(nets)))
+    return b.build()
+
+
+def _measures(b: LayoutBuilder, study: TrainingStudy, shape: Shape) -> None:
     registry = measures("training")
     for m in study.measure:
         registry[m.kind](m).variables(b, shape)
-    return b.build()

@@ -43,6 +43,8 @@ class CheckpointMeasure(Measure):
     study = "training"
     when = "checkpoint"
     reference = PAPER
+    suites = False
+    """Whether it measures checkpoint suites too (it reads only ``ctx.activations`` and ``ctx.tag_labels``)."""
 
     def variables(self, b: LayoutBuilder, shape: Shape) -> None:
         raise NotImplementedError

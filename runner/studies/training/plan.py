@@ -84,3 +84,29 @@ def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> t
                 tasks.append(Task(tid, m.kind, m.kind, n, task_label(m.kind, params), deps=deps, checkpoint=c,
                                   needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(needs)), params=params))
     return steps, tasks
+
+
+def suite_tasks(study: TrainingStudy, identities: list[list[dict]], corpus_key: str) -> list[Task]:
+    """The measure tasks of a spec of checkpoint suites (nothing to train), checkpoint by checkpoint so that
+    each checkpoint is loaded once for all its measures. ``identities[n][c]`` names what network ``n``'s
+    checkpoint ``c`` is (source, revision, how words are read); the ids hash those of the checkpoints read."""
+    registry = measures("training")
+    names = {n.name: i for i, n in enumerate(study.model)}
+    last = len(identities[0]) - 1
+    tasks: list[Task] = []
+    for n, net in enumerate(study.model):
+        for c in range(last + 1):
+            for m in study.measure:
+                if net.name not in study.measured(m):
+                    continue
+                params, reg = m.params(), registry[m.kind](m)
+                needs = reg.needs(n, c, last, [names[r] for r in getattr(m, "reference", [])])
+                if needs is None:
+                    continue
+                payload = {"measure": m.kind, "params": params, "checkpoint": c, "corpus": corpus_key,
+                           "suite": [identities[k][j] for k, j in needs], "network": n,
+                           "analysis_tokens": study.corpus.analysis_tokens, "analysis_split": study.corpus.analysis_split,
+                           "v": reg.version}
+                tasks.append(Task(task_id(payload), m.kind, m.kind, n, task_label(m.kind, params), checkpoint=c,
+                                  needs=(), params=params))
+    return tasks

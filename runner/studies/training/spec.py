@@ -9,10 +9,11 @@ epochs, 200-unit embedding and LSTM layers, a checkpoint every epoch. """
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, create_model, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_validator
 
 from runner.data.sources import anchor
 from runner.execute.device import DeviceName
@@ -20,7 +21,20 @@ from runner.measures import measures, params_union
 from runner.specfile import Name, SpecFile, StudySpec, Table, repeated
 
 LAYERS = ("embedding", "lstm1", "lstm2")
-Layer = Literal["embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits"]
+LSTM_LAYERS = ("embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits")
+_SUITE_LAYER = re.compile(r"^(embedding|layer[1-9][0-9]*)$")
+
+
+def _layer(name: str) -> str:
+    if name not in LSTM_LAYERS and not _SUITE_LAYER.match(name):
+        raise ValueError(f"{name!r} is no layer: LSTMs have {', '.join(LSTM_LAYERS)}; checkpoint suites have "
+                         "embedding, layer1 .. layerN")
+    return name
+
+
+#: A layer of an LSTM (``embedding``, ``lstm1`` .. ``lstm4``, ``logits``) or of a checkpoint suite
+#: (:class:`models.suites.Adapter`: ``embedding``, ``layer1`` .. ``layerN``).
+Layer = Annotated[str, AfterValidator(_layer)]
 TAGSETS = ("upos", "xpos", "topic", "spacy_upos", "spacy_xpos", "gmb_pos", "sem_coarse", "sem_fine")
 TagSet = Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos", "gmb_pos", "sem_coarse", "sem_fine"]
 #: Tag sets read from GMB-style tagged files (:func:`runner.data.sources.read_gmb`), each its own corpus.
@@ -189,11 +203,39 @@ class CheckpointSpec(Table):
     """Also keep the untrained network (step 0)."""
 
 
+#: Keys of a ``kind = "suite"`` entry only (left out of the ids of trained networks).
+SUITE_KEYS = ("source", "revisions", "seeds", "trust_remote_code", "pickled_weights", "pool", "window_words",
+              "batch_size")
+
+
 class NetworkSpec(Table):
     name: Name
     """Label in the store's ``network`` index."""
-    kind: Literal["lm", "tagger"] = "lm"
-    """``lm``: the Ch. 6 2-layer LSTM LM; ``tagger``: the Ch. 4 one-layer LSTM tagger."""
+    kind: Literal["lm", "tagger", "suite"] = "lm"
+    """``lm``: the Ch. 6 2-layer LSTM LM; ``tagger``: the Ch. 4 one-layer LSTM tagger; ``suite``: a published
+    checkpoint series (Pythia, MultiBERTs, a local directory), measured instead of trained."""
+    source: str | None = None
+    """Suite: a hub id (``EleutherAI/pythia-160m``) or a local directory of checkpoint folders
+    (``path:DIR``, or a path; ``DIR/step1000/config.json``); ``{seed}`` is replaced by each of ``seeds``, and
+    ``{revision}`` in a hub id by each revision: one repository per checkpoint, as MultiBERTs publishes them
+    (``google/multiberts-seed_{seed}-step_{revision}``, revisions ``["0k", "20k", ...]``)."""
+    revisions: str | list[str] | None = None
+    """Suite: the revisions, ``"step{0..143000:1000}"`` (first..last:stride) or a list; a local directory
+    without them: every step folder in it."""
+    seeds: list[int] | None = Field(None, min_length=1)
+    """Suite: seeds of the same suite (``source`` holds ``{seed}``), one network ``<name>-s<seed>`` each, the
+    replicates of model ``<name>``."""
+    trust_remote_code: bool = False
+    """Suite: let transformers run the repository's own code (never, unless set)."""
+    pickled_weights: bool = False
+    """Suite: also load checkpoints published only as ``pytorch_model.bin`` (read with
+    ``torch.load(weights_only=True)``); otherwise safetensors only."""
+    pool: Literal["mean", "first", "last"] = "mean"
+    """Suite: how a word's subword activations become the word's (the analysis text is in words)."""
+    window_words: int = Field(64, ge=2)
+    """Suite: analysis words per forward window (windows do not overlap)."""
+    batch_size: int = Field(8, ge=1)
+    """Suite: windows per forward pass."""
     seed: int | None = None
     """Initialisation and dropout seed (default: experiment seed + position of the entry)."""
     tagset: TagSet | None = None
@@ -206,13 +248,47 @@ class NetworkSpec(Table):
     """Which corpus of a ``scaffold:`` source the network trains on: ``<setting>_k<k>``
     (e.g. ``familiar_k4``)."""
 
+    _entry: int | None = PrivateAttr(None)
+    _model: str | None = PrivateAttr(None)
+    _replicate: int = PrivateAttr(0)
+
     def key(self) -> dict:
-        """The entry as JSON for task ids (without ``name``; without an unset ``corpus_variant``)."""
-        return self.model_dump(mode="json", exclude={"name"} | ({"corpus_variant"} if self.corpus_variant is None
-                                                               else set()))
+        """The entry as JSON for task ids (without ``name``; without an unset ``corpus_variant``; a suite's
+        keys only for a suite)."""
+        drop = {"name"} | ({"corpus_variant"} if self.corpus_variant is None else set())
+        drop |= set(SUITE_KEYS) if self.kind != "suite" else {"seeds", "batch_size"}
+        return self.model_dump(mode="json", exclude=drop)
+
+    @property
+    def model(self) -> str:
+        """The ``model`` coordinate: the entry's name (a suite's seeds share it)."""
+        return self._model or self.name
+
+    @property
+    def replicate(self) -> int:
+        return self._replicate
 
     @model_validator(mode="after")
     def _check(self) -> NetworkSpec:
+        if self.kind == "suite":
+            if not self.source:
+                raise ValueError("a suite needs source (a hub id or a local directory of checkpoint folders)")
+            if self.tagset is not None or self.shuffled or self.corpus_variant is not None:
+                raise ValueError("tagset, shuffled and corpus_variant apply to trained networks, not suites")
+            if (self.seeds is None) != ("{seed}" not in self.source):
+                raise ValueError("seeds and a source holding {seed} go together "
+                                 "(e.g. source = \"google/multiberts-seed_{seed}\", seeds = [0, 1, 2])")
+            if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"seeds must be distinct, not {self.seeds}")
+            if self.revisions is not None:
+                from models.suites import parse_revisions, step_of
+
+                for r in parse_revisions(self.revisions):
+                    step_of(r)
+            return self
+        wrong = sorted(set(SUITE_KEYS) & self.model_fields_set)
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)} apply to kind = \"suite\" only")
         if self.kind == "tagger" and self.tagset is None:
             raise ValueError(f"a tagger needs a tagset ({', '.join(TAGSETS)})")
         if self.kind == "lm" and (self.tagset is not None or self.shuffled):
@@ -236,8 +312,35 @@ class TrainingStudy(StudySpec):
             raise ValueError("[[network]] tables are now called [[model]], as in every study; rename them")
         return data
 
+    @model_validator(mode="after")
+    def _expand_seeds(self) -> TrainingStudy:
+        """A suite with ``seeds`` becomes one network per seed, ``<name>-s<seed>`` (model ``<name>``, replicate k)."""
+        nets: list[NetworkSpec] = []
+        for i, n in enumerate(self.model):
+            if n.kind != "suite" or n.seeds is None:
+                n._entry = i if n._entry is None else n._entry
+                nets.append(n)
+                continue
+            for k, seed in enumerate(n.seeds):
+                one = n.model_copy(update={"name": f"{n.name}-s{seed}", "seeds": None,
+                                           "source": n.source.replace("{seed}", str(seed))})
+                one._entry, one._model, one._replicate = i, n.name, k
+                nets.append(one)
+        object.__setattr__(self, "model", nets)
+        return self
+
+    def entry(self, network: int) -> int:
+        """The ``[[model]]`` entry a network comes from (for messages)."""
+        return self.model[network]._entry if self.model[network]._entry is not None else network
+
+    @property
+    def suites(self) -> bool:
+        """A spec of checkpoint suites (measured, not trained)."""
+        return any(n.kind == "suite" for n in self.model)
+
     def problems(self) -> list[tuple[tuple, str]]:
         out = repeated(self.model, "model")
+        out += self._suite_problems()
         names = [n.name for n in self.model]
         known = set(names)
         seen = [(m.kind, getattr(m, "compare", None)) for m in self.measure]
@@ -252,11 +355,11 @@ class TrainingStudy(StudySpec):
                             f"unknown networks {bad}; networks: {names}"))
                 continue
             for n in self.measured(m):
-                if self.net(n).kind != "lm":
+                if self.net(n).kind == "tagger":
                     out.append((("measure", i, "networks"), f"measures language models; {n} is a tagger"))
             if m.kind == "svcca" and m.compare in ("seed", "tagger"):
                 want = "lm" if m.compare == "seed" else "tagger"
-                wrong = [r for r in m.reference if self.net(r).kind != want]
+                wrong = [r for r in m.reference if self.net(r).kind.replace("suite", "lm") != want]
                 if not m.reference:
                     out.append((("measure", i, "reference"), f"compare = {m.compare!r} needs reference networks"))
                 elif wrong:
@@ -308,7 +411,34 @@ class TrainingStudy(StudySpec):
         return next(n for n in self.model if n.name == name)
 
     def measured(self, m: Any) -> list[str]:
-        return list(m.networks) or [n.name for n in self.model if n.kind == "lm"]
+        return list(m.networks) or [n.name for n in self.model if n.kind in ("lm", "suite")]
+
+    def _suite_problems(self) -> list[tuple[tuple, str]]:
+        """A spec measures suites or trains networks, not both; suites take the measures that read activations."""
+        kinds = {n.kind == "suite" for n in self.model}
+        if kinds != {True}:
+            if True in kinds:
+                first = next(i for i, n in enumerate(self.model) if n.kind == "suite")
+                return [(("model", self.entry(first), "kind"), "a spec either measures checkpoint suites or trains "
+                         "networks; put the suites in a spec of their own")]
+            return [(("measure", i, "layers"), f"layer(s) {bad} belong to checkpoint suites; LSTMs have "
+                     f"{', '.join(LSTM_LAYERS)}")
+                    for i, m in enumerate(self.measure)
+                    for bad in [[x for x in getattr(m, "layers", []) if x not in LSTM_LAYERS]] if bad]
+        out: list[tuple[tuple, str]] = []
+        registry = measures("training")
+        for i, m in enumerate(self.measure):
+            if not getattr(registry[m.kind], "suites", False):
+                ok = sorted(k for k, r in registry.items() if getattr(r, "suites", False))
+                out.append((("measure", i, "kind"), f"{m.kind} needs networks this runner trains; a suite takes "
+                            f"{', '.join(ok)}"))
+            elif "layers" in type(m).model_fields and "layers" not in m.model_fields_set:
+                out.append((("measure", i, "layers"), "name the suite's layers to measure: embedding, layer1 .. "
+                            "layerN (the LSTM default does not apply)"))
+            elif any(not _SUITE_LAYER.match(x) for x in getattr(m, "layers", [])):
+                out.append((("measure", i, "layers"), f"a suite's layers are embedding, layer1 .. layerN, not "
+                            f"{[x for x in m.layers if not _SUITE_LAYER.match(x)]}"))
+        return out
 
     def network_seed(self, index: int) -> int:
         n = self.model[index]

@@ -25,6 +25,7 @@ from models.registry import cache_dir
 from runner.data.corpus import Corpus, CorpusError, load_corpus
 from runner.data.scaffold import VERSION as SCAFFOLD_VERSION
 from runner.data.sources import anchor, offline_hub
+from runner import interrupt
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task
@@ -33,7 +34,9 @@ from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training.context import Context
 from runner.studies.training.layout import build_layout
-from runner.studies.training.plan import checkpoint_resource, make_tasks, task_label
+from runner.studies.training.plan import checkpoint_resource, make_tasks, suite_tasks, task_label
+from runner.studies.training.suite import SuiteContext
+from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.spec import GMB_TAGSETS, TABLES, TrainingStudy, check_sources, missing_extras, spec_model
 from runner.studies.training.train import Finished, Saved, checkpoint_dir, checkpoint_exists, steps_per_epoch, train
 
@@ -164,12 +167,24 @@ class TrainingStudyPlugin(Study):
                     raise Unavailable(str(err)) from None
                 unmet.append(str(err))
         labels = [n.name for n in spec.model]
+        suites = None
+        if spec.suites:
+            suites, missing = resolve_suites(spec, sf)
+            unmet += missing
         if unmet or stats is None:  # the schedule and the ids need the corpus: placeholders for the plan
-            tasks = [Task("", "train", "train", i, "train") for i in range(len(labels))]
+            tasks = [] if spec.suites else [Task("", "train", "train", i, "train") for i in range(len(labels))]
             tasks += [Task("", m.kind, m.kind, labels.index(n), task_label(m.kind, m.params()))
                       for m in spec.measure for n in spec.measured(m)]
             return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
-                            state={"stats": None, "steps": None, "corpus": None})
+                            state={"stats": None, "steps": suites.steps if suites else None, "corpus": None,
+                                   "suites": suites})
+        if suites is not None:
+            identities = [[suites.identity(n, c, net) for c in range(len(suites.steps))]
+                          for n, net in enumerate(spec.model)]
+            return Prepared(self, spec, sf, suite_tasks(spec, identities, stats["corpus_key"]), labels,
+                            spec.training.device, unmet, state={"stats": stats, "steps": suites.steps, "corpus": corpus,
+                                                                "stats_file": stats_file, "tagsets": tagsets,
+                                                                "suites": suites})
         if stats["steps_per_epoch"] < 1:
             raise SpecError(sf.path, [sf.problem(("training", "batch_size"), f"batch_size x bptt ({spec.training.batch_size} "
                                                  f"x {spec.training.bptt}) is larger than the training split "
@@ -199,6 +214,8 @@ class TrainingStudyPlugin(Study):
             train, valid, test = stats["tokens"]
             lines = [f"corpus     {s.corpus.source}: {train} / {valid} / {test} tokens (train/valid/test), "
                      f"vocabulary {stats['vocab']}"]
+        if s.suites:
+            return lines + self._describe_suites(p)
         lines.append("training   " + " ".join(f"{k}={v}" for k, v in s.training.model_dump().items()))
         if steps is not None:
             short = str(steps) if len(steps) <= 12 else \
@@ -214,12 +231,46 @@ class TrainingStudyPlugin(Study):
         lines += [f"  {m.kind:<12} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
         return lines
 
+    @staticmethod
+    def _describe_suites(p: Prepared) -> list[str]:
+        s, suites = p.spec, p.state.get("suites")
+        lines = []
+        if suites is not None:
+            steps = suites.steps
+            short = str(steps) if len(steps) <= 12 else \
+                f"[{', '.join(map(str, steps[:6]))}, ..., {', '.join(map(str, steps[-3:]))}]"
+            lines.append(f"schedule   {len(steps)} checkpoints (revisions) at steps {short}")
+            lines += suites.download_lines()
+        lines.append("models     (checkpoint suites, measured, not trained)")
+        for i, n in enumerate(s.model):
+            where = suites.series[i][0].source if suites else n.source
+            lines.append(f"  {n.name:<16} suite {where} pool={n.pool} window_words={n.window_words}"
+                         + (" trust_remote_code" if n.trust_remote_code else ""))
+        if suites is not None and suites.layers:
+            lines.append(f"layers     {', '.join(suites.layers)}")
+        lines.append("measures   (every parameter shown, defaults included)")
+        lines += [f"  {m.kind:<12} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
+        return lines
+
     def plan_json(self, p: Prepared) -> dict:
-        stats = p.state["stats"]
-        return {"steps_per_epoch": stats["steps_per_epoch"] if stats else None, "checkpoint_steps": p.state["steps"]}
+        stats, suites = p.state["stats"], p.state.get("suites")
+        out = {"steps_per_epoch": stats["steps_per_epoch"] if stats and not suites else None,
+               "checkpoint_steps": p.state["steps"]}
+        if suites is not None:
+            todo = [f for f in suites.fetch if not f.cached and f.missing is None]
+            out["downloads"] = {"checkpoints": len(todo), "bytes": sum(f.bytes or 0 for f in todo),
+                                "unknown_size": sum(f.bytes is None for f in todo),
+                                "revisions": [f"{f.checkpoint.location}@{f.checkpoint.hub_revision or 'main'}"
+                                              for f in todo]}
+        return out
 
     def open(self, p: Prepared, device, say) -> TrainingSession:
         return TrainingSession(p, device)
+
+    def estimate(self, p: Prepared, device, precision, calibrated):
+        from runner.studies.training.estimate import estimate
+
+        return estimate(p, device, precision, calibrated)
 
 
 class TrainingSession:
@@ -236,7 +287,8 @@ class TrainingSession:
         set_precision("fp32")  # the thesis' LSTMs in IEEE fp32 (cuDNN would otherwise use TF32 on CUDA)
         self.corpus, self.steps = corpus, st["steps"]
         self.spe = st["stats"]["steps_per_epoch"]
-        self.layout = build_layout(self.spec, self.steps, self.spe, corpus)
+        self.suites = st.get("suites")
+        self.layout = build_layout(self.spec, self.steps, self.spe, corpus, self.suites)
         self.train_ids = {t.network: t.id for t in p.tasks if t.kind == "train"}
         self.paths: dict[tuple[int, int], Path] = {}
         self.ctx: Context | None = None
@@ -249,6 +301,9 @@ class TrainingSession:
         store.write("word_frequency", (slice(None),), np.asarray(self.corpus.frequencies(), dtype=np.int64))
         if self.corpus.word_class:
             store.write("word_class", (slice(None),), np.asarray(self.corpus.word_class, dtype=object))
+        if self.suites is not None:
+            self.ctx = SuiteContext(self.spec, self.suites, self.corpus, self.layout, store, self.device)
+            return
         for n in range(len(self.spec.model)):
             for c, s in enumerate(self.steps):
                 f = self._dir(store, n) / f"step_{s:08d}.safetensors"
@@ -265,6 +320,8 @@ class TrainingSession:
         if t.kind == "train":
             return self._train(t, report)
         reg = measures("training")[t.kind]
+        if self.suites is not None:
+            interrupt.stall_point(self.store.state_dir, self.p.labels[t.network], self.steps[t.checkpoint])
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             reg(reg.Params(kind=t.kind, **t.params)).run(self.ctx, t)
         return {}

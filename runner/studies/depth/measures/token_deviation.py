@@ -27,6 +27,7 @@ class Params(DepthParams):
 @register
 class TokenDeviation(TrajectoryMeasure):
     Params = Params
+    shard = "samples"
 
     def exit_period(self):
         return 1  # observes x_t only

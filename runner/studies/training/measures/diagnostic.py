@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.diagnostic import train_diagnostic_classifier
-from runner.data.tokens import get_batch
 from runner.measures import register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer, TagSet
@@ -28,6 +26,7 @@ class Params(TrainingParams):
 @register
 class Diagnostic(CheckpointMeasure):
     Params = Params
+    suites = True
 
     def variables(self, b, shape) -> None:
         p = self.p
@@ -46,13 +45,8 @@ class Diagnostic(CheckpointMeasure):
         li = ctx.layer_index()
         out = np.full((2, len(li), len(p.tagsets), 2), np.nan)
         for k, tagset in enumerate(p.tagsets):
-            cur, nxt = [], []
-            for i in ctx.windows():
-                t, nt = get_batch(ctx.tags[tagset], i, ctx.bptt)
-                cur.append(t.reshape(-1))
-                nxt.append(nt.reshape(-1))
             n_classes = len(ctx.corpus.tags[tagset].vocab)
-            for target, labels in enumerate((torch.cat(cur), torch.cat(nxt))):
+            for target, labels in enumerate(ctx.tag_labels(tagset)):
                 for layer in p.layers:
                     r = train_diagnostic_classifier(acts[layer], labels, n_classes, epochs=p.epochs, lr=p.lr,
                                                     seed=ctx.seed)

@@ -39,6 +39,9 @@ def frequent_words(corpus, n: int) -> np.ndarray:
 @register
 class Sparsity(CheckpointMeasure):
     Params = Params
+    suites = True
+    head = True  # a suite's gradients need its language-modelling head
+    causal = True  # ... and a next-token loss
 
     def variables(self, b, shape) -> None:
         p, corpus = self.p, shape.corpus
@@ -62,8 +65,9 @@ class Sparsity(CheckpointMeasure):
 
     def run(self, ctx, task) -> None:
         p = self.p
-        model = ctx.model(task.network, task.checkpoint)
-        layers = [x for x in p.layers if x in model.layer_names() + ("logits",)]
+        suite = hasattr(ctx, "suites")
+        layers = list(p.layers) if suite else \
+            [x for x in p.layers if x in ctx.model(task.network, task.checkpoint).layer_names() + ("logits",)]
         V = len(ctx.corpus.vocab)
         dev = ctx.device
         acc = {(q, x, side): WordSparsityAccumulator(V, dev) for q in ("activation", "gradient") for x in layers
@@ -71,21 +75,13 @@ class Sparsity(CheckpointMeasure):
         classes = ctx.corpus.word_class
         class_of = torch.tensor([CLASSES.get(k, 2) for k in classes] if classes else [2] * V, device=dev)
         by_class = {(q, x): WordSparsityAccumulator(3, dev) for q in ("activation", "gradient") for x in layers}
-        hidden = model.init_hidden(ctx.columns)
-        with torch.enable_grad(), capture(model, layers, gradients=True) as cap:
-            for i in ctx.windows():
-                x, y = get_batch(ctx.words, i, ctx.bptt)
-                hidden = model.detach_hidden(hidden)
-                logits, hidden = model(x, hidden)
-                model.zero_grad(set_to_none=True)
-                model.loss(logits, y).backward()
-                tgt, inp = y.reshape(-1), x.reshape(-1)
-                for q, source in (("activation", cap.activations), ("gradient", cap.gradients)):
-                    for layer in layers:
-                        chi = sparsity(source[layer].reshape(-1, source[layer].shape[-1]))
-                        acc[(q, layer, "target")].update(tgt, chi)
-                        acc[(q, layer, "input")].update(inp, chi)
-                        by_class[(q, layer)].update(class_of[tgt], chi)
+        for tgt, inp, sources in (_suite_states(ctx, task, layers) if suite else _lstm_states(ctx, task, layers)):
+            for q, source in zip(("activation", "gradient"), sources):
+                for layer in layers:
+                    chi = sparsity(source[layer].reshape(-1, source[layer].shape[-1]))
+                    acc[(q, layer, "target")].update(tgt, chi)
+                    acc[(q, layer, "input")].update(inp, chi)
+                    by_class[(q, layer)].update(class_of[tgt], chi)
         li = ctx.layer_index()
         L, Q = len(li), 2
         counts = torch.tensor(ctx.corpus.frequencies(), device=dev)
@@ -115,3 +111,26 @@ class Sparsity(CheckpointMeasure):
         ctx.write("rho_input", task, rho["input"])
         ctx.write("chi_class_mean", task, class_mean)
         ctx.write("word_chi", task, word_chi)
+
+
+def _lstm_states(ctx, task, layers):
+    """Per bptt window: (target words, input words, (activations, gradients) of each layer), the gradients of
+    the window's mean next-word loss."""
+    model = ctx.model(task.network, task.checkpoint)
+    hidden = model.init_hidden(ctx.columns)
+    with torch.enable_grad(), capture(model, layers, gradients=True) as cap:
+        for i in ctx.windows():
+            x, y = get_batch(ctx.words, i, ctx.bptt)
+            hidden = model.detach_hidden(hidden)
+            logits, hidden = model(x, hidden)
+            model.zero_grad(set_to_none=True)
+            model.loss(logits, y).backward()
+            yield y.reshape(-1), x.reshape(-1), (cap.activations, cap.gradients)
+
+
+def _suite_states(ctx, task, layers):
+    """A causal suite's word activations and the gradients of its next-token loss, pooled per word; word t's
+    target is word t + 1 (the last analysis word has none)."""
+    acts, grads = ctx.word_states(task.network, task.checkpoint)
+    cut = lambda d: {k: d[k][:-1] for k in layers}  # noqa: E731
+    yield ctx.word_ids[1:], ctx.word_ids[:-1], (cut(acts), cut(grads))

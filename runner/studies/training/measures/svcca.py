@@ -39,6 +39,7 @@ def _similarities(x, y, keep: float) -> tuple[float, float, float]:
 @register
 class SVCCA(CheckpointMeasure):
     Params = Params
+    suites = True
 
     def needs(self, n, c, last, refs):
         return {"final": [(n, c), (n, last)], "seed": [(n, c)] + [(r, c) for r in refs],

@@ -1,0 +1,63 @@
+"""Executors by name (``runner apply --executor NAME``): where the scheduler's groups of tasks run.
+
+An executor is named by ``"module:Class"`` and imported only when chosen, so the engine never
+imports an optional backend (Ray) unless asked to. A plugin module (``runner.plugins``) adds one
+with :func:`register_executor`. The class is built with ``(prepared, session, store, events,
+view, device, options)`` and drives a :class:`~runner.execute.scheduler.Scheduler` through
+``schedule(scheduler) -> pending tasks``; it keeps ``ran`` (ids) and ``failed`` (id -> reason)
+and is closed with ``close()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+
+from runner.plugins import load_plugins
+
+_EXECUTORS: dict[str, str] = {
+    "local": "runner.execute.local:LocalExecutor",
+    "ray": "runner.execute.ray_executor:RayExecutor",
+}
+_EXTRAS = {"ray": ("ray", "pip install -e '.[ray]'")}
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How ``apply`` runs: the executor's name and its settings (picklable)."""
+
+    name: str = "local"
+    address: str | None = None
+    """A running Ray cluster (``ray://host:10001``, ``auto``); None starts a local one."""
+    shards: int = 1
+    """Split each splittable group (a depth pass) into this many sample shards."""
+    point: int = 0
+    """Which point of the spec's sweep this run is (workers re-prepare the spec and take it)."""
+    extra: dict = field(default_factory=dict)
+
+
+def register_executor(name: str, target: str) -> None:
+    """Make ``--executor name`` run through ``target`` (``"package.module:Class"``)."""
+    _EXECUTORS[name] = target
+
+
+def executors() -> dict[str, str]:
+    load_plugins()
+    return dict(_EXECUTORS)
+
+
+def executor_problem(name: str) -> str | None:
+    """Why ``--executor name`` cannot run here (unknown, or its extra is not installed), or None."""
+    known = executors()
+    if name not in known:
+        return f"unknown executor {name!r}; known: {', '.join(sorted(known))}"
+    module, extra = _EXTRAS.get(name, (None, None))
+    if module and importlib.util.find_spec(module) is None:
+        return f"--executor {name} needs the optional package {module!r}: {extra}"
+    return None
+
+
+def executor_class(name: str) -> type:
+    module, _, cls = executors()[name].partition(":")
+    return getattr(importlib.import_module(module), cls)

@@ -1,0 +1,139 @@
+"""What a depth spec costs: a few steps of each network's real pass, timed and scaled.
+
+The calibration runs :class:`IteratePass` itself (the map, every trajectory measure's ``observe``
+and the twins' ``advance``, micro-batches included) on a scratch store, with token ids drawn
+arbitrarily (the cost of a step does not depend on which tokens), and stops it after a few timed
+steps. It is cached per device, model, precision, batch shape and measures. A batch of more than
+``CALIBRATION_SAMPLES`` samples is calibrated on that many and scaled linearly, when the spec's
+measures allow it; disk sizes come from the store's layout.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
+from runner.measures import measures
+from runner.studies.depth.layout import build_layout, segment_length
+from runner.studies.depth.resolve import Network
+from runner.studies.depth.spec import DepthSpec
+
+CALIBRATION_SAMPLES = 128
+
+
+def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
+    spec: DepthSpec = p.spec
+    networks: list[Network] = p.state
+    cal = calibration_spec(spec)
+    scale = batch_rows(spec) / batch_rows(cal)
+    notes = ["segment writes and checkpoints are not timed; derived measures and network measures (fine-tuning) count as 0 s"]
+    if scale != 1:
+        notes.append(f"a step timed on {cal.input.samples} samples, scaled linearly to {spec.input.samples}")
+    per_measure, shared = layout_bytes(spec, networks)
+    step_kinds = [m for m in spec.measure if measures("depth")[m.kind].when == "step"]
+    units = []
+    for net in networks:
+        net = replace(net, precision=precision or net.precision)
+        not_built = _not_built(net)
+        if not_built:
+            raise NoEstimate(not_built)
+        key = {"study": "depth", "device": device_key(device), "torch": torch.__version__,
+               "model": net.model.model_dump(mode="json", exclude={"name", "replicates", "init", "precision"}),
+               "precision": net.precision, "implementation": spec.dynamics.implementation,
+               "samples": cal.input.samples, "tokens": net.n_tokens, "hidden": net.n_hidden,
+               "batch_size": spec.dynamics.batch_size, "segment": segment_length(cal),
+               "measures": [m.model_dump(mode="json") for m in step_kinds]}
+        timed = calibrated(key, lambda: time_pass(cal, net, device))
+        tasks = [t for t in p.tasks if t.network == net.index]
+        runs = [[t.id for t in tasks if t.kind == "iterate"]] + [[t.id] for t in tasks if t.kind != "iterate"]
+        seconds = timed["setup_s"] + spec.dynamics.steps * timed["step_s"] * scale
+        units.append(Unit(net.label, [r for r in runs if r], seconds, int(sum(per_measure.get(t.measure, 0)
+                                                                              for t in tasks))))
+    if shared:
+        units.append(Unit("coordinates and inputs", [], 0.0, shared))
+    return units, notes
+
+
+def batch_rows(spec: DepthSpec) -> int:
+    """Rows of the iterated batch: the samples and every measure's twins."""
+    registry = measures("depth")
+    return spec.input.samples + sum(registry[m.kind](m).n_twins(spec.input.samples) for m in spec.measure
+                                    if getattr(registry[m.kind], "twin", False))
+
+
+def calibration_spec(spec: DepthSpec) -> DepthSpec:
+    """The spec with at most ``CALIBRATION_SAMPLES`` samples, if its measures allow it."""
+    if spec.input.samples <= CALIBRATION_SAMPLES:
+        return spec
+    small = spec.model_copy(update={"input": spec.input.model_copy(update={"samples": CALIBRATION_SAMPLES})})
+    return spec if small.problems() else small
+
+
+def layout_bytes(spec: DepthSpec, networks: list[Network]) -> tuple[dict[str, float], int]:
+    """Bytes each measure writes per network, and those of no network (coordinates, inputs)."""
+    layout = build_layout(spec, networks)  # lazy: nothing is allocated
+    per_measure: dict[str, float] = {}
+    shared = sum(c.nbytes for c in layout.coords.values())
+    for v in layout.vars.values():
+        if "network" in v.dims and v.measure != "*":
+            per_measure[v.measure] = per_measure.get(v.measure, 0) + v.nbytes / len(networks)
+        else:
+            shared += v.nbytes
+    return per_measure, int(shared)
+
+
+def _not_built(net: Network) -> str | None:
+    """Why the network's model cannot be calibrated without building or downloading something."""
+    from models.registry import cache_dir
+
+    source = net.model.source
+    where = net.model.family.location(source)
+    if Path(where).is_relative_to(cache_dir()) and not Path(where).exists():
+        return f"{source} is built by the first `runner apply`"
+    if not source.startswith("hf:"):
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    if not any(
+            isinstance(try_to_load_from_cache(where, name, revision=net.model.revision), str)
+            for name in ("model.safetensors", "model.safetensors.index.json")):
+        return f"{source}: its weights are not in the local cache (the first `runner apply` downloads them)"
+    return None
+
+
+def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
+    """Run the network's pass on a scratch store until a few steps are timed."""
+    from models.hub import ModelLoadError
+    from runner.execute.device import make_deterministic
+    from runner.store import Store
+    from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
+    from runner.studies.depth.study import maskings
+
+    net = replace(net, index=0)
+    S, N = spec.input.samples, net.n_tokens
+    gen = torch.Generator().manual_seed(0)
+    inputs = PassInputs(None, None)
+    if not net.model.is_map:
+        masked = (torch.rand(S, N, generator=gen) < 0.15) if maskings(spec) else None
+        inputs = PassInputs(torch.randint(5, 100, (S, N), generator=gen), torch.ones(S, N, dtype=torch.int64),
+                            masked, 4 if masked is not None else None)
+    kinds = [m.kind for m in spec.measure if measures("depth")[m.kind].when == "step"]
+    make_deterministic(device)
+    build_map(spec, net, device)  # once untimed: imports and the file cache are then warm, as in a run
+    with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
+        layout = build_layout(spec, [net])
+        store = Store(Path(tmp) / "calibration.zarr")
+        store.open(layout, {})
+        timer = StepTimer(device)
+        run = IteratePass(spec, layout, net, kinds, kinds, store, inputs, device, Path(tmp) / "pass.safetensors", timer)
+        try:
+            run.run()
+        except Enough:
+            pass
+        except (ModelLoadError, OSError, RuntimeError) as err:
+            raise NoEstimate(f"{net.label}: calibration failed: {type(err).__name__}: {err}") from None
+    return timer.result()

@@ -1,0 +1,85 @@
+"""What a training spec costs: a few optimizer steps of each network's real training, timed and scaled.
+
+The calibration runs :func:`train` itself (forward, loss, backward, clipping, the SGD step) on a
+corpus of random tokens with the spec's vocabulary size and batch shape (a step's cost does not
+depend on which tokens), and stops it after a few timed steps. A train task costs its setup plus
+its steps (``steps_per_epoch x epochs``); disk is its checkpoints (and the resume file) at the
+model's size. A lower bound: checkpoint saves, epoch ends (validation, the resume file) and
+measure tasks are not timed (on a tiny corpus they are most of the time); a tagger is timed
+with 50 tags.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+
+from runner.data.corpus import Corpus, TagStreams, Variant
+from runner.data.tokens import Vocabulary
+from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
+from runner.studies.training.spec import NetworkSpec, TrainingSpec
+from runner.studies.training.train import build_model, train
+
+TAGS = 50
+
+
+def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
+    if precision not in (None, "fp32"):
+        raise NoEstimate("the training study trains in fp32")
+    stats = p.state["stats"]
+    if stats is None:
+        raise NoEstimate("the corpus has not been read")
+    training = p.spec.training
+    units = []
+    for n, net in enumerate(p.spec.model):
+        tasks = [t for t in p.tasks if t.network == n]
+        trains = [t for t in tasks if t.kind == "train"]
+        key = {"study": "training", "device": device_key(device), "torch": torch.__version__, "kind": net.kind,
+               "mode": net.mode if net.kind == "tagger" else None, "vocab": stats["vocab"],
+               "training": training.model_dump(mode="json", include={
+                   "embedding_dim", "hidden_dim", "num_layers", "dropout", "batch_size", "bptt", "clip", "momentum"})}
+        timed = calibrated(key, lambda net=net: time_training(net, training, stats["vocab"], device))
+        seconds = sum(timed["setup_s"] + t.steps * timed["step_s"] for t in trains)
+        checkpoints = len(p.state["steps"]) + 1  # and the resume file
+        units.append(Unit(net.name, [[t.id] for t in tasks], seconds, checkpoints * timed["param_bytes"] * len(trains),
+                          lower_bound=True))
+    n_measures = sum(t.kind != "train" for t in p.tasks)
+    notes = [f"training steps only: the {n_measures} measure tasks, checkpoint saves and epoch ends (validation) "
+             "are not timed", "disk: the checkpoints only, not the store's measures"]
+    if any(n.kind == "tagger" for n in p.spec.model):
+        notes.append(f"taggers timed with {TAGS} tags")
+    return units, notes
+
+
+def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: torch.device) -> dict:
+    """Train the network on random tokens until a few steps are timed."""
+    timer = StepTimer(device)
+    gen = torch.Generator().manual_seed(0)
+    tokens = (timer.warmup + timer.max_steps + 2) * training.batch_size * training.bptt  # no epoch end
+    stream = lambda size, high: torch.randint(0, high, (size,), generator=gen)  # noqa: E731
+    words = _vocabulary(vocab)
+    corpus = Corpus(words, stream(tokens, vocab), stream(training.eval_batch_size * training.bptt * 2, vocab),
+                    stream(10, vocab))
+    if net.corpus_variant:
+        corpus.variants[net.corpus_variant] = Variant(corpus.train, corpus.valid)
+    if net.kind == "tagger":
+        corpus.tags[net.tagset] = TagStreams(_vocabulary(TAGS), stream(tokens, TAGS), stream(corpus.valid.numel(), TAGS))
+        net = net.model_copy(update={"shuffled": False})  # the same step on tags in another order
+    model = build_model(net, training, corpus, 0)  # once untimed: imports warm, as in a run
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
+        timer.start()
+        try:
+            for _ in train(net, 0, training, corpus, [], "calibration", Path(tmp), device,
+                           lambda step, total: timer.progress(step)):
+                pass
+        except Enough:
+            pass
+    return {**timer.result(), "param_bytes": param_bytes}
+
+
+def _vocabulary(size: int) -> Vocabulary:
+    itos = tuple(str(i) for i in range(size))
+    return Vocabulary(itos, {s: i for i, s in enumerate(itos)}, {s: 1 for s in itos}, unk=None, eos=None)

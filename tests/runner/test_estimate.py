@@ -1,0 +1,194 @@
+"""The plan's cost estimate: calibration cache, scaling, what plan and show print, and the
+quickstart's estimate against its measured time on this machine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from runner.apply import prepare
+from runner.events import read_events
+from runner.estimate import Calibrator, NoEstimate, estimate, measured, step_seconds
+from runner.store import read_tasks
+from runner.studies.depth.estimate import batch_rows, calibration_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MAPS = """
+[experiment]
+name = "maps"
+description = "a tanh reservoir"
+seed = 0
+
+[[model]]
+name = "tanh"
+source = "map:tanh"
+params = {{ g = 1.5, n = 32 }}
+replicates = 2
+
+[input]
+samples = {samples}
+
+[dynamics]
+steps = 200
+
+[[measure]]
+kind = "lyapunov"
+
+[[measure]]
+kind = "token_deviation"
+
+[[measure]]
+kind = "transient_chaos"
+"""
+
+
+def _spec(tmp_path: Path, samples: int = 64) -> Path:
+    path = tmp_path / "maps.toml"
+    path.write_text(MAPS.format(samples=samples))
+    return path
+
+
+def test_calibrations_are_cached_per_key(tmp_path):
+    runs = []
+
+    def measure():
+        runs.append(1)
+        return {"step_s": 0.01 * len(runs), "setup_s": 0.0}
+
+    cal = Calibrator(directory=tmp_path)
+    key = {"device": "cpu (2 threads)", "model": "map:tanh", "precision": "fp32", "samples": 64}
+    assert cal(key, measure)["step_s"] == 0.01
+    assert cal(key, measure)["step_s"] == 0.01 and len(runs) == 1  # read back, not measured again
+    assert cal({**key, "precision": "bf16"}, measure)["step_s"] == 0.02  # another key calibrates
+    with pytest.raises(NoEstimate, match="not calibrated"):
+        Calibrator(calibrate=False, directory=tmp_path)({**key, "samples": 128}, measure)
+    fresh = Calibrator(refresh=True, directory=tmp_path)
+    assert fresh(key, measure)["step_s"] == 0.03
+    assert fresh(key, measure)["step_s"] == 0.03 and len(runs) == 3  # refreshed once per calibrator
+    cal.path(key).write_text("{torn")
+    assert Calibrator(directory=tmp_path)(key, measure)["step_s"] == 0.04 and len(runs) == 4  # unreadable: again
+
+
+def test_a_preempted_step_does_not_count():
+    assert step_seconds([0.01, 0.011, 0.5, 0.009, 0.01]) == pytest.approx(0.01)
+    assert step_seconds([0.01, 0.02, 0.01, 0.02]) == pytest.approx(0.015)  # a costlier step every other stays
+
+
+def test_a_pass_scales_with_steps_and_batch(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    timed = {"step_s": 0.01, "setup_s": 0.5}
+    keys = []
+
+    def calibrated(key, measure):
+        keys.append(key)
+        return timed
+
+    small, large = prepare(_spec(tmp_path, 64)), prepare(_spec(tmp_path, 512))
+    assert batch_rows(small.spec) == 128  # the samples and their Lyapunov twins
+    assert calibration_spec(large.spec).input.samples == 128
+    units, notes = small.study.estimate(small, torch.device("cpu"), None, calibrated)
+    passes = [u for u in units if u.runs]
+    assert [u.label for u in passes] == ["tanh/0", "tanh/1"]
+    assert passes[0].seconds == pytest.approx(0.5 + 200 * 0.01)
+    assert passes[0].runs == [[t.id for t in small.tasks if t.network == 0 and t.kind == "iterate"],
+                              [t.id for t in small.tasks if t.network == 0 and t.kind == "derive"]]
+    units, notes = large.study.estimate(large, torch.device("cpu"), "fp64", calibrated)
+    assert units[0].seconds == pytest.approx(0.5 + 200 * 0.01 * 4)  # 1024 rows timed as 256
+    assert keys[-1]["samples"] == 128 and keys[-1]["precision"] == "fp64"
+    assert any("scaled linearly to 512" in n for n in notes)
+    from runner.studies.depth.layout import build_layout
+
+    layout = build_layout(large.spec, large.state)
+    stored = sum(layout.nbytes().values()) + sum(c.nbytes for c in layout.coords.values())
+    assert sum(u.nbytes for u in units) == pytest.approx(stored, rel=1e-6)
+
+
+def test_plan_prints_the_estimate_or_why_not(in_process, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSIENT_CACHE", str(tmp_path / "cache"))  # this spec's calibrations only
+    spec = _spec(tmp_path)
+    code, out, err = in_process("plan", spec)
+    assert code == 0, err
+    assert "estimate   on cpu" in out and "device-hours" in out
+    assert "all in fp64" in out and "all in tf32" in out and "= fp32 on the CPU" in out
+    code, out, _ = in_process("plan", spec, "--json")
+    est = json.loads(out)["estimate"]
+    assert {u["label"] for u in est["units"]} >= {"tanh/0", "tanh/1"}
+    assert set(est["other_precisions"]) == {"fp64", "fp32", "tf32", "bf16"} and est["bytes"] > 0
+    before = {f: json.loads(f.read_text())["utc"] for f in (tmp_path / "cache" / "calibration").iterdir()}
+    assert len(before) == 3  # fp32 (both networks), fp64, bf16
+    code, out, _ = in_process("plan", spec, "--recalibrate")
+    assert code == 0 and all(json.loads(f.read_text())["utc"] > t for f, t in before.items())
+    code, out, _ = in_process("plan", spec, "--no-estimate")
+    assert code == 0 and "estimate" not in out
+    monkeypatch.setenv("TRANSIENT_CACHE", str(tmp_path / "fresh-cache"))  # the tiny ALBERT is not built here
+    code, out, _ = in_process("plan", ROOT / "specs" / "quickstart.toml")
+    assert code == 0
+    assert "no estimate (builtin:tiny-albert is built by the first `runner apply`)" in out
+    assert not (tmp_path / "fresh-cache" / "tiny-albert-v1").exists()
+
+
+def test_a_sweep_plan_estimates_each_point_and_the_total(in_process, tmp_path):
+    spec = tmp_path / "grid.toml"
+    spec.write_text(MAPS.format(samples=8) + "\n[sweep.input]\nsamples = [8, 16]\n")
+    code, out, err = in_process("plan", spec)
+    assert code == 0, err
+    lines = out[out.index("estimate   on cpu"):].splitlines()
+    assert [line.split()[0] for line in lines[1:4]] == ["samples=8", "samples=16", "total"]
+    code, out, _ = in_process("plan", spec, "--json")
+    assert [len(e["units"]) for e in json.loads(out)["estimate"]] == [3, 3]  # two networks, the coordinates
+
+
+def test_training_estimates_its_steps_as_a_lower_bound(in_process):
+    code, out, err = in_process("plan", ROOT / "specs" / "tiny" / "lstm_tiny.toml")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any(line.split()[:2] == ["lm", ">="] for line in lines), out  # measures and epoch ends are not timed
+    assert "measure tasks, checkpoint saves and epoch ends (validation) are not timed" in out
+    assert "all in bf16                  no estimate (the training study trains in fp32)" in out
+
+
+@pytest.fixture
+def one_thread():
+    """Calibration and run on one thread: on a CPU shared with other processes, two OpenMP threads
+    spin-wait for each other and a step's time swings tenfold from one moment to the next; one
+    thread is time-sliced evenly, so a calibration and the run that follows it see the same load."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_quickstart_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_path, one_thread):
+    """Calibrated just before the run, in the same process and on the same thread count; compared on
+    the total (passes average out). Should another user's burst still land in one window, a fresh
+    calibration and run repeat it: one of three within the factor passes (each misses only under a
+    load that changes within seconds)."""
+    from models.registry import family_for
+
+    family_for("builtin:tiny-albert").location("builtin:tiny-albert", build=True)  # once per session
+    spec = tmp_path / "quickstart.toml"
+    shutil.copy(ROOT / "specs" / "quickstart.toml", spec)
+    ratios = []
+    for _ in range(3):
+        p = prepare(spec)
+        est = estimate(p, refresh=True, others=False)
+        assert est.missing is None, est.missing
+        code, _, err = in_process("apply", spec, "-q")
+        assert code == 0, err
+        recorded = [e["estimate"] for e in read_events(tmp_path / "store" / "quickstart.runner" / "events.jsonl")
+                    if e["event"] == "run_started"]
+        assert recorded[-1]["seconds"] == est.to_json()["seconds"]  # apply recorded the calibration just made
+        rows = measured(est.to_json(), read_tasks(tmp_path / "store" / "quickstart.zarr"))
+        predicted, took = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        ratios.append(took / predicted)
+        code, out, _ = in_process("show", tmp_path / "store" / "quickstart.zarr")
+        assert "predicted vs measured device time" in out and "measured/predicted" in out
+        if 0.5 <= ratios[-1] <= 2:
+            break
+        shutil.rmtree(tmp_path / "store")
+    assert 0.5 <= ratios[-1] <= 2, f"measured/predicted per attempt: {ratios}"
