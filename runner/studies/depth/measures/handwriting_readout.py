@@ -77,6 +77,9 @@ class HandwritingReadout(TrajectoryMeasure):
     def window(self) -> tuple[int, int]:
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())
 
+    def exit_period(self):
+        return 1  # observes x_t only (its readouts are fitted to the stored states, not through f)
+
     def problems(self, spec):
         out = []
         p = self.p

@@ -68,6 +68,9 @@ class STSReadout(TrajectoryMeasure):
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop
 
+    def exit_period(self):
+        return 1  # observes x_t only (its readouts are fitted to the stored states, not through f)
+
     def problems(self, spec):
         out = []
         if spec.input.score is None or not spec.text_models:
