@@ -110,9 +110,12 @@ class IteratePass:
         ids = self.inputs.input_ids.to(self.device) if self.inputs.input_ids is not None else None
         if ids is not None and self.inputs.masked is not None and not self.net.model.is_map:
             ids = torch.where(self.inputs.masked.to(self.device), self.inputs.mask_token_id, ids)
-        x = self.model.initial_state(MapInputs(samples=self.spec.input.samples, input_ids=ids,
-                                               attention_mask=self.mask_all, generator=gen))[self.rows]
-        z = torch.cat([x] + [m.perturb(self, x) for m in self.twins])
+        x_all = self.model.initial_state(MapInputs(samples=self.spec.input.samples, input_ids=ids,
+                                                   attention_mask=self.mask_all, generator=gen))
+        x = x_all[self.rows]
+        # a shard's twins are the whole batch's, sliced (twin measures that shard have one per sample)
+        z = torch.cat([x] + [m.perturb(self, x_all)[self.rows] if self.sharded else m.perturb(self, x)
+                             for m in self.twins])
         for m in self.active:
             m.start(self, x)
         if self.exit:

@@ -9,9 +9,10 @@ per-sample values joined along ``sample``, and the values of a measure over all 
 (N_eff) combined from the shards' sufficient statistics by the measure's ``combine``.
 
 Which measures can be split is declared by each measure (``TrajectoryMeasure.shard``): per-sample
-measures (``"samples"``) and measures with exact per-shard statistics (``"combine"``). A spec
-with perturbed twins (they are iterated in every pass), or a measure that reads all samples at
-once (the MLM readout's refit, PCA, the selected samples of ``trajectory``), is refused.
+measures (``"samples"``, the Lyapunov exponent included: a shard's twins are the whole batch's,
+sliced) and measures with exact per-shard statistics (``"combine"``). A spec with twins of chosen
+samples (``twin_distance``: iterated in every pass), or a measure that reads all samples at once
+(the MLM readout's refit, PCA, the selected samples of ``trajectory``), is refused.
 """
 
 from __future__ import annotations
@@ -53,10 +54,11 @@ def split(spec, networks, group, n: int) -> list[Shard] | None:
     if group[0].kind != "iterate":
         return None
     registry = measures("depth")
-    twins = [m.kind for m in spec.measure if registry[m.kind].when == "step" and registry[m.kind].twin]
+    twins = [m.kind for m in spec.measure if registry[m.kind].when == "step" and registry[m.kind].twin
+             and registry[m.kind].shard is None]
     if twins:
-        raise ShardError(f"--shards: [[measure]] {twins[0]} iterates perturbed twins beside every pass; a spec with "
-                         "twins cannot be split into sample shards (run it with --shards 1)")
+        raise ShardError(f"--shards: [[measure]] {twins[0]} iterates perturbed twins of chosen samples beside every "
+                         "pass; a spec with it cannot be split into sample shards (run it with --shards 1)")
     net = networks[group[0].network]
     params = {m.kind: m for m in spec.measure}
     for t in group:

@@ -31,6 +31,7 @@ class Lyapunov(TrajectoryMeasure):
 
     Params = Params
     twin = True
+    shard = "samples"  # one twin per sample, drawn for the whole batch and sliced: a shard's lambda is exact
 
     def exit_period(self):
         return self.p.tau  # advance renormalises at multiples of tau
