@@ -33,6 +33,12 @@ class DynamicalMap(nn.Module):
 
     #: True when the map is driven by tokenized text (ALBERT); False for reference maps.
     needs_tokens: bool = False
+    #: False for a map that differs from step to step (a stack of distinct layers): the pass calls
+    #: :meth:`at` before each step.
+    autonomous: bool = True
+
+    def at(self, t: int) -> None:
+        """The next :meth:`step` maps x_t to x_{t+1} (only non-autonomous maps need to know)."""
 
     def initial_state(self, inputs: MapInputs) -> Tensor:
         """x0 for every sample, shape ``(samples, n_tokens, n_hidden)``."""

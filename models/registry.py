@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from models.hub import ModelLoadError
 
@@ -33,6 +33,8 @@ class Dims:
     n_tokens: int
     n_hidden: int
     n_heads: int = 0
+    max_steps: int | None = None
+    """Steps the map has (a stack of distinct layers: its depth); None: unbounded."""
 
 
 class Family:
@@ -43,6 +45,8 @@ class Family:
     """``map``: a :class:`models.base.DynamicalMap`; ``trainable``: a module a training study trains."""
     text: ClassVar[bool] = False
     """Driven by tokenized text (then the study draws input sentences with its tokenizer)."""
+    autonomous: ClassVar[bool] = True
+    """The same map at every step (False: the map is told the step, :meth:`DynamicalMap.at`)."""
 
     def matches(self, source: str) -> bool:
         raise NotImplementedError
@@ -303,9 +307,81 @@ class TransJectLayerFamily(Family):
         return TransJectLayerMap(load_encoder(source, p, seed), p, dtype=dtype, device=device)
 
 
+class LayerStackFamily(Family):
+    """A transformer's distinct layers as a depth map, x_{t+1} = block_{t+1}(x_t) (:mod:`models.layer_map`):
+    ``layers:hf:<id>`` or ``layers:<dir>``, any family :data:`models.suites.ADAPTERS` names (GPT-NeoX,
+    BERT, GPT-2, Llama-style); ``params``: ``pickled_weights``, ``trust_remote_code`` (both off)."""
+
+    name = "layers"
+    text = True
+    autonomous = False
+
+    def matches(self, source: str) -> bool:
+        return source.startswith("layers:")
+
+    def params_model(self, source: str) -> type[BaseModel] | None:
+        return LayerStackParams
+
+    def check(self, source: str, params: dict, init: Any) -> str | None:
+        if init is not None:
+            return "init applies to ALBERT models, not to a layers: stack"
+        if source.removeprefix("layers:") in ("", "hf:"):
+            return "write layers:hf:<hub id> or layers:<directory>"
+        return None
+
+    def local_dir(self, source: str) -> Path | None:
+        where = source.removeprefix("layers:")
+        return None if where.startswith("hf:") else Path(where.removeprefix("path:"))
+
+    def location(self, source: str, build: bool = False) -> str:
+        where = source.removeprefix("layers:")
+        return where.removeprefix("hf:") if where.startswith("hf:") else str(self.local_dir(source))
+
+    def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
+        from transformers import AutoConfig
+
+        from models.hub import hf_load
+        from models.suites import ADAPTERS
+
+        p = LayerStackParams.model_validate(params)
+        config = hf_load(AutoConfig.from_pretrained, self.location(source), "configuration", revision=revision,
+                         trust_remote_code=p.trust_remote_code)
+        known = sorted(t for a in ADAPTERS for t in a.model_types)
+        if config.model_type not in known:
+            raise ValueError(f"no layer adapter for model type {config.model_type!r}; known: {', '.join(known)}")
+        limit = getattr(config, "max_position_embeddings", None)
+        if limit is not None and n_tokens > limit:
+            raise ValueError(f"{n_tokens} tokens exceed the model's max_position_embeddings = {limit}")
+        return Dims(n_tokens, int(config.hidden_size), int(config.num_attention_heads),
+                    max_steps=int(config.num_hidden_layers))
+
+    def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
+              implementation="fused"):
+        from transformers import AutoModel
+
+        from models.hub import hf_load
+        from models.layer_map import LayerMap
+
+        p = LayerStackParams.model_validate(params or {})
+        model = hf_load(AutoModel.from_pretrained, self.location(source), "weights", revision=revision,
+                        trust_remote_code=p.trust_remote_code, use_safetensors=None if p.pickled_weights else True,
+                        **({"dtype": dtype} if dtype is not None else {}))
+        model.requires_grad_(False)
+        return LayerMap(model).to(device=device)
+
+
+class LayerStackParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pickled_weights: bool = False
+    """Also load checkpoints published as ``pytorch_model.bin`` only (read with ``weights_only``)."""
+    trust_remote_code: bool = False
+    """Run the repository's own model code (never unless set)."""
+
+
 for _family in (LSTMFamily(), TransJectFamily(), AlbertFamily(), TinyAlbertFamily(), MapFamily(),
-                TransJectLayerFamily()):
+                TransJectLayerFamily(), LayerStackFamily()):
     register_family(_family)
 
-__all__ = ["AlbertFamily", "Dims", "Family", "LSTMFamily", "MapFamily", "ModelLoadError", "TinyAlbertFamily",
+__all__ = ["AlbertFamily", "Dims", "Family", "LayerStackFamily", "LSTMFamily", "MapFamily", "ModelLoadError", "TinyAlbertFamily",
            "TransJectFamily", "TransJectLayerFamily", "cache_dir", "families", "family_for", "register_family", "register_map"]

@@ -178,6 +178,8 @@ class IteratePass:
 
     def _step(self, t: int, z: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """u_t = f(z_t) (with early exit: on the rows still iterated, the others replayed)."""
+        if not self.model.autonomous:
+            self.model.at(t)
         if self.exit is None:
             z, self.batch_size = apply_map(self.model, z, mask, self.batch_size)
             return z

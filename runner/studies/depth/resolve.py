@@ -70,6 +70,9 @@ def resolve(spec: DepthSpec) -> tuple[list[Network], list[str]]:
                 dims = Dims(spec.input.tokens, 0, 0)
             except ValueError as err:  # e.g. more tokens than the model's positions
                 raise SpecProblem(("input", "tokens"), f"{err} ({model.source})") from None
+            if dims.max_steps is not None and spec.dynamics.steps > dims.max_steps:
+                raise SpecProblem(("dynamics", "steps"), f"{spec.dynamics.steps} steps, but {model.source} has "
+                                  f"{dims.max_steps} layers (one step each)")
             precision = model.precision or spec.dynamics.precision
             for r in range(model.replicates):
                 networks.append(Network(len(networks), spec.experiment.seed, model, r, precision, dims.n_tokens,

@@ -70,7 +70,8 @@ class ModelSpec(Table):
         out = []
         for r in parse_revisions(self.revisions):
             local = self.family.local_dir(self.source)
-            update = {"source": f"path:{local / r}"} if local is not None else {"revision": r}
+            prefix = "layers:" if self.source.startswith("layers:") else "path:"
+            update = {"source": f"{prefix}{local / r}"} if local is not None else {"revision": r}
             out.append((self.model_copy(update={**update, "revisions": None}), r, step_of(r)))
         return out
 
@@ -85,9 +86,9 @@ class ModelSpec(Table):
         if self.revisions is not None:
             from models.suites import parse_revisions, step_of
 
-            if family.name != "albert":
-                raise ValueError("revisions name checkpoints of an ALBERT on the hub (hf:<id>) or step folders of a "
-                                 f"local directory, not of {self.source!r}")
+            if family.name not in ("albert", "layers"):
+                raise ValueError("revisions name checkpoints on the hub or step folders of a local directory of an "
+                                 f"ALBERT (hf:<id>, path:<dir>) or a layers: stack, not of {self.source!r}")
             if self.init is not None:
                 raise ValueError("init re-draws every weight, so every checkpoint of the series would be the same "
                                  "network; leave init out of a series")
@@ -195,6 +196,10 @@ class DepthSpec(StudySpec):
                         f"{every} must be a multiple of every measure's `every` and `tau` (their lcm is "
                         f"{self.stride_lcm()}), so that segments align with chunks"))
         if self.dynamics.early_exit:
+            for i, m in enumerate(self.model):
+                if not m.family.autonomous:
+                    out.append((("model", i, "source"), f"{m.source} is a different map at every step, so a repeated "
+                                "state does not repeat its future; set [dynamics] early_exit = false"))
             for i, m in enumerate(self.measure):
                 reg = registry[m.kind]
                 if reg.when == "step" and reg(m).exit_period() is None:

@@ -92,6 +92,9 @@ class MLMReadout(TrajectoryMeasure):
         if not spec.text_models:
             return [("kind", "mlm_readout reads text models out with their MLM head; this spec has reference maps only")]
         out = []
+        stacks = [m.name for m in spec.text_models if m.family.name == "layers"]
+        if stacks:
+            out.append(("kind", f"mlm_readout applies ALBERT's MLM head; {', '.join(stacks)} are layers: stacks"))
         samples, steps = spec.input.samples, spec.dynamics.steps
         n = self.n_train(samples)
         if self.p.refit and not 1 <= n < samples:
