@@ -18,7 +18,7 @@ demo: $(BIN)/runner
 	$(BIN)/runner figures specs/quickstart.toml
 
 test: $(BIN)/runner
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 bench: $(BIN)/runner
 	$(BIN)/python benchmarks/iterate.py
