@@ -44,6 +44,7 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
         key = {"study": "depth", "device": device_key(device), "torch": torch.__version__,
                "model": net.model.model_dump(mode="json", exclude={"name", "replicates", "init", "precision"}),
                "precision": net.precision, "implementation": spec.dynamics.implementation,
+               **({"compile": True} if spec.dynamics.compile else {}),
                "samples": cal.input.samples, "tokens": net.n_tokens, "hidden": net.n_hidden,
                "batch_size": spec.dynamics.batch_size, "segment": segment_length(cal),
                "measures": [m.model_dump(mode="json") for m in step_kinds]}

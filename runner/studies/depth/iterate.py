@@ -135,6 +135,8 @@ class IteratePass:
         """Iterate to the end, writing every segment; returns the step it resumed from."""
         set_precision(self.net.precision)
         self.model = build_map(self.spec, self.net, self.device)
+        if self.spec.dynamics.compile:
+            self.model.step = torch.compile(self.model.step, dynamic=False)  # shapes recompile: OOM halving, exits
         mask = None if self.mask_x is None else torch.cat([self.mask_x] + [self.mask_x[m.rows(self)] for m in self.twins])
         L = self.layout.segment
         t_loop = time.monotonic()

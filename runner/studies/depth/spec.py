@@ -162,6 +162,10 @@ class DynamicsSpec(Table):
     """Steps between durable points (results written, state saved); default chosen from steps."""
     batch_size: int | None = Field(None, ge=1)
     """Sequences per application of f (default: all at once; halved automatically on OOM)."""
+    compile: bool = False
+    """Compile f with ``torch.compile`` (inductor): fused kernels where it helps, chiefly on GPUs (the
+    issue's H100 probe: bf16 ALBERT-large about 1.9x faster compiled). Results equal the eager map to
+    rounding, not bit for bit, so the option joins the trajectory's task key when on."""
     early_exit: bool = False
     """A sample whose whole state (x and its twins) repeats bit for bit leaves f's batch; its later
     values are replayed from its cycle (runner/studies/depth/exit.py). Off by default: results equal

@@ -48,6 +48,7 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         "steps": spec.dynamics.steps,
         "precision": net.precision,
         "implementation": spec.dynamics.implementation if not net.model.is_map else None,
+        **({"compile": True} if spec.dynamics.compile else {}),  # in the key only when on: older ids stand
         "batch_size": spec.dynamics.batch_size,
         # x_t is iterated beside the perturbed twins of every measure of the spec that has them, so
         # the batch (and thus every GEMM's shape) is the same in every pass.
