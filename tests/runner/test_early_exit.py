@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 
 import pytest
 import torch
@@ -138,7 +139,9 @@ def test_the_option_enters_task_ids_only_when_on(tmp_path, in_process):
 
 def test_a_measure_that_does_not_declare_exit_refuses_it(tmp_path):
     text = MAPS.format(name="toy", exit="early_exit = true") + '\n[[measure]]\nkind = "state_rms"\n'
-    out = run_cli("plan", write_spec(tmp_path, text), cwd=tmp_path, TRANSIENT_PLUGINS="tests.plugins.toy_measure")
+    root = str(Path(__file__).resolve().parents[2])  # the plugin is a module of the test tree
+    out = run_cli("plan", write_spec(tmp_path, text), cwd=tmp_path, TRANSIENT_PLUGINS="tests.plugins.toy_measure",
+                  PYTHONPATH=root)
     assert out.returncode == 65
     assert "[dynamics] early_exit: measure state_rms ([[measure]] #8) does not allow early exit" in out.stderr
 
