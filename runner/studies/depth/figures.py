@@ -284,7 +284,7 @@ def mlm_performance(ds: xr.Dataset) -> Figure:
 from runner.studies.depth import readout_figures as _readout_figures  # noqa: E402,F401  (registers Figs. 3B, 3C, A1)
 
 
-@recipe(study=STUDY, id="series", reproduces="beyond the papers: depth as time against training as time",
+@recipe(study=STUDY, id="series", reproduces="beyond the papers",
         needs=("lyapunov_per_step", "effective_dimension"), title="Depth dynamics along a checkpoint series")
 def along_training(ds: xr.Dataset) -> Figure:
     """Per ``[[model]]`` series (``revisions``): the time-mean lambda per step (over samples and the
