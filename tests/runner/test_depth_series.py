@@ -48,22 +48,14 @@ kind = "effective_dimension"
 def series(shared_cache, tmp_path_factory):
     """``<dir>/step0`` (a fresh initialisation of the tiny ALBERT) and ``<dir>/step200`` (the builtin
     tiny ALBERT, trained 200 MLM steps), each with the tokenizer."""
-    import os
-
     import torch
     from transformers import AlbertConfig, AlbertForMaskedLM
 
     from models.registry import family_for
 
-    old = os.environ.get("TRANSIENT_CACHE")
-    os.environ["TRANSIENT_CACHE"] = str(shared_cache)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRANSIENT_CACHE", str(shared_cache))
         trained = family_for("builtin:tiny-albert").location("builtin:tiny-albert", build=True)
-    finally:
-        if old is None:
-            del os.environ["TRANSIENT_CACHE"]
-        else:
-            os.environ["TRANSIENT_CACHE"] = old
     root = tmp_path_factory.mktemp("series") / "tiny"
     shutil.copytree(trained, root / "step200")
     shutil.copytree(trained, root / "step0")

@@ -25,7 +25,7 @@ from pydantic import Field
 from analyses.sts import finetune_readout, minibatch_orders
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, NetworkMeasure
-from runner.studies.depth.resolve import derive_seed
+from runner.studies.depth.measures.sts_readout import minibatch_seed, pair_problems
 
 DEFAULT_STEPS = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96]
 
@@ -58,16 +58,7 @@ class STSFinetune(NetworkMeasure):
     Params = Params
 
     def problems(self, spec):
-        out = []
-        if spec.input.score is None or not spec.text_models:
-            out.append(("kind", "sts_finetune reads sentence pairs with a score: set [input] pair and score (e.g. GLUE "
-                                "STS-B: pair = [\"sentence1\", \"sentence2\"], score = \"label\") and a text model"))
-        n = int(self.p.train_fraction * spec.input.samples)
-        if not 2 <= n <= spec.input.samples - 2:
-            out.append(("train_fraction", f"{self.p.train_fraction} of {spec.input.samples} samples leaves {n} to train "
-                                          f"on and {spec.input.samples - n} to score; both must be at least 2"))
-        if self.p.token >= spec.input.tokens:
-            out.append(("token", f"{self.p.token} is beyond the {spec.input.tokens} tokens of a sample"))
+        out = pair_problems("sts_finetune", self.p, spec)
         if sorted(set(self.p.steps)) != self.p.steps or self.p.steps[0] < 1:
             out.append(("steps", "give distinct steps >= 1 in increasing order"))
         return out
@@ -89,8 +80,7 @@ class STSFinetune(NetworkMeasure):
         done = ctx.store.read("sts_finetuned_pearson", (ctx.index,))
         ids = ctx.inputs.input_ids.to(ctx.device)
         n = int(p.train_fraction * ids.shape[0])
-        seed = derive_seed(ctx.spec.experiment.seed, "sts_readout", p.seed)  # sts_readout's minibatch order
-        orders = minibatch_orders(n, p.epochs, seed).to(ctx.device)
+        orders = minibatch_orders(n, p.epochs, minibatch_seed(ctx.spec, p)).to(ctx.device)  # sts_readout's order
         mask = ctx.inputs.attention_mask
         if mask is not None and not bool(mask.all()):
             raise ValueError("sts_finetune needs sentence pairs that fill every token (as [input] pair draws them)")

@@ -61,6 +61,27 @@ class Params(DepthParams):
     """Seed of the minibatch order (with the experiment seed)."""
 
 
+def pair_problems(kind: str, p, spec) -> list[tuple[str, str]]:
+    """What an STS-B measure (``sts_readout``, ``sts_finetune``) needs of the spec: scored sentence pairs,
+    a train/held-out split of at least 2 each, and a token inside the sample."""
+    out = []
+    if spec.input.score is None or not spec.text_models:
+        out.append(("kind", f"{kind} reads sentence pairs with a score: set [input] pair and score (e.g. GLUE "
+                            "STS-B: pair = [\"sentence1\", \"sentence2\"], score = \"label\") and a text model"))
+    n = int(p.train_fraction * spec.input.samples)
+    if not 2 <= n <= spec.input.samples - 2:
+        out.append(("train_fraction", f"{p.train_fraction} of {spec.input.samples} samples leaves {n} to train "
+                                      f"on and {spec.input.samples - n} to score; both must be at least 2"))
+    if p.token >= spec.input.tokens:
+        out.append(("token", f"{p.token} is beyond the {spec.input.tokens} tokens of a sample"))
+    return out
+
+
+def minibatch_seed(spec, p) -> int:
+    """The seed of the readouts' minibatch order (shared by ``sts_readout`` and ``sts_finetune``)."""
+    return derive_seed(spec.experiment.seed, "sts_readout", p.seed)
+
+
 @register
 class STSReadout(TrajectoryMeasure):
     Params = Params
@@ -72,16 +93,7 @@ class STSReadout(TrajectoryMeasure):
         return 1  # observes x_t only (its readouts are fitted to the stored states, not through f)
 
     def problems(self, spec):
-        out = []
-        if spec.input.score is None or not spec.text_models:
-            out.append(("kind", "sts_readout reads sentence pairs with a score: set [input] pair and score (e.g. GLUE "
-                                "STS-B: pair = [\"sentence1\", \"sentence2\"], score = \"label\") and a text model"))
-        n = int(self.p.train_fraction * spec.input.samples)
-        if not 2 <= n <= spec.input.samples - 2:
-            out.append(("train_fraction", f"{self.p.train_fraction} of {spec.input.samples} samples leaves {n} to train "
-                                          f"on and {spec.input.samples - n} to score; both must be at least 2"))
-        if self.p.token >= spec.input.tokens:
-            out.append(("token", f"{self.p.token} is beyond the {spec.input.tokens} tokens of a sample"))
+        out = pair_problems("sts_readout", self.p, spec)
         start, stop = self.window(spec.dynamics.steps)
         if not start <= stop <= spec.dynamics.steps:
             out.append(("stop" if self.p.stop is not None else "start",
@@ -129,7 +141,7 @@ class STSReadout(TrajectoryMeasure):
         n = int(self.p.train_fraction * x.shape[1])
         if not hasattr(self, "orders"):  # copied to the device once per pass
             self.y = ctx.inputs.scores.to(ctx.device)
-            seed = derive_seed(ctx.spec.experiment.seed, "sts_readout", self.p.seed)
+            seed = minibatch_seed(ctx.spec, self.p)
             self.orders = minibatch_orders(n, self.p.epochs, seed).to(ctx.device)
         w = train_linear_readouts(x[:, :n], self.y[:n], lr=self.p.lr, batch_size=self.p.batch_size, orders=self.orders)
         bufs["r"][self.first:self.first + len(self.block)] = pearson(readout_predictions(w, x[:, n:]), self.y[n:])
