@@ -3,8 +3,8 @@
 Measures (on this machine, see docs/scaling.md for the numbers and the model):
 
 - ``region write``: one segment's chunk written to a zarr array (the per-pass store write);
-- ``record``: one completion record (the driver rewrites the store's ``runner_tasks`` JSON, so the
-  cost grows with the number of records);
+- ``record``: one completion record (one small file beside the store, so the cost should not grow
+  with the number of records);
 - ``scheduler``: the scheduler's cost per task, on the plan of ``specs/scaffold.toml``;
 - ``inputs``: drawing and tokenizing the input sentences (each worker does it once);
 - ``ray task``: the round trip of an empty Ray task on a warm local cluster (with ``--ray``).
@@ -68,8 +68,7 @@ def record_cost(folder: Path) -> dict[int, float]:
     for n in (100, 1000, 10_000):
         store = Store(folder / f"r{n}.zarr")
         store.open(layout, {})
-        store.set_attrs(runner_tasks=json.dumps({f"{i:016x}": {"measure": "m", "seconds": 1.0, "network": i}
-                                                 for i in range(n)}))
+        store.record_many({f"{i:016x}": {"measure": "m", "seconds": 1.0, "network": i} for i in range(n)})
         i = iter(range(10_000))
         out[n] = best(lambda: store.record(f"new{next(i)}", {"measure": "m", "seconds": 1.0}))
     return out

@@ -7,20 +7,52 @@ done costs a validation and a read of the store's records: no model is built, no
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from dataclasses import replace as replace_fields
 from pathlib import Path
 
 from runner import interrupt
+from runner.changes import Changes, compare, summary
 from runner.execute.registry import ExecutorOptions, executor_class, executor_problem
 from runner.execute.scheduler import Scheduler, dry_run
-from runner.provenance import now, provenance_attrs
+from runner.history import history_dir
+from runner.layout import INTERNAL, internal
+from runner.provenance import now
 from runner.specfile import SpecError, SpecProblem, read_toml, validate
-from runner.store import Store, StoreWriteError, read_tasks, store_path_problem
+from runner.store import Store, StoreWriteError, read_tasks, records_lost, runner_dir, store_path_problem, writing
 from runner.study import Prepared, ShardError, study_for
 from runner.sweep import Sweep, expand, split
+
+
+class ReplaceRefused(Exception):
+    """Applying the spec would replace or drop finished results, and the user has not agreed to it
+    (``apply --replace`` or ``[experiment] replace = true``); nothing ran."""
+
+    def __init__(self, store: Path, spec: Path, changes: Changes | None, extra: list[str] | None = None,
+                 lost_records: bool = False):
+        self.changes = changes
+        lines = []
+        if lost_records:
+            lines.append(f"  its completion records ({runner_dir(store) / 'records'}) are missing, so which of its results "
+                         "are finished is unknown (was its .runner folder deleted, or the store copied without it?)")
+        by_change: dict[str, dict[str, list[str]]] = {}  # the same change, said once for its results
+        for r in (changes.replace if changes else []):
+            what = "; ".join(r.changes) if r.changes else "its parameters changed"
+            by_change.setdefault(what, {}).setdefault(r.network, []).append(r.task.label)
+        for what, nets in by_change.items():
+            where = "; ".join(f"{net} {', '.join(dict.fromkeys(names))}" for net, names in nets.items())
+            lines.append(f"  replace {where}: {what}")
+        if changes and changes.drop:
+            lines.append(f"  drop {summary(changes.drop, changes.records)}: no longer in the spec")
+        lines += [f"  drop {e}" for e in (extra or [])]
+        shown = lines[:12] + ([f"  ... and {len(lines) - 12} more (runner plan {spec})"] if len(lines) > 12 else [])
+        super().__init__(
+            f"{store} holds finished results that this spec would replace:\n" + "\n".join(shown) + "\n"
+            f"Nothing was run. To replace them, keeping the store as it is now readable in {history_dir(store)}/: "
+            f"`runner apply {spec} --replace` (or [experiment] replace = true). To keep both, give the changed spec "
+            "another [experiment] name or store.")
 
 
 class Unmet(Exception):
@@ -86,7 +118,7 @@ def prepare_all(spec_path: str | Path) -> tuple[Sweep | None, list[Prepared]]:
             for m in err.problems:  # one line per problem, naming the points that have it
                 problems.setdefault(m, []).append(point.name)
             continue
-        p.attrs = {"runner_sweep_point": json.dumps(point.values)}
+        p.attrs = {"sweep_point": point.values}
         prepared.append(p)
     if problems:
         raise SpecError(sf.path, [f"{m} (sweep point{'s' * (len(names) > 1)} {', '.join(names)})"
@@ -108,10 +140,13 @@ def states(p: Prepared) -> dict[str, str]:
 
 
 def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
-          executor: ExecutorOptions | None = None) -> Outcome:
+          executor: ExecutorOptions | None = None, replace: bool = False) -> Outcome:
     """Run the tasks the store is missing with ``executor`` (default: here, one group at a time).
-    SIGINT/SIGTERM stop it at the next step (``interrupted``); a store that cannot be written ends
-    it with :class:`StoreWriteError` (finished work kept)."""
+    Finished results the changed spec would replace or drop are only touched with ``replace`` (or
+    ``[experiment] replace = true``), after the store as it was is kept in its history; otherwise
+    :class:`ReplaceRefused`, before anything runs. SIGINT/SIGTERM stop it at the next step
+    (``interrupted``); a store that cannot be written ends it with :class:`StoreWriteError`
+    (finished work kept)."""
     from runner.execute.device import describe, make_deterministic, pick_device
 
     options = executor or ExecutorOptions()
@@ -119,9 +154,14 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     if p.unmet or problem:
         raise Unmet(p.unmet + ([problem] if problem else []))
     check_shards(p, options.shards)
+    consent = replace or p.spec.experiment.replace
     done = read_tasks(p.store_path)
-    if all(t.id in done for t in p.tasks):  # nothing to do costs nothing: no lock, no models, no data
-        return Outcome([], {}, len(p.tasks))
+    if all(t.id in done for t in p.tasks) and not records_lost(p.store_path):
+        return Outcome([], {}, len(p.tasks))  # nothing to do costs nothing: no lock, no models, no data
+    changes = compare(p.tasks, p.labels, done)
+    lost_records = records_lost(p.store_path)
+    if (changes.needs_consent or lost_records) and not consent:  # said before anything is loaded
+        raise ReplaceRefused(p.store_path, p.spec_file.path, changes, lost_records=lost_records)
     dev = pick_device(device or p.device)
     make_deterministic(dev)
     store, events, view = open_run(p.store_path, quiet)
@@ -132,9 +172,30 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
         events.emit("run_preparing", spec=str(p.spec_file.path), store=str(p.store_path), stage="loading models and data")
         session = p.study.open(p, dev, view.warn)  # a Ctrl-C here stops at once: nothing is written yet
         with interrupt.graceful_stop():
-            store.open(session.layout, {**provenance_attrs(p.spec_file.text, p.spec.sha256(), describe(dev)), **p.attrs})
+            done = read_tasks(p.store_path)  # under the lock now
+            changes = compare(p.tasks, p.labels, done)
+            reshape = store.reshape(session.layout)
+            also = [tid for tid in reshape.lost(done) if tid not in {t.id for t in p.tasks} and tid not in changes.lost()]
+            if (changes.needs_consent or also or lost_records) and not consent:
+                raise ReplaceRefused(p.store_path, p.spec_file.path, changes,
+                                     [f"{summary(also, done)}: its arrays change shape"] if also else None,
+                                     lost_records)
+            kept = None
+            if changes.needs_consent or also or lost_records:
+                kept = _keep_history(p, changes, also, done, lost_records)
+                interrupt.stall_point(store.state_dir, "replace", 1)  # test hook: a kill after the copy
+                store.forget(changes.lost() + also)
+                interrupt.stall_point(store.state_dir, "replace", 2)  # and after the records went
+                events.emit("results_replaced", history=str(kept.store), replaced=changes.replaced_ids,
+                            dropped=changes.drop + also)
+                view.warn(f"kept the store as it was in {kept.store} ({len(changes.lost()) + len(also)} finished "
+                          "result(s) replaced or dropped; `runner history` lists the versions)")
+            store.open(session.layout, _root_attrs(p, session.layout, describe(dev)), reshape)
+            store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
+                                 + (f"; earlier results kept in {kept.store}" if kept else ""))
             session.write_inputs(store)
             done = store.tasks()  # without the tasks whose arrays were remade
+            _renumber(store, p, done)
             todo = [t for t in p.tasks if t.id not in done]
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
@@ -144,7 +205,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                 groups = {t.group or t.id: t.steps for t in todo}
                 view.start(total=sum(groups.values()), tasks=len(todo))
             runner = executor_class(options.name)(p, session, store, events, view, dev,
-                                                  replace(options, extra={**options.extra, "device": device or p.device}))
+                                                  replace_fields(options, extra={**options.extra,
+                                                                                 "device": device or p.device}))
             try:
                 left = runner.schedule(Scheduler(p.tasks, done, session.available()))
             finally:
@@ -157,10 +219,49 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     except KeyboardInterrupt:
         outcome.interrupted = True
         status = "interrupted"
+    except ReplaceRefused:
+        status = "refused"
+        raise
     finally:
         events.emit("run_finished", status=status, seconds=round(time.monotonic() - t_run, 3))
         close_run(store, events, view)
     return outcome
+
+
+def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], lost_records: bool):
+    """Keep the store as it is now in its history, saying what is about to be replaced or dropped."""
+    from runner.history import snapshot
+    from runner.store import root_attrs
+
+    old = internal(root_attrs(p.store_path))
+    return snapshot(p.store_path, {
+        "created_utc": now(), "reason": "records missing" if lost_records else "replace",
+        "spec_sha256": old.get("spec_sha256"), "spec_toml": old.get("spec_toml"),
+        "replaced_by_spec_sha256": p.spec.sha256(),
+        "replaced": [{"ids": r.old_ids, "network": r.network, "measure": r.task.label, "new_id": r.task.id,
+                      "changes": r.changes} for r in changes.replace],
+        "dropped": [{"id": i, "network": records.get(i, {}).get("network_label"),
+                     "measure": records.get(i, {}).get("label")} for i in changes.drop + also],
+        "records": records})
+
+
+def _root_attrs(p: Prepared, layout, device: str) -> dict:
+    """The root attributes apply writes: what a reader looks for, and the provenance under ``runner``."""
+    from runner.provenance import provenance, root_attrs
+
+    prov = provenance(p.spec_file.text, p.spec.sha256(), device, study=p.study.name, **p.attrs)
+    e = p.spec.experiment
+    refs = [*p.study.references, *(v.attrs.get("reference", "") for v in layout.vars.values())]
+    title = f"{e.name}: {e.description}" if e.description else e.name
+    return {**root_attrs(title, refs, prov["git_commit"], prov["git_dirty"]), INTERNAL: prov}
+
+
+def _renumber(store: Store, p: Prepared, done: dict[str, dict]) -> None:
+    """Records of kept results whose network moved (a network added or taken out before it) get its new index."""
+    moved = {t.id: {**done[t.id], "network": t.network} for t in p.tasks
+             if t.id in done and done[t.id].get("network") != t.network}
+    if moved:
+        store.record_many(moved)
 
 
 def check_shards(p: Prepared, shards: int) -> None:
@@ -181,26 +282,39 @@ def check_shards(p: Prepared, shards: int) -> None:
 
 
 def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = None, quiet: bool = False,
-                executor: ExecutorOptions | None = None) -> Outcome:
-    """Apply each point of a sweep in turn (a point that is done costs a read of its records)."""
+                executor: ExecutorOptions | None = None, replace: bool = False) -> Outcome:
+    """Apply each point of a sweep in turn (a point that is done costs a read of its records). A
+    point that would replace finished results without consent stops the sweep before anything of
+    any point runs."""
+    import zarr
+
     from runner.sweep import record
 
     total = Outcome([], {}, 0)
     if all(all(t.id in read_tasks(p.store_path) for t in p.tasks) for p in prepared):
         total.skipped = sum(len(p.tasks) for p in prepared)
         return total
+    if not (replace or prepared[0].spec.experiment.replace):
+        refused = [(p, compare(p.tasks, p.labels, read_tasks(p.store_path))) for p in prepared]
+        for p, changes in refused:
+            if changes.needs_consent or records_lost(p.store_path):
+                raise ReplaceRefused(p.store_path, p.spec_file.path, changes, lost_records=records_lost(p.store_path))
     record(sweep, prepared[0].spec_file.text)
     options = executor or ExecutorOptions()
-    for i, (point, p) in enumerate(zip(sweep.points, prepared, strict=True)):
-        if not quiet:
-            print(f"sweep point {point.name}", file=sys.stderr)
-        one = apply(p, device=device, quiet=quiet, executor=replace(options, point=i))
-        total.ran += one.ran
-        total.failed.update(one.failed)
-        total.skipped += one.skipped
-        if one.interrupted:
-            total.interrupted = True
-            break
+    try:
+        for i, (point, p) in enumerate(zip(sweep.points, prepared, strict=True)):
+            if not quiet:
+                print(f"sweep point {point.name}", file=sys.stderr)
+            one = apply(p, device=device, quiet=quiet, executor=replace_fields(options, point=i), replace=replace)
+            total.ran += one.ran
+            total.failed.update(one.failed)
+            total.skipped += one.skipped
+            if one.interrupted:
+                total.interrupted = True
+                break
+    finally:
+        with writing(sweep.root):
+            zarr.consolidate_metadata(sweep.root)  # the root opens consolidated with every point in it
     return total
 
 
@@ -224,7 +338,7 @@ def close_run(store: Store, events, view) -> None:
     failed: StoreWriteError | None = None
     try:
         if store.group is not None:
-            store.set_attrs(runner_updated_utc=now())
+            store.set_internal(updated_utc=now())
             store.consolidate()
     except StoreWriteError as err:
         failed = err

@@ -9,6 +9,8 @@ Exit codes (one convention for every command, after sysexits.h):
        not meet (a model or data set neither cached nor reachable, a missing extra, no CUDA)
   74   the store cannot be written (disk full, read-only); finished work is kept
   75   another apply holds the store (retry later)
+  77   apply would replace finished results whose parameters changed: nothing ran; see `runner plan`,
+       then `runner apply --replace` (the store as it was is kept: `runner history`)
   130  interrupted (Ctrl-C or SIGTERM); apply again to resume
 """
 
@@ -20,8 +22,8 @@ import os
 import sys
 from pathlib import Path
 
-(EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_IOERR, EXIT_LOCKED,
- EXIT_INTERRUPTED) = 0, 1, 2, 65, 66, 74, 75, 130
+(EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_IOERR, EXIT_LOCKED, EXIT_REPLACE,
+ EXIT_INTERRUPTED) = 0, 1, 2, 65, 66, 74, 75, 77, 130
 
 
 class UsageError(Exception):
@@ -62,7 +64,7 @@ def _stdout_to_devnull() -> None:
 
 
 def _known_error(err: Exception) -> int | None:
-    from runner.apply import Unmet
+    from runner.apply import ReplaceRefused, Unmet
     from runner.data.corpus import CorpusError
     from runner.specfile import SpecError
     from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
@@ -70,7 +72,8 @@ def _known_error(err: Exception) -> int | None:
 
     codes = {ShardError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
              NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
-             Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED}
+             Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED,
+             ReplaceRefused: EXIT_REPLACE}
     return next((code for cls, code in codes.items() if isinstance(err, cls)), None)
 
 
@@ -99,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="--executor ray: the cluster to join (auto, ray://host:10001); default: start "
                    "a local one")
     p.add_argument("--shards", type=int, default=1, help="split each depth pass into this many sample shards")
+    p.add_argument("--replace", action="store_true", help="replace finished results whose parameters changed (the "
+                   "store as it was is kept in store/<name>.history/; without it apply refuses, exit 77)")
     p.set_defaults(func=cmd_apply)
 
     p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots",
@@ -115,6 +120,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="headline results, variables, dimensions, provenance and tasks of a store")
     p.add_argument("store", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("history", help="earlier versions of a store, kept when apply --replace replaced results",
+                       description="List the versions of a store that `apply --replace` kept (each opens with "
+                       "xr.open_zarr), or remove one.")
+    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("--remove", metavar="VERSION", help="delete this version (its name, as listed)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("figures", help="draw the papers' figures from a store (PNG, SVG and figures.json)",
                        description="Draw every figure the store's study can draw, from a finished or a partial "
@@ -193,16 +206,26 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
 def _plan_one(args, p) -> int:
     from runner.apply import describe_store, states
+    from runner.changes import compare
     from runner.estimate import estimate, render
     from runner.plan import plan_rows
+    from runner.store import read_tasks
 
     state = states(p)
+    changes = compare(p.tasks, p.labels, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
+    replacing = {r.task.id: r for r in changes.replace} if changes else {}
     est = None if args.no_estimate else estimate(p, refresh=args.recalibrate)
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
+        for row in rows:
+            if row["id"] in replacing:
+                row.update(action="replace", changes=replacing[row["id"]].changes)
+            else:
+                row["action"] = {"done": "keep", "pending": "add", "blocked": "add"}.get(row["state"], row["state"])
         print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
                           "spec_sha256": p.spec.sha256(), "resolved": p.spec.model_dump(mode="json"),
                           **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet,
+                          **(_changes_json(changes) if changes else {}),
                           **({"estimate": est.to_json()} if est else {})}, indent=2))
         return EXIT_OK
     spec = p.spec
@@ -216,22 +239,67 @@ def _plan_one(args, p) -> int:
     for t in p.tasks:
         groups.setdefault((t.network, t.name), []).append(t)
     for (network, name), ts in groups.items():
+        replaced = [replacing[t.id] for t in ts if t.id in replacing]
+        why = f"replace: {_changed_text(replaced)}" if replaced else ""
         if len(ts) == 1 and ts[0].id:
-            print(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {state[ts[0].id]}")
+            print(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {why or state[ts[0].id]}")
         elif not ts[0].id:
             print(f"  {'?':<16}  {p.labels[network]:<16} {name:<20} ids follow once the requirements are met")
         else:
             n_done = sum(state[t.id] == "done" for t in ts)
-            print(f"  {f'{len(ts)} tasks':<16}  {p.labels[network]:<16} {name:<20} {n_done}/{len(ts)} done")
+            print(f"  {f'{len(ts)} tasks':<16}  {p.labels[network]:<16} {name:<20} {n_done}/{len(ts)} done"
+                  + (f", {len(replaced)} {why}" if replaced else ""))
+    for line in _changes_lines(changes) if changes else []:
+        print(line)
     for line in render(est, state) if est else []:
         print(line)
     if p.unmet:
         print("Plan: not resolved until the requirements below are met")
     else:
         n_done = sum(v == "done" for v in state.values())
-        print(f"Plan: {len(p.tasks) - n_done} to run, {n_done} done")
+        consent = changes is not None and changes.needs_consent
+        print(f"Plan: {len(p.tasks) - n_done} to run, {n_done} done"
+              + (f"; {len(changes.replace)} replace and {len(changes.drop)} drop finished results: apply refuses "
+                 f"without --replace, which keeps the store as it is now in {_history_of(p.store_path)}/"
+                 if consent else ""))
     print_unmet(p.unmet)
     return EXIT_OK
+
+
+def _history_of(path: Path) -> Path:
+    from runner.history import history_dir
+
+    return history_dir(path)
+
+
+def _changed_text(replaced: list) -> str:
+    """What changed, said once for the tasks of a group (they share their changes)."""
+    changes = list(dict.fromkeys(c for r in replaced for c in r.changes))
+    if not changes:
+        return "its parameters changed"
+    return "; ".join(changes[:3]) + (f"; and {len(changes) - 3} more" if len(changes) > 3 else "")
+
+
+def _changes_lines(changes) -> list[str]:
+    """Finished results the spec no longer plans: dropped with their network, or kept as they are."""
+    from runner.changes import summary
+
+    lines = []
+    if changes.drop:
+        lines.append(f"  drop      {summary(changes.drop, changes.records)}: network no longer in the spec")
+    if changes.kept:
+        lines.append(f"  keep      {summary(changes.kept, changes.records)}: no longer in the spec, kept as they are")
+    return (["finished results no longer in the spec"] + lines) if lines else []
+
+
+def _changes_json(changes) -> dict:
+    rec = changes.records
+    return {"replace": [{"id": r.task.id, "replaces": r.old_ids, "network": r.network, "measure": r.task.label,
+                         "changes": r.changes} for r in changes.replace],
+            "drop": [{"id": i, "network": rec[i].get("network_label"), "measure": rec[i].get("label")}
+                     for i in changes.drop],
+            "kept": [{"id": i, "network": rec[i].get("network_label"), "measure": rec[i].get("label")}
+                     for i in changes.kept]}
 
 
 def print_unmet(unmet: list[str]) -> None:
@@ -279,10 +347,10 @@ def cmd_apply(args) -> int:
     if not args.quiet and "outside" in describe_store(store_path):
         print(f"store: {describe_store(store_path)}", file=sys.stderr)
     if sweep is None:
-        return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options), args.spec,
-                              store_path)
-    return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet, executor=options),
-                          args.spec, store_path)
+        return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options,
+                                    replace=args.replace), args.spec, store_path)
+    return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet, executor=options,
+                                      replace=args.replace), args.spec, store_path)
 
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:
@@ -368,6 +436,37 @@ def cmd_show(args) -> int:
     else:
         print("\n\n".join(f"sweep point {name} ({point})\n{render_show(point)}" for name, point in swept
                           if (point / "zarr.json").exists()))
+    return EXIT_OK
+
+
+def cmd_history(args) -> int:
+    from runner.history import history_dir, remove, versions
+    from runner.status import store_of
+
+    path = store_of(args.target)
+    if args.remove:
+        try:
+            gone = remove(path, args.remove)
+        except KeyError as err:
+            raise NoStore(err.args[0]) from None
+        print(f"removed {gone.name} ({gone.store.parent})")
+        return EXIT_OK
+    found = versions(path)
+    if args.json:
+        print(json.dumps([{"name": v.name, "store": str(v.store), **{k: v.manifest.get(k) for k in
+                           ("created_utc", "reason", "spec_sha256", "replaced", "dropped")}} for v in found], indent=2))
+        return EXIT_OK
+    if not found:
+        print(f"{path}: no earlier versions (apply --replace keeps one in {history_dir(path)}/)")
+        return EXIT_OK
+    print(f"{len(found)} earlier version(s) of {path}, oldest first (open one with xr.open_zarr(STORE)):")
+    for v in found:
+        print(f"  {v.describe()}")
+        for r in v.manifest.get("replaced", [])[:6]:
+            print(f"      replaced {r['network']} {r['measure']}: {'; '.join(r['changes']) or 'parameters changed'}")
+        for d in v.manifest.get("dropped", [])[:6]:
+            print(f"      dropped {d['network']} {d['measure']}")
+    print(f"remove one with `runner history {args.target} --remove VERSION`")
     return EXIT_OK
 
 

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runner.layout import internal
+
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr
     from matplotlib.figure import Figure
@@ -89,7 +91,10 @@ class Drawn:
 
 def study_of(ds: xr.Dataset) -> str | None:
     """The study whose spec made ``ds`` (from the spec text stored with it), or None."""
-    text = ds.attrs.get("runner_spec_toml")
+    prov = internal(ds.attrs)
+    if prov.get("study"):
+        return prov["study"]
+    text = prov.get("spec_toml")
     if not text:
         return None
     from runner.specfile import SpecError, SpecFile
@@ -156,7 +161,7 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
             drawn.append(_draw(r, ds, out))
         else:
             drawn += [_draw(r, part, out, point) for point, part in parts.items()]
-    manifest = {"spec_sha256": ds.attrs.get("runner_spec_sha256", ""), "study": study,
+    manifest = {"spec_sha256": internal(ds.attrs).get("spec_sha256", ""), "study": study,
                 "figures": [asdict(d) for d in drawn]}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return drawn

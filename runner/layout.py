@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,32 @@ import numpy as np
 
 #: Version of the store's layout conventions, in the root attribute ``store_format``. A store of
 #: an older format is refused with a message saying what to do (see :mod:`runner.store`).
-STORE_FORMAT = 2
+#: 3: completion records beside the store, the runner's own attributes under ``runner``, real units,
+#: NaN for "never" and flags for outcomes.
+STORE_FORMAT = 3
+
+#: The one attribute, on the root and on each variable, where the runner keeps what it needs (JSON
+#: text: the root's store id and provenance; a variable's layout signature, measure and the hints
+#: ``show`` and the monitor follow), out of the way of the attributes a user reads.
+INTERNAL = "runner"
+
+
+def internal(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The runner's own entries of a root's or a variable's attributes (``{}`` when there are none)."""
+    raw = (attrs or {}).get(INTERNAL)
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def with_internal(attrs: Mapping[str, Any], **entries: Any) -> dict[str, Any]:
+    """``attrs`` with ``entries`` added to its runner attribute (stored as JSON text)."""
+    merged = {**internal(attrs), **entries}
+    return {**attrs, INTERNAL: json.dumps(merged)}
 
 
 class Coord:
@@ -149,12 +174,22 @@ class LayoutBuilder:
         self.strides[name] = every if chunked else -1
         return name
 
-    def var(self, name: str, measure: str, dims: tuple[str, ...], dtype, fill, long_name: str, units: str,
+    def var(self, name: str, measure: str, dims: tuple[str, ...], dtype, fill, long_name: str, units: str | None,
             description: str, reference: str | None = None, **extra) -> None:
+        """Declare a variable. ``units`` follows the store's conventions (module docstring) and is
+        left out for strings and booleans; ``reference`` defaults to the builder's; the hints of
+        :func:`runner.measures.hints` (``runner.*`` entries) become the variable's runner attribute."""
         shape = tuple(self.coords[d].size for d in dims)
         chunks = tuple(self._chunk(d, n) for d, n in zip(dims, shape))
-        attrs = {"long_name": long_name, "units": units, "description": description,
-                 "reference": reference or self.reference, **extra}
+        reference = self.reference if reference is None else reference
+        textual = dtype is str or np.dtype(dtype).kind in "bOUS"
+        attrs = {"long_name": long_name, **({} if textual or units is None else {"units": units}),
+                 "description": description, **({"reference": reference} if reference else {})}
+        prefix = INTERNAL + "."
+        runner = {k.removeprefix(prefix): extra.pop(k) for k in [k for k in extra if k.startswith(prefix)]}
+        attrs.update(extra)
+        if runner:
+            attrs = with_internal(attrs, **runner)
         self.vars[name] = Var(name, measure, dims, shape, chunks, dtype, fill, attrs)
         if any(self.strides.get(d, -1) > 0 for d in dims):
             self.timed.add(name)

@@ -20,12 +20,12 @@ read the hints from the variables' attributes in the store, so they need no stud
 
 from __future__ import annotations
 
-import json
 import typing
 from typing import Annotated, Any, ClassVar, Union
 
 from pydantic import Field
 
+from runner.layout import INTERNAL
 from runner.specfile import Table
 
 #: study name -> measure kind -> registration
@@ -71,18 +71,18 @@ def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str
     summarise it (``(label, reduction)``, see :data:`REDUCTIONS`; ``table``: the title of a table
     of the headline value's mean and standard deviation over the replicates of each ``model``, as
     papers report accuracies over seeds)."""
-    out: dict[str, Any] = {"runner_plot_overlay": overlay} if overlay else {}
+    out: dict[str, Any] = {"plot_overlay": overlay} if overlay else {}
     if table is not None:
         assert headline is not None, "a table summarises the headline value"
-        out["runner_table"] = table
+        out["table"] = table
     if plot is not None:
         assert plot in PLOTS, plot
-        out["runner_plot"] = plot
-        out["runner_plot_order"] = order
+        out["plot"] = plot
+        out["plot_order"] = order
     if headline is not None:
         assert headline[1] in REDUCTIONS, headline
-        out["runner_headline"] = json.dumps(list(headline))
-    return out
+        out["headline"] = list(headline)
+    return {f"{INTERNAL}.{k}": v for k, v in out.items()}  # flat keys: hints(...) dicts merge with {**a, **b}
 
 
 def register(cls: type[Measure]) -> type[Measure]:

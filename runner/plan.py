@@ -46,6 +46,9 @@ class Task:
     """Steps it advances (for progress and ETA); 0 for a task without steps."""
     checkpoint: int = -1
     params: dict[str, Any] = field(default_factory=dict, compare=False)
+    key: dict[str, Any] | None = field(default=None, compare=False)
+    """The resolved values its id hashes (``task_id(key)``), kept in its completion record so that
+    ``plan`` can name what changed when a finished result would be replaced."""
 
     @property
     def requires(self) -> tuple[str, ...]:

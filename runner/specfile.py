@@ -232,6 +232,10 @@ class Experiment(Table):
     """Master seed: every random draw of the experiment derives from it."""
     store: str | None = Field(None, min_length=1)
     """Path of the zarr store (default ``store/<name>.zarr``, relative to the working directory)."""
+    replace: bool = False
+    """Let ``apply`` replace finished results whose parameters changed (as ``apply --replace``): the
+    store as it was stays readable in ``store/<name>.history/``. Off: ``apply`` refuses and says what
+    changed."""
 
 
 class StudySpec(Located):
@@ -245,7 +249,9 @@ class StudySpec(Located):
     def canonical_json(self) -> str:
         import json
 
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        # what the results depend on: not whether apply may replace older ones
+        return json.dumps(self.model_dump(mode="json", exclude={"experiment": {"replace"}}), sort_keys=True,
+                          separators=(",", ":"))
 
     def sha256(self) -> str:
         import hashlib

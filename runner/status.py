@@ -6,13 +6,13 @@ Shared by ``runner status``, ``runner show`` and the monitor.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 
 from runner.events import read_events
+from runner.layout import internal
 from runner.store import read_tasks, runner_dir
 
 
@@ -162,23 +162,35 @@ def render_show(path: Path) -> str:
     lines.append("coordinates: " + ", ".join(ds.coords))
     lines += _results(ds)
     lines += _tables(ds)
-    records = json.loads(ds.attrs.get("runner_tasks", "{}"))
+    records = read_tasks(path)
     lines.append(f"completed tasks: {len(records)}")
     for tid, rec in sorted(records.items(), key=lambda kv: (kv[1].get("network", 0), kv[1].get("measure", ""))):
         lines.append(f"  {tid}  {rec.get('network_label', ''):<16} {rec.get('measure', ''):<20} "
                      f"{rec.get('seconds', 0):.1f} s on {rec.get('device', '?')}")
     lines += _predicted(path, records)
-    versions = json.loads(ds.attrs.get("runner_package_versions", "{}"))
-    lines.append("provenance: spec sha256 " + ds.attrs.get("runner_spec_sha256", "?")[:16]
-                 + f", git {ds.attrs.get('runner_git_commit', '?')[:12]}"
-                 + (" (dirty)" if ds.attrs.get("runner_git_dirty") == "true" else "")
-                 + f", device {ds.attrs.get('runner_device', '?')}, updated {ds.attrs.get('runner_updated_utc', '?')}")
+    prov = internal(ds.attrs)
+    versions = prov.get("package_versions", {})
+    lines.append("provenance: spec sha256 " + str(prov.get("spec_sha256", "?"))[:16]
+                 + f", git {str(prov.get('git_commit', '?'))[:12]}" + (" (with changes)" if prov.get("git_dirty") else "")
+                 + f", code sha256 {str(prov.get('code_sha256', '?'))[:12]} ({len(prov.get('code_files', {}))} files)"
+                 + f", device {prov.get('device', '?')}, updated {prov.get('updated_utc', '?')}")
     lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    lines += _history(path)
     return "\n".join(lines)
 
 
+def _history(path: Path) -> list[str]:
+    from runner.history import versions
+
+    kept = versions(path)
+    if not kept:
+        return []
+    return [f"history: {len(kept)} earlier version(s), kept when apply --replace replaced results "
+            f"(`runner history {path}`):"] + [f"  {v.describe()}" for v in kept]
+
+
 #: How ``show`` reduces one network's values of a variable to a headline number (the variable's
-#: ``runner_headline`` attribute names the reduction: see runner.measures.hints).
+#: runner attribute's ``headline`` names the reduction: see runner.measures.hints).
 REDUCTIONS = {
     "mean": lambda v: v.mean(),
     "finite_mean": lambda v: v.where(np.isfinite(v)).mean(),
@@ -192,13 +204,13 @@ REDUCTIONS = {
 
 
 def _results(ds) -> list[str]:
-    """A few headline numbers per network, as the variables' ``runner_headline`` attributes ask
+    """A few headline numbers per network, as the variables' headline hints ask
     (NaN: not computed yet)."""
     rows = []
     for name, var in ds.data_vars.items():
-        spec = var.attrs.get("runner_headline")
+        spec = internal(var.attrs).get("headline")
         if spec and "network" in var.dims:
-            label, reduction = json.loads(spec)
+            label, reduction = spec
             if reduction in REDUCTIONS:
                 rows.append((label, name, REDUCTIONS[reduction]))
     if not rows:
@@ -212,7 +224,7 @@ def _results(ds) -> list[str]:
 
 
 def _tables(ds) -> list[str]:
-    """For each variable with a ``runner_table`` attribute: its headline value's mean and sample
+    """For each variable with a ``table`` hint: its headline value's mean and sample
     standard deviation over the replicates of each ``model`` (rows in the order of the networks),
     as papers report accuracies over seeds."""
     if "model" not in ds.coords or "network" not in ds.dims:
@@ -220,10 +232,10 @@ def _tables(ds) -> list[str]:
     models = [str(m) for m in ds["model"].values]
     lines = []
     for name, var in ds.data_vars.items():
-        title, spec = var.attrs.get("runner_table"), var.attrs.get("runner_headline")
+        title, spec = internal(var.attrs).get("table"), internal(var.attrs).get("headline")
         if not title or not spec or "network" not in var.dims:
             continue
-        reduction = REDUCTIONS.get(json.loads(spec)[1])
+        reduction = REDUCTIONS.get(spec[1])
         if reduction is None:
             continue
         values = np.array([float(reduction(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])])

@@ -2,12 +2,13 @@
 
 ``store/<name>.zarr`` is a plain zarr v3 group that ``xr.open_zarr`` reads with no runner
 installed. Beside it, ``store/<name>.runner/`` holds what only the runner needs: the lock that
-refuses a second ``apply``, the event log, and resume checkpoints.
+refuses a second ``apply``, the event log, resume checkpoints and the completion records.
 
 Rules (see docs/architecture.md): arrays are created up front from the :class:`Layout` and filled
 by region writes aligned to chunks; a chunk has exactly one writing task; a finished task is
-recorded explicitly in the root attribute ``runner_tasks`` (JSON text), never inferred from the
-data; an array whose layout changed is recreated and the tasks that wrote it are forgotten.
+recorded explicitly (:mod:`runner.records`), never inferred from the data; an array whose layout
+changed is remade, keeping the values of the networks it can (:func:`plan_reshape`), and the tasks
+whose values it could not keep are forgotten.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from filelock import FileLock, Timeout
 
-from runner.layout import STORE_FORMAT, Layout
+from runner.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
+from runner.records import drop_records, read_records, records_dir, write_records
 
 if TYPE_CHECKING:  # pragma: no cover
     import zarr
@@ -84,22 +87,37 @@ def root_attrs(path: Path) -> dict | None:
     return meta.get("attributes") or {} if isinstance(meta, dict) else None
 
 
-def is_runner_store(path: Path) -> bool:
-    """True for a zarr group this runner created (its root attributes carry ``runner_store_id``)."""
+def store_id(path: Path) -> str | None:
+    """The id of a store this runner created (None for anything else, or no store)."""
     attrs = root_attrs(path)
-    return attrs is not None and "runner_store_id" in attrs
+    if attrs is None:
+        return None
+    return internal(attrs).get("store_id") or attrs.get("runner_store_id")  # the second: store formats 1-2
+
+
+def is_runner_store(path: Path) -> bool:
+    """True for a zarr group this runner created (its root's runner attribute carries a store id)."""
+    return store_id(path) is not None
 
 
 def format_problem(path: Path) -> str | None:
     """Why a store of this runner cannot be written by this version (an older ``store_format``)."""
     attrs = root_attrs(path) or {}
-    found = int(attrs.get("store_format", 1))
+    try:
+        found = int(attrs.get("store_format", 1))
+    except (TypeError, ValueError):
+        found = 0
     if found == STORE_FORMAT:
         return None
     return (f"{path} was written by {'an older' if found < STORE_FORMAT else 'a newer'} runner (store format {found}; "
             f"this one writes format {STORE_FORMAT}, see docs/architecture.md). Its results stay readable with "
             f"xarray. To run the spec, move the store away (mv {path} {path}.v{found}) or set [experiment] store to "
             "a new path")
+
+
+def is_sweep_root(path: Path) -> bool:
+    attrs = root_attrs(path) or {}
+    return "sweep" in internal(attrs) or "runner_sweep" in attrs
 
 
 def store_path_problem(path: Path, sweep: bool = False) -> str | None:
@@ -118,7 +136,7 @@ def store_path_problem(path: Path, sweep: bool = False) -> str | None:
         if (path / "zarr.json").exists():
             if not is_runner_store(path):
                 return f"{path} is a zarr store this runner did not create; choose another path"
-            if ("runner_sweep" in (root_attrs(path) or {})) != sweep:
+            if is_sweep_root(path) != sweep:
                 held, spec = ("a sweep", "has no [sweep]") if not sweep else ("a run without a sweep", "has a [sweep]")
                 return f"{path} holds {held} and this spec {spec}; set [experiment] store to another path"
             return format_problem(path)  # ours: a write that fails later (read-only, full) is a store error
@@ -197,33 +215,49 @@ class Store:
             self._lock = None
 
     # --- layout
-    def open(self, layout: Layout, root_attrs: dict[str, Any]) -> list[str]:
+    def reshape(self, layout: Layout) -> Reshape:
+        """What :meth:`open` would do to the arrays of this store for ``layout`` (nothing is written)."""
+        if not (self.path / "zarr.json").exists():
+            return Reshape()
+        import zarr
+
+        return plan_reshape(zarr.open_group(self.path, mode="r", use_consolidated=False), layout)
+
+    def open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None = None) -> list[str]:
         """Create or update arrays to match ``layout``; return the variables (re)created.
 
-        The completion records of the tasks that wrote a recreated variable are dropped, so those
-        tasks run again (all tasks, for a variable every task writes: measure ``"*"``)."""
+        A remade array keeps the values of the networks ``reshape`` carries over (a network added
+        or taken out, a new chunking); the completion records of the results it could not keep are
+        dropped, so those tasks run again. ``apply`` asks the user before that drops a finished
+        result that the spec no longer plans (:mod:`runner.changes`)."""
         with writing(self.path):
-            return self._open(layout, root_attrs)
+            return self._open(layout, root_attrs, reshape)
 
-    def _open(self, layout: Layout, root_attrs: dict[str, Any]) -> list[str]:
+    def _open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None) -> list[str]:
+        import zarr  # imported here: reading records (a no-op apply) needs no zarr
+
         if (self.path / "zarr.json").exists():
             if not is_runner_store(self.path):
                 raise StorePathError(f"{self.path} is a zarr store this runner did not create")
             if format_problem(self.path):
                 raise StoreFormatError(format_problem(self.path))
-            import zarr  # imported here: reading records (a no-op apply) needs no zarr
-
             self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
+            records_dir(self.state_dir).mkdir(parents=True, exist_ok=True)  # again, after apply --replace kept them
         else:
             if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
                 raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            import zarr
-
+            store_id = uuid.uuid4().hex
+            records_dir(self.state_dir).mkdir(parents=True, exist_ok=True)  # before the store: see records_lost
             self.group = zarr.open_group(self.path, mode="w", zarr_format=3)
-            self.group.attrs.update({"runner_store_id": uuid.uuid4().hex, "runner_tasks": "{}",
-                                     "store_format": STORE_FORMAT})
+            self.group.attrs.update({**with_internal({}, store_id=store_id), "store_format": STORE_FORMAT})
         g = self.group
+        _finish_carries(g)
+        reshape = reshape if reshape is not None else plan_reshape(g, layout)
+        carried = {name: _carried_values(g, name, layout, labels) for name, labels in reshape.remake.items()
+                   if labels}
+        for name in reshape.orphans:
+            del g[name]
         existing = set(g.array_keys())
         for c in layout.coords.values():
             values = c.values
@@ -238,22 +272,26 @@ class Store:
                                  fill_value="" if dtype is str else None)
             arr[...] = values
         recreated = []
-        coords = layout.coords
         for v in layout.vars.values():
-            sig = v.signature(coords)
-            if v.name in existing and g[v.name].attrs.get("runner_layout") == sig:
-                if any(g[v.name].attrs.get(k) != val for k, val in v.attrs.items()):
-                    g[v.name].attrs.update(v.attrs)  # e.g. a new threshold; the data is rewritten by its task
+            attrs = with_internal(v.attrs, layout=v.signature(layout.coords), measure=v.measure)
+            if v.name in existing and v.name not in reshape.remake:
+                if dict(g[v.name].attrs) != attrs:
+                    g[v.name].attrs.update(attrs)  # e.g. a new threshold; the data is rewritten by its task
                 continue
-            if v.name in existing:
-                del g[v.name]
-            g.create_array(v.name, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
-                           dimension_names=list(v.dims), attributes={**v.attrs, "runner_layout": sig})
+            if v.name in carried:
+                carried[v.name](attrs)
+            else:
+                if v.name in existing:
+                    del g[v.name]
+                g.create_array(v.name, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
+                               dimension_names=list(v.dims), attributes=attrs)
             recreated.append(v.name)
-        non_index = [c.name for c in coords.values() if c.dims != (c.name,)]
-        g.attrs.update({**root_attrs, "coordinates": " ".join(non_index)})
-        stale = {layout.vars[v].measure for v in recreated}
-        self.forget([tid for tid, rec in self.tasks().items() if "*" in stale or rec.get("measure") in stale])
+        non_index = [c.name for c in layout.coords.values() if c.dims != (c.name,)]
+        attrs = dict(root_attrs)
+        if INTERNAL in attrs:  # merged into the runner attribute the store has (its id)
+            attrs[INTERNAL] = with_internal(dict(g.attrs), **internal(attrs))[INTERNAL]
+        g.attrs.update({**attrs, "coordinates": " ".join(non_index)})
+        self.forget(reshape.lost(self.tasks()))
         self.consolidate()  # a plain xr.open_zarr during the run sees every array (their data is live)
         return recreated
 
@@ -268,7 +306,7 @@ class Store:
 
     @property
     def store_id(self) -> str:
-        return self.group.attrs["runner_store_id"]
+        return internal(self.group.attrs)["store_id"]
 
     def write(self, name: str, region: tuple, values: np.ndarray) -> None:
         with writing(self.path):
@@ -277,28 +315,32 @@ class Store:
     def read(self, name: str, region: tuple = (...,)) -> np.ndarray:
         return self.group[name][region]
 
-    # --- completion records
+    # --- completion records (runner.records: one file each, beside the store)
     def tasks(self) -> dict[str, dict]:
-        return json.loads(self.group.attrs.get("runner_tasks", "{}"))
+        return read_records(self.state_dir, self.store_id)
 
     def record(self, task_id: str, record: dict) -> None:
         self.record_many({task_id: record})
 
     def record_many(self, records: dict[str, dict]) -> None:
-        """Record finished tasks in one rewrite of the records (its cost grows with their number)."""
-        tasks = self.tasks()
-        tasks.update(records)
-        self.set_attrs(runner_tasks=json.dumps(tasks, sort_keys=True))
+        with writing(self.state_dir):
+            write_records(self.state_dir, self.store_id, records)
 
     def forget(self, task_ids: list[str]) -> None:
-        tasks = self.tasks()
-        for t in task_ids:
-            tasks.pop(t, None)
-        self.set_attrs(runner_tasks=json.dumps(tasks, sort_keys=True))
+        drop_records(self.state_dir, task_ids)
 
     def set_attrs(self, **attrs: Any) -> None:
         with writing(self.path):
             self.group.attrs.update(attrs)
+
+    def append_history(self, line: str) -> None:
+        """Add a line to the root's ``history`` (CF/ACDD: one line per command that changed the store)."""
+        old = self.group.attrs.get("history", "")
+        self.set_attrs(history=f"{old}\n{line}" if old else line)
+
+    def set_internal(self, **entries: Any) -> None:
+        """Add entries to the root's runner attribute."""
+        self.set_attrs(**with_internal(dict(self.group.attrs), **entries))
 
     def consolidate(self) -> None:
         """Refresh consolidated metadata so a plain ``xr.open_zarr(path)`` sees current attrs."""
@@ -308,7 +350,123 @@ class Store:
             zarr.consolidate_metadata(self.path)
 
 
+@dataclass
+class Reshape:
+    """The arrays a new layout remakes, and whose values survive it (see :func:`plan_reshape`)."""
+
+    remake: dict[str, set[str]] = field(default_factory=dict)
+    """Variable -> labels of the networks whose values are carried into the remade array."""
+    orphans: list[str] = field(default_factory=list)
+    """Arrays no variable of the layout declares any more whose dimensions no longer fit: deleted."""
+    measures: dict[str, str] = field(default_factory=dict)
+    """Array -> the measure that writes it (``*``: every task of a pass), for the arrays above."""
+
+    def lost(self, records: dict[str, dict]) -> list[str]:
+        """Ids of the finished results whose values would not survive: their records go."""
+        out = []
+        for tid, rec in records.items():
+            label, measure = rec.get("network_label"), rec.get("measure")
+            for name, keep in self.remake.items():
+                if self.measures.get(name) in (measure, "*") and label not in keep:
+                    out.append(tid)
+                    break
+            else:
+                if any(self.measures.get(name) in (measure, "*") for name in self.orphans):
+                    out.append(tid)
+        return out
+
+
+def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
+    """Compare a store's arrays with ``layout``. A variable whose signature changed is remade; the
+    values of a network present before and after are carried over when nothing but the ``network``
+    coordinate and the chunks changed (same dimensions, dtype, sizes and coordinate values)."""
+    out = Reshape()
+    arrays = {name: g[name] for name in g.array_keys()}
+    old_labels = [str(x) for x in arrays["network"][...]] if "network" in arrays else []
+    new_labels = [str(x) for x in layout.coords["network"].values] if "network" in layout.coords else []
+    sizes = {c.name: c.size for c in layout.coords.values() if c.dims == (c.name,)}
+    same_coord = {}
+    for name, c in layout.coords.items():
+        old = arrays.get(name)
+        same_coord[name] = old is not None and old.shape == c.values.shape and np.array_equal(old[...], c.values)
+    for v in layout.vars.values():
+        old = arrays.get(v.name)
+        if old is None:
+            continue
+        if internal(old.attrs).get("layout") == v.signature(layout.coords):
+            continue
+        out.measures[v.name] = v.measure
+        fits = (tuple(old.metadata.dimension_names or ()) == v.dims and np.dtype(old.dtype) == np.dtype(v.dtype)
+                if v.dtype is not str else False)
+        fits = fits and all(d == "network" or (old.shape[i] == v.shape[i] and same_coord.get(d, True))
+                            for i, d in enumerate(v.dims))
+        out.remake[v.name] = (set(old_labels) & set(new_labels)) if fits and "network" in v.dims else set()
+    for name, arr in arrays.items():
+        if name in layout.vars or name in layout.coords:
+            continue
+        dims = tuple(arr.metadata.dimension_names or ())
+        if any(d in sizes and arr.shape[i] != sizes[d] for i, d in enumerate(dims)) or \
+                ("network" in dims and not same_coord.get("network", True)):
+            out.orphans.append(name)
+            out.measures[name] = internal(arr.attrs).get("measure", "?")
+    return out
+
+
+CARRY = "_carry_"
+
+
+def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
+    """A function that remakes array ``name`` for ``layout`` with the values of the networks
+    ``labels`` copied over. The copy goes to a new array first, which replaces the old one only once
+    complete (a kill in between leaves the old one, or a complete copy that the next open puts in
+    place: :func:`_finish_carries`)."""
+    v = layout.vars[name]
+    old = g[name]
+    old_index = {str(x): i for i, x in enumerate(g["network"][...])}
+    new_index = {str(x): i for i, x in enumerate(layout.coords["network"].values)}
+    axis = v.dims.index("network")
+
+    def remake(attrs: dict) -> None:
+        tmp = CARRY + name
+        if tmp in g.array_keys():
+            del g[tmp]
+        arr = g.create_array(tmp, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
+                             dimension_names=list(v.dims), attributes=attrs)
+        for label in sorted(labels, key=new_index.get):
+            src = (slice(None),) * axis + (old_index[label],)
+            dst = (slice(None),) * axis + (new_index[label],)
+            arr[dst] = old[src]
+        arr.attrs.update(with_internal(attrs, carried=True))
+        del g[name]
+        _move(g, tmp, name, attrs)
+
+    return remake
+
+
+def _move(g: zarr.Group, src: str, dst: str, attrs: dict) -> None:
+    root = Path(str(g.store.root))
+    os.replace(root / g.path / src, root / g.path / dst)
+    g[dst].attrs.update({**attrs})  # without the "carried" mark: the copy is in place
+
+
+def _finish_carries(g: zarr.Group) -> None:
+    """After a kill during :func:`_carried_values`: put a complete copy in place, drop an incomplete one."""
+    for name in [n for n in g.array_keys() if n.startswith(CARRY)]:
+        arr, target = g[name], name[len(CARRY):]
+        if internal(arr.attrs).get("carried") and target not in g.array_keys():
+            attrs = dict(arr.attrs)
+            _move(g, name, target, {**attrs, INTERNAL: json.dumps({k: v for k, v in internal(attrs).items()
+                                                                    if k != "carried"})})
+        else:
+            del g[name]
+
+
 def read_tasks(path: Path) -> dict[str, dict]:
     """Completion records of a store, read without the lock or zarr ({} when there is no store)."""
-    attrs = root_attrs(Path(path))
-    return json.loads(attrs.get("runner_tasks", "{}")) if attrs else {}
+    return read_records(runner_dir(Path(path)), store_id(Path(path)))
+
+
+def records_lost(path: Path) -> bool:
+    """A store of this runner whose records folder is gone (its ``.runner`` folder deleted, or the
+    store copied without it): which of its results are finished is unknown."""
+    return is_runner_store(path) and not records_dir(runner_dir(Path(path))).is_dir()

@@ -98,6 +98,8 @@ class Study:
     """Returns the root model of the study's specs (with the measures registered now)."""
     table_models: ClassVar[dict[str, type]] = {}
     """Spec tables by name, for ``runner explain``."""
+    references: ClassVar[tuple[str, ...]] = ()
+    """The papers the study reproduces (the store's ``references``, with each variable's own)."""
     figure_recipes: ClassVar[str | None] = None
     """The module that registers the study's figures (:mod:`runner.figures`); imported only when
     figures are drawn, so that no other command pays for matplotlib."""

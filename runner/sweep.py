@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr
 
 TABLE = "sweep"
-ATTR = "runner_sweep"
+ATTR = "sweep"
+"""The sweep root's entry (dims and points) in its runner attribute."""
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,16 @@ def expand(base: SpecFile, axes: dict[str, list], root: Path) -> Sweep:
 
 
 def is_sweep(path: Path) -> bool:
+    from runner.store import is_sweep_root
+
+    return is_sweep_root(path)
+
+
+def _meta(path: Path) -> dict:
+    from runner.layout import internal
     from runner.store import root_attrs
 
-    return ATTR in (root_attrs(path) or {})
+    return internal(root_attrs(path)).get(ATTR) or {}
 
 
 def record(sweep: Sweep, spec_text: str) -> None:
@@ -129,28 +137,28 @@ def record(sweep: Sweep, spec_text: str) -> None:
 
     import zarr
 
-    from runner.layout import STORE_FORMAT
+    from runner.layout import STORE_FORMAT, internal, with_internal
     from runner.store import writing
 
     with writing(sweep.root):
         if (sweep.root / "zarr.json").exists():
             group = zarr.open_group(sweep.root, mode="r+", use_consolidated=False)
-            known = json.loads(group.attrs[ATTR])["points"]
+            known = internal(group.attrs)[ATTR]["points"]
         else:
             group = zarr.open_group(sweep.root, mode="w", zarr_format=3)
-            group.attrs.update({"runner_store_id": uuid.uuid4().hex, "store_format": STORE_FORMAT})
+            group.attrs.update({**with_internal({}, store_id=uuid.uuid4().hex), "store_format": STORE_FORMAT,
+                                "title": f"sweep over {', '.join(sweep.axes)}"})
             known = []
         names = {p["name"] for p in known}
         known += [{"name": p.name, "values": p.values} for p in sweep.points if p.name not in names]
-        group.attrs.update({ATTR: json.dumps({"dims": sweep.dims(), "points": known}),
-                            "runner_spec_toml": spec_text})
+        group.attrs.update(with_internal(dict(group.attrs), **{ATTR: {"dims": sweep.dims(), "points": known},
+                                                                 "spec_toml": spec_text}))
+    zarr.consolidate_metadata(sweep.root)  # xr.open_datatree(path, engine="zarr") opens it consolidated
 
 
 def points(root: Path) -> list[dict]:
     """The points recorded in a sweep's store: ``[{"name": ..., "values": {...}}]``."""
-    from runner.store import root_attrs
-
-    return json.loads((root_attrs(root) or {})[ATTR])["points"]
+    return _meta(root)["points"]
 
 
 def open_sweep(root: str | Path) -> xr.Dataset:
@@ -158,10 +166,8 @@ def open_sweep(root: str | Path) -> xr.Dataset:
     yet are left out; values a point lacks, e.g. tokens beyond its N_w, are NaN)."""
     import xarray as xr
 
-    from runner.store import root_attrs
-
     root = Path(root)
-    meta = json.loads(root_attrs(root)[ATTR])
+    meta = _meta(root)
     dims: dict[str, str] = meta["dims"]
     parts = []
     for p in meta["points"]:
@@ -176,5 +182,5 @@ def open_sweep(root: str | Path) -> xr.Dataset:
     else:
         ds = xr.concat([p.stack(sweep_point=list(dims.values())) for p in parts], dim="sweep_point", **kw)
         ds = ds.unstack("sweep_point")
-    ds.attrs[ATTR] = json.dumps(list(dims.values()))
+    ds.attrs["sweep_dims"] = list(dims.values())
     return ds.sortby(list(dims.values())).transpose(*dims.values(), ...)

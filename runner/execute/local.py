@@ -96,7 +96,7 @@ class LocalExecutor:
         return {"measure": t.measure, "label": t.label, "network": t.network, "network_label": self.p.labels[t.network],
                 "kind": t.kind, "checkpoint": t.checkpoint, "seconds": round(seconds, 3),
                 "resumed_from": extra.get("resumed_from", 0), "device": str(extra.get("device", self.device)),
-                "finished_utc": now()}
+                "finished_utc": now(), "key": t.key}
 
 
 class _Reporter:

@@ -10,19 +10,19 @@ saved instead of a segment crossed): only then does the app re-read the store's 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from runner.events import EventReader
+from runner.layout import internal
 from runner.status import fold_status, store_of
 from runner.store import read_tasks, runner_dir
 from runner.tui.training import Curves, is_curve, read_training
 
 # The depth plots a store usually offers, in the order `v` cycles through them (shown before any
-# store is read); a store says what it offers in its variables' ``runner_plot`` attributes.
+# store is read); a store says what it offers in its variables' plot hints (runner attribute).
 SERIES = ("lyapunov_per_step", "effective_dimension", "deviation", "chaos_length")
 
 
@@ -32,9 +32,9 @@ def with_units(name: str, units: str) -> str:
 
 
 def plotted(ds) -> list[str]:
-    """The variables the store asks the monitor to plot, in their ``runner_plot_order``."""
-    names = [n for n, v in ds.data_vars.items() if "runner_plot" in v.attrs]
-    return sorted(names, key=lambda n: (int(ds[n].attrs.get("runner_plot_order", 100)), n))
+    """The variables the store asks the monitor to plot, in their ``plot_order``."""
+    names = [n for n, v in ds.data_vars.items() if "plot" in internal(v.attrs)]
+    return sorted(names, key=lambda n: (int(internal(ds[n].attrs).get("plot_order", 100)), n))
 
 
 @dataclass
@@ -196,7 +196,7 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
     Values not yet written are NaN (fill) or -1 for integer results: they are skipped. ``upto`` (a
     step) limits the read to the steps written so far; at most ``max_points`` steps are read along
     time (evenly strided: a terminal plot has fewer columns than that). A store whose variables
-    are curves (``runner_plot = "curve"``, a training store) is read by
+    are curves (plot hint ``curve``, a training store) is read by
     :func:`runner.tui.training.read_training` instead.
     """
     import xarray as xr
@@ -234,7 +234,7 @@ def _thin(var, upto: int | None, max_points: int):
 def _summarise(var, labels: list[str]) -> Series:
     attrs = var.attrs
     s = Series(var.name, str(attrs.get("long_name", var.name)), str(attrs.get("units", "")), "", labels,
-               kind=str(attrs.get("runner_plot", "series")))
+               kind=str(internal(attrs).get("plot", "series")))
     data = np.asarray(var.values, dtype=np.float64)
     if s.kind == "histogram":
         s.x_label = with_units(str(attrs.get("long_name", var.name)), str(attrs.get("units", "")))
@@ -282,12 +282,9 @@ class _quiet:
 
 
 def provenance(attrs: dict[str, str]) -> dict[str, object]:
-    """Root attrs a run writes: spec text, package versions, device, git commit."""
-    try:
-        versions = json.loads(attrs.get("runner_package_versions", "{}"))
-    except ValueError:
-        versions = {}
-    return {"spec": attrs.get("runner_spec_toml", ""), "spec_sha256": attrs.get("runner_spec_sha256", ""),
-            "versions": versions, "device": attrs.get("runner_device", "?"),
-            "git": attrs.get("runner_git_commit", "?") + (" (dirty)" if attrs.get("runner_git_dirty") == "true" else ""),
-            "updated": attrs.get("runner_updated_utc", "?")}
+    """What a run recorded in the root's runner attribute: spec text, package versions, device, git commit."""
+    prov = internal(attrs)
+    return {"spec": prov.get("spec_toml", ""), "spec_sha256": prov.get("spec_sha256", ""),
+            "versions": prov.get("package_versions", {}), "device": prov.get("device", "?"),
+            "git": str(prov.get("git_commit", "?")) + (" (with changes)" if prov.get("git_dirty") else ""),
+            "updated": prov.get("updated_utc", "?")}

@@ -1,10 +1,10 @@
-"""What the plots view shows of a store's *curves*: variables whose ``runner_plot`` is ``curve``.
+"""What the plots view shows of a store's *curves*: variables whose plot hint is ``curve``.
 
 No Textual import, no study's names: :func:`read_training` turns the curve variables of an open
-dataset into :class:`Curves` (in their ``runner_plot_order``; NaN kept: unwritten values are
+dataset into :class:`Curves` (in their ``plot_order``; NaN kept: unwritten values are
 skipped when drawn), by their dims:
 
-- ``(network, t)``: one line per network, or the selected network (with its ``runner_plot_overlay``
+- ``(network, t)``: one line per network, or the selected network (with its ``plot_overlay``
   variable drawn over it, mapped onto ``t`` through the store's ``step`` and ``epoch`` coordinates);
 - ``(network, t, group)`` (a layer, a parameter group): one line per group for one network (the
   selected one; with "all", the first with values), or, with a group selected, one line per
@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from runner.layout import internal
+
+
 def is_curve(attrs) -> bool:
-    return attrs.get("runner_plot") == "curve"
+    return internal(attrs).get("plot") == "curve"
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Curves:
     groups: list[str] = field(default_factory=list)
     group_dim: str = ""
     overlay: Curves | None = None
-    """Drawn with a single network: the ``runner_plot_overlay`` variable (validation loss at each epoch's last step)."""
+    """Drawn with a single network: the ``plot_overlay`` variable (validation loss at each epoch's last step)."""
 
     def has_data(self, net: int) -> bool:
         return net < self.y.shape[0] and bool(np.isfinite(self.y[net]).any())
@@ -56,7 +59,7 @@ def _thin(var, dim: str, max_points: int):
 def read_training(ds, labels: list[str], max_points: int = 1000) -> dict[str, Curves]:
     out: dict[str, Curves] = {}
     names = sorted((n for n, v in ds.data_vars.items() if is_curve(v.attrs)),
-                   key=lambda n: (int(ds[n].attrs.get("runner_plot_order", 100)), n))
+                   key=lambda n: (int(internal(ds[n].attrs).get("plot_order", 100)), n))
     for name in names:
         var = ds[name]
         dims = tuple(var.dims)
@@ -73,7 +76,7 @@ def read_training(ds, labels: list[str], max_points: int = 1000) -> dict[str, Cu
                 out[f"{name}:{q}"] = _per_checkpoint(f"{name}:{q}", sub, var, dict(
                     base, long_name=f"{base['long_name']}, {q}"))
     for name, curves in out.items():
-        overlay = ds[name].attrs.get("runner_plot_overlay") if name in ds.data_vars else None
+        overlay = internal(ds[name].attrs).get("plot_overlay") if name in ds.data_vars else None
         if overlay in out:
             curves.overlay = _val_at_steps(ds, out[overlay])
     return out

@@ -7,6 +7,7 @@ import pytest
 import xarray as xr
 
 from runner.figures import NotDrawable, figures, recipes
+from runner.layout import internal
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,7 @@ def test_fig4b_fig4c_fig4d(ds):
 def test_figures_writes_files_and_manifest(ds, depth_store, tmp_path):
     drawn = figures(depth_store, out=tmp_path)
     manifest = __import__("json").loads((tmp_path / "figures.json").read_text())
-    assert manifest["study"] == "depth" and manifest["spec_sha256"] == ds.attrs["runner_spec_sha256"]
+    assert manifest["study"] == "depth" and manifest["spec_sha256"] == internal(ds.attrs)["spec_sha256"]
     assert {d.id for d in drawn if d.status == "drawn"} == {"fig2a", "fig2b", "fig2c", "fig4b", "fig4c", "fig4d"}
     for d in (d for d in manifest["figures"] if d["status"] == "drawn"):
         assert d["reads"] and all((tmp_path / f).stat().st_size > 0 for f in d["files"])

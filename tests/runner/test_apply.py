@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from runner.layout import internal
 from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
 
 
@@ -46,9 +47,10 @@ def test_reference_maps_give_known_exponents_through_the_runner(tmp_path):
     # a map with one token: D(t) = 0 and the tokens are synchronized from t = 0
     assert float(ds.deviation.max()) == 0.0 and (ds.sync_offset == 0).all()
     for name, var in ds.data_vars.items():
-        assert var.attrs.get("long_name") and "units" in var.attrs, name
-    assert json.loads(ds.attrs["runner_package_versions"])["torch"]
-    assert ds.attrs["runner_spec_toml"] == spec.read_text()
+        textual = var.dtype == bool or var.dtype.kind in "OUST"
+        assert var.attrs.get("long_name") and ("units" in var.attrs) != textual, name
+    assert internal(ds.attrs)["package_versions"]["torch"]
+    assert internal(ds.attrs)["spec_toml"] == spec.read_text()
 
 
 def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
@@ -65,7 +67,11 @@ def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
     plan = run_cli("plan", spec, "--json", cwd=tmp_path)
     pending = [t for t in json.loads(plan.stdout)["tasks"] if t["state"] == "pending"]
     assert {t["measure"] for t in pending} == {"token_deviation"} and len(pending) == 2
-    changed = run_cli("apply", spec, cwd=tmp_path)
+    assert {t["action"] for t in pending} == {"replace"}
+    assert all(t["changes"] == ["threshold: 1e-05 -> 0.001"] for t in pending), pending
+    refused = run_cli("apply", spec, cwd=tmp_path)  # finished results are replaced only when asked
+    assert refused.returncode == 77 and "replace logistic token_deviation; tanh token_deviation: threshold: 1e-05 -> 0.001" in refused.stderr
+    changed = run_cli("apply", spec, "--replace", cwd=tmp_path)
     assert changed.returncode == 0 and "ran 2 task(s)" in changed.stdout
     ds = _open(store)
     np.testing.assert_array_equal(ds.lyapunov.values, lyap_before)
@@ -74,7 +80,7 @@ def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
     # a new tau changes the exponent's time axis: its arrays are remade, and only the exponent
     # and what derives from it run again
     spec.write_text(spec.read_text().replace("tau = 1", "tau = 4"))
-    retau = run_cli("apply", spec, cwd=tmp_path)
+    retau = run_cli("apply", spec, "--replace", cwd=tmp_path)
     assert retau.returncode == 0 and "ran 4 task(s)" in retau.stdout, retau.stdout
     ds = _open(store)
     assert list(ds.lyapunov_step.values[:3]) == [0, 4, 8] and ds.lyapunov.notnull().all()

@@ -4,10 +4,11 @@ ids (the option joins the trajectory key only when on)."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import xarray as xr
+
+from runner.store import read_tasks
 
 SPEC = """
 [experiment]
@@ -53,5 +54,5 @@ def test_a_compiled_map_gives_the_eager_values_under_new_ids(in_process, tmp_pat
     for var in ("deviation", "lyapunov", "effective_dimension"):
         assert np.isfinite(eager[var].values).all()
         np.testing.assert_allclose(compiled[var].values, eager[var].values, rtol=1e-4, atol=1e-6)
-    ids = [json.loads(ds.attrs["runner_tasks"]).keys() for ds in (eager, compiled)]
+    ids = [read_tasks(tmp_path / f"store/{name}.zarr").keys() for name in ("eager", "compiled")]
     assert not set(ids[0]) & set(ids[1])

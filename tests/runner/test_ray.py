@@ -7,7 +7,6 @@ entry point); the worker that is killed is a real process of the cluster.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -16,6 +15,7 @@ import time
 import pytest
 import xarray as xr
 
+from runner.store import read_tasks
 from tests.runner.helpers import maps_spec, write_spec
 
 ray = pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip install -e '.[ray]'")
@@ -73,10 +73,10 @@ def test_a_killed_worker_is_retried_from_its_durable_point_and_equals_a_local_ru
     assert found["killed"] != os.getpid() and found["durable"]  # a worker, past its durable point at step 20
     assert found["retried"] not in (None, found["killed"])  # Ray retried the task in another worker
     assert in_process("apply", "local.toml", "-q")[0] == 0
-    records = json.loads(xr.open_zarr(tmp_path / "store/ray.zarr").attrs["runner_tasks"])
+    records = read_tasks(tmp_path / "store/ray.zarr")
     resumed = {r["network_label"]: r["resumed_from"] for r in records.values() if r["kind"] == "iterate"}
     assert resumed == {"logistic": 0, "tanh": 20}
-    assert records.keys() == json.loads(xr.open_zarr(tmp_path / "store/local.zarr").attrs["runner_tasks"]).keys()
+    assert records.keys() == read_tasks(tmp_path / "store/local.zarr").keys()
     xr.testing.assert_equal(_data(tmp_path / "store/ray.zarr"), _data(tmp_path / "store/local.zarr"))
     assert not list((state / "checkpoints").glob("*.safetensors"))
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
+import pytest
 import xarray as xr
 
-import pytest
-
+from runner.store import read_tasks
 from tests.runner.helpers import maps_spec, write_spec
 
 
@@ -78,8 +77,8 @@ def test_sharded_passes_equal_unsharded_ones_and_a_stopped_run_resumes(in_proces
     assert float(whole.deviation.isel(deviation_step=5).max()) > 0 and whole.effective_dimension.notnull().all()
     # per-sample values joined along `sample`; N_eff from the shards' sufficient statistics
     xr.testing.assert_allclose(sharded, whole, rtol=1e-9, atol=0)
-    records = json.loads(ss.attrs["runner_tasks"])
-    assert records.keys() == json.loads(ws.attrs["runner_tasks"]).keys()  # the task ids of an unsharded run
+    records = read_tasks(tmp_path / "store/sharded.zarr")
+    assert records.keys() == read_tasks(tmp_path / "store/whole.zarr").keys()  # the task ids of an unsharded run
     # the first network's shards were not run again; the second network's ran
     assert sorted({r["network"]: r["resumed_from"] for r in records.values()}.items()) == [(0, 30), (1, 0)]
     assert not any((tmp_path / "store/sharded.runner/shards").iterdir())  # shard files merged and removed

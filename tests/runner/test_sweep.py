@@ -6,6 +6,8 @@ import json
 
 import xarray as xr
 
+from runner.layout import internal
+from runner.store import read_tasks
 from runner.sweep import open_sweep
 from tests.runner.helpers import maps_spec, run_cli, write_spec
 
@@ -23,7 +25,7 @@ def spec_text(samples: list[int]) -> str:
 
 
 def _records(store):
-    return json.loads(json.loads((store / "zarr.json").read_text())["attributes"]["runner_tasks"])
+    return read_tasks(store)
 
 
 def test_a_sweep_runs_each_point_once_and_reads_as_one_dataset(tmp_path):
@@ -57,7 +59,7 @@ def test_a_sweep_runs_each_point_once_and_reads_as_one_dataset(tmp_path):
     a = xr.open_zarr(alone / "store/grid.zarr", consolidated=False)
     b = xr.open_zarr(root / "samples=8,steps=30", consolidated=False)
     xr.testing.assert_equal(a.drop_attrs(), b.drop_attrs())
-    assert json.loads(b.attrs["runner_sweep_point"]) == {"input.samples": 8, "dynamics.steps": 30}
+    assert internal(b.attrs)["sweep_point"] == {"input.samples": 8, "dynamics.steps": 30}
     sub = ds.sel(samples=8, steps=30).dropna("sample", how="all").dropna("deviation_step", how="all")
     xr.testing.assert_allclose(sub["lyapunov"].dropna("lyapunov_step", how="all").drop_vars(["samples", "steps"]),
                                a["lyapunov"])

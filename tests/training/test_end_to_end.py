@@ -9,14 +9,14 @@ import subprocess
 import sys
 import time
 
-
 import numpy as np
 import pytest
 import xarray as xr
 from safetensors.torch import load_file
+from training_helpers import ROOT, tiny_spec
 
 from runner.apply import apply, prepare
-from training_helpers import ROOT, tiny_spec
+from runner.store import read_tasks
 
 RUNNER = [sys.executable, "-m", "runner.cli"]
 
@@ -67,7 +67,7 @@ def test_kill_resume_matches_uninterrupted_run(tmp_path):
     b = xr.open_zarr(tmp_path / "killed.zarr")
     assert {"network", "checkpoint", "layer", "word", "tagset"} <= set(b.dims)
     assert "epoch" in b.coords and "step" in b.coords
-    records = json.loads(b.attrs["runner_tasks"])
+    records = read_tasks(tmp_path / "killed.zarr")
     lm_train = next(r for r in records.values() if r["kind"] == "train" and r["network"] == 0)
     assert lm_train["resumed_from"] == 20
     for name in a.data_vars:

@@ -10,10 +10,11 @@ import sys
 import numpy as np
 import pytest
 import xarray as xr
+from training_helpers import ROOT
 
 from runner.figures import figures, recipes
+from runner.layout import internal
 from runner.studies.training.figures import scaffold_mean
-from training_helpers import ROOT
 
 TINY = ROOT / "specs" / "tiny" / "scaffold_tiny.toml"
 
@@ -62,7 +63,7 @@ def test_store_holds_every_rule_variable(ds):
     assert list(ds["prefix_length"].values) == [0, 1, 2, 3]
     for name in ("rule_target_probability", "rule_cd_probability", "rule_cd_prefix_probability", "rule_di"):
         v = ds[name]
-        assert v.attrs["units"] == "1" and v.attrs["runner_plot"] == "curve" and v.attrs["long_name"]
+        assert v.attrs["units"] == "1" and internal(v.attrs)["plot"] == "curve" and v.attrs["long_name"]
         assert np.isfinite(v.values).all()
         assert ((v.values >= 0) & (v.values <= (1 if name != "rule_di" else np.inf))).all()
     assert list(ds["scaffold_length"].values) == [3] * 4

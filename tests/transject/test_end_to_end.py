@@ -18,6 +18,7 @@ from runner.cli import main
 from runner.data.classification import listops_splits
 from runner.figures import recipes
 from runner.status import load_status
+from runner.store import read_tasks
 
 from .conftest import RUNNER, env, tiny_spec
 
@@ -152,7 +153,7 @@ def test_kill_9_mid_training_then_resume_equals_the_uninterrupted_run(tiny_store
 
     a = xr.open_zarr(tiny_store, consolidated=False)
     b = xr.open_zarr(tmp_path / "killed.zarr", consolidated=False)
-    records = json.loads(b.attrs["runner_tasks"])
+    records = read_tasks(tmp_path / "killed.zarr")
     killed = next(r for r in records.values() if r["kind"] == "train" and r["network_label"] == "entropic-transject-s1")
     assert killed["resumed_from"] == 1
     for name in a.data_vars:

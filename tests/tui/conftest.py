@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from runner.records import drop_records, write_records
+from runner.store import read_tasks, runner_dir, store_id
+
 TINY = """\
 [experiment]
 name = "{name}"
@@ -81,8 +84,6 @@ def tiny_root(tmp_path_factory) -> Path:
 
 def normalise(root: Path, name: str = "tiny") -> None:
     """Fixed timestamps, durations and device: for deterministic snapshots."""
-    import zarr
-
     store = root / "store" / f"{name}.zarr"
     log = root / "store" / f"{name}.runner" / "events.jsonl"
     lines = []
@@ -97,11 +98,11 @@ def normalise(root: Path, name: str = "tiny") -> None:
             e["seconds"] = 1.5
         lines.append(json.dumps(e))
     log.write_text("\n".join(lines) + "\n")
-    g = zarr.open_group(store, mode="r+", use_consolidated=False)
-    records = json.loads(g.attrs["runner_tasks"])
+    records = read_tasks(store)
     for rec in records.values():
         rec["seconds"] = 1.5 if rec.get("kind") == "iterate" else 0.01
-    g.attrs["runner_tasks"] = json.dumps(records)
+        rec["finished_utc"] = "2026-01-01T00:00:00+00:00"
+    write_records(runner_dir(store), store_id(store), records)
 
 
 def copy_store(src: Path, dst: Path, name: str = "tiny") -> Path:
@@ -120,14 +121,11 @@ def done_root(tiny_root, tmp_path) -> Path:
 def failed_root(tiny_root, tmp_path) -> Path:
     """The tiny store as a run that failed on network 1 ("calm") leaves it: its records gone, a
     ``task_failed`` event with the error in the log."""
-    import zarr
-
     root = copy_store(tiny_root, tmp_path)
     store = root / "store" / "tiny.zarr"
-    g = zarr.open_group(store, mode="r+", use_consolidated=False)
-    records = json.loads(g.attrs["runner_tasks"])
+    records = read_tasks(store)
     kept = {k: v for k, v in records.items() if v.get("network") != 1}
-    g.attrs["runner_tasks"] = json.dumps(kept)
+    drop_records(runner_dir(store), [k for k in records if k not in kept])
     log = root / "store" / "tiny.runner" / "events.jsonl"
     started = next(json.loads(x) for x in log.read_text().splitlines() if '"run_started"' in x)
     ids = [t["id"] for t in started["tasks"] if t["network"] == 1 and t["kind"] == "iterate"]

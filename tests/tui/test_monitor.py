@@ -6,8 +6,8 @@ import json
 import signal
 import time
 
-
 from runner.events import EventReader
+from runner.layout import internal
 from runner.status import fold_status, load_status
 from runner.tui import app as app_module
 from runner.tui.app import HelpScreen, MonitorApp
@@ -93,7 +93,7 @@ def test_summaries_use_store_labels_and_skip_nan(tiny_root):
     assert lam.mean[0][:-1].mean() > 0 > lam.mean[1][:-1].mean()  # g = 2 chaotic, g = 0.5 contracting
     assert data.series["chaos_length"].values[0].size == 8
     assert data.series["deviation"].units.startswith("log10")
-    assert "runner_spec_toml" in data.attrs
+    assert "spec_toml" in internal(data.attrs)
 
 
 def test_fmt_duration():

@@ -9,7 +9,6 @@ spec's models (pre-trained vs initial, or any others), one column or line per mo
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import xarray as xr
@@ -89,7 +88,7 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
     """Synchronisation offsets of every sample and replicate, one box per model (triangles: means;
     samples that never synchronised are left out and counted in the label); against the swept
     parameter (the paper: N_w) when the store is a sweep."""
-    swept = json.loads(ds.attrs.get("runner_sweep", "[]"))
+    swept = list(ds.attrs.get("sweep_dims", []))
     xdim = swept[0] if swept else None
     xs = ds[xdim].values.tolist() if xdim else [None]
     names = models(ds)

@@ -108,19 +108,21 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
             if reg.when != "step":
                 continue
             params = m.params()
-            ids[m.kind] = task_id({"trajectory": key, "measure": m.kind, "params": params, "v": reg.version})
+            payload = {"trajectory": key, "measure": m.kind, "params": params, "v": reg.version}
+            ids[m.kind] = task_id(payload)
             tasks.append(Task(ids[m.kind], "iterate", m.kind, net.index, m.kind, group=f"pass:{net.index}",
-                              steps=spec.dynamics.steps, params=params))
+                              steps=spec.dynamics.steps, params=params, key=payload))
         for m in spec.measure:
             reg = registry[m.kind]
             if reg.when == "network":
                 params = m.params()
-                tid = task_id({"trajectory": key, "measure": m.kind, "params": params, "v": reg.version})
-                tasks.append(Task(tid, "network", m.kind, net.index, m.kind, params=params))
+                payload = {"trajectory": key, "measure": m.kind, "params": params, "v": reg.version}
+                tasks.append(Task(task_id(payload), "network", m.kind, net.index, m.kind, params=params, key=payload))
             if reg.when == "derived":
                 params = m.params()
-                tid = task_id({"from": ids[reg.source], "measure": m.kind, "params": params, "v": reg.version})
-                tasks.append(Task(tid, "derive", m.kind, net.index, m.kind, deps=(ids[reg.source],), params=params))
+                payload = {"from": ids[reg.source], "measure": m.kind, "params": params, "v": reg.version}
+                tasks.append(Task(task_id(payload), "derive", m.kind, net.index, m.kind, deps=(ids[reg.source],),
+                                  params=params, key=payload))
     return tasks
 
 

@@ -63,7 +63,7 @@ def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> t
         train_ids[i] = task_id(payload)
         tasks.append(Task(train_ids[i], "train", "train", i, "train", steps=total,
                           produces=tuple(checkpoint_resource(i, c) for c in range(len(steps))),
-                          params={"seed": study.network_seed(i)}))
+                          params={"seed": study.network_seed(i)}, key=payload))
     for m in study.measure:
         params = m.params()
         reg = registry[m.kind](m)
@@ -82,7 +82,8 @@ def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> t
                     payload["analysis_split"] = study.corpus.analysis_split
                 tid = task_id(payload)
                 tasks.append(Task(tid, m.kind, m.kind, n, task_label(m.kind, params), deps=deps, checkpoint=c,
-                                  needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(needs)), params=params))
+                                  needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(needs)), params=params,
+                                  key=payload))
     return steps, tasks
 
 
@@ -108,5 +109,5 @@ def suite_tasks(study: TrainingStudy, identities: list[list[dict]], corpus_key: 
                            "analysis_tokens": study.corpus.analysis_tokens, "analysis_split": study.corpus.analysis_split,
                            "v": reg.version}
                 tasks.append(Task(task_id(payload), m.kind, m.kind, n, task_label(m.kind, params), checkpoint=c,
-                                  needs=(), params=params))
+                                  needs=(), params=params, key=payload))
     return tasks

@@ -116,25 +116,27 @@ class TransJectStudy(Study):
                 except ModelLoadError as err:
                     unmet.append(f"[[model]] {m.name}: {err}")
                     ident = m.checkpoint
-                tid = task_id({"data": data_key, "checkpoint": ident, "training": training, "v": TRAIN_VERSION})
-                tasks.append(Task(tid, "load", "train", n, "load", produces=(checkpoint_resource(n, 0),)))
+                payload = {"data": data_key, "checkpoint": ident, "training": training, "v": TRAIN_VERSION}
+                tid = task_id(payload)
+                tasks.append(Task(tid, "load", "train", n, "load", produces=(checkpoint_resource(n, 0),), key=payload))
                 epochs = [0]
             else:
-                tid = task_id({"data": data_key, "training": training, "model": arch, "seed": seed, "v": TRAIN_VERSION})
+                payload = {"data": data_key, "training": training, "model": arch, "seed": seed, "v": TRAIN_VERSION}
+                tid = task_id(payload)
                 tasks.append(Task(tid, "train", "train", n, "train", steps=E,
                                   produces=tuple(checkpoint_resource(n, e) for e in range(E + 1)),
-                                  params={"seed": seed}))
+                                  params={"seed": seed}, key=payload))
                 epochs = list(range(E + 1))
             nets.append({"label": label, "model": m.name, "replicate": r, "seed": seed, "entry": m,
                          "trained": not m.checkpoint, "train_id": tid})
             for meas in spec.measure:
                 reg = measures("transject")[meas.kind]
                 for e in epochs:
-                    mid = task_id({"measure": meas.kind, "params": meas.params(), "train": tid, "checkpoint": e,
-                                   "analysis": analysis_key, "v": reg.version})
-                    tasks.append(Task(mid, meas.kind, meas.kind, n, meas.kind, deps=(tid,), checkpoint=e,
+                    payload = {"measure": meas.kind, "params": meas.params(), "train": tid, "checkpoint": e,
+                               "analysis": analysis_key, "v": reg.version}
+                    tasks.append(Task(task_id(payload), meas.kind, meas.kind, n, meas.kind, deps=(tid,), checkpoint=e,
                                       needs=(checkpoint_resource(n, e),), group=f"measures:{n}:{e}",
-                                      params=meas.params()))
+                                      params=meas.params(), key=payload))
         return Prepared(self, spec, sf, tasks, [x["label"] for x in nets], spec.training.device, unmet,
                         state={"nets": nets, "dirs": dirs})
 
