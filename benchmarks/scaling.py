@@ -19,7 +19,6 @@ driver (scheduler + record + submit), the store (aggregate write bandwidth) or w
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
