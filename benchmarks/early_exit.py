@@ -152,10 +152,10 @@ def run(case: str, work: Path, device: str, samples: int | None, steps: int | No
     exited = {}
     for net in ex.network.values:
         step = ex.exit_step.sel(network=net).values
-        out = step[step >= 0]
+        out = step[np.isfinite(step)]
         exited[str(net)] = {"exited": f"{len(out)}/{len(step)}",
                             "median_exit_step": float(np.median(out)) if len(out) else None,
-                            "periods": sorted(set(ex.exit_period.sel(network=net).values[step >= 0].tolist()))}
+                            "periods": sorted(set(ex.exit_period.sel(network=net).values[np.isfinite(step)].astype(int).tolist()))}
     return {"case": case, "device": device, "seconds_full": round(seconds["full"], 2),
             "seconds_exit": round(seconds["exit"], 2), "speedup": round(seconds["full"] / seconds["exit"], 3),
             "cpu_seconds_full": round(cpu["full"], 2), "cpu_seconds_exit": round(cpu["exit"], 2),

@@ -89,10 +89,10 @@ def statistics(store: Path, network: str) -> dict[str, tuple[float, float, float
     lam = ds["lyapunov_per_step"].values.astype(np.float64)
     lam[~np.isfinite(lam)] = np.nan
     chaotic = (np.nan_to_num(lam, nan=-1.0) > 0).any(axis=1).astype(np.float64)
-    offsets = ds["sync_offset"].values.astype(np.float64)
+    offsets = ds["sync_offset"].values.astype(np.float64)  # NaN: never synchronised
     neff = float(ds["effective_dimension"].values[-1])
     return {"chaotic fraction": interval(chaotic, np.mean), "mean LLE/step": interval(np.nanmean(lam, axis=1), np.mean),
-            "median sync offset": interval(offsets[offsets >= 0], np.median), "final N_eff": (neff, neff, neff)}
+            "median sync offset": interval(offsets[np.isfinite(offsets)], np.median), "final N_eff": (neff, neff, neff)}
 
 
 def agrees(name: str, a: tuple, ref: tuple) -> bool:

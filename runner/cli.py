@@ -242,7 +242,8 @@ def _plan_one(args, p) -> int:
         replaced = [replacing[t.id] for t in ts if t.id in replacing]
         why = f"replace: {_changed_text(replaced)}" if replaced else ""
         if len(ts) == 1 and ts[0].id:
-            print(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {why or state[ts[0].id]}")
+            skip = f"not applicable: {ts[0].skip}" if ts[0].skip else ""
+            print(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {why or skip or state[ts[0].id]}")
         elif not ts[0].id:
             print(f"  {'?':<16}  {p.labels[network]:<16} {name:<20} ids follow once the requirements are met")
         else:

@@ -6,8 +6,11 @@ the arrays from it. Conventions, for every study:
 
 - ``network`` is an index of string labels (``ds.sel(network="pretrained")``), with the ``model``
   and ``replicate`` coordinates;
-- every variable has ``long_name``, ``units`` (a string CF tools accept: ``"1"`` for a pure
-  number; "per step" goes into ``long_name``), ``description`` (its formula) and ``reference``;
+- every variable has ``long_name``, ``units`` (``"1"`` for a pure number, ``"steps"`` for step
+  counts and offsets, ``"1/step"``, ``"nats"``, ``"nats/token"``, ``"tokens"``, ``"epochs"``; none on
+  strings and booleans), ``description`` (its formula) and ``reference`` (its own citation, if any);
+- "never" and "not computed" are NaN, never a sentinel number; a categorical outcome is an int8
+  variable with CF ``flag_values``/``flag_meanings`` (:func:`flags`);
 - a chunk has exactly one writing task: one network per chunk, and along a time axis one
   *segment* of the run;
 - coordinates are lazy: their sizes are known without allocating them, so a run that would not
@@ -16,6 +19,7 @@ the arrays from it. Conventions, for every study:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -53,6 +57,18 @@ def with_internal(attrs: Mapping[str, Any], **entries: Any) -> dict[str, Any]:
     """``attrs`` with ``entries`` added to its runner attribute (stored as JSON text)."""
     merged = {**internal(attrs), **entries}
     return {**attrs, INTERNAL: json.dumps(merged)}
+
+
+def flags(*meanings: str) -> dict[str, Any]:
+    """CF attributes of a categorical outcome stored as int8 codes 0, 1, ... named by ``meanings``
+    (``flag_values``/``flag_meanings``); the fill, -1, means not written yet (xarray reads it as NaN)."""
+    return {"flag_values": list(range(len(meanings))), "flag_meanings": " ".join(meanings), "_FillValue": -1}
+
+
+def never_as_nan(steps) -> np.ndarray:
+    """Step counts as stores keep them: float64, with "never" (a negative count) as NaN."""
+    steps = np.asarray(steps.cpu() if hasattr(steps, "cpu") else steps)
+    return np.where(steps < 0, np.nan, steps.astype(np.float64))
 
 
 class Coord:
@@ -149,6 +165,15 @@ class LayoutBuilder:
     strides: dict[str, int] = field(default_factory=dict)
     timed: set[str] = field(default_factory=set)
 
+    @contextlib.contextmanager
+    def citing(self, reference: str):
+        """Variables declared inside cite ``reference`` by default (a measure's own citation)."""
+        before, self.reference = self.reference, reference
+        try:
+            yield self
+        finally:
+            self.reference = before
+
     def coord(self, name: str, values, dims: tuple[str, ...] | None = None, **attrs) -> str:
         if isinstance(values, np.ndarray):
             array = values
@@ -168,7 +193,7 @@ class LayoutBuilder:
         """A time axis holding the step t of each kept value, start, start + every, ... <= stop.
         ``chunked``: one chunk per segment along it (else one chunk: written once, at the end)."""
         size = max(0, (stop - start) // every + 1)
-        attrs = {"long_name": "step t", "units": "1", **attrs}
+        attrs = {"long_name": "step t", "units": "steps", **attrs}
         self.coords[name] = Coord(name, (name,), lambda: np.arange(start, stop + 1, every, dtype=np.int64), size,
                                   attrs)
         self.strides[name] = every if chunked else -1

@@ -32,7 +32,7 @@ from runner.specfile import Table
 _REGISTRY: dict[str, dict[str, type[Measure]]] = {}
 
 #: How ``show`` may reduce a variable of one network to a headline number (see runner.status).
-REDUCTIONS = ("mean", "finite_mean", "median_nonneg", "last", "first_mean", "count_nonneg", "count_true", "value")
+REDUCTIONS = ("mean", "finite_mean", "median", "last", "first_mean", "count_finite", "count_true", "value")
 #: How the monitor may plot a variable (see runner.tui).
 PLOTS = ("series", "log_series", "histogram", "curve")
 
@@ -61,6 +61,22 @@ class Measure:
     @classmethod
     def kind(cls) -> str:
         return typing.get_args(cls.Params.model_fields["kind"].annotation)[0]
+
+    @classmethod
+    def citation(cls) -> str:
+        """Its reference. A measure from outside the project (a plugin) cites only what it or its own
+        base classes say, never the paper of the study base class it derives from."""
+        owner = next((c for c in cls.__mro__ if "reference" in c.__dict__), Measure)
+        if owner.__module__.startswith("runner.") and not cls.__module__.startswith("runner."):
+            return ""
+        return owner.__dict__.get("reference", "")
+
+
+def declare(measure: Measure, builder, *args) -> None:
+    """Let ``measure`` declare its variables on ``builder``, citing its own reference (see
+    :meth:`Measure.citation`); the study's layout calls this for each ``[[measure]]``."""
+    with builder.citing(type(measure).citation()):
+        measure.variables(builder, *args)
 
 
 def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str] | None = None,

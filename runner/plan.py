@@ -46,6 +46,9 @@ class Task:
     """Steps it advances (for progress and ETA); 0 for a task without steps."""
     checkpoint: int = -1
     params: dict[str, Any] = field(default_factory=dict, compare=False)
+    skip: str | None = None
+    """Why its measure does not apply to this network (``plan`` says so; running it only records
+    that, its values stay NaN)."""
     key: dict[str, Any] | None = field(default=None, compare=False)
     """The resolved values its id hashes (``task_id(key)``), kept in its completion record so that
     ``plan`` can name what changed when a finished result would be replaced."""
@@ -63,4 +66,5 @@ def plan_rows(tasks: list[Task], states: dict[str, str], labels: list[str]) -> l
     """One row per task, in the study's order: what ``plan --json`` prints."""
     return [{"id": t.id or None, "network": labels[t.network], "kind": t.kind, "measure": t.name,
              "deps": list(t.deps) if t.id else None, "checkpoint": t.checkpoint if t.checkpoint >= 0 else None,
-             "state": states.get(t.id, "unresolved") if t.id else "unresolved"} for t in tasks]
+             "state": states.get(t.id, "unresolved") if t.id else "unresolved",
+             **({"not_applicable": t.skip} if t.skip else {})} for t in tasks]

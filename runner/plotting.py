@@ -32,6 +32,28 @@ def of_model(da: xr.DataArray, model: str) -> xr.DataArray:
     return da.isel(network=np.flatnonzero(da["model"].values == model))
 
 
+def flag_code(da: xr.DataArray, meaning: str) -> int | None:
+    """The code of ``meaning`` in a CF flag variable (None when it has no such flag)."""
+    meanings = str(da.attrs.get("flag_meanings", "")).split()
+    return list(da.attrs["flag_values"])[meanings.index(meaning)] if meaning in meanings else None
+
+
+def not_applicable(ds: xr.Dataset, flag: str) -> list[str]:
+    """The models whose every value of the outcome variable ``flag`` is ``not_applicable`` (a
+    measure that does not apply to them: figures leave them out and say so)."""
+    if flag not in ds:
+        return []
+    code = flag_code(ds[flag], "not_applicable")
+    return [] if code is None else [m for m in models(ds) if bool((of_model(ds[flag], m) == code).all())]
+
+
+def note_not_applicable(ax, names: list[str], why: str = "") -> None:
+    """Say on the axes which models a figure leaves out because its measure does not apply to them."""
+    if names:
+        ax.text(0.01, 0.99, f"not applicable{f' ({why})' if why else ''}: {', '.join(names)}", transform=ax.transAxes,
+                va="top", ha="left", fontsize="small", color="0.4", gid="not_applicable")
+
+
 def first_replicate(ds: xr.Dataset) -> Iterator[tuple[str, str]]:
     """(model, network label) of each model's first network."""
     for m in models(ds):

@@ -39,12 +39,12 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def git_revision() -> tuple[str, bool]:
+def git_revision(root: Path = ROOT) -> tuple[str, bool]:
     """(commit, dirty) of the project's checkout, ("unknown", False) outside git. Dirty: any change
     to a tracked file or any untracked file that git does not ignore."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=ROOT,
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=root,
                                capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown", False

@@ -161,6 +161,7 @@ def render_show(path: Path) -> str:
                      f" [{v.attrs.get('units', '')}]")
     lines.append("coordinates: " + ", ".join(ds.coords))
     lines += _results(ds)
+    lines += _outcomes(ds)
     lines += _tables(ds)
     records = read_tasks(path)
     lines.append(f"completed tasks: {len(records)}")
@@ -194,10 +195,10 @@ def _history(path: Path) -> list[str]:
 REDUCTIONS = {
     "mean": lambda v: v.mean(),
     "finite_mean": lambda v: v.where(np.isfinite(v)).mean(),
-    "median_nonneg": lambda v: v.where(v >= 0).median(),
+    "median": lambda v: v.median(),
     "last": lambda v: v.isel({v.dims[-1]: -1}) if v.ndim else v,
     "first_mean": lambda v: v.isel({v.dims[0]: 0}).mean(),
-    "count_nonneg": lambda v: (v >= 0).sum(),
+    "count_finite": lambda v: np.isfinite(v).sum(),
     "count_true": lambda v: v.sum(),
     "value": lambda v: v,
 }
@@ -221,6 +222,23 @@ def _results(ds) -> list[str]:
         values = [float(fn(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])]
         lines.append(f"  {label:<26} " + "  ".join(f"{n}={v:.4g}" if v == v else f"{n}=-" for n, v in zip(labels, values)))
     return lines
+
+
+def _outcomes(ds) -> list[str]:
+    """Per categorical outcome (a variable with CF flags, per network and sample): how many samples
+    of each network had each outcome."""
+    lines = []
+    for name, var in ds.data_vars.items():
+        meanings = str(var.attrs.get("flag_meanings", "")).split()
+        if not meanings or "network" not in var.dims:
+            continue
+        lines.append(f"  {str(var.attrs.get('long_name', name))} ({name}):")
+        for i, net in enumerate(ds["network"].values):
+            values = ds[name].isel(network=i).values.ravel()
+            counts = [(m, int(np.sum(values == code))) for m, code in zip(meanings, var.attrs["flag_values"])]
+            said = ", ".join(f"{n} {m.replace('_', ' ')}" for m, n in counts if n)
+            lines.append(f"    {str(net):<24} {said or '-'}")
+    return (["outcomes (per network: samples of each kind; - = not computed yet):"] + lines) if lines else []
 
 
 def _tables(ds) -> list[str]:

@@ -4,6 +4,7 @@ CLI, without any engine code knowing them (docs/extending.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from runner.layout import internal
 from runner.tui.reader import read_summaries
 from tests.runner.helpers import RUNNER, cli_env, write_spec
 
@@ -106,6 +108,12 @@ def test_a_measure_and_a_model_family_from_plugins(tmp_path):
     np.testing.assert_allclose(ds.state_rms.sel(network="rotation"), 1 / math.sqrt(2), rtol=1e-12)
     assert abs(float(ds.lyapunov_per_step.sel(network="rotation").mean())) < 1e-9
     assert float(ds.lyapunov_per_step.sel(network="tanh").mean()) < 0
+    # the plugin measure has no citation of its own: it cites none, not the study's paper
+    assert "reference" not in ds.state_rms.attrs and "Inoue" in ds.lyapunov_per_step.attrs["reference"]
+    # the recorded code identity covers the plugin's source file, wherever it lives
+    plugin_file = Path(__file__).parent / "plugins/toy_measure.py"
+    code = internal(ds.attrs)["code_files"]
+    assert code["tests/plugins/toy_measure.py"] == hashlib.sha256(plugin_file.read_bytes()).hexdigest()
     show = runner("show", ref / "store/plugins.zarr", cwd=ref)
     assert "mean state RMS" in show.stdout and "rotation=0.7071" in show.stdout
     assert "state_rms" in read_summaries(ref / "store/plugins.zarr").series  # the monitor plots it

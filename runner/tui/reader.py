@@ -19,16 +19,11 @@ from runner.events import EventReader
 from runner.layout import internal
 from runner.status import fold_status, store_of
 from runner.store import read_tasks, runner_dir
-from runner.tui.training import Curves, is_curve, read_training
+from runner.tui.training import Curves, is_curve, read_training, with_units
 
 # The depth plots a store usually offers, in the order `v` cycles through them (shown before any
 # store is read); a store says what it offers in its variables' plot hints (runner attribute).
 SERIES = ("lyapunov_per_step", "effective_dimension", "deviation", "chaos_length")
-
-
-def with_units(name: str, units: str) -> str:
-    """``name [units]``; a pure number (units "1" or none) shows no brackets."""
-    return name if units in ("", "1") else f"{name} [{units}]"
 
 
 def plotted(ds) -> list[str]:
@@ -169,6 +164,8 @@ class Series:
 
     kind: str = "series"
     """How it is drawn: ``series`` (mean and spread over samples), ``log_series``, ``histogram``."""
+    not_applicable: dict[int, str] = field(default_factory=dict)
+    """Networks its measure does not apply to, and why (their values are NaN)."""
 
     def has_data(self, net: int) -> bool:
         if self.kind == "histogram":
@@ -193,7 +190,7 @@ class StoreData:
 def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) -> StoreData | None:
     """Open the store (no locks, not consolidated) and summarise the plotted variables over samples.
 
-    Values not yet written are NaN (fill) or -1 for integer results: they are skipped. ``upto`` (a
+    Values not yet written are NaN (fill): they are skipped. ``upto`` (a
     step) limits the read to the steps written so far; at most ``max_points`` steps are read along
     time (evenly strided: a terminal plot has fewer columns than that). A store whose variables
     are curves (plot hint ``curve``, a training store) is read by
@@ -212,11 +209,23 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
         kind = "training" if any(is_curve(v.attrs) for v in ds.data_vars.values()) else "dynamics"
         if kind == "training":
             curves = read_training(ds, labels, max_points)
+        skipped = _not_applicable(path)
         for name in plotted(ds) if kind == "dynamics" else ():
             series[name] = _summarise(_thin(ds[name], upto, max_points), labels)
+            series[name].not_applicable = skipped.get(str(internal(ds[name].attrs).get("measure")), {})
         attrs = {k: str(v) for k, v in ds.attrs.items()}
         dims = dict(ds.sizes)
     return StoreData(str(path), dims, sorted(variables), attrs, labels, series, kind, curves)
+
+
+def _not_applicable(path: Path) -> dict[str, dict[int, str]]:
+    """measure -> network index -> why it does not apply (from the completion records)."""
+    out: dict[str, dict[int, str]] = {}
+    for record in read_tasks(path).values():
+        why = (record.get("key") or {}).get("not_applicable")
+        if why and record.get("measure") is not None and record.get("network") is not None:
+            out.setdefault(str(record["measure"]), {})[int(record["network"])] = str(why)
+    return out
 
 
 def _thin(var, upto: int | None, max_points: int):
@@ -239,7 +248,7 @@ def _summarise(var, labels: list[str]) -> Series:
     if s.kind == "histogram":
         s.x_label = with_units(str(attrs.get("long_name", var.name)), str(attrs.get("units", "")))
         for i in range(data.shape[0]):
-            v = data[i][np.isfinite(data[i]) & (data[i] >= 0)]
+            v = data[i][np.isfinite(data[i])]
             s.values[i] = v
         return s
     tdim = var.dims[-1]

@@ -47,6 +47,8 @@ class TaskRow:
     eta_s: float | None = None
     error: str | None = None
     started: float | None = None
+    not_applicable: str | None = None
+    """Why the measure does not apply to the network (the task only records that)."""
 
     @property
     def fraction(self) -> float:
@@ -110,7 +112,8 @@ class RunState:
             rows.append(TaskRow(id=t["id"], network=t.get("network"), network_label=str(t.get("network_label") or "-"),
                                 measure=str(t.get("measure") or "-"), kind=str(t.get("kind") or "-"), state=state,
                                 step=step, steps=steps, steps_per_s=t.get("steps_per_s") if state == "running" else None,
-                                elapsed_s=elapsed, eta_s=eta, error=t.get("error"), started=t.get("started")))
+                                elapsed_s=elapsed, eta_s=eta, error=t.get("error"), started=t.get("started"),
+                                not_applicable=t.get("not_applicable")))
         rs = cls(store=status["store"], state=status.get("state", "unknown"), device=status.get("device"),
                  updated=status.get("updated"), message=status.get("message"), tasks=rows, started=started)
         rs._progress(now)

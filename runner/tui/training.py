@@ -45,10 +45,15 @@ class Curves:
         return net < self.y.shape[0] and bool(np.isfinite(self.y[net]).any())
 
 
+def with_units(name: str, units: str) -> str:
+    """``name [units]``; no brackets for a pure number (units "1" or none) or where the name says
+    them already ("step t", "epoch")."""
+    said = units.lower().rstrip("s") in name.lower().split()
+    return name if units in ("", "1") or said else f"{name} [{units}]"
+
+
 def _label(coord) -> str:
-    units = str(coord.attrs.get("units", ""))
-    name = str(coord.attrs.get("long_name", coord.name))
-    return name if units in ("", "1") else f"{name} [{units}]"
+    return with_units(str(coord.attrs.get("long_name", coord.name)), str(coord.attrs.get("units", "")))
 
 
 def _thin(var, dim: str, max_points: int):

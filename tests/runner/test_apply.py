@@ -44,11 +44,23 @@ def test_reference_maps_give_known_exponents_through_the_runner(tmp_path):
     chaos = ds.fraction_never_chaotic.to_series()
     chaos.index = ds.model.values
     assert chaos["tanh"] == 1.0 and chaos["logistic"] == 0.0
-    # a map with one token: D(t) = 0 and the tokens are synchronized from t = 0
-    assert float(ds.deviation.max()) == 0.0 and (ds.sync_offset == 0).all()
+    # a map has one token: the token deviation does not apply (D(t) would be 0 by construction)
+    assert ds.deviation.isnull().all() and ds.sync_offset.isnull().all()
+    assert ds.sync_outcome.attrs["flag_meanings"].split()[int(ds.sync_outcome.max())] == "not_applicable"
+    assert (ds.sync_outcome == ds.sync_outcome.max()).all()
+    plan = json.loads(run_cli("plan", spec, "--json", cwd=tmp_path).stdout)["tasks"]
+    assert {t["network"] for t in plan if t.get("not_applicable")} == {"logistic", "henon", "tanh"}
     for name, var in ds.data_vars.items():
-        textual = var.dtype == bool or var.dtype.kind in "OUST"
-        assert var.attrs.get("long_name") and ("units" in var.attrs) != textual, name
+        unitless = var.dtype == bool or var.dtype.kind in "OUST" or "flag_meanings" in var.attrs
+        assert var.attrs.get("long_name") and ("units" in var.attrs) != unitless, name
+    units = {name: var.attrs.get("units") for name, var in {**ds.data_vars, **ds.coords}.items()}
+    assert units["lyapunov_per_step"] == "1/step" and units["lyapunov_step"] == "steps"
+    assert units["chaos_length"] == units["sync_offset"] == units["diverged_step"] == "steps"
+    assert units["chaos_censored"] is None and units["effective_dimension"] == "1"
+    outcome = ds.chaos_outcome.attrs["flag_meanings"].split()
+    assert [outcome[int(v)] for v in ds.chaos_outcome.sel(network="logistic").values] == \
+        ["censored" if c else "chaotic_transient" for c in ds.chaos_censored.sel(network="logistic").values]
+    assert {outcome[int(v)] for v in ds.chaos_outcome.sel(network="tanh").values} == {"never_chaotic"}
     assert internal(ds.attrs)["package_versions"]["torch"]
     assert internal(ds.attrs)["spec_toml"] == spec.read_text()
 
@@ -61,21 +73,23 @@ def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
     again = run_cli("apply", spec, cwd=tmp_path)
     assert again.returncode == 0 and "nothing to do" in again.stdout
     assert {p: p.stat().st_mtime_ns for p in store.rglob("c/**/*") if p.is_file()} == before
-    lyap_before = _open(store).lyapunov.values
+    neff_before = _open(store).effective_dimension.values
 
-    spec.write_text(spec.read_text().replace('kind = "token_deviation"', 'kind = "token_deviation"\nthreshold = 1e-3'))
+    spec.write_text(spec.read_text().replace("k = 1e-8", "k = 1e-7"))
     plan = run_cli("plan", spec, "--json", cwd=tmp_path)
     pending = [t for t in json.loads(plan.stdout)["tasks"] if t["state"] == "pending"]
-    assert {t["measure"] for t in pending} == {"token_deviation"} and len(pending) == 2
+    assert {t["measure"] for t in pending} == {"lyapunov", "transient_chaos"} and len(pending) == 4
     assert {t["action"] for t in pending} == {"replace"}
-    assert all(t["changes"] == ["threshold: 1e-05 -> 0.001"] for t in pending), pending
+    assert all(t["changes"] == ["k: 1e-08 -> 1e-07"] for t in pending), pending
     refused = run_cli("apply", spec, cwd=tmp_path)  # finished results are replaced only when asked
-    assert refused.returncode == 77 and "replace logistic token_deviation; tanh token_deviation: threshold: 1e-05 -> 0.001" in refused.stderr
+    assert refused.returncode == 77
+    assert "replace logistic lyapunov, transient_chaos; tanh lyapunov, transient_chaos: k: 1e-08 -> 1e-07" \
+        in refused.stderr
     changed = run_cli("apply", spec, "--replace", cwd=tmp_path)
-    assert changed.returncode == 0 and "ran 2 task(s)" in changed.stdout
+    assert changed.returncode == 0 and "ran 4 task(s)" in changed.stdout
     ds = _open(store)
-    np.testing.assert_array_equal(ds.lyapunov.values, lyap_before)
-    assert ds.deviation.attrs["threshold"] == 1e-3
+    np.testing.assert_array_equal(ds.effective_dimension.values, neff_before)
+    assert ds.lyapunov.attrs["k"] == 1e-7
 
     # a new tau changes the exponent's time axis: its arrays are remade, and only the exponent
     # and what derives from it run again
@@ -154,7 +168,7 @@ def test_divergence_is_recorded_and_the_run_goes_on(tmp_path):
     diverged = ds.diverged_step.to_series().unstack()
     diverged.index = ds.model.values
     assert (diverged.loc["exploding"] > 0).all()
-    assert (diverged.loc["logistic"] == -1).all() and (diverged.loc["tanh"] == -1).all()
+    assert diverged.loc["logistic"].isnull().all() and diverged.loc["tanh"].isnull().all()
     exploding = ds.lyapunov.sel(network="exploding")
     assert exploding.isnull().any() and ds.lyapunov.sel(network="logistic").notnull().all()
     assert np.isfinite(ds.effective_dimension.sel(network="logistic")).all()

@@ -41,7 +41,7 @@ def test_tiny_results_have_the_known_answers(ds):
     assert ((ds.accuracy >= 0) & (ds.accuracy <= 1)).all() and (ds.stopped_epoch == 3).all()
     assert (ds.checkpoint_path.values != "").all() and (ds.export_path.values != "").all()
     best = ds.best_epoch.values
-    np.testing.assert_allclose(ds.accuracy.values, [ds.test_accuracy.values[i, b - 1] for i, b in enumerate(best)])
+    np.testing.assert_allclose(ds.accuracy.values, [ds.test_accuracy.values[i, int(b) - 1] for i, b in enumerate(best)])
     # distances relative to layer 0 are 1 at layer 0; TransJect's per-layer ratio stays within Theorem 2's
     # (1 + 1/L)^2 and above App. A.7's (1 - 1/L)^2 (L = 2)
     np.testing.assert_allclose(ds.euclidean_ratio.sel(layer="embedding").values, 1.0)

@@ -15,7 +15,8 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from runner.figures import NotDrawable, recipe
-from runner.plotting import first_replicate, mean_band, models, new_figure, of_model, thin
+from runner.plotting import (first_replicate, flag_code, mean_band, models, new_figure, not_applicable,
+                              note_not_applicable, of_model, thin)
 
 PAPER = "Inoue et al. 2021"
 STUDY = "depth"
@@ -91,7 +92,10 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
     swept = list(ds.attrs.get("sweep_dims", []))
     xdim = swept[0] if swept else None
     xs = ds[xdim].values.tolist() if xdim else [None]
-    names = models(ds)
+    left_out = not_applicable(ds, "sync_outcome")
+    names = [m for m in models(ds) if m not in left_out]
+    if not names:
+        raise NotDrawable(f"the token deviation does not apply to {', '.join(left_out)} (one token per sample)")
     fig = new_figure(max(6.4, 1.2 * len(xs) * len(names)), 4.0)
     ax = fig.subplots()
     width = 0.8 / len(names)
@@ -100,8 +104,10 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
         data, never = [], 0
         for x in xs:
             off = of_model(ds["sync_offset"] if x is None else ds["sync_offset"].sel({xdim: x}), m).values.ravel()
-            kept = off[off >= 0]  # NaN (padding of a sweep's points) and -1 (never) are left out
-            never += int(np.sum(off == -1))
+            kept = off[np.isfinite(off)]  # NaN: never synchronised, diverged, or padding of a sweep's points
+            if "sync_outcome" in ds:
+                outcome = ds["sync_outcome"] if x is None else ds["sync_outcome"].sel({xdim: x})
+                never += int(np.sum(of_model(outcome, m).values == flag_code(ds["sync_outcome"], "censored")))
             data.append(kept)
             found |= kept.size > 0
         pos = np.arange(len(xs)) + (j - (len(names) - 1) / 2) * width
@@ -118,7 +124,8 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
     tokens = ds.sizes.get("token")
     ax.set(ylabel="synchronisation offset (steps)",
            xlabel=("$N_w$" if xdim == "tokens" else xdim) if xdim else (f"N_w = {tokens}" if tokens else ""))
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper right")
+    note_not_applicable(ax, left_out, "one token per sample")
     return fig
 
 
@@ -295,7 +302,7 @@ def along_training(ds: xr.Dataset) -> Figure:
     lam = ds["lyapunov_per_step"].where(np.isfinite(ds["lyapunov_per_step"])).mean(("sample", "lyapunov_step"))
     neff = ds["effective_dimension"].isel(neff_step=-1)
     for name in dict.fromkeys(str(s) for s in ds["series"].values if s):
-        nets = ds["network"].values[(ds["series"] == name).values & (ds["training_step"] >= 0).values]
+        nets = ds["network"].values[(ds["series"] == name).values & np.isfinite(ds["training_step"]).values]
         steps = ds["training_step"].sel(network=nets).values
         order = np.argsort(steps, kind="stable")
         top.plot(steps[order], lam.sel(network=nets).values[order], marker="o", label=name)

@@ -23,7 +23,7 @@ import torch
 from runner import interrupt
 from runner.execute.checkpoint import load_checkpoint, save_checkpoint
 from runner.execute.device import apply_map, set_precision
-from runner.layout import Layout
+from runner.layout import Layout, never_as_nan
 from runner.measures import measures
 from runner.store import Store
 from runner.studies.depth.exit import EarlyExit
@@ -162,11 +162,10 @@ class IteratePass:
                 for m in self.active:
                     m.write(self, bufs[m.kind()], seg)
                 if seg.last:
-                    self.store.write("diverged_step", (self.index, slice(None)), diverged.cpu().numpy())
+                    self.store.write("diverged_step", (self.index, slice(None)), never_as_nan(diverged))
                     if self.exit:
-                        self.store.write("exit_step", (self.index, slice(None)), self.exit.exit_step.cpu().numpy())
-                        self.store.write("exit_period", (self.index, slice(None)),
-                                         self.exit.exit_period.cpu().numpy())
+                        self.store.write("exit_step", (self.index, slice(None)), never_as_nan(self.exit.exit_step))
+                        self.store.write("exit_period", (self.index, slice(None)), never_as_nan(self.exit.exit_period))
                 self._save(seg.end, z, diverged)
                 now_diverged = int((diverged >= 0).sum())  # one host sync per segment
                 if now_diverged > n_diverged:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from runner.layout import Layout, LayoutBuilder, network_coords
-from runner.measures import hints, measures
+from runner.measures import declare, hints, measures
 from runner.studies.depth.measure import PAPER, Shape
 from runner.studies.depth.resolve import Network
 from runner.studies.depth.spec import DepthSpec
@@ -36,8 +36,9 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
     if any(n.revision is not None for n in networks):  # checkpoint series: depth as time against training as time
         b.coord("series", [n.model.name for n in networks], ("network",), long_name="[[model]] entry of the checkpoint")
         b.coord("revision", [n.revision or "" for n in networks], ("network",), long_name="checkpoint of the series")
-        b.coord("training_step", np.array([-1 if n.training_step is None else n.training_step for n in networks]),
-                ("network",), long_name="training step of the checkpoint (-1: not a series)", units="1")
+        b.coord("training_step", np.array([np.nan if n.training_step is None else n.training_step for n in networks],
+                                          dtype=np.float64),
+                ("network",), long_name="training step of the checkpoint (NaN: not a series)", units="steps")
     b.index("sample", S, long_name="input sample")  # lazy: sizes are checked before anything is allocated
     if spec.text_models:
         b.coord("token", np.arange(spec.input.tokens), long_name="token position")
@@ -49,26 +50,26 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
         if scores is not None:  # sentence pairs ([input] score)
             b.coord("score", np.asarray(scores, dtype=np.float64), ("sample",),
                     long_name="annotated score of the sentence pair")
-        b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", "1",
+        b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", None,
               "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)")
         if any(registry[m.kind](m).when == "step" and registry[m.kind](m).input_masking() is not None
                for m in spec.measure):
-            b.var("input_masked", "inputs", ("sample", "token"), "int8", -1, "token replaced by [MASK]", "1",
+            b.var("input_masked", "inputs", ("sample", "token"), "int8", -1, "token replaced by [MASK]", None,
                   "1 where the input token was replaced by the tokenizer's mask token in x_0 of every text model "
                   "(the masking of an MLM readout; input_ids keep the original tokens, the labels), 0 elsewhere")
-    b.var("diverged_step", "*", ("network", "sample"), "int64", -1, "first non-finite step", "1",
-          "first step t at which the state held NaN or Inf, or its D(t) overflowed (-1: never); later values of that "
-          "sample are NaN", **hints(headline=("diverged samples", "count_nonneg")))
+    b.var("diverged_step", "*", ("network", "sample"), "float64", np.nan, "first non-finite step", "steps",
+          "first step t at which the state held NaN or Inf, or its D(t) overflowed (NaN: never); later values of "
+          "that sample are NaN", **hints(headline=("diverged samples", "count_finite")))
     if spec.dynamics.early_exit:
-        b.var("exit_step", "*", ("network", "sample"), "int64", -1, "early-exit step", "1",
+        b.var("exit_step", "*", ("network", "sample"), "float64", np.nan, "early-exit step", "steps",
               "step s at which the sample left f's batch: its state (x and its twins) had repeated bit for bit, and "
-              "its values from s on were replayed from that cycle, equal to a full run's (-1: never)",
-              **hints(headline=("exited samples", "count_nonneg")))
-        b.var("exit_period", "*", ("network", "sample"), "int64", -1, "period of x_t at exit", "1",
-              "least p with x_{t+p} = x_t bit for bit once the sample exited (1: a fixed point; -1: never exited)")
+              "its values from s on were replayed from that cycle, equal to a full run's (NaN: never)",
+              **hints(headline=("exited samples", "count_finite")))
+        b.var("exit_period", "*", ("network", "sample"), "float64", np.nan, "period of x_t at exit", "steps",
+              "least p with x_{t+p} = x_t bit for bit once the sample exited (1: a fixed point; NaN: never exited)")
     shape = Shape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]),
                   any(n.precision == "fp64" for n in networks))
     registry = measures("depth")
     for m in spec.measure:
-        registry[m.kind](m).variables(b, shape)
+        declare(registry[m.kind](m), b, shape)
     return b.build()

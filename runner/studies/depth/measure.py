@@ -64,9 +64,39 @@ class Segment:
         return slice(self.start // every, self.start // every + length)
 
 
+#: What a network may lack that a measure needs (``DepthMeasure.needs``), and how plan says so.
+NEEDS = {
+    "tokens": "several tokens per sample",
+    "attention": "attention heads",
+    "text": "a tokenizer (a text model)",
+    "mlm_head": "an MLM head (an ALBERT text model)",
+}
+
+
+def unmet_needs(needs: tuple[str, ...], net) -> str | None:
+    """Why a measure that needs ``needs`` does not apply to ``net`` (a resolved network), or None."""
+    family = getattr(net.model.family, "name", None)
+    lacks = {"tokens": net.n_tokens < 2, "attention": net.n_heads == 0, "text": net.model.is_map,
+             "mlm_head": net.model.is_map or family != "albert"}
+    missing = [NEEDS[n] for n in needs if lacks[n]]
+    return f"needs {' and '.join(missing)}" if missing else None
+
+
 class DepthMeasure(Measure):
     study = "depth"
     reference = PAPER
+    needs: ClassVar[tuple[str, ...]] = ()
+    """What a network must have for this measure to apply (keys of :data:`NEEDS`). On a network
+    without it, ``plan`` says "not applicable", no pass computes it, its values stay NaN and
+    :meth:`mark_not_applicable` writes its outcome flags."""
+
+    def not_applicable(self, net) -> str | None:
+        """Why this measure does not apply to the resolved network ``net``, or None."""
+        return unmet_needs(self.needs, net)
+
+    def mark_not_applicable(self, store, network: int) -> None:
+        """Record in the store that this measure does not apply to ``network``: by default nothing
+        (its values stay NaN); a measure with outcome flags writes ``not_applicable`` there."""
 
     def variables(self, b: LayoutBuilder, shape: Shape) -> None:
         raise NotImplementedError

@@ -103,9 +103,17 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
     for net in networks:
         key = trajectory_key(spec, net)
         ids: dict[str, str] = {}
+        skipped: dict[str, str] = {}  # measure kind -> why it does not apply to this network
         for m in spec.measure:
             reg = registry[m.kind]
-            if reg.when != "step":
+            why = reg(m).not_applicable(net) if net.n_hidden else None  # unknown sizes: decided once resolved
+            if reg.when == "derived" and reg.source in skipped:
+                why = why or f"its source {reg.source} {skipped[reg.source]}"
+            if why:
+                skipped[m.kind] = why
+        for m in spec.measure:
+            reg = registry[m.kind]
+            if reg.when != "step" or m.kind in skipped:
                 continue
             params = m.params()
             payload = {"trajectory": key, "measure": m.kind, "params": params, "v": reg.version}
@@ -114,12 +122,15 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
                               steps=spec.dynamics.steps, params=params, key=payload))
         for m in spec.measure:
             reg = registry[m.kind]
-            if reg.when == "network":
-                params = m.params()
+            params = m.params()
+            if m.kind in skipped:
+                payload = {"trajectory": key, "measure": m.kind, "not_applicable": skipped[m.kind], "v": reg.version}
+                tasks.append(Task(task_id(payload), "skip", m.kind, net.index, m.kind, params=params, key=payload,
+                                  skip=skipped[m.kind]))
+            elif reg.when == "network":
                 payload = {"trajectory": key, "measure": m.kind, "params": params, "v": reg.version}
                 tasks.append(Task(task_id(payload), "network", m.kind, net.index, m.kind, params=params, key=payload))
-            if reg.when == "derived":
-                params = m.params()
+            elif reg.when == "derived":
                 payload = {"from": ids[reg.source], "measure": m.kind, "params": params, "v": reg.version}
                 tasks.append(Task(task_id(payload), "derive", m.kind, net.index, m.kind, deps=(ids[reg.source],),
                                   params=params, key=payload))
@@ -323,6 +334,11 @@ class DepthSession:
 
     def run(self, group: list[Task], report, shard: Shard | None = None) -> dict:
         net = self.networks[group[0].network]
+        if group[0].kind == "skip":
+            (t,) = group
+            m = next(m for m in self.spec.measure if m.kind == t.measure)
+            measures("depth")[t.measure](m).mark_not_applicable(report.store, net.index)
+            return {}
         if group[0].kind == "derive":
             (t,) = group
             m = next(m for m in self.spec.measure if m.kind == t.measure)

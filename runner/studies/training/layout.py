@@ -13,7 +13,7 @@ import numpy as np
 
 from runner.data.corpus import Corpus
 from runner.layout import Layout, LayoutBuilder, network_coords
-from runner.measures import hints, measures
+from runner.measures import declare, hints, measures
 from runner.studies.training.measure import PAPER, Shape
 from runner.studies.training.spec import TrainingStudy
 
@@ -47,34 +47,34 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
                   long_name=key.replace("_", " "))
     step_values = np.asarray(steps, dtype=np.int64)
     coord("checkpoint", np.arange(len(step_values)), long_name="checkpoint index")
-    coord("step", step_values, ("checkpoint",), long_name="optimizer step", units="1")
-    coord("epoch", step_values / steps_per_epoch, ("checkpoint",), long_name="epoch (fractional)", units="1")
+    coord("step", step_values, ("checkpoint",), long_name="optimizer step", units="steps")
+    coord("epoch", step_values / steps_per_epoch, ("checkpoint",), long_name="epoch (fractional)", units="epochs")
     total = steps_per_epoch * study.training.epochs
     every = study.training.log_every
-    coord("train_step", np.arange(every, total + 1, every, dtype=np.int64), long_name="optimizer step", units="1")
-    coord("training_epoch", np.arange(1, study.training.epochs + 1), long_name="epoch", units="1")
+    coord("train_step", np.arange(every, total + 1, every, dtype=np.int64), long_name="optimizer step", units="steps")
+    coord("training_epoch", np.arange(1, study.training.epochs + 1), long_name="epoch", units="epochs")
     layers = layer_names(study.training.num_layers)
     coord("layer", layers, long_name="layer whose output is measured")
     _vocabulary(b, corpus)
 
-    var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", "1",
+    var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", None,
         "safetensors file of the weights, relative to the store's parent folder ('' while not saved)")
-    var("train_loss", "train", ("network", "train_step"), "float32", np.nan, "training loss (nats per token)", "1",
+    var("train_loss", "train", ("network", "train_step"), "float32", np.nan, "training loss", "nats/token",
         "mean cross entropy of the batch at this step (dropout on)", **hints(plot="curve", order=0, overlay="val_loss"))
     var("learning_rate", "train", ("network", "train_step"), "float32", np.nan, "learning rate", "1",
         "SGD rate at this step; divided by lr_decay after an epoch whose validation loss did not improve",
         lr=study.training.lr, lr_decay=study.training.lr_decay, **hints(plot="curve", order=20))
-    var("val_loss", "train", ("network", "training_epoch"), "float32", np.nan, "validation loss (nats per token)", "1",
+    var("val_loss", "train", ("network", "training_epoch"), "float32", np.nan, "validation loss", "nats/token",
         "mean cross entropy on the validation split after the epoch (dropout off)", **hints(plot="curve", order=1))
     var("val_perplexity", "train", ("network", "training_epoch"), "float32", np.nan, "validation perplexity", "1",
         "exp(val_loss)", **hints(plot="curve", order=2, headline=("final val perplexity", "last")))
     var("epoch_train_loss", "train", ("network", "training_epoch"), "float32", np.nan,
-        "mean training loss (nats per token)", "1", "mean over the epoch's batches", **hints(plot="curve", order=20))
+        "mean training loss", "nats/token", "mean over the epoch's batches", **hints(plot="curve", order=20))
     var("epoch_learning_rate", "train", ("network", "training_epoch"), "float32", np.nan, "learning rate", "1",
         "rate used during the epoch", **hints(plot="curve", order=20))
-    var("word_frequency", "corpus", ("vocab",), "int64", -1, "word frequency", "1",
+    var("word_frequency", "corpus", ("vocab",), "float64", np.nan, "word frequency", "tokens",
         "count in the training split (<unk> sums the words folded into it)")
-    var("word_class", "corpus", ("vocab",), str, "", "POS class", "1",
+    var("word_class", "corpus", ("vocab",), str, "", "POS class", None,
         "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
 
     shape = Shape(layers, study.training.num_layers, [n.name for n in nets], corpus,
@@ -95,16 +95,16 @@ def _suite_layout(study: TrainingStudy, suites, corpus: Corpus) -> Layout:
     b.coord("network_kind", [n.kind for n in nets], ("network",), long_name="suite: a published checkpoint series")
     b.coord("source", [s[0].source for s in suites.series], ("network",), long_name="hub id or local directory")
     b.coord("checkpoint", np.arange(len(suites.steps)), long_name="checkpoint index")
-    b.coord("step", np.asarray(suites.steps, dtype=np.int64), ("checkpoint",), long_name="training step", units="1")
+    b.coord("step", np.asarray(suites.steps, dtype=np.int64), ("checkpoint",), long_name="training step", units="steps")
     b.coord("epoch", np.full(len(suites.steps), np.nan), ("checkpoint",), long_name="epoch (unknown for a suite)",
-            units="1")
+            units="epochs")
     b.coord("revision", [c.revision for c in suites.series[0]], ("checkpoint",),
             long_name="revision of the first network (hub branch or folder)")
     b.coord("layer", suites.layers, long_name="layer whose output is measured")
     _vocabulary(b, corpus)
-    b.var("word_frequency", "corpus", ("vocab",), "int64", -1, "word frequency", "1",
+    b.var("word_frequency", "corpus", ("vocab",), "float64", np.nan, "word frequency", "tokens",
           "count in the training split of [corpus] (<unk> sums the words folded into it)")
-    b.var("word_class", "corpus", ("vocab",), str, "", "POS class", "1",
+    b.var("word_class", "corpus", ("vocab",), str, "", "POS class", None,
           "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
     _measures(b, study, Shape(suites.layers, len(suites.layers) - 1, [n.name for n in nets], corpus,
                               [None] * len(nets)))
@@ -114,4 +114,4 @@ def _suite_layout(study: TrainingStudy, suites, corpus: Corpus) -> Layout:
 def _measures(b: LayoutBuilder, study: TrainingStudy, shape: Shape) -> None:
     registry = measures("training")
     for m in study.measure:
-        registry[m.kind](m).variables(b, shape)
+        declare(registry[m.kind](m), b, shape)

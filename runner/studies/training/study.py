@@ -298,7 +298,7 @@ class TrainingSession:
 
     def write_inputs(self, store) -> None:
         self.store = store
-        store.write("word_frequency", (slice(None),), np.asarray(self.corpus.frequencies(), dtype=np.int64))
+        store.write("word_frequency", (slice(None),), np.asarray(self.corpus.frequencies(), dtype=np.float64))
         if self.corpus.word_class:
             store.write("word_class", (slice(None),), np.asarray(self.corpus.word_class, dtype=object))
         if self.suites is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from runner.layout import Layout, LayoutBuilder, network_coords
-from runner.measures import hints
+from runner.measures import declare, hints
 from runner.studies.transject.measure import PAPER, Shape
 
 
@@ -28,17 +28,17 @@ def build_layout(spec, nets: list[dict], spe: int, shape: Shape, registrations: 
           long_name="trained here (false: measured from a saved checkpoint)")
     E = spec.training.epochs
     coord("checkpoint", np.arange(E + 1), long_name="checkpoint: the end of this epoch (0: initialisation)")
-    coord("epoch", np.arange(E + 1, dtype=np.float64), ("checkpoint",), long_name="epoch", units="1")
-    coord("step", np.arange(E + 1, dtype=np.int64) * spe, ("checkpoint",), long_name="optimizer step", units="1")
-    coord("train_step", np.arange(1, E * spe + 1, dtype=np.int64), long_name="optimizer step", units="1")
-    coord("training_epoch", np.arange(1, E + 1), long_name="epoch", units="1")
+    coord("epoch", np.arange(E + 1, dtype=np.float64), ("checkpoint",), long_name="epoch", units="epochs")
+    coord("step", np.arange(E + 1, dtype=np.int64) * spe, ("checkpoint",), long_name="optimizer step", units="steps")
+    coord("train_step", np.arange(1, E * spe + 1, dtype=np.int64), long_name="optimizer step", units="steps")
+    coord("training_epoch", np.arange(1, E + 1), long_name="epoch", units="epochs")
     coord("layer", shape.layers, long_name="layer whose output is measured (embedding: X^(0))")
 
-    var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", "1",
+    var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", None,
         "weights after the epoch, relative to the store's parent folder ('' while not saved or after an early stop)")
-    var("train_loss", "train", ("network", "train_step"), "float32", np.nan, "training loss (nats per example)", "1",
+    var("train_loss", "train", ("network", "train_step"), "float32", np.nan, "training loss", "nats/example",
         "cross entropy of the batch at this step (Fig. 4)", **hints(plot="curve", order=0, overlay="test_loss"))
-    var("test_loss", "train", ("network", "training_epoch"), "float32", np.nan, "test loss (nats per example)", "1",
+    var("test_loss", "train", ("network", "training_epoch"), "float32", np.nan, "test loss", "nats/example",
         "mean cross entropy on the test split after the epoch (Fig. 4; early stopping watches it)",
         **hints(plot="curve", order=1))
     var("test_accuracy", "train", ("network", "training_epoch"), "float32", np.nan, "test accuracy", "1",
@@ -47,15 +47,15 @@ def build_layout(spec, nets: list[dict], spe: int, shape: Shape, registrations: 
         "test accuracy of the epoch with the lowest test loss (early stopping, patience epochs later); "
         "of the weights themselves for a saved checkpoint",
         **hints(headline=("test accuracy", "value"), table="test accuracy, mean ± s.d. over seeds (Tables 2-3)"))
-    var("final_test_loss", "train", ("network",), "float64", np.nan, "test loss of the kept weights", "1",
+    var("final_test_loss", "train", ("network",), "float64", np.nan, "test loss of the kept weights", "nats/example",
         "the lowest test loss over the epochs (a saved checkpoint: its test loss)")
-    var("best_epoch", "train", ("network",), "int64", -1, "epoch with the lowest test loss", "1",
-        "-1 while training or for a saved checkpoint")
-    var("stopped_epoch", "train", ("network",), "int64", -1, "epochs trained", "1",
-        "fewer than [training] epochs after an early stop; -1 while training")
-    var("export_path", "train", ("network",), str, "", "exported weights", "1",
+    var("best_epoch", "train", ("network",), "float64", np.nan, "epoch with the lowest test loss", "epochs",
+        "NaN while training or for a saved checkpoint")
+    var("stopped_epoch", "train", ("network",), "float64", np.nan, "epochs trained", "epochs",
+        "fewer than [training] epochs after an early stop; NaN while training")
+    var("export_path", "train", ("network",), str, "", "exported weights", None,
         "directory with config.json, model.safetensors and vocab.json of the kept epoch (a [[model]] checkpoint "
         "reads it), relative to the store's parent folder")
     for m in spec.measure:
-        registrations[m.kind].variables(b, shape)
+        declare(registrations[m.kind], b, shape)
     return b.build()

@@ -335,8 +335,8 @@ class TransJectSession:
                         store.write("checkpoint_path", (n, e), self._rel(f))
                 c = item.curves
                 best = item.best_epoch
-                store.write("best_epoch", (n,), np.asarray(best, dtype=np.int64))
-                store.write("stopped_epoch", (n,), np.asarray(item.stopped_epoch, dtype=np.int64))
+                store.write("best_epoch", (n,), np.asarray(best, dtype=np.float64))
+                store.write("stopped_epoch", (n,), np.asarray(item.stopped_epoch, dtype=np.float64))
                 if best > 0:
                     store.write("accuracy", (n,), np.asarray(c.test_accuracy[best - 1]))
                     store.write("final_test_loss", (n,), np.asarray(c.test_loss[best - 1]))

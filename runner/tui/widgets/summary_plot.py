@@ -67,6 +67,8 @@ class SummaryPlot(PlotextPlot):
             if s.spread:
                 title += f", {s.spread} over samples" if band else f", {s.spread.split(',')[0]} over samples"
         if not drawn:
-            title += ": no values yet"
+            why = {s.not_applicable[i] for i in nets if i in s.not_applicable}
+            title += f": not applicable ({'; '.join(sorted(why))})" if why and len(why) == len(
+                [i for i in nets if i in s.not_applicable]) == len(list(nets)) else ": no values yet"
         plt.title(title)
         self.refresh()

@@ -16,6 +16,8 @@ class TaskDetail(Static):
             return
         text = Text.assemble(("task ", "dim"), (t.id, "bold"), "  ", (t.network_label, "bold"), " · ", t.measure,
                              f" ({t.kind})  ", (t.state, STATE_STYLE.get(t.state, "")))
+        if t.not_applicable:
+            text.append(f"\nnot applicable: {t.not_applicable} (its values are NaN)", "dim")
         line = []
         if t.steps:
             line.append(f"step {t.step if t.state != 'done' else t.steps}/{t.steps}")

@@ -21,6 +21,8 @@ def cells(t: TaskRow) -> tuple:
     def right(text: str) -> Text:  # the trailing space separates it from the next column
         return Text(text + " ", justify="right")
 
+    if t.not_applicable and t.state == "done":  # nothing was computed: say so, not "done 100%"
+        return (label, t.measure, Text("n/a", "dim"), right("-"), right("-"), right("-"), right(""))
     return (label, t.measure, Text(t.state, STATE_STYLE.get(t.state, "")), right(pct), right(fmt_rate(t.steps_per_s)),
             right(fmt_duration(t.elapsed_s)), right(fmt_duration(t.eta_s) if t.state == "running" else ""))
 

@@ -24,6 +24,7 @@ class Params(DepthParams):
 @register
 class Attention(TrajectoryMeasure):
     Params = Params
+    needs = ("attention",)
 
     def exit_period(self):
         return 1  # attention_probs(x_t) is a forward of its own, not f's

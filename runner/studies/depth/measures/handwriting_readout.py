@@ -73,6 +73,7 @@ class Params(DepthParams):
 @register
 class HandwritingReadout(TrajectoryMeasure):
     Params = Params
+    needs = ("text",)
 
     def window(self) -> tuple[int, int]:
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())
@@ -101,8 +102,8 @@ class HandwritingReadout(TrajectoryMeasure):
 
     def variables(self, b, shape) -> None:
         p = self.p
-        b.coord("hw_t0", np.asarray(p.t0s(), dtype=np.int64), long_name="offset t0", units="1")
-        b.coord("hw_dt", np.asarray(p.dts(), dtype=np.int64), long_name="length dT", units="1")
+        b.coord("hw_t0", np.asarray(p.t0s(), dtype=np.int64), long_name="offset t0", units="steps")
+        b.coord("hw_dt", np.asarray(p.dts(), dtype=np.int64), long_name="length dT", units="steps")
         b.coord("hw_letter", list(p.letters), long_name="letter")
         b.index("hw_point", p.demo[1] + 1, long_name="point t - t0 of the demonstration")
         b.coord("pen", ["dx", "dy"], long_name="pen direction component")

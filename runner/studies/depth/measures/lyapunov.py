@@ -45,7 +45,7 @@ class Lyapunov(TrajectoryMeasure):
         b.var("lyapunov", "lyapunov", ("network", "sample", dim), dtype, np.nan,
               f"local Lyapunov exponent lambda(t) over tau = {tau} steps", "1", desc, k=self.p.k, tau=tau)
         b.var("lyapunov_per_step", "lyapunov", ("network", "sample", dim), dtype, np.nan,
-              "local Lyapunov exponent per step", "1", "lambda(t) / tau", k=self.p.k, tau=tau,
+              "local Lyapunov exponent per step", "1/step", "lambda(t) / tau", k=self.p.k, tau=tau,
               **hints(plot="series", order=0, headline=("mean lambda/step", "finite_mean")))
 
     def precision_problem(self, precision, n_tokens, n_hidden):

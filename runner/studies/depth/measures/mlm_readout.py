@@ -71,6 +71,7 @@ class Params(DepthParams):
 @register
 class MLMReadout(TrajectoryMeasure):
     Params = Params
+    needs = ("mlm_head",)
 
     def exit_period(self):
         return 1  # reads x_t out with its own head, not through f

@@ -56,6 +56,7 @@ class Params(DepthParams):
 @register
 class STSFinetune(NetworkMeasure):
     Params = Params
+    needs = ("text",)
 
     def problems(self, spec):
         out = pair_problems("sts_finetune", self.p, spec)

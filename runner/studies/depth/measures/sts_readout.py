@@ -85,6 +85,7 @@ def minibatch_seed(spec, p) -> int:
 @register
 class STSReadout(TrajectoryMeasure):
     Params = Params
+    needs = ("text",)
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop

@@ -9,9 +9,13 @@ import torch
 from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
+from runner.layout import flags, never_as_nan
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.precision import deviation_floor
+
+#: The codes of ``sync_outcome``, in order.
+SYNC_OUTCOMES = ("synchronized", "censored", "diverged", "not_applicable")
 
 
 class Params(DepthParams):
@@ -27,6 +31,7 @@ class Params(DepthParams):
 @register
 class TokenDeviation(TrajectoryMeasure):
     Params = Params
+    needs = ("tokens",)
     shard = "samples"
 
     def exit_period(self):
@@ -38,9 +43,13 @@ class TokenDeviation(TrajectoryMeasure):
         b.var("deviation", "token_deviation", ("network", "sample", dim), "float32", np.nan, "token deviation D(t)",
               "1", "D(t) = (1/N_w) sum_i ||x_t^i - mean_j x_t^j||^2 (Eq. 5)", threshold=p.threshold,
               **hints(plot="log_series", order=2))
-        b.var("sync_offset", "token_deviation", ("network", "sample"), "int64", -1, "synchronization offset", "1",
-              "first step t with D(t) < threshold, exact at every step (Fig. 2B); -1: never", threshold=p.threshold,
-              **hints(headline=("median sync offset", "median_nonneg")))
+        b.var("sync_offset", "token_deviation", ("network", "sample"), "float64", np.nan, "synchronization offset",
+              "steps", "first step t with D(t) < threshold, exact at every step (Fig. 2B); NaN: not within the run, "
+              "see sync_outcome", threshold=p.threshold, **hints(headline=("median sync offset", "median")))
+        b.var("sync_outcome", "token_deviation", ("network", "sample"), "int8", -1, "synchronization outcome", None,
+              "synchronized: D(t) fell below threshold (sync_offset); censored: not by the end of the run; diverged: "
+              "the state became non-finite first; not_applicable: the network has one token, so D(t) = 0 by "
+              "construction", threshold=p.threshold, **flags(*SYNC_OUTCOMES))
 
     def precision_problem(self, precision, n_tokens, n_hidden):
         floor = deviation_floor(precision, n_hidden)
@@ -50,8 +59,13 @@ class TokenDeviation(TrajectoryMeasure):
                                  f"{floor:.2g}); raise it or use fp32/fp64")
         return None
 
+    def mark_not_applicable(self, store, network):
+        n = len(store.read("sync_outcome", (network,)))
+        store.write("sync_outcome", (network, slice(None)), np.full(n, SYNC_OUTCOMES.index("not_applicable"), np.int8))
+
     def start(self, ctx, x0):
         self.tracker = SyncOffsetTracker(ctx.S, self.p.threshold, ctx.device)
+        self.finite = torch.ones(ctx.S, dtype=torch.bool, device=ctx.device)
 
     def state_dict(self):
         return self.tracker.state_dict()
@@ -66,6 +80,7 @@ class TokenDeviation(TrajectoryMeasure):
     def observe(self, ctx, t, x, bufs, seg):
         D = token_deviation(x)
         self.tracker.update(t, D)
+        self.finite = torch.isfinite(D)  # at the last step: whether the sample ended finite
         if t % self.p.every == 0:
             bufs["deviation"][:, t // self.p.every - seg.start // self.p.every] = D
         return torch.isfinite(D)  # D is NaN or Inf exactly when the state holds one
@@ -74,4 +89,7 @@ class TokenDeviation(TrajectoryMeasure):
         d = bufs["deviation"].cpu().numpy()
         ctx.store.write("deviation", (ctx.index, slice(None), seg.span(self.p.every, d.shape[1])), d)
         if seg.last:
-            ctx.store.write("sync_offset", (ctx.index, slice(None)), self.tracker.offset.cpu().numpy())
+            offset = self.tracker.offset.cpu().numpy()
+            outcome = np.where(offset >= 0, 0, np.where(self.finite.cpu().numpy(), 1, 2)).astype(np.int8)
+            ctx.store.write("sync_offset", (ctx.index, slice(None)), never_as_nan(offset))
+            ctx.store.write("sync_outcome", (ctx.index, slice(None)), outcome)

@@ -8,8 +8,12 @@ import numpy as np
 import torch
 
 from analyses.transient_chaos import summarize_chaos, transient_chaos
+from runner.layout import flags
 from runner.measures import hints, register
 from runner.studies.depth.measure import DepthParams, DerivedMeasure
+
+#: The codes of ``chaos_outcome``, in order.
+CHAOS_OUTCOMES = ("chaotic_transient", "never_chaotic", "censored", "diverged", "not_applicable")
 
 
 class Params(DepthParams):
@@ -25,22 +29,31 @@ class TransientChaos(DerivedMeasure):
 
     def variables(self, b, shape) -> None:
         m = "transient_chaos"
-        b.var("chaos_length", m, ("network", "sample"), "float64", np.nan, "transient chaos length (steps of f)", "1",
+        b.var("chaos_length", m, ("network", "sample"), "float64", np.nan, "transient chaos length", "steps",
               "time after which lambda(t) stays negative to the end of the run; 0: never chaotic (Fig. 4D); NaN: the "
               "sample diverged (see diverged_step); a censored length (chaos_censored) is a lower bound",
               **hints(plot="histogram", order=3, headline=("mean chaos length", "mean")))
-        b.var("chaos_censored", m, ("network", "sample"), "bool", False, "chaos length censored", "1",
+        b.var("chaos_censored", m, ("network", "sample"), "bool", False, "chaos length censored", None,
               "true where lambda(t) was still positive in the last interval: the run ended before the transient did, "
               "so chaos_length is only a lower bound", **hints(headline=("censored chaos lengths", "count_true")))
         b.var("chaos_mean_exponent", m, ("network", "sample"), "float64", np.nan,
               "mean lambda(t) over the chaotic transient, per interval of tau steps", "1",
               "mean of lambda over intervals before chaos_length")
+        b.var("chaos_outcome", m, ("network", "sample"), "int8", -1, "transient chaos outcome", None,
+              "paper's sign criterion: chaotic_transient, lambda(t) stayed negative from chaos_length on; "
+              "never_chaotic, length 0; censored, still positive in the last interval (a lower bound); diverged, "
+              "the state became non-finite (no length); see orbit_class for what the orbit settled on",
+              **flags(*CHAOS_OUTCOMES))
         b.var("fraction_never_chaotic", m, ("network",), "float64", np.nan, "fraction of samples never chaotic", "1",
               "over the samples that did not diverge; paper: 38.5% for initial networks, 0% pre-trained",
               **hints(headline=("never chaotic", "value")))
         b.var("mean_chaotic_exponent", m, ("network",), "float64", np.nan,
               "mean exponent of chaotic samples, per interval of tau steps", "1",
               "mean of chaos_mean_exponent over chaotic samples (paper: 9.54e-2 pre-trained, 6.41e-3 initial)")
+
+    def mark_not_applicable(self, store, network: int) -> None:
+        n = len(store.read("chaos_outcome", (network,)))
+        store.write("chaos_outcome", (network,), np.full(n, CHAOS_OUTCOMES.index("not_applicable"), np.int8))
 
     def derive(self, store, network: int, spec) -> None:
         tau = next(m.tau for m in spec.measure if m.kind == self.source)
@@ -50,5 +63,8 @@ class TransientChaos(DerivedMeasure):
         store.write("chaos_length", (network,), result.length.numpy())
         store.write("chaos_censored", (network,), result.censored.numpy())
         store.write("chaos_mean_exponent", (network,), result.mean_exponent.numpy())
+        length, censored = result.length.numpy(), result.censored.numpy()
+        outcome = np.select([np.isnan(length), censored, length == 0], [3, 2, 1], default=0).astype(np.int8)
+        store.write("chaos_outcome", (network,), outcome)
         store.write("fraction_never_chaotic", (network,), summary["fraction_never_chaotic"].numpy())
         store.write("mean_chaotic_exponent", (network,), summary["mean_exponent"].numpy())

@@ -65,21 +65,21 @@ class SyntaxInterdependence(CheckpointMeasure):
     def variables(self, b, shape) -> None:
         p = self.p
         seq = b.coord("seq_distance", np.arange(1, p.max_distance + 1), long_name="sequential distance r - l",
-                      units="1")
+                      units="words")
         syn = b.coord("syn_distance", np.arange(1, p.max_syntactic + 1),
-                      long_name="syntactic distance (dependency edges)", units="1")
+                      long_name="syntactic distance", units="edges")
         pair = b.coord("pos_pair", list(CLASS_PAIRS), long_name="open/closed class of the left and right word")
         base = ("network", "checkpoint", seq)
         formula = "DI_r({l}, {r}) = ||h_lr - (h_l + h_r)|| / ||h_lr|| (Ch. 5 Eq. 2) of word pairs of the treebank"
         b.var("di_sequential", "syntax_interdependence", base, "float64", np.nan, "mean DI of word pairs", "1",
               f"mean {formula}, by sequential distance (Fig. 3)", treebank=p.treebank, at=p.at,
               min_cases=p.min_cases, **hints(plot="curve", order=33))
-        b.var("di_sequential_count", "syntax_interdependence", base, "int64", -1, "word pairs averaged", "1",
+        b.var("di_sequential_count", "syntax_interdependence", base, "float64", np.nan, "word pairs averaged", "1",
               "number of pairs in di_sequential's mean")
         b.var("di_syntactic", "syntax_interdependence", base + (syn, pair), "float64", np.nan, "mean DI of word pairs",
               "1", f"mean {formula}, by sequential distance, syntactic distance and open/closed class (Fig. 4)",
               treebank=p.treebank, at=p.at, min_cases=p.min_cases)
-        b.var("di_syntactic_count", "syntax_interdependence", base + (syn, pair), "int64", -1,
+        b.var("di_syntactic_count", "syntax_interdependence", base + (syn, pair), "float64", np.nan,
               "word pairs averaged", "1", "number of pairs in di_syntactic's mean")
 
     def run(self, ctx, task) -> None:
@@ -98,5 +98,5 @@ class SyntaxInterdependence(CheckpointMeasure):
         with np.errstate(invalid="ignore", divide="ignore"):
             ctx.write("di_sequential", task, np.where(agg["seq_count"] > 0, agg["seq_sum"] / agg["seq_count"], np.nan))
             ctx.write("di_syntactic", task, np.where(agg["syn_count"] > 0, agg["syn_sum"] / agg["syn_count"], np.nan))
-        ctx.write("di_sequential_count", task, agg["seq_count"])
-        ctx.write("di_syntactic_count", task, agg["syn_count"])
+        ctx.write("di_sequential_count", task, agg["seq_count"].astype(np.float64))
+        ctx.write("di_syntactic_count", task, agg["syn_count"].astype(np.float64))

@@ -76,8 +76,8 @@ class Experts(EpochMeasure):
         b.var("expert_weight", "experts", cell, "float64", np.nan, "expert weight lambda_e", "1",
               "softmax of the layer's expert logits: the convex weights of Eq. 5 (Fig. 5b); NaN for the baselines",
               **hints(plot="curve", order=14))
-        b.var("expert_entropy", "experts", cell, "float64", np.nan, "entropy of the expert's representation (nats)",
-              "1", "mean over tokens of the entropy of X + (alpha/L) F_e(X) (TransJect) or of an attention head's "
+        b.var("expert_entropy", "experts", cell, "float64", np.nan, "entropy of the expert's representation",
+              "nats", "mean over tokens of the entropy of X + (alpha/L) F_e(X) (TransJect) or of an attention head's "
               "output (baselines), Sec. 4", method=self.p.method, k=self.p.k)
 
     @torch.no_grad()
