@@ -28,3 +28,10 @@ def tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = None, min_
     if x.ndim < min_ndim:
         raise ValueError(f"{name} needs at least {min_ndim} dimensions; got shape {tuple(x.shape)}")
     return x
+
+
+def float64_numpy(x: Any) -> np.ndarray:
+    """``x`` (a tensor on any device, of any dtype bfloat16 included, or an array) as a float64 numpy array."""
+    if isinstance(x, Tensor):
+        return x.detach().cpu().to(torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)

@@ -194,5 +194,9 @@ def per_step_exponent(lam: Tensor, tau: int) -> Tensor:
     Returns
     -------
     Tensor, same shape
+        float dtype of ``lam``; half precision (and integers) in float32.
     """
-    return tensor(lam, "lam") / tau
+    lam = tensor(lam, "lam")
+    if not lam.is_floating_point() or lam.dtype in (torch.float16, torch.bfloat16):
+        lam = lam.to(torch.float32)
+    return lam / tau
