@@ -43,6 +43,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from analyses._arrays import check_token_ids
+
 __all__ = [
     "CDResult",
     "Interdependence",
@@ -199,7 +201,8 @@ def contextual_decomposition(
     Parameters
     ----------
     inputs : int array, shape (batch, seq), or float array, shape (batch, seq, d_in)
-        Token ids (with ``embedding``) or the first layer's input vectors (without).
+        Token ids (with ``embedding``; each in [0, vocab), else ``ValueError``: no padding id -1)
+        or the first layer's input vectors (without).
     focus : bool array (batch, seq); int array (batch,); or a sequence of ``batch`` ints or
         collections of ints
         The words in focus (the set beta) of each sentence, as a mask or as positions.
@@ -224,7 +227,11 @@ def contextual_decomposition(
         if x.is_floating_point() or x.ndim != 2:
             raise ValueError(f"with an embedding, inputs must be integer token ids (batch, seq); "
                              f"got {x.dtype} {tuple(x.shape)}")
-        x = _f64(embedding, device)[x]
+        emb = _f64(embedding, device)
+        if emb.ndim != 2:
+            raise ValueError(f"embedding must be (vocab, d_in), got {tuple(emb.shape)}")
+        check_token_ids(x, emb.shape[0], "inputs: token ids")
+        x = emb[x]
     elif x.ndim != 3 or not x.is_floating_point():
         raise ValueError(f"without an embedding, inputs must be float vectors (batch, seq, d_in); "
                          f"got {x.dtype} {tuple(x.shape)}")

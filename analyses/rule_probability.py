@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from analyses._arrays import check_token_ids
 from analyses.contextual_decomposition import contextual_decomposition
 
 __all__ = ["cd_target_probability", "target_probability"]
@@ -29,9 +30,9 @@ def target_probability(logits: Any, position: int, target: int) -> Tensor:
     ----------
     logits : array, shape (batch, seq, vocab)
     position : int
-        The step whose output predicts the target.
+        The step whose output predicts the target, in [0, seq).
     target : int
-        Token id.
+        Token id, in [0, vocab).
 
     Returns
     -------
@@ -40,6 +41,9 @@ def target_probability(logits: Any, position: int, target: int) -> Tensor:
     x = torch.as_tensor(logits).to(torch.float64)
     if x.ndim != 3:
         raise ValueError(f"logits must be (batch, seq, vocab), got {tuple(x.shape)}")
+    if not 0 <= position < x.shape[1]:
+        raise ValueError(f"position {position} outside the logits' {x.shape[1]} steps [0, {x.shape[1]})")
+    check_token_ids(torch.tensor([target]), x.shape[2], "target id", "the logits")
     return torch.softmax(x[:, position], dim=-1)[:, target]
 
 

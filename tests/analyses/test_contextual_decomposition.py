@@ -214,6 +214,34 @@ def test_bad_inputs_raise():
         contextual_decomposition(torch.zeros(2, 4, 7, dtype=torch.float64), [[0], [1]], layers=weights["layers"])
 
 
+@pytest.mark.parametrize("bad", [-1, 11, -12])
+def test_out_of_range_token_ids_raise_naming_them_and_the_vocabulary(bad):
+    # Indexing the embedding with -1 would silently read its last row; -12 wraps to row -1 too.
+    model = _model(9, layers=1, hidden=3)  # vocabulary 11
+    weights = lstm_weights(model)
+    ids = _ids(10, 2, 4)
+    ids[1, 2] = bad
+    match = rf"token ids {bad} outside \[0, 11\): the vocabulary size of the embedding is 11"
+    with pytest.raises(ValueError, match=match):
+        contextual_decomposition(ids, [[0], [1]], **weights)
+    with pytest.raises(ValueError, match=match):
+        interdependence(ids, [0, 0], [1, 3], **weights)
+    if bad == -1:
+        with pytest.raises(ValueError, match="padding"):
+            contextual_decomposition(ids, [[0], [1]], **weights)
+
+
+def test_target_probability_refuses_an_out_of_range_target_or_position():
+    from analyses.rule_probability import target_probability
+
+    logits = torch.randn(2, 4, 11, dtype=torch.float64)
+    assert target_probability(logits, 3, 10).shape == (2,)
+    with pytest.raises(ValueError, match=r"target id -1 outside \[0, 11\): the vocabulary size of the logits is 11"):
+        target_probability(logits, 3, -1)
+    with pytest.raises(ValueError, match=r"position 4 outside"):
+        target_probability(logits, 4, 2)
+
+
 def test_decompositional_interdependence_of_known_vectors():
     union = np.array([[3.0, 4.0], [1.0, 2.0]])
     a = np.array([[1.0, 0.0], [0.5, 1.0]])
