@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from analyses._arrays import check_token_ids
-from analyses.contextual_decomposition import contextual_decomposition
+from analyses.contextual_decomposition import Convention, contextual_decomposition
 
 __all__ = ["cd_target_probability", "target_probability"]
 
@@ -48,7 +48,7 @@ def target_probability(logits: Any, position: int, target: int) -> Tensor:
 
 
 def cd_target_probability(inputs: Any, focus: Any, position: int, target: int, *, layers, embedding=None,
-                          decoder_weight=None, decoder_bias=None) -> Tensor:
+                          decoder_weight=None, decoder_bias=None, convention: Convention = "acd") -> Tensor:
     """softmax(v_beta)[target] at ``position``: the target's probability from the words in focus
     alone (Ch. 5 Sec. 2.1), v_beta the relevant logits of :func:`contextual_decomposition`
     (decoder bias excluded, as it belongs to gamma).
@@ -59,6 +59,7 @@ def cd_target_probability(inputs: Any, focus: Any, position: int, target: int, *
     focus : focus specification of :func:`contextual_decomposition` (bool mask (batch, seq), ...)
     position, target : as in :func:`target_probability`
     layers, embedding, decoder_weight, decoder_bias : the network (``**lstm_weights(model)``)
+    convention : "acd" or "murdoch", as in :func:`contextual_decomposition`
 
     Returns
     -------
@@ -67,5 +68,5 @@ def cd_target_probability(inputs: Any, focus: Any, position: int, target: int, *
     if decoder_weight is None:
         raise ValueError("cd_target_probability needs the decoder (decoder_weight)")
     res = contextual_decomposition(inputs, focus, layers=layers, embedding=embedding, decoder_weight=decoder_weight,
-                                   decoder_bias=decoder_bias)
+                                   decoder_bias=decoder_bias, convention=convention)
     return target_probability(res.logits_beta, position, target)
