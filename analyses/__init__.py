@@ -30,8 +30,9 @@ converted with its dtype kept, so float64 stays float64 (:mod:`analyses._arrays`
 tensors, except :mod:`analyses.entropy` and ``token_geometry.quantiles``, which give numpy back for
 numpy in. A value computed in float64 is returned in float64: the Lyapunov exponent, N_eff, PCA,
 CCA/CKA, Pearson correlations, loss change allocations and transient-chaos summaries always are;
-``sparsity`` and ``token_deviation`` keep the input's float dtype (half precision computed in
-float32). A shape that cannot be right raises ``ValueError`` naming the argument and its shape; no
+``sparsity`` and ``token_deviation`` keep the input's float dtype, except half precision (float16,
+bfloat16), which is computed and returned in float32; every other measure computes half precision in
+float32 or float64 too. A shape that cannot be right raises ``ValueError`` naming the argument and its shape; no
 input is ever transposed or flattened to fit.
 
 The layouts (the leading axis is the batch of samples wherever there is one):

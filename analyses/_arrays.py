@@ -28,3 +28,22 @@ def tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = None, min_
     if x.ndim < min_ndim:
         raise ValueError(f"{name} needs at least {min_ndim} dimensions; got shape {tuple(x.shape)}")
     return x
+
+
+def float64_numpy(x: Any) -> np.ndarray:
+    """``x`` (a tensor on any device, of any dtype bfloat16 included, or an array) as a float64 numpy array."""
+    if isinstance(x, Tensor):
+        return x.detach().cpu().to(torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def check_token_ids(ids: Tensor, vocab_size: int, name: str = "token ids", of: str = "the embedding") -> None:
+    """``ValueError`` naming the ids outside ``[0, vocab_size)`` (indexing with them would wrap
+    around, -1 to the last row, or fail on the device), before any compute."""
+    bad = (ids < 0) | (ids >= vocab_size)
+    if bool(bad.any()):
+        values = torch.unique(ids[bad]).tolist()
+        shown = ", ".join(str(v) for v in values[:10]) + (", ..." if len(values) > 10 else "")
+        hint = " (-1 is a common padding id: drop padded positions or map them to a real token)" if -1 in values else ""
+        raise ValueError(f"{name} {shown} outside [0, {vocab_size}): the vocabulary size of {of} is "
+                         f"{vocab_size}{hint}")

@@ -5,11 +5,13 @@ Sec. 2.3, Figs. 3-5 and 8-11; background Sec. 2.4.2.1) to compare a layer across
 and taggers. Every routine centres in float64. CCA, SVCCA, PWCCA and linear CKA work on (d x d)
 matrices after one thin QR per view, so cost is O(n d^2) and memory O(n d); only RBF CKA forms
 (n x n) Gram matrices. Views may be torch tensors (any device) or numpy arrays; results are
-float64 tensors.
+float64 tensors. Views with fewer datapoints than neurons warn (:class:`FewDatapointsWarning`):
+the similarity is then near 1 whatever they hold, and views given transposed look like that.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["CCAResult", "SVCCAResult", "cca", "svcca", "pwcca", "linear_cka", "rbf_cka"]
+__all__ = ["CCAResult", "FewDatapointsWarning", "SVCCAResult", "cca", "svcca", "pwcca", "linear_cka", "rbf_cka"]
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,18 @@ class _Basis:
     rank: int
 
 
-def _check_views(x: Any, y: Any, min_rows: int = 2) -> tuple[Tensor, Tensor]:
-    """Views as tensors (numpy arrays are wrapped, not copied), after checking the (n, d) layout."""
+class FewDatapointsWarning(UserWarning):
+    """The views have fewer datapoints (rows) than neurons (columns): often views given transposed."""
+
+
+def _check_views(x: Any, y: Any, caller: str, min_rows: int = 2) -> tuple[Tensor, Tensor]:
+    """Views as tensors (numpy arrays are wrapped, not copied), after checking the (n, d) layout.
+
+    Warns (:class:`FewDatapointsWarning`) when n is below either view's neuron count: n - 1 centred
+    datapoints span at most n - 1 directions, so CCA finds correlations of 1 and CKA is biased
+    toward 1 whatever the views hold. Views of one layer given (neurons, datapoints), as in
+    google/svcca, look like that and are accepted silently otherwise when both views have the
+    same neuron count."""
     x = x if isinstance(x, Tensor) else torch.as_tensor(x)
     y = y if isinstance(y, Tensor) else torch.as_tensor(y)
     if x.ndim != 2 or y.ndim != 2:
@@ -90,6 +102,12 @@ def _check_views(x: Any, y: Any, min_rows: int = 2) -> tuple[Tensor, Tensor]:
         raise ValueError(f"need at least {min_rows} datapoints, got {x.shape[0]}")
     if x.device != y.device:
         raise ValueError(f"views on different devices: {x.device} and {y.device}")
+    n, d = x.shape[0], max(x.shape[1], y.shape[1])
+    if n < d:
+        warnings.warn(f"{caller}: the views have {n} datapoints (rows) but {x.shape[1]} and {y.shape[1]} neurons "
+                      f"(columns); with fewer datapoints than neurons the similarity is near 1 whatever the views "
+                      f"hold. Views transposed? They are (datapoints, neurons), the transpose of google/svcca's "
+                      f"(neurons, datapoints).", FewDatapointsWarning, stacklevel=3)
     return x, y
 
 
@@ -147,7 +165,7 @@ def cca(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, rtol: float | None = 
     CCAResult
         float64 tensors on the input device.
     """
-    x, y = _check_views(x, y)
+    x, y = _check_views(x, y, "cca")
     bx, by = _basis(x, rtol), _basis(y, rtol)
     n = x.shape[0]
     k = min(bx.rank, by.rank)
@@ -196,7 +214,7 @@ def svcca(
     """
     if not 0.0 < keep_variance <= 1.0:
         raise ValueError(f"keep_variance must be in (0, 1], got {keep_variance}")
-    x, y = _check_views(x, y)
+    x, y = _check_views(x, y, "svcca")
     bx, by = _basis(x, rtol), _basis(y, rtol)
     kx, ky = _dims_for_variance(bx, keep_variance), _dims_for_variance(by, keep_variance)
     _, rho, _ = _canonical(bx, by, kx, ky)
@@ -255,7 +273,7 @@ def pwcca(
         raise ValueError(f"weights_from must be 'x' or 'y', got {weights_from!r}")
     if convention not in ("paper", "google"):
         raise ValueError(f"convention must be 'paper' or 'google', got {convention!r}")
-    x, y = _check_views(x, y)
+    x, y = _check_views(x, y, "pwcca")
     if weights_from is None:
         weights_from = "x" if convention == "paper" or x.shape[1] <= y.shape[1] else "y"
     if weights_from == "y":
@@ -313,7 +331,7 @@ def linear_cka(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, debiased: bool
     Tensor, shape ()
         float64, in [0, 1] unless debiased; NaN if either view has zero variance.
     """
-    x, y = _check_views(x, y, min_rows=4 if debiased else 2)
+    x, y = _check_views(x, y, "linear_cka", min_rows=4 if debiased else 2)
     xc, _ = _centre(x)
     yc, _ = _centre(y)
     cross = torch.linalg.matrix_norm(yc.T @ xc).square()
@@ -395,7 +413,7 @@ def rbf_cka(
     """
     if not sigma_fraction > 0:
         raise ValueError(f"sigma_fraction must be positive, got {sigma_fraction}")
-    x, y = _check_views(x, y, min_rows=4 if debiased else 2)
+    x, y = _check_views(x, y, "rbf_cka", min_rows=4 if debiased else 2)
     kx = _centre_gram(_rbf_gram(x, sigma_fraction), debiased)
     ky = _centre_gram(_rbf_gram(y, sigma_fraction), debiased)
     return (kx * ky).sum() / (torch.linalg.matrix_norm(kx) * torch.linalg.matrix_norm(ky))

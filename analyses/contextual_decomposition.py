@@ -8,21 +8,31 @@ Appendix A). Each gate activation is linearised with a Shapley split of its summ
 decoder is linear, so the logits split as well. DI (Ch. 5 paper Sec. 2.2, Eq. 2) measures the
 non-additivity of the beta parts of two disjoint word sets.
 
-Conventions, following the published code (github.com/jamie-murdoch/ContextualDecomposition,
-``cd.py``) where the paper leaves room:
+Conventions, following the published code where the paper leaves room: Murdoch's
+(github.com/jamie-murdoch/ContextualDecomposition, ``train_model/sent_util.py``, ``CD``) and the
+thesis author's fork of the ACD code (github.com/nsaphra/acd, ``acd/scores/cd.py``, ``cd_lstm``),
+which agree except for the pure-bias product of the cell:
 
 * A gate's pre-activation is rel + irr + b, with b = b_ih + b_hh. The bias is the baseline of a
   two-player Shapley split (``decomp_three``): L(rel) = 1/2 [s(rel+b) - s(b) + s(rel+irr+b) -
   s(irr+b)], L(irr) symmetrically, and s(b) stays a separate bias part. With b = 0 this is the
   thesis' L_sigma(y_beta) = 1/2 [s(y_beta) - s(0) + s(y_beta + y_gamma) - s(y_gamma)].
 * Cell: i * g is expanded into its 9 products; beta gets rel_i (rel_g + b_g) + b_i rel_g, gamma
-  the products that touch irr, and the pure-bias product b_i b_g goes to beta iff position t is
-  in focus. Forget: beta gets (rel_f + b_f) c_beta, gamma the rest, f (c_beta + c_gamma) in all.
+  the products that touch irr. The pure-bias product s(b_i) tanh(b_g) goes to beta at every
+  position t in focus with ``convention="acd"`` (the default: nsaphra/acd, ``start <= i <= stop``
+  since its commit 820fabd, "fixing a bug in the original contextual decomposition code", and
+  ``index_is_relevant(i)`` later). Murdoch's ``CD`` gives it to beta for ``start <= i < stop``
+  only, the focus span [start, stop] without its last word (a single word in focus never gets
+  it); ``convention="murdoch"`` does that for each contiguous span of the focus mask. The two
+  differ by exactly s(b_i) tanh(b_g) in c_beta (and -that in c_gamma) at each span's last position,
+  and through it at later ones. Forget: beta gets (rel_f + b_f) c_beta, gamma the rest,
+  f (c_beta + c_gamma) in all.
 * The output gate is not split: o_t (from the full pre-activation) multiplies both halves of
   the two-player Shapley split of tanh(c_beta + c_gamma) (baseline 0).
 * Stacks (the published code has one layer): layer l > 1 takes its input split from layer
   l - 1's (beta, gamma), and the bias rule above uses the same focus positions at every layer.
-  So nothing in focus gives beta = 0 exactly, everything in focus gives gamma = 0 exactly.
+  So nothing in focus gives beta = 0 exactly, and with ``"acd"`` everything in focus gives
+  gamma = 0 exactly.
 * Decoder: logits_beta = W beta, logits_gamma = W gamma + bias (the published code leaves the
   bias out of both and checks "scores + irrel_scores = output - bias").
 
@@ -37,11 +47,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from analyses._arrays import check_token_ids
 
 __all__ = [
     "CDResult",
@@ -52,6 +64,9 @@ __all__ = [
     "interdependence",
     "lstm_weights",
 ]
+
+#: Where the cell's pure-bias product goes: nsaphra/acd's rule or Murdoch's (module docstring).
+Convention = Literal["acd", "murdoch"]
 
 #: One LSTM layer's ``(W_ih, W_hh, b_ih, b_hh)``, PyTorch layout, gates i, f, g, o.
 LayerWeights = tuple[Any, Any, Any, Any]
@@ -149,9 +164,20 @@ def _shapley(rel: Tensor, irr: Tensor, bias: Tensor, act) -> tuple[Tensor, Tenso
     return 0.5 * (with_rel - base + both - with_irr), 0.5 * (with_irr - base + both - with_rel), base.expand_as(rel)
 
 
+def _bias_mask(mask: Tensor, convention: str) -> Tensor:
+    """Positions whose pure-bias cell product goes to beta: the focus ("acd"), or the focus
+    without the last position of each contiguous span ("murdoch": start <= t < stop)."""
+    if convention == "acd":
+        return mask
+    following = torch.zeros_like(mask)
+    following[:, :-1] = mask[:, 1:]
+    return mask & following
+
+
 def _layer(
     xb: Tensor, xg: Tensor, mask: Tensor, w_ih: Tensor, w_hh: Tensor, bias: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One layer's CD; ``mask`` (batch, seq) marks where the pure-bias product goes to beta."""
     batch, seq, _ = xb.shape
     hidden = w_hh.shape[1]
     # Input projections of all steps at once: (batch, seq, 4H) each.
@@ -167,10 +193,10 @@ def _layer(
         ri, ii, bi = _shapley(rel_i, irr_i, b_i, torch.sigmoid)
         rf, if_, bf = _shapley(rel_f, irr_f, b_f, torch.sigmoid)
         rg, ig, bg = _shapley(rel_g, irr_g, b_g, torch.tanh)
-        in_focus = mask[:, t, None]
+        bias_to_beta = mask[:, t, None]
         bias_bias = bi * bg
-        cb_new = ri * (rg + bg) + bi * rg + torch.where(in_focus, bias_bias, 0.0) + (rf + bf) * cb
-        cg_new = (ii * (rg + ig + bg) + (ri + bi) * ig + torch.where(in_focus, 0.0, bias_bias)
+        cb_new = ri * (rg + bg) + bi * rg + torch.where(bias_to_beta, bias_bias, 0.0) + (rf + bf) * cb
+        cg_new = (ii * (rg + ig + bg) + (ri + bi) * ig + torch.where(bias_to_beta, 0.0, bias_bias)
                   + (rf + if_ + bf) * cg + if_ * cb)
         o = torch.sigmoid(rel_o + irr_o + b_o)
         t_all = torch.tanh(cb_new + cg_new)
@@ -190,6 +216,7 @@ def contextual_decomposition(
     embedding: Any = None,
     decoder_weight: Any = None,
     decoder_bias: Any = None,
+    convention: Convention = "acd",
 ) -> CDResult:
     """Contextual decomposition h_t = beta_t + gamma_t of an LSTM stack (Murdoch et al. 2018).
 
@@ -199,7 +226,8 @@ def contextual_decomposition(
     Parameters
     ----------
     inputs : int array, shape (batch, seq), or float array, shape (batch, seq, d_in)
-        Token ids (with ``embedding``) or the first layer's input vectors (without).
+        Token ids (with ``embedding``; each in [0, vocab), else ``ValueError``: no padding id -1)
+        or the first layer's input vectors (without).
     focus : bool array (batch, seq); int array (batch,); or a sequence of ``batch`` ints or
         collections of ints
         The words in focus (the set beta) of each sentence, as a mask or as positions.
@@ -210,12 +238,18 @@ def contextual_decomposition(
     decoder_weight : array, shape (n_out, H), optional
     decoder_bias : array, shape (n_out,), optional
         Linear decoder of the top layer; its bias goes to gamma.
+    convention : {"acd", "murdoch"}
+        Where the cell's pure-bias product goes (module docstring): to beta at every focus
+        position (nsaphra/acd, the thesis' code; default), or at every one but the last of each
+        contiguous span (Murdoch's published ``CD``).
 
     Returns
     -------
     CDResult
         float64 tensors on the device of the first layer's ``W_ih``.
     """
+    if convention not in ("acd", "murdoch"):
+        raise ValueError(f"convention must be 'acd' or 'murdoch', got {convention!r}")
     if not layers:
         raise ValueError("layers must hold at least one (W_ih, W_hh, b_ih, b_hh)")
     device = torch.as_tensor(layers[0][0]).device
@@ -224,7 +258,11 @@ def contextual_decomposition(
         if x.is_floating_point() or x.ndim != 2:
             raise ValueError(f"with an embedding, inputs must be integer token ids (batch, seq); "
                              f"got {x.dtype} {tuple(x.shape)}")
-        x = _f64(embedding, device)[x]
+        emb = _f64(embedding, device)
+        if emb.ndim != 2:
+            raise ValueError(f"embedding must be (vocab, d_in), got {tuple(emb.shape)}")
+        check_token_ids(x, emb.shape[0], "inputs: token ids")
+        x = emb[x]
     elif x.ndim != 3 or not x.is_floating_point():
         raise ValueError(f"without an embedding, inputs must be float vectors (batch, seq, d_in); "
                          f"got {x.dtype} {tuple(x.shape)}")
@@ -233,6 +271,7 @@ def contextual_decomposition(
     mask = _focus_mask(focus, batch, seq, device)
     xb = torch.where(mask[..., None], x, 0.0)
     xg = x - xb
+    bias_mask = _bias_mask(mask, convention)
     outs = []
     for n, weights in enumerate(layers):
         if len(weights) != 4:
@@ -244,7 +283,7 @@ def contextual_decomposition(
             raise ValueError(f"layer {n}: shapes W_ih {tuple(w_ih.shape)}, W_hh {tuple(w_hh.shape)}, b_ih "
                              f"{tuple(b_ih.shape)}, b_hh {tuple(b_hh.shape)} do not fit input size "
                              f"{xb.shape[-1]} and hidden size {hidden} (expected (4H, d_in), (4H, H), (4H,))")
-        hb, hg, cb, cg = _layer(xb, xg, mask, w_ih, w_hh, b_ih + b_hh)
+        hb, hg, cb, cg = _layer(xb, xg, bias_mask, w_ih, w_hh, b_ih + b_hh)
         outs.append((hb, hg, cb, cg))
         xb, xg = hb, hg
     hidden_beta, hidden_gamma, cell_beta, cell_gamma = (torch.stack(parts) for parts in zip(*outs))
@@ -322,6 +361,7 @@ def interdependence(
     decoder_weight: Any = None,
     decoder_bias: Any = None,
     at: Any = None,
+    convention: Convention = "acd",
 ) -> Interdependence:
     """DI_t(A, B) of disjoint word sets A, B per sentence, from three CD runs (Ch. 5 Sec. 2.2).
 
@@ -341,6 +381,8 @@ def interdependence(
         As in :func:`contextual_decomposition` (e.g. ``**lstm_weights(model)``).
     at : int array, shape (batch,), optional
         Step t per sentence; default the last position of A u B.
+    convention : {"acd", "murdoch"}
+        As in :func:`contextual_decomposition`.
 
     Returns
     -------
@@ -367,7 +409,7 @@ def interdependence(
             raise ValueError(f"at must hold one step in [0, {seq}) per sentence, shape ({batch},)")
     res = contextual_decomposition(
         torch.cat([x, x, x]), torch.cat([union, mask_a, mask_b]), layers=layers,
-        embedding=embedding, decoder_weight=decoder_weight, decoder_bias=decoder_bias,
+        embedding=embedding, decoder_weight=decoder_weight, decoder_bias=decoder_bias, convention=convention,
     )
     rows = torch.arange(batch, device=res.hidden_beta.device)
     t_dev = t.to(res.hidden_beta.device)

@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from analyses._arrays import float64_numpy
+
 __all__ = ["letter_path", "nmse", "nmse_grid", "pen_directions"]
 
 
@@ -64,7 +66,7 @@ def pen_directions(path: np.ndarray, n_points: int) -> np.ndarray:
 
 def nmse(y: np.ndarray | Tensor, d: np.ndarray | Tensor) -> float:
     """The formula of Appendix E on arrays of pen directions (any shape ending in 2)."""
-    y, d = np.asarray(y, dtype=np.float64), np.asarray(d, dtype=np.float64)
+    y, d = float64_numpy(y), float64_numpy(d)
     return float(((y - d) ** 2).sum() / (d ** 2).sum())
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from analyses._arrays import float64_numpy
+
 __all__ = ["isomap_2d"]
 
 
@@ -20,7 +22,7 @@ def isomap_2d(points, n_neighbors: int = 5, n_components: int = 2) -> np.ndarray
     """``(n, n_components)`` Isomap coordinates of ``points`` ``(n, d)`` (numpy or torch).
 
     ``n_neighbors`` is capped at n - 1; fewer than 3 points, or points that are all equal, give NaN."""
-    x = np.asarray(points.detach().cpu() if hasattr(points, "detach") else points, dtype=np.float64)
+    x = float64_numpy(points)
     n = x.shape[0]
     out = np.full((n, n_components), np.nan)
     if n < max(3, n_components + 1) or not np.isfinite(x).all() or np.ptp(x, axis=0).max(initial=0.0) == 0:

@@ -17,6 +17,7 @@ reference loop built from them.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import torch
@@ -24,7 +25,8 @@ from torch import Tensor
 
 from analyses._arrays import tensor
 
-__all__ = ["initial_perturbation", "renormalize", "local_lyapunov", "default_k", "per_step_exponent"]
+__all__ = ["initial_perturbation", "renormalize", "local_lyapunov", "default_k", "per_step_exponent",
+           "UnresolvedPerturbationWarning", "warn_if_unresolved"]
 
 
 def _flat(x: Tensor) -> Tensor:
@@ -130,6 +132,11 @@ def local_lyapunov(
     ``k=1.0`` for the paper's. Values come in the dtype of ``x0``; ``lambda``
     is always float64.
 
+    It warns (:class:`UnresolvedPerturbationWarning`) when k is below what the states' dtype
+    resolves (:func:`warn_if_unresolved`: fp32 states of norm 1 need k >= 1.2e-5, so k = 1e-6
+    measures rounding), and after the run when the separation at the end of an interval fell to
+    the rounding of the states (a contracting map with a small k), where lambda is rounding too.
+
     Parameters
     ----------
     step : callable
@@ -158,18 +165,67 @@ def local_lyapunov(
     if not x0.is_floating_point():
         x0 = x0.to(torch.get_default_dtype())
     k = default_k(x0) if k is None else k
+    warn_if_unresolved(x0, k)
     x = x0
     y = initial_perturbation(x0, k, generator)
     lams = []
+    at_floor = torch.zeros((), dtype=torch.int64, device=x0.device)
     for _ in range(steps // tau):
         for _ in range(tau):
             x = step(x)
             y = step(y)
         lam, y = renormalize(x, y, k)
         lams.append(lam)
+        at_floor += (k * torch.exp(lam) <= _rounding_floor(x)).sum()  # NaN (diverged) never counts
     if not lams:
         return torch.empty((x0.shape[0], 0), dtype=torch.float64, device=x0.device)
+    n_floor = int(at_floor)
+    if n_floor:
+        warnings.warn(
+            f"local_lyapunov: in {n_floor} of {len(lams) * x0.shape[0]} intervals the separation of the two "
+            f"trajectories ended at or below the rounding of {x.dtype} states (eps * ||x||); lambda there measures "
+            f"rounding, not the map (-inf where they coincide). Use a larger k (now {k:.3g}) or float64 states.",
+            UnresolvedPerturbationWarning, stacklevel=2)
     return torch.stack(lams, dim=1)
+
+
+#: k must exceed the rounding of the state (eps * ||x0||) this many times: the renormalised
+#: separation is then exact to about 1 / RESOLUTION = 1 %, and so is exp(lambda).
+RESOLUTION = 100.0
+
+
+class UnresolvedPerturbationWarning(UserWarning):
+    """The perturbation is too small for the state's float dtype to resolve."""
+
+
+def _eps(x: Tensor) -> float:
+    return torch.finfo(x.dtype if x.is_floating_point() else torch.get_default_dtype()).eps
+
+
+def _rounding_floor(x: Tensor) -> Tensor:
+    """``(batch,)`` float64: eps * ||x_i||, the rounding of a state's distance to a nearby one."""
+    return _eps(x) * _flat(x.to(torch.float64)).norm(dim=1)
+
+
+def warn_if_unresolved(x0: Tensor, k: float) -> bool:
+    """Warn (:class:`UnresolvedPerturbationWarning`) when ``k`` is below ``RESOLUTION * eps * max_i ||x0_i||``,
+    eps the machine epsilon of ``x0``'s dtype: the perturbed state y_0 = x_0 + eps then rounds to a
+    point whose distance from x_0 is off by more than 1 % (or is 0), and every lambda with it. Half
+    precision cannot resolve any k in the linear regime; compute the map in float32 there. True when
+    it warned (one host synchronisation)."""
+    x0 = tensor(x0, "x0 (batch, ...)", min_ndim=1)
+    if x0.numel() == 0:
+        return False
+    eps = _eps(x0)
+    norm = float(_rounding_floor(x0).max()) / eps
+    if not k < RESOLUTION * eps * norm:
+        return False
+    warnings.warn(
+        f"local_lyapunov: k = {k:.3g} is below what {x0.dtype} states of norm {norm:.3g} resolve "
+        f"({RESOLUTION:g} * eps * ||x|| = {RESOLUTION * eps * norm:.3g}): their rounding is {eps * norm / k:.2%} of k, "
+        f"and the separation, so lambda, is off by about as much. Use k >= {RESOLUTION * eps * norm:.3g} or float64 states "
+        f"(the default k = {default_k(x0):.3g}).", UnresolvedPerturbationWarning, stacklevel=3)
+    return True
 
 
 def default_k(x0: Tensor) -> float:
@@ -194,5 +250,9 @@ def per_step_exponent(lam: Tensor, tau: int) -> Tensor:
     Returns
     -------
     Tensor, same shape
+        float dtype of ``lam``; half precision (and integers) in float32.
     """
-    return tensor(lam, "lam") / tau
+    lam = tensor(lam, "lam")
+    if not lam.is_floating_point() or lam.dtype in (torch.float16, torch.bfloat16):
+        lam = lam.to(torch.float32)
+    return lam / tau

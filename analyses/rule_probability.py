@@ -17,7 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from analyses.contextual_decomposition import contextual_decomposition
+from analyses._arrays import check_token_ids
+from analyses.contextual_decomposition import Convention, contextual_decomposition
 
 __all__ = ["cd_target_probability", "target_probability"]
 
@@ -29,9 +30,9 @@ def target_probability(logits: Any, position: int, target: int) -> Tensor:
     ----------
     logits : array, shape (batch, seq, vocab)
     position : int
-        The step whose output predicts the target.
+        The step whose output predicts the target, in [0, seq).
     target : int
-        Token id.
+        Token id, in [0, vocab).
 
     Returns
     -------
@@ -40,11 +41,14 @@ def target_probability(logits: Any, position: int, target: int) -> Tensor:
     x = torch.as_tensor(logits).to(torch.float64)
     if x.ndim != 3:
         raise ValueError(f"logits must be (batch, seq, vocab), got {tuple(x.shape)}")
+    if not 0 <= position < x.shape[1]:
+        raise ValueError(f"position {position} outside the logits' {x.shape[1]} steps [0, {x.shape[1]})")
+    check_token_ids(torch.tensor([target]), x.shape[2], "target id", "the logits")
     return torch.softmax(x[:, position], dim=-1)[:, target]
 
 
 def cd_target_probability(inputs: Any, focus: Any, position: int, target: int, *, layers, embedding=None,
-                          decoder_weight=None, decoder_bias=None) -> Tensor:
+                          decoder_weight=None, decoder_bias=None, convention: Convention = "acd") -> Tensor:
     """softmax(v_beta)[target] at ``position``: the target's probability from the words in focus
     alone (Ch. 5 Sec. 2.1), v_beta the relevant logits of :func:`contextual_decomposition`
     (decoder bias excluded, as it belongs to gamma).
@@ -55,6 +59,7 @@ def cd_target_probability(inputs: Any, focus: Any, position: int, target: int, *
     focus : focus specification of :func:`contextual_decomposition` (bool mask (batch, seq), ...)
     position, target : as in :func:`target_probability`
     layers, embedding, decoder_weight, decoder_bias : the network (``**lstm_weights(model)``)
+    convention : "acd" or "murdoch", as in :func:`contextual_decomposition`
 
     Returns
     -------
@@ -63,5 +68,5 @@ def cd_target_probability(inputs: Any, focus: Any, position: int, target: int, *
     if decoder_weight is None:
         raise ValueError("cd_target_probability needs the decoder (decoder_weight)")
     res = contextual_decomposition(inputs, focus, layers=layers, embedding=embedding, decoder_weight=decoder_weight,
-                                   decoder_bias=decoder_bias)
+                                   decoder_bias=decoder_bias, convention=convention)
     return target_probability(res.logits_beta, position, target)

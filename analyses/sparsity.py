@@ -26,19 +26,20 @@ def sparsity(v: Tensor, dim: int = -1) -> Tensor:
     Parameters
     ----------
     v : Tensor, shape (..., d, ...)
-        Activations or gradients; integer input is promoted to float32.
+        Activations or gradients; integer and half-precision input (float16, bfloat16, whose
+        L1 norm overflows past 65504) are computed in float32.
     dim : int
         Axis holding the vector's components.
 
     Returns
     -------
     Tensor
-        ``v``'s shape without ``dim``; float dtype of ``v``, same device.
+        ``v``'s shape without ``dim``; float dtype of ``v`` (at least float32), same device.
     """
     v = tensor(v, "v", min_ndim=1)
     if not -v.ndim <= dim < v.ndim:
         raise ValueError(f"dim {dim} is outside v's {v.ndim} dimensions (shape {tuple(v.shape)})")
-    if not v.is_floating_point():
+    if not v.is_floating_point() or v.dtype in (torch.float16, torch.bfloat16):
         v = v.to(torch.float32)
     l2 = torch.linalg.vector_norm(v, ord=2, dim=dim)
     l1 = torch.linalg.vector_norm(v, ord=1, dim=dim)

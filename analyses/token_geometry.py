@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from analyses._arrays import float64_numpy
+
 __all__ = ["activation_ratios", "cosine_distance", "euclidean_distance", "pair_distances", "quantiles",
            "sample_pairs"]
 
@@ -92,7 +94,7 @@ def activation_ratios(x_in, x_out, pairs) -> Tensor:
 
 def quantiles(values, q) -> np.ndarray:
     """Quantiles ``q`` of the finite values (NaN when there are none), float64 numpy."""
-    v = np.asarray(values.cpu() if isinstance(values, Tensor) else values, dtype=np.float64).ravel()
+    v = float64_numpy(values).ravel()
     v = v[np.isfinite(v)]
     if v.size == 0:
         return np.full(len(q), np.nan)

@@ -27,7 +27,11 @@ Defaults (Sec. 3.6, App. B): L = 6, d = 512, E = 4 experts, no dropout. Orthogon
 * alpha_l = sigmoid(a_l) stays in the open interval (0, 1) of Eq. 3; ReZero's zero start is the
   interval's edge, so alpha starts at ``alpha_init`` (small). The same alpha_l scales IR and ORF.
 * lambda = softmax of per-layer logits (zero at init: uniform experts), not a function of the
-  input: the proof of Theorem 2 treats lambda as constants.
+  input: the proof of Theorem 2 treats lambda as constants. ``gate="input"`` instead weighs each
+  sample's experts as the authors' code does (``IsoEncoderLayer.attn_combine``): lambda_{b,e} =
+  softmax_e(w^T max_j X^(l,e)_{b,j,:} + c), a linear score of each expert's output max-pooled over
+  the sample's tokens (padding left out here; the reference pools padding too). Theorem 2's bound
+  then no longer holds as proved (lambda depends on X).
 * Approx. Sigma, per sequence: ``M = X0^T X0`` over its non-padding tokens; for a given U the
   minimiser of ``||M - U Sigma U^T||_F`` is ``Sigma = diag(U^T M U)``, and
   ``reconstruction_loss = mean_b ||M - U Sigma U^T||_F^2 / ||M||_F^2`` is returned for the
@@ -36,6 +40,9 @@ Defaults (Sec. 3.6, App. B): L = 6, d = 512, E = 4 experts, no dropout. Orthogon
 * Entropic u: one draw per expert and neuron at every forward call, shared by all tokens ("each
   neuron performs same computation for all the tokens") and the batch, in eval mode too.
 * PE: the sinusoid of Vaswani et al. (2017) in d/2 dimensions.
+
+docs/transject.md lists where this follows the paper and where the authors' code
+(github.com/victor7246/TransJect) differs.
 
 Baselines (same d and L; Table 4's sizes: 8 heads, d_ff = 2048, dropout 0.1):
 ``Transformer`` is a stack of ``nn.TransformerEncoderLayer`` (post-LN, ReLU) on ``Emb * sqrt(d) +
@@ -60,6 +67,9 @@ from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 
 Variant = Literal["transject", "random-transject", "entropic-transject", "random-entropic-transject"]
+#: Expert weights of Eq. 5: learned constants per layer (the paper) or per sample from the experts'
+#: outputs (the authors' code).
+Gate = Literal["learned", "input"]
 #: Table 1's rows, (eigenvalues, residual): (Approx., IR), (Approx., IR + Random), (Random, IR), (Random, IR + Random)
 VARIANTS: tuple[str, ...] = ("transject", "entropic-transject", "random-transject", "random-entropic-transject")
 Pooling = Literal["mean", "max"]
@@ -84,6 +94,8 @@ class TransJectConfig:
     pooling: Pooling = "mean"
     #: Starting alpha_l of Eq. 3 (ReZero starts at 0, the edge of the paper's open interval (0, 1)).
     alpha_init: float = 0.01
+    #: "learned": lambda per layer (Eq. 5, the paper); "input": per sample, as the authors' code.
+    gate: Gate = "learned"
 
     def __post_init__(self) -> None:
         if self.vocab_size < 1 or self.n_classes < 1 or self.n_layers < 1 or self.n_experts < 1:
@@ -96,6 +108,8 @@ class TransJectConfig:
             raise ValueError(f"pooling must be 'mean' or 'max', got {self.pooling!r}")
         if not 0.0 < self.alpha_init < 1.0:
             raise ValueError(f"alpha_init must be in (0, 1), got {self.alpha_init}")
+        if self.gate not in ("learned", "input"):
+            raise ValueError(f"gate must be 'learned' or 'input', got {self.gate!r}")
 
     @property
     def random_sigma(self) -> bool:
@@ -136,7 +150,7 @@ class TransformerConfig:
 class EncoderOutput:
     logits: Tensor  # (batch, n_classes)
     hidden_states: list[Tensor] | None  # X^(0), ..., X^(L), each (batch, seq, d); None unless asked for
-    expert_weights: list[Tensor]  # lambda per layer, each (E,); empty for the baselines
+    expert_weights: list[Tensor]  # lambda per layer, (E,) or with gate="input" (batch, E); empty for the baselines
     reconstruction_loss: Tensor  # scalar; zero where Sigma is not approximated
     sigma: Tensor | None = None  # standardised Sigma: (batch, d) approximated, (d,) random; None for baselines
 
@@ -190,12 +204,16 @@ def reorthogonalize(model: nn.Module) -> nn.Module:
 class TransJectLayer(nn.Module):
     """One encoder layer, ``ORF o MOE o IR`` (Eq. 7), given the standardised Sigma."""
 
-    def __init__(self, d: int, n_experts: int, n_layers: int, entropic: bool, alpha_init: float) -> None:
+    def __init__(self, d: int, n_experts: int, n_layers: int, entropic: bool, alpha_init: float,
+                 gate: Gate = "learned") -> None:
         super().__init__()
-        self.n_layers, self.entropic = n_layers, entropic
+        self.n_layers, self.entropic, self.gate = n_layers, entropic, gate
         self.U = nn.ModuleList(orthogonal_linear(d, bias=False) for _ in range(n_experts))
         self.V = nn.ModuleList(orthogonal_linear(d, bias=False) for _ in range(n_experts))
-        self.expert_logits = nn.Parameter(torch.zeros(n_experts))  # Eq. 5, softmax -> convex lambda
+        if gate == "learned":
+            self.expert_logits = nn.Parameter(torch.zeros(n_experts))  # Eq. 5, softmax -> convex lambda
+        else:
+            self.expert_score = nn.Linear(d, 1)  # the reference's attn_combine
         self.W1, self.W2 = orthogonal_linear(d, bias=True), orthogonal_linear(d, bias=True)  # Eq. 6
         self.alpha_logit = nn.Parameter(torch.tensor(math.log(alpha_init / (1.0 - alpha_init))))
 
@@ -204,34 +222,63 @@ class TransJectLayer(nn.Module):
         """alpha_l in (0, 1) (Eq. 3); the residual branches are scaled by alpha_l / L."""
         return torch.sigmoid(self.alpha_logit)
 
-    def expert_weights(self) -> Tensor:
-        """lambda (E,): non-negative, summing to 1 (Eq. 5)."""
-        return torch.softmax(self.expert_logits, dim=0)
+    def expert_weights(self, outputs: list[Tensor] | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        """lambda: non-negative, summing to 1 over the experts (Eq. 5). ``gate="learned"``: (E,);
+        ``gate="input"``: (batch, E) from the experts' ``outputs`` X^(l,e) (each (batch, seq, d)),
+        softmax_e of a linear score of each output max-pooled over the (non-padding) tokens."""
+        if self.gate == "learned":
+            return torch.softmax(self.expert_logits, dim=0)
+        if outputs is None:
+            raise ValueError("gate='input' weighs each sample's experts by their outputs: pass them")
+        pooled = torch.stack([_pool(h, attention_mask, "max") for h in outputs], dim=1)  # (batch, E, d)
+        return torch.softmax(self.expert_score(pooled).squeeze(-1), dim=1)
 
     def attention(self, x: Tensor, sigma: Tensor, e: int) -> Tensor:
         """F_e(X) = ELU(X U_e Sigma V_e) (Theorem 1, Eq. 12); ``sigma`` broadcasts against ``x``."""
         return F.elu(self.V[e](self.U[e](x) * sigma))
 
-    def moe(self, x: Tensor, sigma: Tensor, u: Tensor | None = None) -> Tensor:
-        """MOE o IR: sum_e lambda_e (x + (alpha/L) F_e(x)) (Eqs. 3, 5); Eq. 4 per expert with ``u`` (E, d)."""
-        a = self.alpha / self.n_layers
-        lam = self.expert_weights()
+    def expert_output(self, x: Tensor, sigma: Tensor, e: int, u: Tensor | None = None) -> Tensor:
+        """X^(l,e) = x + (alpha/L) F_e(x) (Eq. 3), or Eq. 4 with ``u`` (E, d)."""
+        fx = self.alpha / self.n_layers * self.attention(x, sigma, e)
+        return entropic_residual(x, fx, u[e]) if u is not None else x + fx
+
+    def mix(self, x: Tensor, sigma: Tensor, u: Tensor | None = None,
+            attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """MOE o IR: sum_e lambda_e X^(l,e) (Eqs. 3, 5), and lambda (see :meth:`expert_weights`)."""
         out = torch.zeros_like(x)
-        for e in range(len(self.U)):
-            fx = a * self.attention(x, sigma, e)
-            out = out + lam[e] * (entropic_residual(x, fx, u[e]) if u is not None else x + fx)
-        return out
+        if self.gate == "learned":
+            lam = self.expert_weights()
+            for e in range(len(self.U)):  # one expert's output at a time
+                out = out + lam[e] * self.expert_output(x, sigma, e, u)
+            return out, lam
+        outputs = [self.expert_output(x, sigma, e, u) for e in range(len(self.U))]
+        lam = self.expert_weights(outputs, attention_mask)
+        for e, h in enumerate(outputs):
+            out = out + lam[:, e, None, None] * h
+        return out, lam
+
+    def moe(self, x: Tensor, sigma: Tensor, u: Tensor | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        """MOE o IR: sum_e lambda_e (x + (alpha/L) F_e(x)) (Eqs. 3, 5); Eq. 4 per expert with ``u`` (E, d)."""
+        return self.mix(x, sigma, u, attention_mask)[0]
 
     def orf(self, x: Tensor) -> Tensor:
         """ORF(X) = X + (alpha/L) ELU(ELU(X W1 + b1) W2 + b2) (Eq. 6)."""
         return x + (self.alpha / self.n_layers) * F.elu(self.W2(F.elu(self.W1(x))))
 
-    def forward(self, x: Tensor, sigma: Tensor, u: Tensor | None = None,
-                generator: torch.Generator | None = None) -> Tensor:
-        """``x`` (batch, seq, d), ``sigma`` (batch, 1, d) or (d,); entropic: ``u`` (E, d), else drawn."""
+    def forward_with_weights(self, x: Tensor, sigma: Tensor, u: Tensor | None = None,
+                             generator: torch.Generator | None = None,
+                             attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The layer's output and its expert weights lambda; arguments as :meth:`forward`."""
         if self.entropic and u is None:
             u = torch.rand(len(self.U), x.shape[-1], generator=generator, device=x.device, dtype=x.dtype)
-        return self.orf(self.moe(x, sigma, u if self.entropic else None))
+        out, lam = self.mix(x, sigma, u if self.entropic else None, attention_mask)
+        return self.orf(out), lam
+
+    def forward(self, x: Tensor, sigma: Tensor, u: Tensor | None = None,
+                generator: torch.Generator | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        """``x`` (batch, seq, d), ``sigma`` (batch, 1, d) or (d,); entropic: ``u`` (E, d), else drawn;
+        ``attention_mask`` (batch, seq): the tokens the input gate pools (``gate="input"`` only)."""
+        return self.forward_with_weights(x, sigma, u, generator, attention_mask)[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,7 +298,7 @@ class TransJect(nn.Module):
         else:
             self.eigvecs = orthogonal_linear(d, bias=False)  # U of ||X^T X - U Sigma U^T||
         self.layers = nn.ModuleList(TransJectLayer(d, config.n_experts, config.n_layers, config.entropic,
-                                                   config.alpha_init) for _ in range(config.n_layers))
+                                                   config.alpha_init, config.gate) for _ in range(config.n_layers))
         self.classifier = nn.Linear(d, config.n_classes)
 
     def embed(self, input_ids: Tensor) -> Tensor:
@@ -288,13 +335,13 @@ class TransJect(nn.Module):
         x = self.embed(input_ids)
         sigma, recon = self.eigenvalues(x, attention_mask)
         s = self._broadcast(sigma)
-        hidden = [x]
+        hidden, weights = [x], []
         for layer in self.layers:
-            x = layer(x, s, generator=generator)
+            x, lam = layer.forward_with_weights(x, s, generator=generator, attention_mask=attention_mask)
             hidden.append(x)
+            weights.append(lam)
         logits = self.classifier(_pool(x, attention_mask, self.config.pooling))
-        return EncoderOutput(logits, hidden if output_hidden_states else None,
-                             [layer.expert_weights() for layer in self.layers], recon, sigma)
+        return EncoderOutput(logits, hidden if output_hidden_states else None, weights, recon, sigma)
 
     def layer_map(self, index: int, x0: Tensor | None = None, attention_mask: Tensor | None = None, *,
                   u: Tensor | None = None, generator: torch.Generator | None = None) -> Callable[[Tensor], Tensor]:
@@ -302,12 +349,14 @@ class TransJect(nn.Module):
 
         Approx. variants need ``x0`` (the X^(0) Sigma is computed on, Sec. 3.1); ``x`` must then
         have x0's batch size. Entropic variants: ``u`` (E, d) freezes Eq. 4's draw, else each call
-        draws anew with ``generator``. Iterating many times: ``with parametrize.cached(): ...``."""
+        draws anew with ``generator``. ``gate="input"`` pools ``attention_mask``'s tokens (then x
+        needs its batch size). Iterating many times: ``with parametrize.cached(): ...``."""
         if not self.config.random_sigma and x0 is None:
             raise ValueError(f"variant {self.config.variant!r} computes Sigma from x0: pass the initial embeddings")
         sigma = self._broadcast(self.eigenvalues(x0, attention_mask)[0])  # Random: the parameter, x0 unused
         layer = self.layers[index]
-        return lambda x: layer(x, sigma, u=u, generator=generator)
+        mask = attention_mask if layer.gate == "input" else None
+        return lambda x: layer(x, sigma, u=u, generator=generator, attention_mask=mask)
 
     def reorthogonalize(self) -> TransJect:
         return reorthogonalize(self)

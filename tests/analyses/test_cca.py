@@ -1,12 +1,13 @@
 """Known answers for CCA, SVCCA, PWCCA, linear CKA (biased and debiased) and RBF CKA."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from analyses.cca import cca, linear_cka, pwcca, rbf_cka, svcca
+from analyses.cca import FewDatapointsWarning, cca, linear_cka, pwcca, rbf_cka, svcca
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -294,3 +295,26 @@ def test_cuda_matches_cpu():
     for a, b in zip(cpu, gpu):
         assert b.device.type == "cuda"
         assert b.item() == pytest.approx(a.item(), abs=1e-8)
+
+
+@pytest.mark.parametrize("measure", [cca, svcca, pwcca, linear_cka, rbf_cka], ids=lambda f: f.__name__)
+def test_views_with_fewer_datapoints_than_neurons_warn(measure):
+    # The same layer at two epochs: 300 datapoints of 40 neurons, the second a slightly moved copy.
+    a = torch.randn(300, 40, generator=_gen(7), dtype=torch.float64)
+    b = a + 0.1 * torch.randn(300, 40, generator=_gen(8), dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        measure(a, b)  # (datapoints, neurons): no warning
+    with pytest.warns(FewDatapointsWarning, match=rf"{measure.__name__}: the views have 40 datapoints .* 300 and "
+                                                  r"300 neurons .* Views transposed\?"):
+        measure(a.T, b.T)
+
+
+def test_transposed_views_read_as_near_identical():
+    # What the warning guards against: transposed, 40 "datapoints" in 300 dimensions are always
+    # perfectly correlated, while the true SVCCA and CKA of the two epochs are below 1.
+    a = torch.randn(300, 40, generator=_gen(7), dtype=torch.float64)
+    b = a + 0.1 * torch.randn(300, 40, generator=_gen(8), dtype=torch.float64)
+    assert float(svcca(a, b).mean) < 0.999
+    with pytest.warns(FewDatapointsWarning):
+        assert float(svcca(a.T, b.T).mean) == pytest.approx(1.0, abs=1e-12)

@@ -118,9 +118,11 @@ def _shapley_two(rel, irr, bias, act):
     return rel_part, irr_part, act(bias)
 
 
-def _reference_cd(vectors, focus, layers, w_out, b_out):
-    """One sentence: vectors (T, d), focus a set of positions; returns per-layer (rel_h, irrel_h)."""
+def _reference_cd(vectors, focus, layers, w_out, b_out, bias_positions=None):
+    """One sentence: vectors (T, d), focus a set of positions; returns per-layer (rel_h, irrel_h).
+    ``bias_positions``: where the pure-bias cell product is relevant (default: the focus)."""
     T = len(vectors)
+    bias_positions = focus if bias_positions is None else bias_positions
     rel_in = [vectors[t] if t in focus else np.zeros_like(vectors[t]) for t in range(T)]
     irr_in = [np.zeros_like(vectors[t]) if t in focus else vectors[t] for t in range(T)]
     per_layer = []
@@ -144,7 +146,7 @@ def _reference_cd(vectors, focus, layers, w_out, b_out):
             rg, ig, bg = _shapley_two(rel_g, irr_g, b_g, np.tanh)
             relevant[t] = ri * (rg + bg) + bi * rg
             irrelevant[t] = ii * (rg + ig + bg) + (ri + bi) * ig
-            if t in focus:
+            if t in bias_positions:
                 relevant[t] += bi * bg
             else:
                 irrelevant[t] += bi * bg
@@ -180,6 +182,84 @@ def test_two_layer_stack_matches_reference_transcription():
         np.testing.assert_allclose(res.logits_gamma[s].numpy(), irrel_scores, rtol=0, atol=1e-12)
 
 
+def test_murdoch_convention_matches_reference_transcription_of_his_span_rule():
+    # Murdoch's CD(batch, model, start, stop): words start..stop in focus, the pure-bias product
+    # relevant for start <= i < stop only.
+    model = _model(5, vocab=13, emb=6, hidden=5)
+    weights = lstm_weights(model)
+    np_layers = [tuple(w.numpy() for w in layer) for layer in weights["layers"]]
+    emb, w_out, b_out = (weights[k].numpy() for k in ("embedding", "decoder_weight", "decoder_bias"))
+    ids = _ids(6, 3, 8, vocab=13).numpy()
+    spans = [(2, 2), (0, 3), (5, 7)]
+    res = contextual_decomposition(ids, [list(range(a, b + 1)) for a, b in spans], layers=np_layers, embedding=emb,
+                                   decoder_weight=w_out, decoder_bias=b_out, convention="murdoch")
+    for s, (start, stop) in enumerate(spans):
+        per_layer, scores, irrel_scores = _reference_cd(emb[ids[s]], set(range(start, stop + 1)), np_layers, w_out,
+                                                        b_out, bias_positions=set(range(start, stop)))
+        for layer, (rel_h, irr_h) in enumerate(per_layer):
+            np.testing.assert_allclose(res.hidden_beta[layer, s].numpy(), rel_h, rtol=0, atol=1e-13)
+            np.testing.assert_allclose(res.hidden_gamma[layer, s].numpy(), irr_h, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(res.logits_gamma[s].numpy(), irrel_scores, rtol=0, atol=1e-12)
+
+
+def test_one_step_with_gate_biases_by_hand_in_both_conventions():
+    # One unit, one step, the word in focus (the span [0, 0]); gate biases beta_*, W_hh = 0.
+    # Summands: rel = w x (the word), irr = 0, so L(rel_i) = s(a_i + beta_i) - s(beta_i) and
+    # L(rel_g) = tanh(a_g + beta_g) - tanh(beta_g), bias parts s(beta_i), tanh(beta_g). Then
+    #   c_beta = L(rel_i) (L(rel_g) + tanh beta_g) + s(beta_i) L(rel_g) [+ s(beta_i) tanh(beta_g)]
+    # is c_0 = s(a_i + beta_i) tanh(a_g + beta_g) with the bracket (acd: t is in focus) and
+    # c_0 - s(beta_i) tanh(beta_g) without it (Murdoch: t = stop is not < stop).
+    w = np.array([[0.7], [-1.3], [1.1], [0.4]])  # rows: i, f, g, o
+    bias = np.array([0.5, -0.2, 0.9, -0.6])
+    x0 = 1.5
+    a_i, _, a_g, a_o = (w[:, 0] * x0 + bias).tolist()
+    c0 = _sigmoid(a_i) * math.tanh(a_g)
+    o = _sigmoid(a_o)
+    pure_bias = _sigmoid(bias[0]) * math.tanh(bias[2])
+    layer = (w, np.zeros((4, 1)), bias, np.zeros(4))
+    acd = contextual_decomposition(np.array([[[x0]]]), [[0]], layers=[layer])
+    murdoch = contextual_decomposition(np.array([[[x0]]]), [[0]], layers=[layer], convention="murdoch")
+    assert acd.cell_beta.item() == pytest.approx(c0, abs=1e-15)
+    assert acd.cell_gamma.item() == 0.0 and acd.hidden_gamma.item() == 0.0
+    assert acd.hidden_beta.item() == pytest.approx(o * math.tanh(c0), abs=1e-15)
+    cb, cg = c0 - pure_bias, pure_bias
+    assert murdoch.cell_beta.item() == pytest.approx(cb, abs=1e-15)
+    assert murdoch.cell_gamma.item() == pytest.approx(cg, abs=1e-15)
+    assert murdoch.hidden_beta.item() == pytest.approx(o * 0.5 * (math.tanh(cb) + math.tanh(c0) - math.tanh(cg)),
+                                                      abs=1e-15)
+    assert murdoch.hidden_gamma.item() == pytest.approx(o * 0.5 * (math.tanh(cg) + math.tanh(c0) - math.tanh(cb)),
+                                                       abs=1e-15)
+
+
+def test_conventions_differ_exactly_at_the_last_position_of_the_span():
+    # Before t = stop the two runs are the same; at t = stop c_beta differs by s(b_i) tanh(b_g) of
+    # the summed gate biases b = b_ih + b_hh, whatever the weights and words; later it propagates.
+    model = _model(3, hidden=4, layers=1)
+    weights = lstm_weights(model)
+    ids = _ids(4, 2, 5)
+    focus = [[1, 2], [3]]
+    acd = contextual_decomposition(ids, focus, **weights)
+    murdoch = contextual_decomposition(ids, focus, **weights, convention="murdoch")
+    b_i, _, b_g, _ = (weights["layers"][0][2] + weights["layers"][0][3]).double().split(4)
+    pure_bias = torch.sigmoid(b_i) * torch.tanh(b_g)
+    for s, stop in enumerate((2, 3)):
+        assert torch.equal(acd.cell_beta[0, s, :stop], murdoch.cell_beta[0, s, :stop])
+        assert torch.equal(acd.hidden_beta[0, s, :stop], murdoch.hidden_beta[0, s, :stop])
+        torch.testing.assert_close(acd.cell_beta[0, s, stop] - murdoch.cell_beta[0, s, stop], pure_bias,
+                                   rtol=0, atol=1e-14)
+        torch.testing.assert_close(murdoch.cell_gamma[0, s, stop] - acd.cell_gamma[0, s, stop], pure_bias,
+                                   rtol=0, atol=1e-14)
+        assert (acd.hidden_beta[0, s, stop:] != murdoch.hidden_beta[0, s, stop:]).all()
+    with torch.no_grad():
+        logits, _ = model(ids)
+    for res in (acd, murdoch):  # both split the logits exactly
+        torch.testing.assert_close(res.logits_beta + res.logits_gamma, logits.double(), rtol=0, atol=1e-5)
+    di = [interdependence(ids, [1, 3], [2, 4], **weights, convention=c).hidden for c in ("acd", "murdoch")]
+    assert not torch.equal(di[0], di[1])
+    with pytest.raises(ValueError, match="convention"):
+        contextual_decomposition(ids, focus, **weights, convention="google")
+
+
 def test_focus_forms_agree_and_float32_weights_are_promoted():
     model = _model(7).float()
     ids = _ids(8, 3, 5)
@@ -212,6 +292,34 @@ def test_bad_inputs_raise():
         contextual_decomposition(ids, [[0], [1]], layers=weights["layers"])
     with pytest.raises(ValueError, match="do not fit"):
         contextual_decomposition(torch.zeros(2, 4, 7, dtype=torch.float64), [[0], [1]], layers=weights["layers"])
+
+
+@pytest.mark.parametrize("bad", [-1, 11, -12])
+def test_out_of_range_token_ids_raise_naming_them_and_the_vocabulary(bad):
+    # Indexing the embedding with -1 would silently read its last row; -12 wraps to row -1 too.
+    model = _model(9, layers=1, hidden=3)  # vocabulary 11
+    weights = lstm_weights(model)
+    ids = _ids(10, 2, 4)
+    ids[1, 2] = bad
+    match = rf"token ids {bad} outside \[0, 11\): the vocabulary size of the embedding is 11"
+    with pytest.raises(ValueError, match=match):
+        contextual_decomposition(ids, [[0], [1]], **weights)
+    with pytest.raises(ValueError, match=match):
+        interdependence(ids, [0, 0], [1, 3], **weights)
+    if bad == -1:
+        with pytest.raises(ValueError, match="padding"):
+            contextual_decomposition(ids, [[0], [1]], **weights)
+
+
+def test_target_probability_refuses_an_out_of_range_target_or_position():
+    from analyses.rule_probability import target_probability
+
+    logits = torch.randn(2, 4, 11, dtype=torch.float64)
+    assert target_probability(logits, 3, 10).shape == (2,)
+    with pytest.raises(ValueError, match=r"target id -1 outside \[0, 11\): the vocabulary size of the logits is 11"):
+        target_probability(logits, 3, -1)
+    with pytest.raises(ValueError, match=r"position 4 outside"):
+        target_probability(logits, 4, 2)
 
 
 def test_decompositional_interdependence_of_known_vectors():

@@ -1,11 +1,18 @@
 """Local Lyapunov exponent (Algorithm A1) against maps with known exponents."""
 
 import math
+import warnings
 
 import pytest
 import torch
 
-from analyses.lyapunov import initial_perturbation, local_lyapunov, per_step_exponent, renormalize
+from analyses.lyapunov import (
+    UnresolvedPerturbationWarning,
+    initial_perturbation,
+    local_lyapunov,
+    per_step_exponent,
+    renormalize,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -151,3 +158,54 @@ def test_no_host_sync_on_meta_device():
     lam, y_new = renormalize(x, x, 1.0)
     assert lam.shape == (4,) and y_new.shape == x.shape
     assert per_step_exponent(lam, 10).shape == (4,)
+
+
+def _logistic_start(dtype):
+    g = torch.Generator().manual_seed(0)
+    return (torch.rand(100, generator=g, dtype=torch.float64) * 0.98 + 0.01).to(dtype)
+
+
+def test_too_small_k_for_float32_warns_and_misses_ln2():
+    # ln 2 per step is the known answer (the logistic map at r = 4). fp32 states near 1 round at
+    # 1.2e-7: k = 1e-8 does not survive y_0 = x_0 + eps, so most intervals read lambda = -inf.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lam64 = local_lyapunov(logistic, _logistic_start(torch.float64), steps=1000, k=1e-8, tau=10,
+                               generator=torch.Generator().manual_seed(1))
+    assert abs(float(per_step_exponent(lam64, 10).mean()) - math.log(2.0)) < 0.03
+    with pytest.warns(UnresolvedPerturbationWarning) as record:
+        lam32 = local_lyapunov(logistic, _logistic_start(torch.float32), steps=1000, k=1e-8, tau=10,
+                               generator=torch.Generator().manual_seed(1))
+    messages = [str(w.message) for w in record]
+    assert any("k = 1e-08 is below what torch.float32 states of norm" in m for m in messages)
+    assert any("ended at or below the rounding of torch.float32 states" in m for m in messages)
+    assert (lam32 == -math.inf).float().mean() > 0.9
+
+
+def test_resolvable_k_in_float32_does_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lam = local_lyapunov(logistic, _logistic_start(torch.float32), steps=1000, tau=10,
+                             generator=torch.Generator().manual_seed(1))  # default k = 3.5e-4
+    assert torch.isfinite(lam).all()
+
+
+def test_contracting_map_needs_k_that_survives_the_contraction():
+    # x -> x / 2 + 0.3 has exponent ln(1/2) per step exactly. Over tau = 10 steps a separation k
+    # shrinks 1024-fold: in fp32 (rounding 1.2e-7 near 1) k = 1e-6 ends below the rounding and
+    # lambda reads rounding (the issue: -0.029 where the answer is -0.465 on another map); k = 1e-2
+    # ends at 1e-5, resolved, and gives ln(1/2) to fp32 precision.
+    def halve(s):
+        return 0.5 * s + 0.3
+
+    x0 = torch.linspace(0.05, 0.95, 32)[:, None].repeat(1, 4)
+    with pytest.warns(UnresolvedPerturbationWarning):
+        lam = local_lyapunov(halve, x0, steps=100, k=1e-6, tau=10, generator=torch.Generator().manual_seed(0))
+    assert not (abs(per_step_exponent(lam, 10) - math.log(0.5)) < 0.05).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lam = local_lyapunov(halve, x0, steps=100, k=1e-2, tau=10, generator=torch.Generator().manual_seed(0))
+        lam64 = local_lyapunov(halve, x0.double(), steps=100, k=1e-6, tau=10,
+                               generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(per_step_exponent(lam, 10), torch.full_like(lam, math.log(0.5)), rtol=0, atol=2e-3)
+    torch.testing.assert_close(per_step_exponent(lam64, 10), torch.full_like(lam, math.log(0.5)), rtol=0, atol=1e-6)

@@ -381,6 +381,46 @@ def test_vanilla_transformer_exceeds_the_bound():
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+def test_input_gate_weighs_each_sample_and_trains(variant):
+    # gate = "input" (the authors' code): lambda_{b,e} = softmax_e(w . max_j X^(l,e)_{b,j} + c).
+    model = tiny(variant, n_experts=3, gate="input").double()
+    model.reorthogonalize()
+    ids = torch.randint(0, 17, (4, 5), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(4, 5, dtype=torch.long)
+    mask[1, 3:] = 0
+    out = model(ids, mask, output_hidden_states=True, generator=torch.Generator().manual_seed(0))
+    assert not any(hasattr(layer, "expert_logits") for layer in model.layers)
+    for l, (layer, w) in enumerate(zip(model.layers, out.expert_weights)):
+        assert w.shape == (4, 3) and (w >= 0).all()
+        torch.testing.assert_close(w.sum(1), torch.ones(4, dtype=torch.float64))
+        assert (w.std(dim=0) > 1e-6).any()  # the samples' weights differ
+        # the known answer, from the experts' outputs by hand (non-entropic: no random draw)
+        if not layer.entropic:
+            x = out.hidden_states[l]
+            sigma = model._broadcast(model.eigenvalues(out.hidden_states[0], mask)[0])
+            pooled = torch.stack([layer.expert_output(x, sigma, e).masked_fill(~mask.bool()[..., None], -math.inf)
+                                  .amax(1) for e in range(3)], 1)
+            want = torch.softmax(pooled @ layer.expert_score.weight[0] + layer.expert_score.bias, dim=1)
+            torch.testing.assert_close(w, want)
+    # one training step moves the gate
+    before = [layer.expert_score.weight.detach().clone() for layer in model.layers]
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    loss = F.cross_entropy(out.logits, torch.tensor([0, 1, 2, 0])) + out.reconstruction_loss
+    loss.backward()
+    assert all(layer.expert_score.weight.grad.abs().sum() > 0 for layer in model.layers)
+    opt.step()
+    assert all(not torch.equal(b, layer.expert_score.weight) for b, layer in zip(before, model.layers))
+
+
+def test_gate_is_checked_and_learned_stays_the_default():
+    assert TransJectConfig(vocab_size=5, n_classes=2).gate == "learned"
+    with pytest.raises(ValueError, match="gate"):
+        TransJectConfig(vocab_size=5, n_classes=2, gate="token")
+    with pytest.raises(ValueError, match="pass them"):
+        tiny("transject", gate="input").layers[0].expert_weights()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_expert_weights_are_convex(variant):
     model = tiny(variant, n_experts=4)
     ids = torch.randint(0, 17, (2, 5))

@@ -26,6 +26,8 @@ def params_of(m: ModelSpec, vocab_size: int, n_classes: int, pooling: str) -> di
     out.update(vocab_size=vocab_size, n_classes=n_classes, pooling=pooling)
     if m.variant not in BASELINES:
         out["variant"] = m.variant
+        if m.gate != "learned":  # absent by default, so earlier task ids and exports stay as they were
+            out["gate"] = m.gate
     return out
 
 

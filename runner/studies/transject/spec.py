@@ -117,6 +117,9 @@ class ModelSpec(Table):
     """TransJect's experts per layer (paper: 4)."""
     alpha_init: float = Field(0.01, gt=0, lt=1)
     """TransJect's starting alpha_l (Eq. 3)."""
+    gate: Literal["learned", "input"] = "learned"
+    """TransJect's expert weights: ``learned``, one convex lambda per layer (Eq. 5, the paper); ``input``,
+    per sample from the experts' outputs, as the authors' code (docs/transject.md)."""
     n_heads: int = Field(8, ge=1)
     """Baselines' heads (Table 4: 8)."""
     d_ff: int = Field(2048, ge=1)
@@ -132,6 +135,8 @@ class ModelSpec(Table):
             raise ValueError("give seeds or replicates, not both")
         if self.d_model % 2:
             raise ValueError("d_model must be even (TransJect: embedding and position take d/2 each)")
+        if self.variant in BASELINES and self.gate != "learned":
+            raise ValueError(f"gate applies to TransJect's experts, not to the baseline {self.variant!r}")
         if self.variant in BASELINES and self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         return self

@@ -109,6 +109,8 @@ class TransJectStudy(Study):
             label = spec.label(m, seed)
             fields = BASELINE_FIELDS if m.variant in BASELINES else TRANSJECT_FIELDS
             arch = {"variant": m.variant, "pooling": spec.pooling(m), **{k: getattr(m, k) for k in fields}}
+            if m.gate != "learned":  # absent by default: earlier task ids stay as they were
+                arch["gate"] = m.gate
             if m.checkpoint:
                 try:
                     dirs[n] = resolve_checkpoint(m.checkpoint, base)

@@ -1,5 +1,8 @@
 """Expert weights per layer (Eq. 5, Fig. 5b) and the entropy of each expert's representation (Sec. 4).
 
+With the paper's learned gate the weights are the layer's constants; with ``gate = "input"`` (the
+authors' code) each analysis example has its own, and the store holds their mean over the examples.
+
 For TransJect, expert e of layer l gives ``X^(l,e) = X + (alpha_l / L) F_e(X)`` (Eq. 3; Eq. 4 for
 the entropic variants) from the layer's input X = X^(l-1); the baselines' "equivalent" (Sec. 4) is
 each attention head's output ``softmax(Q_h K_h^T / sqrt(d_h)) V_h``. The entropy of a
@@ -74,7 +77,9 @@ class Experts(EpochMeasure):
         b.index("expert", shape.experts, long_name="expert (TransJect) or attention head (baselines)")
         cell = ("network", "checkpoint", "encoder_layer", "expert")
         b.var("expert_weight", "experts", cell, "float64", np.nan, "expert weight lambda_e", "1",
-              "softmax of the layer's expert logits: the convex weights of Eq. 5 (Fig. 5b); NaN for the baselines",
+              "softmax of the layer's expert logits: the convex weights of Eq. 5 (Fig. 5b); with gate = 'input' "
+              "(the authors' per-sample gate), the mean over the analysis examples of each example's weights; "
+              "NaN for the baselines",
               **hints(plot="curve", order=14))
         b.var("expert_entropy", "experts", cell, "float64", np.nan, "entropy of the expert's representation",
               "nats", "mean over tokens of the entropy of X + (alpha/L) F_e(X) (TransJect) or of an attention head's "
@@ -94,9 +99,10 @@ class Experts(EpochMeasure):
             if view.baseline:
                 outs = head_outputs(model.layers[layer], x, mask)
             else:
-                w = model.layers[layer].expert_weights().cpu().numpy()
-                weights[layer, : len(w)] = w
                 outs = expert_outputs(model, layer, x, view.hidden[0].to(dtype), mask, gen)
+                w = model.layers[layer].expert_weights(outs, mask)
+                w = (w if w.dim() == 1 else w.mean(dim=0)).double().cpu().numpy()  # input gate: mean over examples
+                weights[layer, : len(w)] = w
             for e, h in enumerate(outs):
                 ent[layer, e] = _mean_entropy(h, mask, self.p.method, self.p.k)
         ctx.write("expert_weight", task, weights)
