@@ -90,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-estimate", action="store_true",
                    help="skip the cost estimate (device time and disk; calibrates a few steps unless cached)")
     p.add_argument("--recalibrate", action="store_true", help="time the estimate's steps again (not the cached times)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="time the estimate's steps without the few-seconds limit of a plain plan (cached for later plans)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
@@ -171,7 +173,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
-    ests = [] if args.no_estimate else [estimate(p, refresh=args.recalibrate) for p in prepared]
+    ests = [] if args.no_estimate else [estimate(p, refresh=args.recalibrate, budget=_budget(args)) for p in prepared]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
                           "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
@@ -214,7 +216,7 @@ def _plan_one(args, p) -> int:
     state = states(p)
     changes = compare(p.tasks, p.labels, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
     replacing = {r.task.id: r for r in changes.replace} if changes else {}
-    est = None if args.no_estimate else estimate(p, refresh=args.recalibrate)
+    est = None if args.no_estimate else estimate(p, refresh=args.recalibrate, budget=_budget(args))
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
         for row in rows:
@@ -265,6 +267,13 @@ def _plan_one(args, p) -> int:
                  if consent else ""))
     print_unmet(p.unmet)
     return EXIT_OK
+
+
+def _budget(args) -> float | None:
+    """Seconds plan may spend timing steps for its estimate (None: no limit, when asked to calibrate)."""
+    from runner.estimate import BUDGET_S
+
+    return None if args.calibrate or args.recalibrate else BUDGET_S
 
 
 def _history_of(path: Path) -> Path:

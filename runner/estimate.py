@@ -10,9 +10,12 @@ starts (an ``estimate`` event) so that ``show`` can set it against the measured 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -93,10 +96,17 @@ def device_key(device) -> str:
     return describe(device).split(" ", 1)[1] if device.type == "cuda" else describe(device)
 
 
-def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, others: bool = True) -> Estimate:
+#: Seconds ``plan`` may spend timing steps for a spec's estimate; past that it says "no estimate"
+#: and how to get one (``plan --calibrate`` times without a limit, and later plans read the cache).
+BUDGET_S = 5.0
+
+
+def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, others: bool = True,
+             budget: float | None = BUDGET_S) -> Estimate:
     """The cost of a prepared spec on ``device`` (default: the one it asks for): its study's
     estimate at the spec's precisions, and the totals at every other precision the device has.
-    ``calibrate=False`` uses cached calibrations only; ``refresh`` calibrates again."""
+    ``calibrate=False`` uses cached calibrations only; ``refresh`` calibrates again; calibrating
+    stops after ``budget`` seconds in all (None: no limit)."""
     from runner.execute.device import describe, device_unavailable, pick_device
 
     if device is None:
@@ -108,7 +118,7 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
     if p.unmet:
         est.missing = "requirements not met here"
         return est
-    calibrated = Calibrator(calibrate, refresh)
+    calibrated = Calibrator(calibrate, refresh, budget=budget)
     try:
         est.units, est.notes = p.study.estimate(p, device, None, calibrated)
     except Exception as why:  # a plan is never refused for want of an estimate
@@ -135,9 +145,11 @@ class Calibrator:
     """Cached calibrations: ``calibrator(key, measure)`` returns the cached result for ``key`` or,
     when allowed, runs ``measure()`` (a JSON-able dict) and caches it."""
 
-    def __init__(self, calibrate: bool = True, refresh: bool = False, directory: Path | None = None):
+    def __init__(self, calibrate: bool = True, refresh: bool = False, directory: Path | None = None,
+                 budget: float | None = None):
         self.calibrate, self.refresh = calibrate, refresh
         self.directory = directory
+        self.budget, self.spent = budget, 0.0
         self._now: dict[Path, dict] = {}  # measured by this calibrator (``refresh`` measures a key once)
 
     def path(self, key: dict) -> Path:
@@ -158,13 +170,54 @@ class Calibrator:
                 pass  # unreadable: calibrate again
         if not self.calibrate:
             raise NoEstimate("not calibrated on this device yet (`runner plan` calibrates)")
-        result = measure()
+        left = None if self.budget is None else self.budget - self.spent
+        if left is not None and left <= 0:
+            raise self._over()
+        t0 = time.monotonic()
+        try:
+            with time_limit(left):
+                result = measure()
+        except TimeLimit:
+            raise self._over() from None
+        finally:
+            self.spent += time.monotonic() - t0
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         tmp.write_text(json.dumps({"key": key, "result": result, "utc": time.time()}, default=str))
         os.replace(tmp, path)
         self._now[path] = result
         return result
+
+
+    def _over(self) -> NoEstimate:
+        return NoEstimate(f"timing its steps takes more than {self.budget:g} s here; `runner plan --calibrate "
+                          "SPEC` times them without a limit, once: later plans read the cached times")
+
+
+class TimeLimit(BaseException):
+    """Raised inside a calibration that ran past its :func:`time_limit` (a BaseException: no
+    ``except Exception`` in the timed code swallows it)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise :class:`TimeLimit` in the code inside after ``seconds`` (None: no limit). A timer
+    signal, so only in the main thread (elsewhere no limit); the signal is handled between
+    Python bytecodes, so a single long kernel finishes first."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeLimit
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class Enough(Exception):

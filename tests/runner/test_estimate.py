@@ -192,3 +192,20 @@ def test_quickstart_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_pat
             break
         shutil.rmtree(tmp_path / "store")
     assert 0.5 <= ratios[-1] <= 2, f"measured/predicted per attempt: {ratios}"
+
+
+def test_calibrating_stops_at_its_budget_and_says_how_to_get_an_estimate(tmp_path):
+    def endless():
+        n = 0
+        for _ in range(10**9):  # a calibration that would run far past the budget
+            n += 1
+        return {"step_s": 1.0, "setup_s": 0.0}
+
+    cal = Calibrator(directory=tmp_path, budget=0.2)
+    with pytest.raises(NoEstimate, match=r"more than 0.2 s here; `runner plan --calibrate SPEC`"):
+        cal({"model": "slow"}, endless)
+    assert not list(tmp_path.iterdir())  # nothing half-measured is cached
+    with pytest.raises(NoEstimate, match="more than 0.2 s"):  # the budget is spent: the next key is not timed
+        cal({"model": "other"}, lambda: {"step_s": 0.1})
+    assert Calibrator(directory=tmp_path)({"model": "other"}, lambda: {"step_s": 0.1}) == {"step_s": 0.1}
+
