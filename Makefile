@@ -6,19 +6,25 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test bench clean
 
+# the demo's needs only; `make test` adds the test extras (pytest, Ray, ...)
 $(BIN)/runner: pyproject.toml scripts/install_torch.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	bash scripts/install_torch.sh $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e .
 	touch $(BIN)/runner
+
+$(VENV)/.test-extras: $(BIN)/runner
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
 
 demo: $(BIN)/runner
 	$(BIN)/runner apply specs/quickstart.toml
 	$(BIN)/runner figures specs/quickstart.toml
 
-test: $(BIN)/runner
-	$(BIN)/python -m pytest -q --durations=25
+# one pytest worker per CPU (pytest-xdist), one torch thread each: workers never oversubscribe
+test: $(VENV)/.test-extras
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --durations=25
 
 bench: $(BIN)/runner
 	$(BIN)/python benchmarks/iterate.py

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from runner import interrupt
 from runner.changes import Changes, compare, summary
+from runner.estimate import Calibrator
 from runner.execute.registry import ExecutorOptions, executor_class, executor_problem
 from runner.execute.scheduler import Scheduler, dry_run
 from runner.history import history_dir
@@ -24,6 +25,8 @@ from runner.specfile import SpecError, SpecProblem, read_toml, validate
 from runner.store import Store, StoreWriteError, read_tasks, records_lost, runner_dir, store_path_problem, writing
 from runner.study import Prepared, ShardError, study_for
 from runner.sweep import Sweep, expand, split
+from runner.threads import ThreadChoice, for_run
+from runner.threads import use as use_threads
 
 
 class ReplaceRefused(Exception):
@@ -140,13 +143,13 @@ def states(p: Prepared) -> dict[str, str]:
 
 
 def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
-          executor: ExecutorOptions | None = None, replace: bool = False) -> Outcome:
+          executor: ExecutorOptions | None = None, replace: bool = False, threads: int | None = None) -> Outcome:
     """Run the tasks the store is missing with ``executor`` (default: here, one group at a time).
     Finished results the changed spec would replace or drop are only touched with ``replace`` (or
     ``[experiment] replace = true``), after the store as it was is kept in its history; otherwise
     :class:`ReplaceRefused`, before anything runs. SIGINT/SIGTERM stop it at the next step
     (``interrupted``); a store that cannot be written ends it with :class:`StoreWriteError`
-    (finished work kept)."""
+    (finished work kept). ``threads``: CPU threads (default: :mod:`runner.threads` chooses)."""
     from runner.execute.device import describe, make_deterministic, pick_device
 
     options = executor or ExecutorOptions()
@@ -164,6 +167,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
         raise ReplaceRefused(p.store_path, p.spec_file.path, changes, lost_records=lost_records)
     dev = pick_device(device or p.device)
     make_deterministic(dev)
+    cpu = for_run(p, dev, threads, Calibrator())
+    use_threads(cpu)
     store, events, view = open_run(p.store_path, quiet)
     outcome = Outcome([], {}, 0)
     t_run = time.monotonic()
@@ -190,7 +195,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                             dropped=changes.drop + also)
                 view.warn(f"kept the store as it was in {kept.store} ({len(changes.lost()) + len(also)} finished "
                           "result(s) replaced or dropped; `runner history` lists the versions)")
-            store.open(session.layout, _root_attrs(p, session.layout, describe(dev)), reshape)
+            store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
             session.write_inputs(store)
@@ -199,6 +204,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             todo = [t for t in p.tasks if t.id not in done]
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
+                        threads=cpu.to_json(),
                         store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks],
                         estimate=_estimate(p, dev))
             if todo:
@@ -245,11 +251,12 @@ def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[
         "records": records})
 
 
-def _root_attrs(p: Prepared, layout, device: str) -> dict:
+def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict:
     """The root attributes apply writes: what a reader looks for, and the provenance under ``runner``."""
     from runner.provenance import provenance, root_attrs
 
-    prov = provenance(p.spec_file.text, p.spec.sha256(), device, study=p.study.name, **p.attrs)
+    prov = provenance(p.spec_file.text, p.spec.sha256(), device, study=p.study.name, threads=threads.to_json(),
+                      **p.attrs)
     e = p.spec.experiment
     refs = [*p.study.references, *(v.attrs.get("reference", "") for v in layout.vars.values())]
     title = f"{e.name}: {e.description}" if e.description else e.name
@@ -282,7 +289,7 @@ def check_shards(p: Prepared, shards: int) -> None:
 
 
 def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = None, quiet: bool = False,
-                executor: ExecutorOptions | None = None, replace: bool = False) -> Outcome:
+                executor: ExecutorOptions | None = None, replace: bool = False, threads: int | None = None) -> Outcome:
     """Apply each point of a sweep in turn (a point that is done costs a read of its records). A
     point that would replace finished results without consent stops the sweep before anything of
     any point runs."""
@@ -305,7 +312,8 @@ def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = 
         for i, (point, p) in enumerate(zip(sweep.points, prepared, strict=True)):
             if not quiet:
                 print(f"sweep point {point.name}", file=sys.stderr)
-            one = apply(p, device=device, quiet=quiet, executor=replace_fields(options, point=i), replace=replace)
+            one = apply(p, device=device, quiet=quiet, executor=replace_fields(options, point=i), replace=replace,
+                        threads=threads)
             total.ran += one.ran
             total.failed.update(one.failed)
             total.skipped += one.skipped

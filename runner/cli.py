@@ -26,6 +26,10 @@ from pathlib import Path
  EXIT_INTERRUPTED) = 0, 1, 2, 65, 66, 74, 75, 77, 130
 
 
+THREADS_HELP = ("CPU threads for torch (overrides [experiment] threads); default: the runner times 1 thread "
+                "against the idle CPUs on the model at hand and takes the faster")
+
+
 class UsageError(Exception):
     """A command-line argument that cannot be used (exit 2)."""
 
@@ -35,6 +39,9 @@ class NoStore(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from runner.threads import wait_passively
+
+    wait_passively()  # before torch loads
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
@@ -92,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--recalibrate", action="store_true", help="time the estimate's steps again (not the cached times)")
     p.add_argument("--calibrate", action="store_true",
                    help="time the estimate's steps without the few-seconds limit of a plain plan (cached for later plans)")
+    p.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
@@ -106,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shards", type=int, default=1, help="split each depth pass into this many sample shards")
     p.add_argument("--replace", action="store_true", help="replace finished results whose parameters changed (the "
                    "store as it was is kept in store/<name>.history/; without it apply refuses, exit 77)")
+    p.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
     p.set_defaults(func=cmd_apply)
 
     p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots",
@@ -160,6 +169,7 @@ def _version() -> str:
 def cmd_plan(args) -> int:
     from runner.apply import prepare_all
 
+    _check_threads(args)
     sweep, prepared = prepare_all(args.spec)
     if sweep is None:
         return _plan_one(args, prepared[0])
@@ -173,10 +183,13 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
-    ests = [] if args.no_estimate else [estimate(p, refresh=args.recalibrate, budget=_budget(args)) for p in prepared]
+    calibrated = _calibrator(args)
+    cpu = _threads(args, prepared[0], calibrated)
+    ests = [] if args.no_estimate else [estimate(p, calibrated=calibrated) for p in prepared]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
                           "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
+                          **({"threads": cpu.to_json()} if cpu else {}),
                           "points": [{"name": pt.name, "values": pt.values, "store": str(p.store_path),
                                       "spec_sha256": p.spec.sha256(), "tasks": plan_rows(p.tasks, st, p.labels)}
                                      for pt, p, st in rows]}, indent=2))
@@ -190,6 +203,8 @@ def _plan_sweep(args, sweep, prepared) -> int:
     print(f"first point ({sweep.points[0].name}):")
     for line in first.study.describe(first):
         print(line)
+    if cpu:
+        print(f"threads    {cpu.describe()}")
     print("points")
     total = done = 0
     for point, p, st in rows:
@@ -216,7 +231,9 @@ def _plan_one(args, p) -> int:
     state = states(p)
     changes = compare(p.tasks, p.labels, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
     replacing = {r.task.id: r for r in changes.replace} if changes else {}
-    est = None if args.no_estimate else estimate(p, refresh=args.recalibrate, budget=_budget(args))
+    calibrated = _calibrator(args)
+    cpu = _threads(args, p, calibrated)
+    est = None if args.no_estimate else estimate(p, calibrated=calibrated)
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
         for row in rows:
@@ -228,6 +245,7 @@ def _plan_one(args, p) -> int:
                           "spec_sha256": p.spec.sha256(), "resolved": p.spec.model_dump(mode="json"),
                           **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet,
                           **(_changes_json(changes) if changes else {}),
+                          **({"threads": cpu.to_json()} if cpu else {}),
                           **({"estimate": est.to_json()} if est else {})}, indent=2))
         return EXIT_OK
     spec = p.spec
@@ -236,6 +254,8 @@ def _plan_one(args, p) -> int:
     print(f"store      {describe_store(p.store_path)}")
     for line in p.study.describe(p):
         print(line)
+    if cpu:
+        print(f"threads    {cpu.describe()}")
     print("tasks")
     groups: dict[tuple[int, str], list] = {}
     for t in p.tasks:
@@ -267,6 +287,32 @@ def _plan_one(args, p) -> int:
                  if consent else ""))
     print_unmet(p.unmet)
     return EXIT_OK
+
+
+def _check_threads(args) -> None:
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads: give a number >= 1, not {args.threads}")
+
+
+def _calibrator(args):
+    """The calibrations a plan may run: cached ones only with --no-estimate; at most a few seconds in
+    all (thread timing and estimate together) unless asked to calibrate."""
+    from runner.estimate import Calibrator
+
+    return Calibrator(calibrate=not args.no_estimate, refresh=args.recalibrate, budget=_budget(args))
+
+
+def _threads(args, p, calibrated):
+    """The CPU threads apply would use here (and set them, so that the estimate is timed with them);
+    None where the spec's device is not available."""
+    from runner.execute.device import device_unavailable, pick_device
+    from runner.threads import for_run, use
+
+    if p.unmet or device_unavailable(p.device):
+        return None
+    choice = for_run(p, pick_device(p.device), args.threads, calibrated)
+    use(choice)
+    return choice
 
 
 def _budget(args) -> float | None:
@@ -333,6 +379,7 @@ def cmd_apply(args) -> int:
 
     if args.shards < 1:
         raise UsageError("--shards: give a number >= 1")
+    _check_threads(args)
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
     options = ExecutorOptions(args.executor, args.address, args.shards)
@@ -358,9 +405,9 @@ def cmd_apply(args) -> int:
         print(f"store: {describe_store(store_path)}", file=sys.stderr)
     if sweep is None:
         return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options,
-                                    replace=args.replace), args.spec, store_path)
+                                    replace=args.replace, threads=args.threads), args.spec, store_path)
     return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet, executor=options,
-                                      replace=args.replace), args.spec, store_path)
+                                      replace=args.replace, threads=args.threads), args.spec, store_path)
 
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:

@@ -102,11 +102,12 @@ BUDGET_S = 5.0
 
 
 def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, others: bool = True,
-             budget: float | None = BUDGET_S) -> Estimate:
+             budget: float | None = BUDGET_S, calibrated: Calibrator | None = None) -> Estimate:
     """The cost of a prepared spec on ``device`` (default: the one it asks for): its study's
     estimate at the spec's precisions, and the totals at every other precision the device has.
     ``calibrate=False`` uses cached calibrations only; ``refresh`` calibrates again; calibrating
-    stops after ``budget`` seconds in all (None: no limit)."""
+    stops after ``budget`` seconds in all (None: no limit). ``calibrated``: a calibrator to share
+    (its own settings then hold)."""
     from runner.execute.device import describe, device_unavailable, pick_device
 
     if device is None:
@@ -118,7 +119,7 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
     if p.unmet:
         est.missing = "requirements not met here"
         return est
-    calibrated = Calibrator(calibrate, refresh, budget=budget)
+    calibrated = calibrated or Calibrator(calibrate, refresh, budget=budget)
     try:
         est.units, est.notes = p.study.estimate(p, device, None, calibrated)
     except Exception as why:  # a plan is never refused for want of an estimate

@@ -236,6 +236,9 @@ class Experiment(Table):
     """Let ``apply`` replace finished results whose parameters changed (as ``apply --replace``): the
     store as it was stays readable in ``store/<name>.history/``. Off: ``apply`` refuses and says what
     changed."""
+    threads: int | None = Field(None, ge=1, le=4096)
+    """CPU threads for torch (as ``apply --threads``); default: the runner's thread policy chooses
+    (:mod:`runner.threads`)."""
 
 
 class StudySpec(Located):
@@ -249,8 +252,8 @@ class StudySpec(Located):
     def canonical_json(self) -> str:
         import json
 
-        # what the results depend on: not whether apply may replace older ones
-        return json.dumps(self.model_dump(mode="json", exclude={"experiment": {"replace"}}), sort_keys=True,
+        # what the results depend on: not whether apply may replace older ones, nor the thread count
+        return json.dumps(self.model_dump(mode="json", exclude={"experiment": {"replace", "threads"}}), sort_keys=True,
                           separators=(",", ":"))
 
     def sha256(self) -> str:

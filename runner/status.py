@@ -175,6 +175,8 @@ def render_show(path: Path) -> str:
                  + f", git {str(prov.get('git_commit', '?'))[:12]}" + (" (with changes)" if prov.get("git_dirty") else "")
                  + f", code sha256 {str(prov.get('code_sha256', '?'))[:12]} ({len(prov.get('code_files', {}))} files)"
                  + f", device {prov.get('device', '?')}, updated {prov.get('updated_utc', '?')}")
+    if prov.get("threads"):
+        lines.append(f"cpu threads: {prov['threads']['threads']} ({prov['threads']['why']})")
     lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     lines += _history(path)
     return "\n".join(lines)

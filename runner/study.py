@@ -144,6 +144,16 @@ class Study:
 
         raise NoEstimate(f"the {self.name} study does not estimate its tasks")
 
+    def thread_probe(self, p: Prepared, device: Any) -> Callable[[], Any] | None:
+        """One step of the study's heaviest work on the model and batch at hand (a function of no
+        arguments), which the thread policy (:mod:`runner.threads`) times at each thread count;
+        None when there is none to time without downloading or building anything."""
+        return None
+
+    def thread_key(self, p: Prepared) -> dict[str, Any]:
+        """What the probe's timing depends on (its model, batch, precision), for the cache."""
+        return {"study": self.name}
+
 
 def register(cls: type[Study]) -> type[Study]:
     """Class decorator: make a study available to specs."""

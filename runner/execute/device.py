@@ -23,7 +23,8 @@ def pick_device(requested: str = "auto") -> torch.device:
 def describe(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"cpu ({n} thread{'s' * (n != 1)})"
 
 
 def set_precision(precision: str) -> None:

@@ -138,3 +138,39 @@ def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
         except (ModelLoadError, OSError, RuntimeError) as err:
             raise NoEstimate(f"{net.label}: calibration failed: {type(err).__name__}: {err}") from None
     return timer.result()
+
+
+def heaviest(networks: list[Network]) -> Network:
+    """The network whose step costs most (most tokens x hidden units; text models before maps)."""
+    return max(networks, key=lambda n: (not n.model.is_map, n.n_tokens * (n.n_hidden or 0)))
+
+
+def thread_key(spec: DepthSpec, networks: list[Network]) -> dict:
+    net = heaviest(networks)
+    return {"study": "depth", "torch": torch.__version__,
+            "model": net.model.model_dump(mode="json", exclude={"name", "replicates", "init", "precision"}),
+            "precision": net.precision, "implementation": spec.dynamics.implementation,
+            "batch": spec.dynamics.batch_size or spec.input.samples, "tokens": net.n_tokens, "hidden": net.n_hidden}
+
+
+def thread_probe(spec: DepthSpec, networks: list[Network], device: torch.device):
+    """One application of the heaviest network's map to a batch the size the run uses (random
+    token ids: the cost does not depend on them), for :mod:`runner.threads`; None when its model
+    is not built or cached yet."""
+    from models.base import MapInputs
+    from runner.studies.depth.iterate import build_map
+
+    net = replace(heaviest(networks), index=0)
+    if _not_built(net):
+        return None
+    model = build_map(spec, net, device)
+    S, N = spec.dynamics.batch_size or spec.input.samples, net.n_tokens
+    gen = torch.Generator().manual_seed(0)
+    if net.model.is_map:
+        inputs = MapInputs(S, generator=gen)
+    else:
+        inputs = MapInputs(S, torch.randint(5, 100, (S, N), generator=gen).to(device),
+                           torch.ones(S, N, dtype=torch.int64, device=device))
+    with torch.inference_mode():
+        x = model.initial_state(inputs)
+    return lambda: model.step(x, inputs.attention_mask)

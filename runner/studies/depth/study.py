@@ -220,6 +220,16 @@ class DepthStudy(Study):
 
         return estimate(p, device, precision, calibrated)
 
+    def thread_probe(self, p: Prepared, device):
+        from runner.studies.depth.estimate import thread_probe
+
+        return thread_probe(p.spec, p.state, device)
+
+    def thread_key(self, p: Prepared) -> dict:
+        from runner.studies.depth.estimate import thread_key
+
+        return thread_key(p.spec, p.state)
+
 
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
