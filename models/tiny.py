@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -21,6 +22,9 @@ from pathlib import Path
 import torch
 
 from .hub import _quiet_transformers
+
+#: Build progress (INFO): ``runner apply`` prints it and the monitor shows it.
+log = logging.getLogger(__name__)
 
 #: files whose presence marks a complete build (the marker is written last, before the rename)
 MARKER = "transient_tiny.json"
@@ -206,6 +210,7 @@ def build_tiny_albert(directory: Path, *, seed: int = 0, mlm_steps: int = 200, v
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
+        log.info("building tiny-ALBERT (first use; cached in %s): tokenizer", directory.parent)
         paragraphs = corpus_text()
         tokenizer = _train_tokenizer(paragraphs, vocab_size)
         vocab = len(tokenizer)
@@ -233,6 +238,8 @@ def build_tiny_albert(directory: Path, *, seed: int = 0, mlm_steps: int = 200, v
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
+            if len(losses) % max(1, mlm_steps // 10) == 0 or len(losses) == mlm_steps:
+                log.info("building tiny-ALBERT: MLM step %d/%d (loss %.2f)", len(losses), mlm_steps, losses[-1])
         model.eval()
 
         with _quiet_transformers():

@@ -7,6 +7,7 @@ done costs a validation and a read of the store's records: no model is built, no
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from dataclasses import dataclass
@@ -173,6 +174,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     outcome = Outcome([], {}, 0)
     t_run = time.monotonic()
     status = "failed"
+    builds = _BuildProgress(events, view)
     try:
         events.emit("run_preparing", spec=str(p.spec_file.path), store=str(p.store_path), stage="loading models and data")
         session = p.study.open(p, dev, view.warn)  # a Ctrl-C here stops at once: nothing is written yet
@@ -229,9 +231,35 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
         status = "refused"
         raise
     finally:
+        builds.close()
         events.emit("run_finished", status=status, seconds=round(time.monotonic() - t_run, 3))
         close_run(store, events, view)
     return outcome
+
+
+class _BuildProgress(logging.Handler):
+    """First-use builds of models (the ``models`` loggers' INFO records, e.g. "building tiny-ALBERT:
+    MLM step 120/200"): printed (unless quiet) and written as the run's preparing stage, which the
+    monitor and ``status`` show."""
+
+    def __init__(self, events, view):
+        super().__init__(logging.INFO)
+        self.events, self.view = events, view
+        self.logger = logging.getLogger("models")
+        self.level_before = self.logger.level
+        self.logger.setLevel(logging.INFO)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.events.emit("run_preparing", stage=message)
+        if not self.view.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level_before)
+        super().close()
 
 
 def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], lost_records: bool):

@@ -139,7 +139,7 @@ def choose(requested: int | None = None, source: str = "--threads", *, probe: Ca
     if not rates:
         return ThreadChoice(idle, usable, busy, f"{load}: the idle ones")
     best = max(rates, key=lambda n: (rates[n], -int(n)))
-    timed = ", ".join(f"{n}: {rates[n]:.3g}" for n in sorted(rates, key=int))
+    timed = ", ".join(f"{n}: {rates[n]:.0f}" if rates[n] >= 10 else f"{n}: {rates[n]:.2g}" for n in sorted(rates, key=int))
     return ThreadChoice(int(best), usable, busy, f"{load}; steps/s by thread count {timed}")
 
 
@@ -151,18 +151,17 @@ def time_candidates(step: Callable[[], object], candidates: list[int], seconds: 
     before = torch.get_num_threads()
     rates: dict[int, float] = {}
     try:
-        with torch.inference_mode():
-            t0 = time.perf_counter()
-            step()  # warm-up: first-call allocations and kernel selection
-            slow = time.perf_counter() - t0 > seconds
-            for _ in range(1 if slow else 2):
-                for n in candidates:
-                    torch.set_num_threads(n)
-                    steps, t0 = 0, time.perf_counter()
-                    while steps < (1 if slow else 2) or time.perf_counter() - t0 < seconds / 2:
-                        step()
-                        steps += 1
-                    rates[n] = max(rates.get(n, 0.0), steps / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        step()  # warm-up: first-call allocations and kernel selection
+        slow = time.perf_counter() - t0 > seconds
+        for _ in range(1 if slow else 2):
+            for n in candidates:
+                torch.set_num_threads(n)
+                steps, t0 = 0, time.perf_counter()
+                while steps < (1 if slow else 2) or time.perf_counter() - t0 < seconds / 2:
+                    step()
+                    steps += 1
+                rates[n] = max(rates.get(n, 0.0), steps / (time.perf_counter() - t0))
     finally:
         torch.set_num_threads(before)
     return rates

@@ -19,6 +19,8 @@ from torch import Tensor
 from runner.data.sentences import split_sentences
 from runner.data.sources import (TaggedSentence, anchor, builtin_documents, load_hf_documents, load_hf_text,
                                   read_conllu, read_gmb, read_text, wikitext_articles)
+from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
+from runner.data.tiny_tagged import sentences as tiny_tagged_sentences
 from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_tags
 from runner.data.tokens import EOS, Vocabulary, build_vocabulary, encode_corpus, preprocess_tagged, split_corpus
 
@@ -117,6 +119,8 @@ def _sentences(spec, base: Path) -> list[TaggedSentence]:
         for title, recs in wikitext_articles(records) or [("0", records)]:
             out += [TaggedSentence(tuple(r), ("_",) * len(r), ("_",) * len(r), title) for r in recs]
         return out
+    if src == TINY_TAGGED:
+        return tiny_tagged_sentences()
     if src.startswith("builtin:"):  # the same English prose as the depth study's inputs
         out = []
         for topic, text in builtin_documents(src.removeprefix("builtin:")):

@@ -4,7 +4,9 @@ overrides, and what plan, apply and show record."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +16,8 @@ from runner.estimate import Calibrator
 from runner.layout import internal
 from runner.threads import choose, other_runnable, time_candidates, usable_cpus
 from tests.runner.helpers import run_cli, write_spec
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SPEC = """
 [experiment]
@@ -118,7 +122,7 @@ def test_plan_and_apply_record_the_choice_and_show_prints_it(tmp_path):
     text = run_cli("plan", spec, cwd=tmp_path, OMP_NUM_THREADS="")  # the policy chooses
     assert text.returncode == 0, text.stderr
     line = next(ln for ln in text.stdout.splitlines() if ln.startswith("threads"))
-    assert "usable CPU" in line, line
+    assert "steps/s by thread count 1:" in line or "one usable CPU" in line, line  # the map's step was timed
     done = run_cli("apply", "-q", "--threads", "1", spec, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     attrs = internal(xr.open_zarr(tmp_path / "store/threads.zarr").attrs)
@@ -142,3 +146,11 @@ def test_a_thread_count_below_one_is_a_usage_error(tmp_path, args):
     for command in ("plan", "apply"):
         out = run_cli(command, *args, spec, cwd=tmp_path)
         assert out.returncode == 2 and "--threads: give a number >= 1" in out.stderr, out.stderr
+
+
+def test_the_training_study_times_a_training_step(tmp_path):
+    shutil.copy(ROOT / "specs/tiny/lstm_tiny.toml", tmp_path / "lstm_tiny.toml")
+    out = run_cli("plan", "--json", "lstm_tiny.toml", cwd=tmp_path, OMP_NUM_THREADS="")
+    assert out.returncode == 0, out.stderr
+    why = json.loads(out.stdout)["threads"]["why"]
+    assert "steps/s by thread count 1:" in why or why == "one usable CPU", why

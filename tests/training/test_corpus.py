@@ -224,3 +224,29 @@ def test_spacy_tags():
     out = spacy_tags([["The", "cats", "live", "in", "that", "house", "."]], doc_ids=["1"])
     assert out[0].words == ("The", "cats", "live", "in", "that", "house", ".")
     assert out[0].upos[1] == "NOUN" and out[0].xpos[1] == "NNS" and out[0].doc_id == "1"
+
+
+def test_the_builtin_tagged_corpus_is_the_shipped_conllu_file():
+    from pathlib import Path
+
+    from runner.data.tiny_tagged import sentences
+
+    shipped = read_conllu(Path(__file__).resolve().parents[1] / "data" / "tiny_tagged.conllu")
+    built = sentences()
+    assert built == shipped and len(built) == 240
+    assert {s.doc_id for s in built} == {"animals", "food", "city", "music"}
+
+
+def test_a_copied_tiny_spec_plans_and_its_corpus_loads_anywhere(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    shutil.copy(root / "specs/tiny/lstm_tiny.toml", tmp_path / "lstm_tiny.toml")
+    out = subprocess.run([sys.executable, "-m", "runner.cli", "plan", "--no-estimate", "lstm_tiny.toml"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1",
+                              "TRANSIENT_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr
+    assert "Plan:" in out.stdout and "builtin:tiny-tagged" in out.stdout

@@ -68,7 +68,7 @@ def test_dynamics_table_refused(tmp_path):
 
 
 def test_missing_corpus_file(tmp_path):
-    (msg,) = _errors(tmp_path, {"tiny_tagged.conllu": "nope.conllu"})
+    (msg,) = _errors(tmp_path, {'"builtin:tiny-tagged"': '"nope.conllu"'})
     assert "[corpus] source: no such file" in msg
 
 

@@ -173,4 +173,9 @@ def thread_probe(spec: DepthSpec, networks: list[Network], device: torch.device)
                            torch.ones(S, N, dtype=torch.int64, device=device))
     with torch.inference_mode():
         x = model.initial_state(inputs)
-    return lambda: model.step(x, inputs.attention_mask)
+
+    def step():
+        with torch.inference_mode():
+            model.step(x, inputs.attention_mask)
+
+    return step

@@ -83,3 +83,33 @@ def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: 
 def _vocabulary(size: int) -> Vocabulary:
     itos = tuple(str(i) for i in range(size))
     return Vocabulary(itos, {s: i for i, s in enumerate(itos)}, {s: 1 for s in itos}, unk=None, eos=None)
+
+
+def thread_key(p) -> dict:
+    stats, training = p.state["stats"], p.spec.training
+    return {"study": "training", "torch": torch.__version__, "vocab": stats["vocab"] if stats else None,
+            "training": training.model_dump(mode="json", include={
+                "embedding_dim", "hidden_dim", "num_layers", "batch_size", "bptt"})}
+
+
+def thread_probe(p, device: torch.device):
+    """One training step (forward and backward on random tokens) of the spec's LSTM language model,
+    for :mod:`runner.threads`; None for suites of published checkpoints and unread corpora."""
+    from models.registry import family_for
+
+    stats, training = p.state["stats"], p.spec.training
+    if stats is None or p.state.get("suites") or not any(n.kind == "lm" for n in p.spec.model):
+        return None
+    source = "builtin:lstm-lm"
+    model = family_for(source).build(source, params=dict(
+        vocab_size=stats["vocab"], embedding_dim=training.embedding_dim, hidden_dim=training.hidden_dim,
+        dropout=training.dropout, num_layers=training.num_layers), seed=0, device=device)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, stats["vocab"], (training.batch_size, training.bptt), generator=gen).to(device)
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        logits, _ = model(x)
+        model.loss(logits, x).backward()
+
+    return step

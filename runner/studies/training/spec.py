@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_validator
 
 from runner.data.sources import anchor
+from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.execute.device import DeviceName
 from runner.measures import measures, params_union
 from runner.specfile import Name, SpecFile, StudySpec, Table, repeated
@@ -83,7 +84,8 @@ class CorpusSpec(Table):
     source: str
     """``hf:<dataset id>`` (e.g. ``hf:Salesforce/wikitext``), a local ``.conllu`` file (words, UPOS,
     XPOS and ``# newdoc`` topics), a local ``.txt`` file (one sentence per line),
-    ``builtin:pydoc-topics`` (Python's help texts, offline), or ``scaffold:`` (the synthetic
+    ``builtin:pydoc-topics`` (Python's help texts, offline), ``builtin:tiny-tagged`` (a generated
+    2,000-token corpus with UPOS, XPOS and topics, for tiny specs), or ``scaffold:`` (the synthetic
     scaffold corpora of Ch. 5 Sec. 4, set in ``[corpus.scaffold]``; each ``[[model]]`` names its
     ``corpus_variant``)."""
     subset: str | None = None
@@ -400,9 +402,10 @@ class TrainingStudy(StudySpec):
             if gmb:
                 out.append((("measure", i, "tagsets"), f"{m.kind} reads tags aligned with the analysis tokens; the "
                             f"GMB tag sets {gmb} are another corpus (train taggers on them instead)"))
-        if self.corpus.tag_articles and not (self.corpus.source.startswith("hf:") or
-                                             self.corpus.source.endswith(".conllu")):
-            out.append((("corpus", "tag_articles"), "needs documents: an hf: source or a .conllu with # newdoc"))
+        if self.corpus.tag_articles and not (self.corpus.source.startswith("hf:") or self.corpus.source == TINY_TAGGED
+                                             or self.corpus.source.endswith(".conllu")):
+            out.append((("corpus", "tag_articles"), f"needs documents: an hf: source, {TINY_TAGGED} or a .conllu "
+                        "with # newdoc"))
         if abs(sum(self.corpus.split) - 1.0) > 1e-6:
             out.append((("corpus", "split"), f"must sum to 1, not {sum(self.corpus.split):g}"))
         return out
@@ -475,17 +478,17 @@ TABLES = {"corpus": CorpusSpec, "scaffold": ScaffoldSpec, "training": TrainingSp
 def check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
     src = study.corpus.source
     where = ("corpus", "source")
-    if src.startswith("hf:") or src in ("builtin:pydoc-topics", "scaffold:"):
+    if src.startswith("hf:") or src in ("builtin:pydoc-topics", TINY_TAGGED, "scaffold:"):
         pass
     elif src.startswith("builtin:"):
-        return [sf.problem(where, f"unknown builtin {src!r}; known: builtin:pydoc-topics")]
+        return [sf.problem(where, f"unknown builtin {src!r}; known: builtin:pydoc-topics, {TINY_TAGGED}")]
     else:
         local = Path(anchor(src, sf.path.parent))
         if not local.is_file():
             return [sf.problem(where, f"no such file {src}")]
         if local.suffix not in (".conllu", ".txt"):
             return [sf.problem(where, f"local corpora are .conllu or .txt files, not {local.suffix!r}")]
-    conllu = src.endswith(".conllu")
+    conllu = src.endswith(".conllu") or src == TINY_TAGGED
     for t in study.tagsets():
         if t in ("upos", "xpos") and not conllu:
             return [sf.problem(where, f"tag set {t!r} needs a .conllu corpus; use spacy_{t} for silver tags "

@@ -25,6 +25,8 @@ from models.registry import cache_dir
 from runner.data.corpus import Corpus, CorpusError, load_corpus
 from runner.data.scaffold import VERSION as SCAFFOLD_VERSION
 from runner.data.sources import anchor, offline_hub
+from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
+from runner.data.tiny_tagged import VERSION as TINY_TAGGED_VERSION
 from runner import interrupt
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
@@ -64,6 +66,8 @@ def _source_identity(study: TrainingStudy, base: Path) -> str:
         return src
     if src == "scaffold:":  # generated: the generator's code is the identity
         return f"{src} v{SCAFFOLD_VERSION}"
+    if src == TINY_TAGGED:  # generated: the generator's version is the identity
+        return f"{src} v{TINY_TAGGED_VERSION}"
     if src.startswith("builtin:"):
         return f"{src} python {platform.python_version()}"  # the builtin text follows Python's version
     path = Path(anchor(src, base))
@@ -271,6 +275,16 @@ class TrainingStudyPlugin(Study):
         from runner.studies.training.estimate import estimate
 
         return estimate(p, device, precision, calibrated)
+
+    def thread_probe(self, p: Prepared, device):
+        from runner.studies.training.estimate import thread_probe
+
+        return thread_probe(p, device)
+
+    def thread_key(self, p: Prepared) -> dict:
+        from runner.studies.training.estimate import thread_key
+
+        return thread_key(p)
 
 
 class TrainingSession:
