@@ -59,3 +59,26 @@ def test_wordpiece_vocab_is_deterministic_and_merges_frequent_pairs():
     assert {"l", "n", "w", "##o", "##e", "##s", "##t"} <= set(v)
     assert "##est" in v and "newest" in v and "low" in v
     assert len(v) == len(set(v)) <= 40
+
+
+def test_a_build_reports_its_progress_and_apply_prints_it(tmp_path, caplog, capsys):
+    import logging
+
+    from runner.apply import _BuildProgress
+    from runner.events import EventLog, read_events
+    from runner.progress import ProgressView
+
+    events = EventLog(tmp_path / "events.jsonl")
+    shown = _BuildProgress(events, ProgressView(quiet=False))
+    try:
+        with caplog.at_level(logging.INFO, logger="models"):
+            build_tiny_albert(tmp_path / "tiny", mlm_steps=4)
+    finally:
+        shown.close()
+        events.close()
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("building tiny-ALBERT (first use") and said[-1].startswith(
+        "building tiny-ALBERT: MLM step 4/4")
+    stages = [e["stage"] for e in read_events(tmp_path / "events.jsonl") if e["event"] == "run_preparing"]
+    assert stages == said  # the monitor shows the same stages
+    assert logging.getLogger("models").handlers == []  # the handler is gone after the run
