@@ -211,7 +211,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                         estimate=_estimate(p, dev))
             if todo:
                 groups = {t.group or t.id: t.steps for t in todo}
-                view.start(total=sum(groups.values()), tasks=len(todo))
+                view.start(total=sum(groups.values()), tasks=len(todo), stepless=sum(s == 0 for s in groups.values()))
             runner = executor_class(options.name)(p, session, store, events, view, dev,
                                                   replace_fields(options, extra={**options.extra,
                                                                                  "device": device or p.device}))

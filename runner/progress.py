@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TaskID, TextColumn,
+                           TimeElapsedColumn)
+from rich.table import Column
+from rich.text import Text
 
 
 def eta_text(seconds: float | None) -> str:
@@ -19,6 +23,63 @@ def eta_text(seconds: float | None) -> str:
         return "-:--:--"
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class Work:
+    """The whole run's work, for its overall rate and ETA: steps, and the groups without steps."""
+
+    steps_total: int = 0
+    stepless_total: int = 0
+    t0: float = 0.0
+    steps_done: int = 0
+    stepless_done: int = 0
+    stepless_seconds: float = 0.0
+
+    def rate(self, now: float) -> float:
+        """Steps per second over the whole run so far (not the current task's)."""
+        return self.steps_done / (now - self.t0) if now > self.t0 else 0.0
+
+    def eta(self, now: float) -> float | None:
+        """Seconds left: the steps left at the steps' own rate (time spent in groups without steps
+        taken out), plus the groups without steps left at their mean duration so far. None until
+        both rates are known (or not needed)."""
+        steps_left = self.steps_total - self.steps_done
+        stepless_left = self.stepless_total - self.stepless_done
+        stepping = now - self.t0 - self.stepless_seconds
+        if steps_left > 0 and (self.steps_done == 0 or stepping <= 0):
+            return None
+        if stepless_left > 0 and self.stepless_done == 0:
+            return None
+        eta = steps_left * stepping / self.steps_done if steps_left > 0 else 0.0
+        return eta + (stepless_left * self.stepless_seconds / self.stepless_done if stepless_left > 0 else 0.0)
+
+
+def columns() -> list:
+    """The bars' columns: only the label shrinks (with an ellipsis) on a narrow terminal; counts,
+    rate, elapsed time and ETA keep their full width."""
+    fixed = dict(no_wrap=True, overflow="ignore")
+    return [_Label(table_column=Column(ratio=1)),
+            BarColumn(bar_width=12, table_column=Column(no_wrap=True)),
+            MofNCompleteColumn(table_column=Column(**fixed)),
+            TextColumn("{task.fields[rate]:>6} steps/s", table_column=Column(**fixed)),
+            TimeElapsedColumn(table_column=Column(**fixed)),
+            TextColumn("ETA {task.fields[eta]}", table_column=Column(**fixed))]
+
+
+class _Label(ProgressColumn):
+    """The task's label on one line, cut with an ellipsis where the terminal is narrow (its table
+    column is the only one that wraps, so rich narrows it first)."""
+
+    def render(self, task) -> Text:
+        return Text(task.description, no_wrap=True, overflow="ellipsis")
+
+
+def rate_text(rate: float) -> str:
+    """Steps per second in at most 6 characters: 0.25, 18.3, 1234, 12.3k."""
+    if rate >= 10_000:
+        return f"{rate / 1000:.1f}k" if rate < 1e6 else f"{rate / 1e6:.1f}M"
+    return f"{rate:.0f}" if rate >= 100 else f"{rate:.2g}" if rate < 1 else f"{rate:.1f}"
 
 
 class ProgressView:
@@ -31,17 +92,17 @@ class ProgressView:
         self._bars: dict[int, dict] = {}
         self._next = 0
         self._total = 0
+        self._work = Work(t0=time.monotonic())
         self._broken = False
 
-    def start(self, total: int, tasks: int) -> None:
+    def start(self, total: int, tasks: int, stepless: int = 0) -> None:
+        """``total`` steps over ``tasks`` groups, ``stepless`` of which report no steps (measures of
+        a checkpoint, fine-tuning, ...): the overall ETA counts them at their mean duration so far."""
         self._total = total
+        self._work = Work(steps_total=total, stepless_total=stepless, t0=time.monotonic())
         self._say(f"running {tasks} task(s)")
         if self.live:
-            self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]:>10} steps/s"), TimeElapsedColumn(), TextColumn("ETA"),
-                TextColumn("{task.fields[eta]}"), console=self.console, refresh_per_second=4,
-            )
+            self._progress = Progress(*columns(), console=self.console, refresh_per_second=4)
             self._guard(self._progress.start)
             if self._progress is not None:
                 self._overall = self._progress.add_task("all", total=max(total, 1), rate="", eta=eta_text(None))
@@ -65,11 +126,12 @@ class ProgressView:
         if self._progress is not None:
             rate = self.rate(key)
             eta = (bar["total"] - step) / rate if rate else None
-            self._progress.update(bar["id"], completed=step, rate=f"{rate:.1f}", eta=eta_text(eta))
+            self._progress.update(bar["id"], completed=step, rate=rate_text(rate), eta=eta_text(eta))
             self._progress.advance(self._overall, max(delta, 0))
-            overall = self._progress.tasks[self._overall]
-            remaining = overall.total - overall.completed
-            self._progress.update(self._overall, rate=f"{rate:.1f}", eta=eta_text(remaining / rate if rate else None))
+        self._work.steps_done += max(delta, 0)
+        if self._progress is not None:
+            now = time.monotonic()
+            self._progress.update(self._overall, rate=rate_text(self._work.rate(now)), eta=eta_text(self._work.eta(now)))
         elif not self.quiet and step * 4 // bar["total"] > bar["reported"]:
             bar["reported"] = step * 4 // bar["total"]
             self._say(f"  {bar['label']}: step {step}/{bar['total']} ({self.rate(key):.1f} steps/s)")
@@ -83,6 +145,12 @@ class ProgressView:
 
     def done(self, key: int) -> None:
         self._say(f"done {self._bars[key]['label']}")
+
+    def finished(self, seconds: float, steps: int) -> None:
+        """A group ended after ``seconds``; a group without steps counts toward the overall ETA."""
+        if steps == 0:
+            self._work.stepless_done += 1
+            self._work.stepless_seconds += seconds
 
     def fail(self, key: int, message: str) -> None:
         self._say(f"FAILED {self._bars[key]['label']}: {message}", always=True)

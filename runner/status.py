@@ -7,6 +7,7 @@ Shared by ``runner status``, ``runner show`` and the monitor.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -117,7 +118,13 @@ def _preparing(events: list[dict], last_run: dict | None, is_alive) -> tuple[str
 
 
 def _order(t: dict) -> tuple:
-    return (t.get("network") if t.get("network") is not None else -1, str(t.get("measure")))
+    return (t.get("network") if t.get("network") is not None else -1, natural(t.get("network_label")),
+            natural(t.get("measure")))
+
+
+def natural(text) -> tuple:
+    """A sort key that orders the numbers inside names by value: ``@2`` before ``@10``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(text or "")))
 
 
 def render_status(status: dict) -> str:
@@ -165,7 +172,7 @@ def render_show(path: Path) -> str:
     lines += _tables(ds)
     records = read_tasks(path)
     lines.append(f"completed tasks: {len(records)}")
-    for tid, rec in sorted(records.items(), key=lambda kv: (kv[1].get("network", 0), kv[1].get("measure", ""))):
+    for tid, rec in sorted(records.items(), key=lambda kv: (kv[1].get("network", 0), natural(kv[1].get("measure")))):
         lines.append(f"  {tid}  {rec.get('network_label', ''):<16} {rec.get('measure', ''):<20} "
                      f"{rec.get('seconds', 0):.1f} s on {rec.get('device', '?')}")
     lines += _predicted(path, records)

@@ -82,6 +82,7 @@ class LocalExecutor:
         steps = max(t.steps for t in group)
         self.store.record_many({t.id: self._record(t, seconds, extra) for t in group})
         self.ran += ids
+        self.view.finished(seconds, steps)
         if bar is not None:
             self.view.done(bar)
         fields: dict[str, Any] = {"seconds": round(seconds, 3)}
