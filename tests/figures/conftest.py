@@ -54,6 +54,9 @@ DEPTH = """
     kind = "transient_chaos"
 
     [[measure]]
+    kind = "orbit"
+
+    [[measure]]
     kind = "effective_dimension"
 
     [[measure]]

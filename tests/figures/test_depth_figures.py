@@ -93,7 +93,9 @@ def test_fig4b_fig4c_fig4d(ds):
         plain = next(v for k, v in bars.items() if k.startswith(f"{model} ("))
         assert plain == np.sum(ok & ~censored)
         assert bars.get(f"{model}: censored (lower bounds)", 0) == np.sum(ok & censored)
-        assert f"{model} ({int(np.sum(ok & (length == 0)))} never chaotic)" in bars
+        label = next(k for k in bars if k.startswith(f"{model} ({int(np.sum(ok & (length == 0)))} never chaotic; orbits: "))
+        counts = [int(part.split()[0]) for part in label.split("orbits: ")[1].rstrip(")").split(", ")]
+        assert sum(counts) == length.size  # every sample's orbit class, beside the sign criterion
 
 
 def test_figures_writes_files_and_manifest(ds, depth_store, tmp_path):

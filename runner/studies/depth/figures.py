@@ -192,7 +192,8 @@ def principal_components(ds: xr.Dataset) -> Figure:
         title="Distribution of transient-chaos lengths")
 def chaos_lengths(ds: xr.Dataset) -> Figure:
     """Histogram of chaos lengths per model over samples and replicates; censored lengths (the run
-    ended inside the transient: lower bounds) are stacked hatched on top."""
+    ended inside the transient: lower bounds) are stacked hatched on top. With the ``orbit``
+    measure, each model's legend also says what its orbits settled on (recurrence classes)."""
     fig = new_figure()
     ax = fig.subplots()
     length = ds["chaos_length"].values
@@ -205,13 +206,32 @@ def chaos_lengths(ds: xr.Dataset) -> Figure:
         censored = of_model(ds["chaos_censored"], m).values.ravel().astype(bool)
         ok = np.isfinite(lengths)
         n, _, patches = ax.hist(lengths[ok & ~censored], bins=bins, alpha=0.45,
-                                label=f"{m} ({int(np.sum(ok & (lengths == 0)))} never chaotic)")
+                                label=f"{m} ({int(np.sum(ok & (lengths == 0)))} never chaotic{_orbits(ds, m)})")
         if (ok & censored).any():
             ax.hist(lengths[ok & censored], bins=bins, bottom=n, hatch="//", alpha=0.45,
                     color=patches[0].get_facecolor(), label=f"{m}: censored (lower bounds)")
     ax.set(xlabel="transient chaos length (steps)", ylabel="samples")
     ax.legend(fontsize="small")
     return fig
+
+
+def _orbits(ds: xr.Dataset, model: str) -> str:
+    """"; orbits: 60 quasi-periodic (lag 48), 4 chaotic": the orbit classes of a model's samples."""
+    if "orbit_class" not in ds:
+        return ""
+    meanings = ds["orbit_class"].attrs["flag_meanings"].split()
+    codes = of_model(ds["orbit_class"], model).values.ravel()
+    periods = of_model(ds["orbit_period"], model).values.ravel() if "orbit_period" in ds else None
+    parts = []
+    for code, meaning in enumerate(meanings):
+        here = codes == code
+        if not here.any() or meaning == "not_applicable":
+            continue
+        lag = ""
+        if periods is not None and np.isfinite(periods[here]).any():
+            lag = f" ({'period' if meaning == 'periodic' else 'lag'} {np.nanmedian(periods[here]):g})"
+        parts.append(f"{int(here.sum())} {meaning.replace('_', '-')}{lag}")
+    return f"; orbits: {', '.join(parts)}" if parts else ""
 
 
 @recipe(study=STUDY, id="fig4a", reproduces=f"{PAPER}, Fig. 4A", needs=("twin_distance", "twin_x", "twin_y"),
