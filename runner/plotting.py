@@ -114,11 +114,18 @@ def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, labe
     return n
 
 
-def _standard_error(values: np.ndarray, mean: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """mean -+ s/sqrt(n) per row (sample standard deviation; NaN where fewer than two values)."""
+def standard_error(values: np.ndarray, axis: int = 0) -> np.ndarray:
+    """s / sqrt(n) of the finite values along ``axis`` (s: the sample standard deviation, ddof 1);
+    NaN where fewer than two values are finite."""
+    values = np.where(np.isfinite(values), values, np.nan).astype(np.float64)
+    finite = np.isfinite(values).sum(axis=axis)
     with warnings.catch_warnings(action="ignore", category=RuntimeWarning):
-        se = np.nanstd(values, axis=1, ddof=1) / np.sqrt(finite)
-    se[finite < 2] = np.nan
+        se = np.nanstd(values, axis=axis, ddof=1) / np.sqrt(finite)
+    return np.where(finite >= 2, se, np.nan)
+
+
+def _standard_error(values: np.ndarray, mean: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    se = standard_error(values, axis=1)
     return mean - se, mean + se
 
 
@@ -139,6 +146,19 @@ def _bootstrap(values: np.ndarray, finite: np.ndarray, confidence: float, seed: 
                        rng=np.random.default_rng(seed)).confidence_interval
         lo[r], hi[r] = ci.low, ci.high
     return lo, hi
+
+
+def stat_note(ax: Axes, text: str) -> None:
+    """State a figure's statistic on its axes (bottom left, small grey), e.g. the n of stored means."""
+    ax.text(0.01, 0.01, text, transform=ax.transAxes, va="bottom", ha="left", fontsize="x-small", color="0.35",
+            gid="statistic")
+
+
+def pair_counts(count: xr.DataArray) -> str:
+    """``n=a..b`` (or ``n=a``) over the positive, finite counts of ``count``."""
+    c = count.values[np.isfinite(count.values) & (count.values > 0)]
+    lo, hi = (int(c.min()), int(c.max())) if c.size else (0, 0)
+    return f"n={lo}" if lo == hi else f"n={lo}..{hi}"
 
 
 def axis_label(da: xr.DataArray) -> str:
