@@ -2,8 +2,9 @@
 
 ``runner figures STORE --only var:NAME`` draws variable NAME of any store; ``runner figures`` on a
 store to which no recipe applies draws one per numeric variable. The plot: the variable against
-its leading dimension other than ``network``, one line per network, each the mean over the other
-dimensions with a +-1 standard-error band and its n; axis labels carry the CF ``long_name`` and
+its leading dimension other than ``network`` (the first whose coordinate has units, a step or time
+axis, else the first), one line per network, each the mean over the other dimensions with a +-1
+standard-error band and its n; axis labels carry the CF ``long_name`` and
 ``units`` of the variable and of the dimension's coordinate. Categorical variables (CF flags),
 booleans and strings are not plotted.
 """
@@ -47,12 +48,19 @@ def recipe(ds: xr.Dataset, name: str) -> Recipe:
                   title=str(ds[name].attrs.get("long_name") or name))
 
 
+def leading_dim(da: xr.DataArray) -> str | None:
+    """The dimension to plot ``da`` against: the first but ``network`` whose coordinate has units
+    (``lyapunov_step`` of ``(network, sample, lyapunov_step)``), else the first but ``network``."""
+    dims = [str(d) for d in da.dims if d != "network"]
+    return next((d for d in dims if d in da.coords and da[d].attrs.get("units")), dims[0] if dims else None)
+
+
 def plot(ds: xr.Dataset, name: str) -> Figure:
     """``name`` against its leading non-network dimension, one mean line (+-1 s.e., n) per network."""
     da = ds[name]
     if not np.isfinite(da).any():
         raise NoValues(f"{name} holds no finite value")
-    x = next((d for d in da.dims if d != "network"), None)
+    x = leading_dim(da)
     fig = new_figure()
     ax = fig.subplots()
     if x is None:  # one value per network: a point each
