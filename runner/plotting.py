@@ -77,7 +77,7 @@ def band_text(band: str = "ci", confidence: float = 0.95) -> str:
 def mean_legend(ax: Axes, over: str, band: str = "ci", confidence: float = 0.95, **legend) -> None:
     """A legend that states the statistic of its lines: the mean over ``over`` (e.g. "replicates
     and samples"; each label carries its n, see :func:`mean_band`) and what the band is."""
-    ax.legend(title=f"mean over {over}; band: {band_text(band, confidence)}", title_fontsize="x-small",
+    ax.legend(title=f"mean over {over}\nband: {band_text(band, confidence)}", title_fontsize="x-small",
               **{"fontsize": "small", **legend})
 
 

@@ -59,7 +59,7 @@ def test_fig2c_states_n_and_its_band(maps_store):
     legend = top.get_legend()
     # one network per model: 6 samples in the mean of lambda(t), one network in N_eff(t)
     assert [t.get_text() for t in legend.get_texts()] == ["logistic (n=6)", "tanh (n=6)"]
-    assert legend.get_title().get_text() == "mean over replicates and samples; band: 95% bootstrap CI of the mean"
+    assert legend.get_title().get_text() == "mean over replicates and samples\nband: 95% bootstrap CI of the mean"
     assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["logistic (n=1)", "tanh (n=1)"]
 
 
@@ -105,7 +105,7 @@ def test_var_fallback_draws_any_variable_with_its_units(maps_store, tmp_path):
     assert ax.get_xlabel() == "interval start t [steps]"
     legend = ax.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["logistic (n=6)", "tanh (n=6)"]
-    assert legend.get_title().get_text() == "mean over sample; band: \u00b11 s.e. of the mean"
+    assert legend.get_title().get_text() == "mean over sample\nband: \u00b11 s.e. of the mean"
     np.testing.assert_allclose(ax.lines[1].get_ydata(), ds["lyapunov_per_step"].sel(network="tanh").mean("sample"))
     ax = plot(ds, "chaos_length").axes[0]  # (network, sample): one line per network, nothing averaged
     assert ax.get_ylabel() == "transient chaos length [steps]"

@@ -123,7 +123,7 @@ def score_classes(ds: xr.Dataset) -> Figure:
         axes[0, k].axhline(0, color="grey", linewidth=0.5)
         axes[0, k].set(title=m, ylabel=r"$\lambda(t)$ per step")
         axes[1, k].set(xlabel="t", ylabel=r"$N_\mathrm{eff}(t)$")
-        mean_legend(axes[0, k], "replicates and the samples of each score class")
+        mean_legend(axes[0, k], "replicates and samples")
         mean_legend(axes[1, k], "replicates")
     return fig
 
