@@ -142,10 +142,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("figures", help="draw the papers' figures from a store (PNG, SVG and figures.json)",
                        description="Draw every figure the store's study can draw, from a finished or a partial "
-                       "run; a figure whose variables the store lacks is listed with the reason.")
+                       "run; a figure whose variables the store lacks, or whose data has no values yet, is listed as skipped "
+                       "with the reason. A store no recipe covers gets a fallback plot per numeric variable.")
     p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.add_argument("--out", type=Path, help="folder for the figures (default: store/<name>.figures)")
-    p.add_argument("--only", action="append", metavar="FIG", help="draw only this figure id (repeatable)")
+    p.add_argument("--only", action="append", metavar="FIG",
+                   help="draw only this figure id, or var:NAME for a fallback plot of variable NAME (repeatable)")
     p.set_defaults(func=cmd_figures)
 
     p = sub.add_parser("explain", help="parameters of a spec table or measure, with defaults and meaning")
@@ -538,6 +540,8 @@ def cmd_figures(args) -> int:
         drawn = figures(path, out=out, only=args.only)
     except KeyError as err:
         raise UsageError(f"--only: {err.args[0]}") from None
+    if not args.only and any(d.id.startswith("var:") for d in drawn):
+        print("no figure recipe covers this store: a fallback plot of each numeric variable (var:NAME)")
     for d in drawn:
         what = f"{', '.join(d.files)}" if d.status == "drawn" else f"skipped: {d.reason}"
         print(f"  {d.id:<20} {d.reproduces:<28} {what}")

@@ -4,13 +4,18 @@ A study registers each figure it can draw with :func:`recipe`: the figure of the
 reproduces, the variables it reads (``needs``; a recipe whose variables the store lacks is
 skipped, with the reason in the manifest) and a function ``draw(ds) -> matplotlib Figure``. A
 recipe that finds the variables but not enough data in them (one network where it compares two)
-raises :class:`NotDrawable` with the reason.
+raises :class:`NotDrawable` with the reason. A figure whose float variables hold no finite value
+(a run stopped before its first durable point) is skipped as :class:`NoValues` before its recipe
+runs: an empty figure is never listed as drawn.
 
 :func:`figures` draws every recipe that applies to a store, a spec's store or any dataset opened
 with xarray, and writes each as PNG and SVG next to ``figures.json``: figure id, the paper figure,
 the variables read, the spec hash, and what was skipped and why. A partial run draws what exists:
 values not computed yet are NaN in the store and leave gaps. For a sweep, a recipe that does not
 draw the swept dimensions itself (``sweeps=True``) is drawn once per point (``fig2c@tokens=8``).
+
+Stores no recipe covers get a fallback plot per variable (:mod:`runner.fallback`): ``only=["var:NAME"]``
+draws one on any store, and a store to which no recipe applies gets one per numeric variable.
 """
 
 from __future__ import annotations
@@ -35,6 +40,25 @@ MANIFEST = "figures.json"
 
 class NotDrawable(Exception):
     """The store has the recipe's variables but not what the figure needs; the message says what."""
+
+
+class NoValues(NotDrawable):
+    """The figure's data holds no finite value yet; the reason reads ``"no values: <what>"``."""
+
+    def __init__(self, what: str):
+        super().__init__(f"no values: {what}")
+
+
+def no_values(ds: xr.Dataset, names: Sequence[str]) -> NoValues | None:
+    """:class:`NoValues` when the float variables ``names`` of ``ds`` (at least one) hold no finite
+    value at all, else None. Integer, boolean and string variables are not judged (they have no NaN)."""
+    import numpy as np
+
+    floats = [n for n in names if n in ds.variables and ds[n].dtype.kind in "fc"]
+    if not floats or any(bool(np.isfinite(ds[n]).any()) for n in floats):
+        return None
+    return NoValues(f"{', '.join(floats)} hold{'s' if len(floats) == 1 else ''} no finite value "
+                    "(nothing computed yet: apply the spec, or resume it)")
 
 
 @dataclass(frozen=True)
@@ -133,8 +157,12 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
     """Draw every figure the store's study can draw; write PNG, SVG and ``figures.json`` to ``out``.
 
     ``source`` is a spec, a store path or a dataset (``out`` is then required). ``only`` limits
-    the figures to these ids. Returns one :class:`Drawn` per recipe considered.
+    the figures to these ids; ``var:NAME`` draws the fallback plot of variable NAME. When no recipe
+    applies to the store (none finds its variables), every numeric variable gets its fallback plot.
+    Returns one :class:`Drawn` per figure considered.
     """
+    from runner import fallback
+
     import xarray as xr
 
     store = None
@@ -148,21 +176,29 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
     out = Path(out)
     study = study_of(ds)
     chosen = recipes(study)
+    variables: list[str] = []
+    uncovered = False
     if only:
+        variables = [k.removeprefix(fallback.PREFIX) for k in only if k.startswith(fallback.PREFIX)]
+        only = [k for k in only if not k.startswith(fallback.PREFIX)]
+        fallback.check(ds, variables)
         unknown = sorted(set(only) - set(chosen))
         if unknown:
-            raise KeyError(f"no figure {', '.join(unknown)}; this store's figures: {', '.join(sorted(chosen)) or 'none'}")
+            raise KeyError(f"no figure {', '.join(unknown)}; this store's figures: {', '.join(sorted(chosen)) or 'none'}"
+                           f" (or {fallback.PREFIX}NAME for any variable)")
         chosen = {k: chosen[k] for k in only}
+    elif not any(all(v in ds.variables for v in r.needs) for r in chosen.values()):
+        variables, uncovered = fallback.numeric(ds), True  # no recipe covers this store
     out.mkdir(parents=True, exist_ok=True)
     parts = _points(ds, store)
-    drawn = []
+    drawn = [_save(fallback.recipe(ds, name), ds, out) for name in variables]
     for r in chosen.values():
         if r.sweeps or not parts:
             drawn.append(_draw(r, ds, out))
         else:
             drawn += [_draw(r, part, out, point) for point, part in parts.items()]
     manifest = {"spec_sha256": internal(ds.attrs).get("spec_sha256", ""), "study": study,
-                "figures": [asdict(d) for d in drawn]}
+                "fallback": uncovered, "figures": [asdict(d) for d in drawn]}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return drawn
 
@@ -189,7 +225,17 @@ def _draw(r: Recipe, ds: xr.Dataset, out: Path, point: str = "") -> Drawn:
     if missing:
         return Drawn(fid, r.reproduces, "skipped", reason=f"the store has no {', '.join(missing)} "
                      "(add the measure that writes it to the spec)")
+    return _save(r, ds, out, point)
+
+
+def _save(r: Recipe, ds: xr.Dataset, out: Path, point: str = "") -> Drawn:
+    """Draw ``r`` (skipped with the reason when its data has no values or it raises NotDrawable)
+    and write it in each format; file names replace the ``:`` of a fallback's id."""
+    fid = f"{r.id}@{point}" if point else r.id
     try:
+        empty = no_values(ds, r.needs)
+        if empty is not None:
+            raise empty
         fig = r.draw(ds)
     except NotDrawable as e:
         return Drawn(fid, r.reproduces, "skipped", list(r.needs), reason=str(e))
@@ -197,7 +243,7 @@ def _draw(r: Recipe, ds: xr.Dataset, out: Path, point: str = "") -> Drawn:
     fig.suptitle(f"{title}, {point}" if point else title, fontsize="medium")
     files = []
     for fmt in FORMATS:
-        path = out / f"{fid}.{fmt}"
+        path = out / f"{fid.replace(':', '_')}.{fmt}"
         fig.savefig(path, dpi=120 if fmt == "png" else None, bbox_inches="tight")
         files.append(path.name)
     return Drawn(fid, r.reproduces, "drawn", list(r.needs), files)

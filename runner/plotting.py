@@ -66,26 +66,74 @@ def thin(da: xr.DataArray, dim: str, max_points: int = MAX_POINTS) -> xr.DataArr
     return da.isel({dim: slice(None, None, k)}) if k > 1 else da
 
 
-def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, label: str,
-              confidence: float = 0.95, seed: int = 0, **style) -> None:
-    """The mean of ``da`` over the dims ``over`` against ``x``, with a bootstrap confidence band
-    (``style``: keywords of the mean's line, e.g. ``color``, ``linestyle``, ``gid``).
+#: The bands :func:`mean_band` draws, as a figure states them.
+BANDS = {"ci": "{confidence:.0%} bootstrap CI of the mean", "se": "\u00b11 s.e. of the mean"}
+
+
+def band_text(band: str = "ci", confidence: float = 0.95) -> str:
+    return BANDS[band].format(confidence=confidence)
+
+
+def mean_legend(ax: Axes, over: str, band: str = "ci", confidence: float = 0.95, **legend) -> None:
+    """A legend that states the statistic of its lines: the mean over ``over`` (e.g. "replicates
+    and samples"; each label carries its n, see :func:`mean_band`) and what the band is."""
+    ax.legend(title=f"mean over {over}\nband: {band_text(band, confidence)}", title_fontsize="x-small",
+              **{"fontsize": "small", **legend})
+
+
+def finite_series(values: np.ndarray) -> int:
+    """n of a (x, series) array: the series with at least one finite value."""
+    return int(np.isfinite(values).any(axis=0).sum())
+
+
+def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, label: str, band: str = "ci",
+              confidence: float = 0.95, seed: int = 0, **style) -> int:
+    """The mean of ``da`` over the dims ``over`` against ``x``, with a band: a bootstrap confidence
+    interval of the mean (``band="ci"``) or +-1 standard error (``"se"``); ``style``: keywords of the
+    mean's line, e.g. ``color``, ``linestyle``, ``gid``. The line's label gets `` (n=N)``: the
+    series averaged that have any finite value. Returns n. State the band with :func:`mean_legend`.
 
     Values that are not finite (diverged samples, collapsed perturbations) are left out of the
-    mean and the resampling. With fewer than two finite values at a point, no band is drawn there.
+    mean and the band. With fewer than two finite values at a point, no band is drawn there.
     """
-    from scipy.stats import bootstrap
-
     da = thin(da, x).stack(_draw=over).transpose(x, "_draw")
     values = da.values.astype(np.float64)
     values[~np.isfinite(values)] = np.nan
+    n = finite_series(values)
     with warnings.catch_warnings(action="ignore", category=RuntimeWarning):  # points with no finite value
         mean = np.nanmean(values, axis=1)
-    line = ax.plot(da[x].values, mean, label=label, **style)[0]
+    line = ax.plot(da[x].values, mean, label=f"{label} (n={n})", **style)[0]
     finite = np.isfinite(values).sum(axis=1)
     if values.shape[1] < 2 or not (finite >= 2).any():
-        return
-    lo, hi = np.full(len(mean), np.nan), np.full(len(mean), np.nan)
+        return n
+    if band == "se":
+        lo, hi = _standard_error(values, mean, finite)
+    else:
+        lo, hi = _bootstrap(values, finite, confidence, seed)
+    ax.fill_between(da[x].values, lo, hi, alpha=0.25, color=line.get_color(), linewidth=0)
+    return n
+
+
+def standard_error(values: np.ndarray, axis: int = 0) -> np.ndarray:
+    """s / sqrt(n) of the finite values along ``axis`` (s: the sample standard deviation, ddof 1);
+    NaN where fewer than two values are finite."""
+    values = np.where(np.isfinite(values), values, np.nan).astype(np.float64)
+    finite = np.isfinite(values).sum(axis=axis)
+    with warnings.catch_warnings(action="ignore", category=RuntimeWarning):
+        se = np.nanstd(values, axis=axis, ddof=1) / np.sqrt(finite)
+    return np.where(finite >= 2, se, np.nan)
+
+
+def _standard_error(values: np.ndarray, mean: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    se = standard_error(values, axis=1)
+    return mean - se, mean + se
+
+
+def _bootstrap(values: np.ndarray, finite: np.ndarray, confidence: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap interval of each row's mean (rows with at least two finite values)."""
+    from scipy.stats import bootstrap
+
+    lo, hi = np.full(len(values), np.nan), np.full(len(values), np.nan)
     rows = np.flatnonzero(finite >= 2)
     full = rows[finite[rows] == values.shape[1]]
     if full.size:  # one vectorised bootstrap for every point without missing values
@@ -97,5 +145,25 @@ def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, labe
         ci = bootstrap((v,), np.mean, confidence_level=confidence, n_resamples=999, method="percentile",
                        rng=np.random.default_rng(seed)).confidence_interval
         lo[r], hi[r] = ci.low, ci.high
-    ax.fill_between(da[x].values, lo, hi, alpha=0.25, color=line.get_color(), linewidth=0)
+    return lo, hi
 
+
+def stat_note(ax: Axes, text: str) -> None:
+    """State a figure's statistic on its axes (bottom left, small grey), e.g. the n of stored means."""
+    ax.text(0.01, 0.01, text, transform=ax.transAxes, va="bottom", ha="left", fontsize="x-small", color="0.35",
+            gid="statistic")
+
+
+def pair_counts(count: xr.DataArray) -> str:
+    """``n=a..b`` (or ``n=a``) over the positive, finite counts of ``count``."""
+    c = count.values[np.isfinite(count.values) & (count.values > 0)]
+    lo, hi = (int(c.min()), int(c.max())) if c.size else (0, 0)
+    return f"n={lo}" if lo == hi else f"n={lo}..{hi}"
+
+
+def axis_label(da: xr.DataArray) -> str:
+    """``long_name [units]`` from a variable's or coordinate's CF attributes (its name without a
+    long_name; no units for a pure number, ``"1"``, or where none are set)."""
+    name = str(da.attrs.get("long_name") or da.name)
+    units = str(da.attrs.get("units", ""))
+    return f"{name} [{units}]" if units and units != "1" else name

@@ -137,3 +137,13 @@ def swept_store(tmp_path_factory, tiny_albert) -> Path:
     root = tmp_path_factory.mktemp("swept")
     apply(write_spec(root, SWEPT.format(albert=tiny_albert), "swept.toml"), root)
     return root / "store" / "swept.zarr"
+
+
+@pytest.fixture(scope="session")
+def transject_store(tmp_path_factory) -> Path:
+    """A finished store of specs/tiny/transject_tiny.toml (four tiny models, two seeds, every measure)."""
+    from tests.transject.conftest import tiny_spec
+
+    root = tmp_path_factory.mktemp("transject")
+    apply(tiny_spec(root), root)
+    return root / "tiny.zarr"

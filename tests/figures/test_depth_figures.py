@@ -59,8 +59,12 @@ def test_fig2b_boxes_are_the_offsets_of_each_model(ds):
 
 def test_fig2c_mean_over_replicates_and_samples_with_a_band(ds):
     top, bottom = draw("fig2c", ds).axes
+    # n: the series averaged (replicates x 8 samples above, replicates below; only "initial" has two)
     assert [line.get_label() for line in top.lines if not line.get_label().startswith("_")] == \
-        ["pretrained", "initial", "reservoir"]
+        ["pretrained (n=8)", "initial (n=16)", "reservoir (n=8)"]
+    assert [t.get_text() for t in bottom.get_legend().get_texts()] == \
+        ["pretrained (n=1)", "initial (n=2)", "reservoir (n=1)"]
+    assert "band: 95% bootstrap CI" in top.get_legend().get_title().get_text()
     for line, model in zip(top.lines, ["pretrained", "initial", "reservoir"], strict=False):
         lam = ds["lyapunov_per_step"].values[of(ds, model)].astype(np.float64)
         lam[~np.isfinite(lam)] = np.nan

@@ -80,4 +80,19 @@ def test_perplexity_and_probes(ds):
     assert set(lines) == {"lm", "lm_seed2"}
     np.testing.assert_array_equal(lines["lm"].get_ydata(), ds["val_perplexity"].sel(network="lm").values)
     current, _ = draw("ch4_fig6_7", ds).axes
-    assert len(labelled(current)) == ds.sizes["tagset"] * 3
+    probes = [k for k in labelled(current) if not k.startswith("majority class")]
+    assert len(probes) == ds.sizes["tagset"] * 3
+
+
+def test_probes_show_the_majority_class_baseline(ds):
+    """Ch. 4 Figs. 6-7: each panel draws the majority class's held-out accuracy, labelled with its value."""
+    axes = draw("ch4_fig6_7", ds).axes
+    for ax, target in zip(axes, ds["tag_target"].values, strict=True):
+        for tagset in ds["tagset"].values:
+            majority = ds["probe_majority"].sel(network="lm", tag_target=target, tagset=tagset).values
+            value = majority[np.isfinite(majority)]
+            assert value.size and np.ptp(value) == 0  # the same labels and split at every checkpoint and layer
+            (line,) = [x for x in ax.lines if x.get_gid() == f"majority:{tagset}"]
+            assert set(line.get_ydata()) == {value[0]}
+            assert line.get_label() == f"majority class ({tagset}): {value[0]:.3f}"
+            assert line.get_label() in [t.get_text() for t in ax.get_legend().get_texts()]

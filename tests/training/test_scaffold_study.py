@@ -74,8 +74,11 @@ def test_store_holds_every_rule_variable(ds):
 
 
 def _lines(fig_id, ds):
+    """Each axes' labelled lines by label, less the n every label states (two seeds per setting)."""
     fig = recipes("training")[fig_id].draw(ds)
-    return [{line.get_label(): line for line in ax.lines if not line.get_label().startswith("_")} for ax in fig.axes]
+    axes = [{line.get_label(): line for line in ax.lines if not line.get_label().startswith("_")} for ax in fig.axes]
+    assert all(label.endswith(" (n=2)") for lines in axes for label in lines)
+    return [{label.removesuffix(" (n=2)"): line for label, line in lines.items()} for lines in axes]
 
 
 def _group(ds, familiar):

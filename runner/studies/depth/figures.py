@@ -15,8 +15,8 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from runner.figures import NotDrawable, recipe
-from runner.plotting import (first_replicate, flag_code, mean_band, models, new_figure, not_applicable,
-                              note_not_applicable, of_model, thin)
+from runner.plotting import (first_replicate, flag_code, mean_band, mean_legend, models, new_figure, not_applicable,
+                              note_not_applicable, of_model, standard_error, thin)
 
 PAPER = "Inoue et al. 2021"
 STUDY = "depth"
@@ -87,8 +87,8 @@ def _attention_maps(ds: xr.Dataset, net: str, sample: int) -> xr.DataArray | Non
         title="Synchronisation offsets", sweeps=True)
 def synchronisation_offsets(ds: xr.Dataset) -> Figure:
     """Synchronisation offsets of every sample and replicate, one box per model (triangles: means;
-    samples that never synchronised are left out and counted in the label); against the swept
-    parameter (the paper: N_w) when the store is a sweep."""
+    the label gives n, the offsets boxed; samples that never synchronised are left out and counted
+    in the label); against the swept parameter (the paper: N_w) when the store is a sweep."""
     swept = list(ds.attrs.get("sweep_dims", []))
     xdim = swept[0] if swept else None
     xs = ds[xdim].values.tolist() if xdim else [None]
@@ -114,7 +114,8 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
         parts = ax.boxplot(data, positions=pos, widths=width * 0.9, showmeans=True, manage_ticks=False,
                            meanprops={"marker": "^"}, flierprops={"marker": "D"}, patch_artist=True,
                            boxprops={"facecolor": f"C{j}", "alpha": 0.5})
-        parts["boxes"][0].set_label(f"{m} ({never} never)" if never else m)
+        n = sum(d.size for d in data)
+        parts["boxes"][0].set_label(f"{m} (n={n}{f', {never} never' if never else ''})")
         for k, (median, mean) in enumerate(zip(parts["medians"], parts["means"], strict=True)):
             median.set_gid(f"median:{m}" + (f"@{xs[k]}" if xdim else ""))
             mean.set_gid(f"mean:{m}" + (f"@{xs[k]}" if xdim else ""))
@@ -133,7 +134,7 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
         title="Local Lyapunov exponent and effective dimension")
 def lyapunov_and_dimension(ds: xr.Dataset) -> Figure:
     """Mean lambda(t) per step over replicates and samples, and N_eff(t) over replicates, with 95%
-    bootstrap bands."""
+    bootstrap bands; each label gives its n."""
     fig = new_figure(6.4, 6.0)
     top, bottom = fig.subplots(2, 1, sharex=True)
     for m in models(ds):
@@ -142,7 +143,8 @@ def lyapunov_and_dimension(ds: xr.Dataset) -> Figure:
     top.axhline(0, color="grey", linewidth=0.5)
     top.set(ylabel=r"$\lambda(t)$ per step")
     bottom.set(xlabel="t", ylabel=r"$N_\mathrm{eff}(t)$")
-    top.legend(fontsize="small")
+    mean_legend(top, "replicates and samples")
+    mean_legend(bottom, "replicates")
     return fig
 
 
@@ -303,7 +305,7 @@ def mlm_performance(ds: xr.Dataset) -> Figure:
     if not drawn:
         raise NotDrawable("no MLM accuracy has been computed yet (or no network has an MLM head)")
     ax.set(xlabel="t", ylabel="MLM accuracy", ylim=(0, None))
-    ax.legend(fontsize="small")
+    mean_legend(ax, "replicates")
     return fig
 
 
@@ -313,22 +315,28 @@ from runner.studies.depth import readout_figures as _readout_figures  # noqa: E4
 @recipe(study=STUDY, id="series", reproduces="beyond the papers",
         needs=("lyapunov_per_step", "effective_dimension"), title="Depth dynamics along a checkpoint series")
 def along_training(ds: xr.Dataset) -> Figure:
-    """Per ``[[model]]`` series (``revisions``): the time-mean lambda per step (over samples and the
-    run) and the final N_eff of each checkpoint, against its training step."""
+    """Per ``[[model]]`` series (``revisions``): the time-mean lambda per step (the mean over samples
+    of each sample's mean over the run, +-1 s.e. over samples) and the final N_eff of each
+    checkpoint, against its training step."""
     if "training_step" not in ds.coords:
         raise NotDrawable("no [[model]] of this store is a checkpoint series (revisions)")
     fig = new_figure(6.4, 5.5)
     top, bottom = fig.subplots(2, 1, sharex=True)
-    lam = ds["lyapunov_per_step"].where(np.isfinite(ds["lyapunov_per_step"])).mean(("sample", "lyapunov_step"))
+    per_sample = ds["lyapunov_per_step"].where(np.isfinite(ds["lyapunov_per_step"])).mean("lyapunov_step")
+    lam = per_sample.mean("sample")
+    se = per_sample.reduce(standard_error, "sample")
+    n = int(per_sample.notnull().sum("sample").max())
     neff = ds["effective_dimension"].isel(neff_step=-1)
     for name in dict.fromkeys(str(s) for s in ds["series"].values if s):
         nets = ds["network"].values[(ds["series"] == name).values & np.isfinite(ds["training_step"]).values]
         steps = ds["training_step"].sel(network=nets).values
         order = np.argsort(steps, kind="stable")
-        top.plot(steps[order], lam.sel(network=nets).values[order], marker="o", label=name)
+        top.errorbar(steps[order], lam.sel(network=nets).values[order], yerr=se.sel(network=nets).values[order],
+                     marker="o", capsize=2, label=f"{name} (n={n})")
         bottom.plot(steps[order], neff.sel(network=nets).values[order], marker="o", label=name)
     top.axhline(0, color="grey", linewidth=0.5)
     top.set(ylabel=r"mean $\lambda$ per step")
     bottom.set(xlabel="training step of the checkpoint", ylabel=r"final $N_\mathrm{eff}$")
-    top.legend(fontsize="small")
+    mean_legend(top, "samples (of each sample's time mean)", band="se")
+    bottom.legend(fontsize="small")
     return fig

@@ -9,7 +9,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from runner.figures import NotDrawable, recipe
-from runner.plotting import first_replicate, mean_band, models, new_figure, of_model
+from runner.plotting import first_replicate, mean_band, mean_legend, models, new_figure, of_model
 from runner.studies.depth.measures.effective_dimension import SCORE_CLASSES
 
 PAPER = "Inoue et al. 2021"
@@ -22,8 +22,9 @@ BEST = 5
         title="Performance of STS-B along the trajectory")
 def sts_performance(ds: xr.Dataset) -> Figure:
     """Pearson r of the STS-B readout of x_t against t, one line per model (the mean over its
-    replicates, with a 95% bootstrap band over them); models without values (maps) left out. With
-    ``sts_finetune``, the fine-tuned network's r as dashed lines with markers, as in the paper."""
+    replicates, with a 95% bootstrap band over them and its n); models without values (maps) left
+    out. With ``sts_finetune``, the fine-tuned network's r as dashed lines with markers, as in the
+    paper (also the mean over replicates, with its band)."""
     fig = new_figure()
     ax = fig.subplots()
     drawn = False
@@ -33,15 +34,15 @@ def sts_performance(ds: xr.Dataset) -> Figure:
             mean_band(ax, r, ("network",), "sts_step", label=m, color=f"C{j}", gid=f"sts_pearson:{m}")
             drawn = True
         if "sts_finetuned_pearson" in ds:
-            tuned = of_model(ds["sts_finetuned_pearson"], m).mean("network")
+            tuned = of_model(ds["sts_finetuned_pearson"], m)
             if np.isfinite(tuned.values).any():
-                ax.plot(tuned["sts_finetune_step"].values, tuned.values, linestyle="--", marker="o", color=f"C{j}",
-                        label=f"{m} (fine-tuned f)", gid=f"sts_finetuned_pearson:{m}")
+                mean_band(ax, tuned, ("network",), "sts_finetune_step", label=f"{m} (fine-tuned f)", linestyle="--",
+                          marker="o", color=f"C{j}", gid=f"sts_finetuned_pearson:{m}")
     if not drawn:
         raise NotDrawable("no STS-B Pearson score has been computed yet")
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set(xlabel="t", ylabel="Pearson r (STS-B)")
-    ax.legend(fontsize="small")
+    mean_legend(ax, "replicates")
     return fig
 
 
@@ -95,7 +96,8 @@ def _letters(ds: xr.Dataset) -> np.ndarray:
         title="Trajectory analysis for STS-B score classes")
 def score_classes(ds: xr.Dataset) -> Figure:
     """Per model: lambda(t) per step averaged over its replicates and the samples of each score
-    class (floor of the score, 5 in the last), and N_eff(t) of each class, with 95% bootstrap bands.
+    class (floor of the score, 5 in the last), and N_eff(t) of each class, with 95% bootstrap bands
+    and each line's n.
     (The paper's left panel also shows the Wikipedia sentences' lambda(t): that is Fig. 2C of
     another store.)"""
     if "score" not in ds.coords:
@@ -112,15 +114,17 @@ def score_classes(ds: xr.Dataset) -> Figure:
             samples = np.flatnonzero(cls == c)
             if samples.size:
                 lam = of_model(ds["lyapunov_per_step"], m).isel(sample=samples)
-                mean_band(axes[0, k], lam, ("network", "sample"), "lyapunov_step", label=name, color=f"C{c}",
+                mean_band(axes[0, k], lam, ("network", "sample"), "lyapunov_step", label=f"score {name}", color=f"C{c}",
                           gid=f"lle:{m}:{name}")
             neff = of_model(ds["effective_dimension_class"], m).sel(score_class=name)
             if np.isfinite(neff.values).any():
-                mean_band(axes[1, k], neff, ("network",), "neff_step", label=name, color=f"C{c}", gid=f"neff:{m}:{name}")
+                mean_band(axes[1, k], neff, ("network",), "neff_step", label=f"score {name}", color=f"C{c}",
+                          gid=f"neff:{m}:{name}")
         axes[0, k].axhline(0, color="grey", linewidth=0.5)
         axes[0, k].set(title=m, ylabel=r"$\lambda(t)$ per step")
         axes[1, k].set(xlabel="t", ylabel=r"$N_\mathrm{eff}(t)$")
-        axes[0, k].legend(title="score", fontsize="small")
+        mean_legend(axes[0, k], "replicates and samples")
+        mean_legend(axes[1, k], "replicates")
     return fig
 
 

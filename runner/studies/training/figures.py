@@ -22,7 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from runner.figures import NotDrawable, recipe
-from runner.plotting import new_figure
+from runner.plotting import mean_legend, new_figure, pair_counts, standard_error, stat_note
 
 STUDY = "training"
 CH4 = "Saphra 2021, Ch. 4"
@@ -136,6 +136,10 @@ def between_layers(ds: xr.Dataset) -> Figure:
 @recipe(study=STUDY, id="ch4_fig6_7", reproduces=f"{CH4}, Figs. 6-7", needs=("probe_accuracy",),
         title="Diagnostic classifiers: input tag (left) and next tag (right)")
 def diagnostic(ds: xr.Dataset) -> Figure:
+    """Held-out probe accuracy per tag set and layer over training; black dashed, per tag set: the
+    majority class's accuracy (``probe_majority``: always predicting the most frequent tag of the
+    training split), the baseline a probe must beat (the thesis, Ch. 4, after Zhang and Bowman 2018:
+    probes may only memorise each word's most frequent tag)."""
     acc = ds["probe_accuracy"]
     net = _lms(ds)[0]
     fig = new_figure(10, 4)
@@ -148,12 +152,30 @@ def diagnostic(ds: xr.Dataset) -> Figure:
                 if _finite(line):
                     _by_epoch(ax, line, f"{tagset} {layer}")
                     drawn += 1
+        for k, tagset in enumerate(acc["tagset"].values):
+            if "probe_majority" in ds:
+                _majority(ax, ds["probe_majority"].sel(network=net, tag_target=target, tagset=tagset), str(tagset),
+                          ("--", "-.", ":")[k % 3])
         _rescales(ax, ds, net)
         ax.set(xlabel="training step" if _suite(ds) else "epoch", ylabel="probe accuracy", title=f"tag of {'x_t' if target == 'current' else 'x_t+1'}")
         ax.legend(fontsize="x-small")
     if not drawn:
         raise NotDrawable("no diagnostic classifier has been trained yet")
     return fig
+
+
+def _majority(ax: Axes, majority: xr.DataArray, tagset: str, linestyle: str) -> None:
+    """The majority-class accuracy of ``tagset``: a horizontal line with its value when it is the same
+    at every checkpoint and layer (the same labels and split), else its line over the checkpoints."""
+    values = majority.values[np.isfinite(majority.values)]
+    if not values.size:
+        return
+    style = {"color": "k", "linestyle": linestyle, "linewidth": 1.0, "gid": f"majority:{tagset}"}
+    if np.ptp(values) <= 1e-12:
+        ax.axhline(values[0], label=f"majority class ({tagset}): {values[0]:.3f}", **style)
+    else:
+        per_checkpoint = majority.mean("layer")
+        _by_epoch(ax, per_checkpoint, f"majority class ({tagset})", **style)
 
 
 @recipe(study=STUDY, id="ch4_fig8_11", reproduces=f"{CH4}, Figs. 8-11", needs=("svcca_tagger", "cka_tagger"),
@@ -268,12 +290,24 @@ def _scaffold_curves(ds: xr.Dataset, da: xr.DataArray, ax: Axes, ylabel: str) ->
     for label, k, fam, nets in groups:
         line = scaffold_mean(da, nets)
         if _finite(line):
-            ax.plot(line["epoch"].values, line.values, marker=".", color=colours[k], linestyle="--" if fam else "-",
-                    label=label)
+            _mean_with_band(ax, line["epoch"].values, line.values, scaffold_se(da, nets), len(nets), label,
+                            marker=".", color=colours[k], linestyle="--" if fam else "-")
             drawn += 1
     ax.set(xlabel="epoch", ylabel=ylabel)
-    ax.legend(fontsize="x-small")
+    mean_legend(ax, "seeds", band="se", fontsize="x-small")
     return drawn
+
+
+def scaffold_se(da: xr.DataArray, networks: list[str]) -> np.ndarray:
+    """The standard error over the seeds of :func:`scaffold_mean` (NaN with one seed)."""
+    return standard_error(da.sel(network=networks).transpose("network", ...).values, axis=0)
+
+
+def _mean_with_band(ax: Axes, x, mean, se, n: int, label: str, **style) -> None:
+    """A mean line labelled with its n, and its +-1 s.e. band where there is one."""
+    line = ax.plot(x, mean, label=f"{label} (n={n})", **style)[0]
+    if np.isfinite(se).any():
+        ax.fill_between(x, mean - se, mean + se, color=line.get_color(), alpha=0.2, linewidth=0)
 
 
 @recipe(study=STUDY, id="ch5_fig7", reproduces=f"{CH5}, Fig. 7", needs=("rule_target_probability",),
@@ -325,11 +359,13 @@ def rule_cd_prefix(ds: xr.Dataset) -> Figure:
             if c is None:
                 continue
             line = mean.sel(checkpoint=c, prefix_length=slice(0, k))
-            ax.plot(line["prefix_length"].values, line.values, marker="o", color="C0", linestyle="--" if fam else "-",
-                    label=f"{label}, epoch {float(ds['epoch'].values[c]):.3g}")
+            se = scaffold_se(p.sel(test_domain=domain, checkpoint=c, prefix_length=slice(0, k)), nets)
+            _mean_with_band(ax, line["prefix_length"].values, line.values, se, len(nets),
+                            f"{label}, epoch {float(ds['epoch'].values[c]):.3g}", marker="o", color="C0",
+                            linestyle="--" if fam else "-")
             drawn += 1
         ax.set(xlabel="i (scaffold words after alpha in focus)", title=title)
-        ax.legend(fontsize="x-small")
+        mean_legend(ax, "seeds", band="se", fontsize="x-small")
     axes[0].set_ylabel("P(omega | alpha q_1..q_i) by CD")
     if not drawn:
         raise NotDrawable(f"no prefix CD probability has been computed yet for k = {k}")
@@ -362,12 +398,15 @@ def di_by_distance(ds: xr.Dataset) -> Figure:
     fig = new_figure()
     ax = fig.subplots()
     drawn = 0
+    counts = []
     for net in _lms(ds):
         da = ds["di_sequential"].sel(network=net)
         c = last_measured(da)
         if c is None:
             continue
-        line = enough(da.sel(checkpoint=c), ds["di_sequential_count"].sel(network=net, checkpoint=c))
+        count = ds["di_sequential_count"].sel(network=net, checkpoint=c)
+        line = enough(da.sel(checkpoint=c), count)
+        counts.append(count.where(np.isfinite(line)))
         if _finite(line):
             ax.plot(line["seq_distance"].values, line.values, marker="o",
                     label=f"{net}, epoch {float(ds['epoch'].values[c]):.3g}")
@@ -376,6 +415,8 @@ def di_by_distance(ds: xr.Dataset) -> Figure:
         raise NotDrawable("no word pair has enough cases yet (min_cases) at any sequential distance")
     ax.set(xlabel="sequential distance r - l", ylabel="mean DI")
     ax.legend(fontsize="small")
+    stat_note(ax, f"each point: the mean over its word pairs, {pair_counts(xr.concat(counts, 'network'))} "
+                  "(no band: the store keeps means and counts)")
     return fig
 
 
@@ -387,7 +428,8 @@ def di_by_syntax(ds: xr.Dataset) -> Figure:
         raise NotDrawable("no syntactic DI has been computed yet")
     da = ds["di_syntactic"].sel(network=net)
     c = last_measured(da)
-    mean = enough(da.sel(checkpoint=c), ds["di_syntactic_count"].sel(network=net, checkpoint=c))
+    count = ds["di_syntactic_count"].sel(network=net, checkpoint=c)
+    mean = enough(da.sel(checkpoint=c), count)
     panels = [d for d in mean["seq_distance"].values if _finite(mean.sel(seq_distance=d))]
     if not panels:
         raise NotDrawable("no (sequential, syntactic) distance has enough cases (min_cases) to plot a mean")
@@ -401,4 +443,6 @@ def di_by_syntax(ds: xr.Dataset) -> Figure:
         ax.set(xlabel="syntactic distance", title=f"sequential distance {int(d)}")
         ax.legend(fontsize="x-small")
     axes[0].set_ylabel(f"mean DI ({net}, epoch {float(ds['epoch'].values[c]):.3g})")
+    stat_note(axes[0], f"each point: the mean over its word pairs, {pair_counts(count.where(np.isfinite(mean)))} "
+                       "(no band: the store keeps means and counts)")
     return fig

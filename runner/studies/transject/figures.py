@@ -38,9 +38,24 @@ def _measured_nets(ds: xr.Dataset, name: str) -> list[tuple[str, str]]:
     return out
 
 
+#: Token pairs drawn per panel of Fig. 1 at most (the first ones of the ``pair`` coordinate).
+MAX_PAIRS = 8
+
+
+def pair_label(ds: xr.Dataset, pair: str) -> str:
+    """A legend label of a ``pair`` of the distances measure: its two tokens, quoted, and their
+    positions in the analysis sentence (``"[SM" (0) and "8" (1)`` for the coordinate ``0:[SM~1:8``)."""
+    i, j = (int(ds[c].sel(pair=pair)) for c in ("pair_first", "pair_second"))
+    a, b = pair.split("~", 1)
+    a, b = a.removeprefix(f"{i}:"), b.removeprefix(f"{j}:")
+    return f'"{a}" ({i}) and "{b}" ({j})'
+
+
 @recipe(study=STUDY, id="fig1", reproduces=f"{PAPER}, Fig. 1", needs=("pair_euclidean", "pair_cosine"),
         title="Layer-wise distances between token pairs")
 def distances(ds: xr.Dataset) -> Figure:
+    """Per model (its first seed, last measured checkpoint): the Euclidean and cosine distance of
+    each token pair (at most ``MAX_PAIRS``) at every layer."""
     nets = _measured_nets(ds, "pair_euclidean")
     fig = new_figure(4.0 * len(nets), 6.0)
     axes = np.atleast_2d(fig.subplots(2, len(nets), squeeze=False))
@@ -49,10 +64,13 @@ def distances(ds: xr.Dataset) -> Figure:
         for row, (name, what) in enumerate((("pair_euclidean", "Euclidean distance"), ("pair_cosine", "cosine distance"))):
             ax = axes[row, k]
             da = last_measured(ds[name].sel(network=net))
-            for pair in da["pair"].values[:8]:
-                ax.plot(layers, da.sel(pair=pair).values, marker=".", label=str(pair))
+            for pair in da["pair"].values[:MAX_PAIRS]:
+                ax.plot(layers, da.sel(pair=pair).values, marker=".", label=pair_label(ds, str(pair)))
             ax.set(xlabel="layer", ylabel=what, xticks=layers, title=model if row == 0 else "")
-        axes[0, k].legend(fontsize="xx-small")
+    shown, total = min(MAX_PAIRS, ds.sizes["pair"]), ds.sizes["pair"]
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right upper", fontsize="x-small",
+               title_fontsize="x-small",
+               title="token (position)" + (f"\n{shown} of {total} pairs" if shown < total else ""))
     return fig
 
 
@@ -83,7 +101,8 @@ def _boxes(ax, stats: list[dict], positions, color: str, width: float) -> None:
 
 
 def _quantile_boxes(ds: xr.Dataset, name: str, ylabel: str, skip_embedding: bool) -> Figure:
-    """One box per (model, layer) from stored quantiles (whiskers 5-95 %), pooled over seeds by the median."""
+    """One box per (model, layer) from stored quantiles (whiskers 5-95 %), pooled over seeds by the
+    median (each label gives the seeds pooled)."""
     da = ds[name]
     q = list(np.round(da["quantile"].values, 4))
     need = [0.05, 0.25, 0.5, 0.75, 0.95]
@@ -117,7 +136,7 @@ def _quantile_boxes(ds: xr.Dataset, name: str, ylabel: str, skip_embedding: bool
             pos.append(i + (k - (len(ms) - 1) / 2) * width)
         if stats:
             _boxes(ax, stats, pos, f"C{k}", width * 0.9)
-            ax.plot([], [], color=f"C{k}", linewidth=6, alpha=0.5, label=model)
+            ax.plot([], [], color=f"C{k}", linewidth=6, alpha=0.5, label=f"{model} (n={len(cells)} seeds)")
             drawn += 1
     if not drawn:
         raise NotDrawable(f"no {name} has been computed yet")
@@ -146,7 +165,11 @@ def expert_weights(ds: xr.Dataset) -> Figure:
     width = 0.8 / len(ms)
     for k, model in enumerate(ms):
         values = [[] for _ in layers]
+        seeds = 0
         for net in of_model(da, model)["network"].values:
+            if not np.isfinite(da.sel(network=net).values).any():
+                continue
+            seeds += 1
             cell = last_measured(da.sel(network=net))
             for i, layer in enumerate(layers):
                 w = cell.sel(encoder_layer=layer).values
@@ -157,7 +180,7 @@ def expert_weights(ds: xr.Dataset) -> Figure:
                            patch_artist=True, showfliers=True)
         for box in parts["boxes"]:
             box.set(facecolor=f"C{k}", alpha=0.5)
-        ax.plot([], [], color=f"C{k}", linewidth=6, alpha=0.5, label=model)
+        ax.plot([], [], color=f"C{k}", linewidth=6, alpha=0.5, label=f"{model} (n={seeds} seeds)")
     n_exp = ds.sizes["expert"]
     ax.axhline(1 / n_exp, color="grey", linestyle=":", linewidth=0.8, label="uniform")
     ax.set_xticks(range(len(layers)), [str(x) for x in layers])

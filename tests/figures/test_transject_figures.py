@@ -1,0 +1,36 @@
+"""TransJect recipes on the tiny TransJect store: readable legends, and n on pooled distributions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from runner.figures import recipes
+
+
+@pytest.fixture(scope="module")
+def ds(transject_store):
+    return xr.open_zarr(transject_store, consolidated=False)
+
+
+def test_fig1_labels_pairs_by_their_tokens_and_positions(ds):
+    fig = recipes("transject")["fig1"].draw(ds)
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    pairs = ds["pair"].values[:8]
+    assert len(labels) == len(pairs) == 8
+    for label, pair in zip(labels, pairs, strict=True):
+        i, j = int(ds["pair_first"].sel(pair=pair)), int(ds["pair_second"].sel(pair=pair))
+        a, b = str(pair).split("~")  # the coordinate reads "0:[SM~1:8": position:token of each
+        assert "~" not in label and label == f'"{a.split(":", 1)[1]}" ({i}) and "{b.split(":", 1)[1]}" ({j})'
+    assert legend.get_title().get_text() == f"token (position)\n8 of {ds.sizes['pair']} pairs"
+    ax = fig.axes[0]
+    np.testing.assert_array_equal(ax.lines[0].get_ydata(), ds["pair_euclidean"].isel(network=0, pair=0)
+                                  .isel(checkpoint=-1).values)
+
+
+def test_pooled_boxes_state_their_seeds(ds):
+    for fig_id in ("fig5a", "fig5b"):
+        labels = [t.get_text() for t in recipes("transject")[fig_id].draw(ds).axes[0].get_legend().get_texts()]
+        assert "transject (n=2 seeds)" in labels, labels
