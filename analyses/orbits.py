@@ -10,7 +10,8 @@ orbit revisits, p steps later, where it was). With D_p(t) = ||x_t - x_{t-p}|| ov
 of the window (t - p inside the window, p <= window / 2) and the orbit's size
 s = sqrt(mean_t ||x_t - mean x||^2) over the window:
 
-- **diverged**: a state in the window is not finite;
+- **diverged**: a state in the window is not finite, or the largest norm grew more than ``growth``
+  (10) times from the first half of the window to the second (running away, still finite);
 - **fixed point**: the steps D_1 in the last quarter of the window are below ``fixed_tol`` times
   the state's RMS norm (the orbit stopped moving to within rounding), or it is converging: the
   steps shrink at 95% of the steps of the last half, and by half from the first quarter of the
@@ -60,7 +61,7 @@ class Orbits:
 
 
 def classify_orbits(x: Tensor, *, max_period: int | None = None, periodic_tol: float = 1e-3,
-                    recurrence: float = 0.1, fixed_tol: float = 1e-5) -> Orbits:
+                    recurrence: float = 0.1, fixed_tol: float = 1e-5, growth: float = 10.0) -> Orbits:
     """Classify each sample's orbit from its last states ``x``: ``(window, samples, ...)``, in time
     order. ``max_period`` defaults to half the window (longer lags cannot be seen twice)."""
     x = tensor(x, "x", min_ndim=2).to(torch.float64)
@@ -75,6 +76,8 @@ def classify_orbits(x: Tensor, *, max_period: int | None = None, periodic_tol: f
     P = min(max_period or half, half)
     finite = torch.isfinite(x).all(-1).all(0)
     x = torch.where(finite[None, :, None], x, 0.0)
+    norms = x.norm(dim=-1)
+    finite &= ~(norms[half:].amax(0) > growth * norms[:half].amax(0))  # still finite, but running away
     size = (x - x.mean(0)).square().sum(-1).mean(0).sqrt()
     norm = x.square().sum(-1).mean(0).sqrt()
     steps = (x[1:] - x[:-1]).norm(dim=-1)

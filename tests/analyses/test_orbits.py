@@ -63,6 +63,8 @@ def test_contracting_maps_reach_a_fixed_point():
 def test_diverged_and_censored():
     blowup = torch.from_numpy(iterate(lambda x: x * x, 2.0, 20)).reshape(-1, 1, 1)  # inf by step 11
     assert classes(classify_orbits(blowup)) == ["diverged"]
+    running_away = torch.from_numpy(iterate(lambda x: 1.5 * x, 1.0, 300)[-200:]).reshape(-1, 1, 1)  # finite, ~1e35
+    assert classes(classify_orbits(running_away)) == ["diverged"]
     assert classes(classify_orbits(logistic(3.2)[:5])) == ["censored"]
 
 
