@@ -37,6 +37,7 @@ def _comparable(entry: dict) -> dict:
     return {**entry, "dtype": "str" if string else entry["dtype"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_stored_values_are_bitwise_unchanged(name, tmp_path):
     if fingerprint() != VALUES["fingerprint"]:

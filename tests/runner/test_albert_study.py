@@ -85,6 +85,7 @@ every = 2
 """
 
 
+@pytest.mark.slow
 def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
     spec = write_spec(tmp_path, SPEC.format(model=tiny_albert, corpus=corpus))
     plan = run_cli("plan", spec, cwd=tmp_path)

@@ -65,6 +65,7 @@ def test_reference_maps_give_known_exponents_through_the_runner(tmp_path):
     assert internal(ds.attrs)["spec_toml"] == spec.read_text()
 
 
+@pytest.mark.slow
 def test_apply_is_idempotent_and_reruns_only_what_changed(tmp_path):
     spec = write_spec(tmp_path, maps_spec("idem"))
     assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
@@ -112,6 +113,7 @@ def resume_reference(tmp_path_factory):
     return reference
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["kill -9", "ctrl-c", "sigterm"])
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, how, resume_reference):
     text, reference = RESUME, resume_reference

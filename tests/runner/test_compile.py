@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from runner.store import read_tasks
@@ -42,6 +43,7 @@ kind = "effective_dimension"
 """
 
 
+@pytest.mark.slow
 def test_a_compiled_map_gives_the_eager_values_under_new_ids(in_process, tmp_path):
     from tests.runner.helpers import write_spec
 

@@ -163,6 +163,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_quickstart_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_path, one_thread):
     """Calibrated just before the run, in the same process and on the same thread count; compared on
     the total (passes average out). Should another user's burst still land in one window, a fresh

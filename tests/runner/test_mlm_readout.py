@@ -82,6 +82,7 @@ def store(tmp_path_factory, albert) -> xr.Dataset:
     return xr.open_zarr(root / "store/mlm.zarr", consolidated=False)
 
 
+@pytest.mark.slow
 def test_the_pretrained_head_beats_the_initial_network_at_its_depth(store, albert):
     from models.tiny import TINY_CONFIG
 

@@ -147,6 +147,7 @@ def test_a_store_whose_records_are_gone_is_not_overwritten(applied, in_process):
     assert len(versions(store)) == 1 and len(read_tasks(store)) == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", [1, 2])
 def test_kill_9_during_a_replace_loses_nothing(point, tmp_path):
     """Killed after the old store was kept (1) or after its records went (2): the version is whole,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import xarray as xr
 
 from runner.layout import internal
@@ -28,6 +29,7 @@ def _records(store):
     return read_tasks(store)
 
 
+@pytest.mark.slow
 def test_a_sweep_runs_each_point_once_and_reads_as_one_dataset(tmp_path):
     spec = write_spec(tmp_path, spec_text([4, 8]))
     plan = run_cli("plan", spec, cwd=tmp_path)

@@ -28,6 +28,7 @@ def _env(**extra):
     return env
 
 
+@pytest.mark.slow
 def test_kill_resume_matches_uninterrupted_run(tmp_path):
     ref_spec = tiny_spec(tmp_path, "ref")
     out = apply(prepare(ref_spec), quiet=True)

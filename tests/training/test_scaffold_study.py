@@ -46,6 +46,7 @@ def _final(ds, name, **sel):
     return {str(n): float(da.sel(network=n)) for n in ds["network"].values}
 
 
+@pytest.mark.slow
 def test_familiar_scaffolds_are_more_interdependent_in_domain(ds):
     di = _final(ds, "rule_di", test_domain="in_domain")
     familiar = [n for n in di if ds["familiar_scaffold"].sel(network=n)]

@@ -121,6 +121,7 @@ async def test_the_monitor_app_plots_them(tiny_store, monkeypatch):
     assert app.return_code == 0
 
 
+@pytest.mark.slow
 def test_kill_9_mid_training_then_resume_equals_the_uninterrupted_run(tiny_store, tmp_path):
     spec = tiny_spec(tmp_path, "killed")
     # epoch 2, step 9 of the fourth network (entropic draws and Adam state in flight); its last durable point
