@@ -74,20 +74,34 @@ def _cgroup_quota(root: Path) -> float | None:
         return None
 
 
-def other_runnable(samples: int = 5, loadavg: Path = Path("/proc/loadavg")) -> int:
-    """Runnable processes other than this one, now: the median of a few readings of the kernel's
-    count of runnable threads (``/proc/loadavg``'s fourth field counts the reader itself). 0 where
-    the kernel does not say."""
+def other_runnable(samples: int = 5, loadavg: Path = Path("/proc/loadavg"), own: Path = Path("/proc/self/task")) -> int:
+    """Runnable threads of other processes, now: the median of a few readings of the kernel's count
+    of runnable threads (``/proc/loadavg``'s fourth field), less this process's own running
+    threads (the reader included). 0 where the kernel does not say."""
     seen = []
     for i in range(samples):
         try:
             running = int(loadavg.read_text().split()[3].split("/")[0])
         except (OSError, ValueError, IndexError):
             return 0
-        seen.append(max(0, running - 1))
+        seen.append(max(0, running - max(1, _running_threads(own))))
         if i < samples - 1:
             time.sleep(0.01)
     return sorted(seen)[len(seen) // 2]
+
+
+def _running_threads(tasks: Path) -> int:
+    """This process's threads in state R (running or runnable)."""
+    n = 0
+    try:
+        for stat in tasks.glob("*/stat"):
+            try:
+                n += stat.read_text().rsplit(")", 1)[1].split()[0] == "R"
+            except (OSError, IndexError):
+                continue
+    except OSError:
+        return 1
+    return n
 
 
 def requested_by_environment() -> int | None:

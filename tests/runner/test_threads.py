@@ -56,7 +56,12 @@ def test_a_cgroup_quota_caps_the_affinity_mask(tmp_path):
 def test_other_runnable_processes_leave_out_the_reader(tmp_path):
     loadavg = tmp_path / "loadavg"
     loadavg.write_text("1.50 0.90 0.40 3/412 9876\n")
-    assert other_runnable(samples=1, loadavg=loadavg) == 2
+    assert other_runnable(samples=1, loadavg=loadavg, own=tmp_path / "none") == 2  # the reader left out
+    own = tmp_path / "task"
+    for tid, state in ((1, "R"), (2, "R"), (3, "S")):
+        (own / str(tid)).mkdir(parents=True)
+        (own / str(tid) / "stat").write_text(f"{tid} (python3 (worker)) {state} 1 2 3\n")
+    assert other_runnable(samples=1, loadavg=loadavg, own=own) == 1  # two of the three are this process's
     assert other_runnable(samples=1, loadavg=tmp_path / "missing") == 0
 
 

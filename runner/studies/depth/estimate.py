@@ -150,13 +150,22 @@ def thread_key(spec: DepthSpec, networks: list[Network]) -> dict:
     return {"study": "depth", "torch": torch.__version__,
             "model": net.model.model_dump(mode="json", exclude={"name", "replicates", "init", "precision"}),
             "precision": net.precision, "implementation": spec.dynamics.implementation,
-            "batch": spec.dynamics.batch_size or spec.input.samples, "tokens": net.n_tokens, "hidden": net.n_hidden}
+            "batch": probe_batch(spec), "tokens": net.n_tokens, "hidden": net.n_hidden}
+
+
+def probe_batch(spec: DepthSpec) -> int:
+    """The rows a pass applies the map to at once: the samples and the twins of the measures that
+    iterate perturbed twins (the Lyapunov exponent's), or the micro-batch."""
+    registry = measures("depth")
+    twins = sum(registry[m.kind](m).n_twins(spec.input.samples) for m in spec.measure
+                if registry[m.kind].when == "step" and registry[m.kind].twin)
+    return spec.dynamics.batch_size or spec.input.samples + twins
 
 
 def thread_probe(spec: DepthSpec, networks: list[Network], device: torch.device):
-    """One application of the heaviest network's map to a batch the size the run uses (random
-    token ids: the cost does not depend on them), for :mod:`runner.threads`; None when its model
-    is not built or cached yet."""
+    """One application of the heaviest network's map to a batch the size the run uses, twins of
+    the Lyapunov exponent included (random token ids: the cost does not depend on them), for
+    :mod:`runner.threads`; None when its model is not built or cached yet."""
     from models.base import MapInputs
     from runner.studies.depth.iterate import build_map
 
@@ -164,7 +173,7 @@ def thread_probe(spec: DepthSpec, networks: list[Network], device: torch.device)
     if _not_built(net):
         return None
     model = build_map(spec, net, device)
-    S, N = spec.dynamics.batch_size or spec.input.samples, net.n_tokens
+    S, N = probe_batch(spec), net.n_tokens
     gen = torch.Generator().manual_seed(0)
     if net.model.is_map:
         inputs = MapInputs(S, generator=gen)
