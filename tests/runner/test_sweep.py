@@ -52,6 +52,8 @@ def test_a_sweep_runs_each_point_once_and_reads_as_one_dataset(tmp_path):
     assert list(ds["samples"].values) == [4, 8, 16] and list(ds["steps"].values) == [20, 30]
     tree = xr.open_datatree(root, engine="zarr", consolidated=False)
     assert len(tree.children) == 6
+    consolidated = xr.open_datatree(root, engine="zarr", consolidated=True)  # as the README opens it
+    assert len(consolidated.children) == 6 and consolidated["samples=8,steps=30"]["deviation"].attrs["units"] == "1"
 
     # a point equals the same spec run alone
     alone = tmp_path / "alone"
