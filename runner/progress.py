@@ -26,7 +26,11 @@ def eta_text(seconds: float | None) -> str:
 
 @dataclass
 class Work:
-    """The whole run's work, for its overall rate and ETA: steps, and the groups without steps."""
+    """The whole run's work, for its overall rate and ETA: steps, and the groups without steps.
+
+    The plan's estimate (runner.estimate) does not weight the work left: it times steps only and
+    counts measure tasks as 0 s (a lower bound), which is the time this ETA must not leave out.
+    A group without steps instead counts at the mean duration of those that ran."""
 
     steps_total: int = 0
     stepless_total: int = 0
