@@ -12,8 +12,7 @@ import time
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TaskID, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TaskID, TextColumn
 from rich.table import Column
 from rich.text import Text
 
@@ -27,7 +26,11 @@ def eta_text(seconds: float | None) -> str:
 
 @dataclass
 class Work:
-    """The whole run's work, for its overall rate and ETA: steps, and the groups without steps."""
+    """The whole run's work, for its overall rate and ETA: steps, and the groups without steps.
+
+    The plan's estimate (runner.estimate) does not weight the work left: it times steps only and
+    counts measure tasks as 0 s (a lower bound), which is the time this ETA must not leave out.
+    A group without steps instead counts at the mean duration of those that ran."""
 
     steps_total: int = 0
     stepless_total: int = 0
@@ -55,16 +58,59 @@ class Work:
         return eta + (stepless_left * self.stepless_seconds / self.stepless_done if stepless_left > 0 else 0.0)
 
 
-def columns() -> list:
-    """The bars' columns: only the label shrinks (with an ellipsis) on a narrow terminal; counts,
-    rate, elapsed time and ETA keep their full width."""
+#: The narrowest the label may get before a narrower layout drops the bar (then the word "steps").
+MIN_LABEL = 12
+CLOCK = 8
+"""Characters of an elapsed time or ETA, up to 99:59:59."""
+
+
+def layout(width: int, total_digits: int) -> str:
+    """Which columns fit ``width`` with a label of at least ``MIN_LABEL`` characters: "full" (bar and
+    "steps/s"), "compact" (no bar, "/s"), or "minimal" (no rate). Counts of ``total_digits`` digits,
+    elapsed time and ETA are always whole; only the label gives way."""
+    counts = 2 * total_digits + 1
+    fixed = counts + CLOCK + 4 + CLOCK  # counts, elapsed, "ETA " and its clock
+    if MIN_LABEL + 12 + fixed + len("123456 steps/s") + 5 <= width:
+        return "full"
+    if MIN_LABEL + fixed + len("123456/s") + 4 <= width:
+        return "compact"
+    return "minimal"
+
+
+def columns(kind: str = "full") -> list:
+    """The bars' columns of a ``layout``: only the label shrinks (with an ellipsis) on a narrow
+    terminal; counts, rate, elapsed time and ETA keep their full width."""
     fixed = dict(no_wrap=True, overflow="ignore")
-    return [_Label(table_column=Column(ratio=1)),
-            BarColumn(bar_width=12, table_column=Column(no_wrap=True)),
-            MofNCompleteColumn(table_column=Column(**fixed)),
-            TextColumn("{task.fields[rate]:>6} steps/s", table_column=Column(**fixed)),
-            TimeElapsedColumn(table_column=Column(**fixed)),
-            TextColumn("ETA {task.fields[eta]}", table_column=Column(**fixed))]
+    label = [_Label(table_column=Column(ratio=1))]
+    bar = [BarColumn(bar_width=12, table_column=Column(no_wrap=True))] if kind == "full" else []
+    rate = {"full": [TextColumn("{task.fields[rate]:>6} steps/s", table_column=Column(**fixed))],
+            "compact": [TextColumn("{task.fields[rate]:>6}/s", table_column=Column(**fixed))]}.get(kind, [])
+    return label + bar + [MofNCompleteColumn(table_column=Column(**fixed))] + rate + [
+        _Elapsed(table_column=Column(**fixed)), TextColumn("ETA {task.fields[eta]}", table_column=Column(**fixed))]
+
+
+class _Progress(Progress):
+    """rich's Progress, with the layout chosen for the console's width at each refresh (a terminal
+    can be resized while a run goes on)."""
+
+    def __init__(self, console: Console, **kwargs):
+        self.layouts = {kind: columns(kind) for kind in ("full", "compact", "minimal")}
+        self.screen = console
+        super().__init__(*self.layouts["full"], console=console, **kwargs)
+
+    def make_tasks_table(self, tasks):
+        tasks = list(tasks)
+        digits = max((len(str(int(t.total))) for t in tasks if t.total is not None), default=1)
+        self.columns = tuple(self.layouts[layout(self.screen.width, digits)])
+        return super().make_tasks_table(tasks)
+
+
+class _Elapsed(ProgressColumn):
+    """Time since the task started, as h:mm:ss like the ETA (hours past 24 too)."""
+
+    def render(self, task) -> Text:
+        elapsed = task.finished_time if task.finished else task.elapsed
+        return Text(eta_text(elapsed), style="progress.elapsed")
 
 
 class _Label(ProgressColumn):
@@ -76,10 +122,14 @@ class _Label(ProgressColumn):
 
 
 def rate_text(rate: float) -> str:
-    """Steps per second in at most 6 characters: 0.25, 18.3, 1234, 12.3k."""
-    if rate >= 10_000:
-        return f"{rate / 1000:.1f}k" if rate < 1e6 else f"{rate / 1e6:.1f}M"
-    return f"{rate:.0f}" if rate >= 100 else f"{rate:.2g}" if rate < 1 else f"{rate:.1f}"
+    """Steps per second in at most 6 characters: 0.25, 18.3, 1234, 12.3k, 457k, 3.4M."""
+    if rate < 10_000:
+        return f"{rate:.0f}" if rate >= 100 else f"{rate:.2g}" if rate < 1 else f"{rate:.1f}"
+    for scale, unit in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        value = rate / scale
+        if value < 999.5:
+            return (f"{value:.1f}" if value < 99.95 else f"{value:.0f}") + unit
+    return ">999G"
 
 
 class ProgressView:
@@ -102,7 +152,7 @@ class ProgressView:
         self._work = Work(steps_total=total, stepless_total=stepless, t0=time.monotonic())
         self._say(f"running {tasks} task(s)")
         if self.live:
-            self._progress = Progress(*columns(), console=self.console, refresh_per_second=4)
+            self._progress = _Progress(console=self.console, refresh_per_second=4)
             self._guard(self._progress.start)
             if self._progress is not None:
                 self._overall = self._progress.add_task("all", total=max(total, 1), rate="", eta=eta_text(None))
@@ -130,8 +180,7 @@ class ProgressView:
             self._progress.advance(self._overall, max(delta, 0))
         self._work.steps_done += max(delta, 0)
         if self._progress is not None:
-            now = time.monotonic()
-            self._progress.update(self._overall, rate=rate_text(self._work.rate(now)), eta=eta_text(self._work.eta(now)))
+            self._show_overall()
         elif not self.quiet and step * 4 // bar["total"] > bar["reported"]:
             bar["reported"] = step * 4 // bar["total"]
             self._say(f"  {bar['label']}: step {step}/{bar['total']} ({self.rate(key):.1f} steps/s)")
@@ -151,6 +200,13 @@ class ProgressView:
         if steps == 0:
             self._work.stepless_done += 1
             self._work.stepless_seconds += seconds
+            if self._progress is not None:  # the overall ETA knows the groups' duration now
+                self._show_overall()
+
+    def _show_overall(self) -> None:
+        now = time.monotonic()
+        self._guard(self._progress.update, self._overall, rate=rate_text(self._work.rate(now)),
+                    eta=eta_text(self._work.eta(now)))
 
     def fail(self, key: int, message: str) -> None:
         self._say(f"FAILED {self._bars[key]['label']}: {message}", always=True)

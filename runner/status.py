@@ -65,7 +65,8 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
             tasks[t["id"]] = {**t, "state": "done" if t["id"] in records else "pending", "step": 0}
     for tid, rec in records.items():
         tasks.setdefault(tid, {"id": tid, "network": rec.get("network"), "network_label": rec.get("network_label"),
-                               "measure": rec.get("measure"), "kind": rec.get("kind"), "steps": 0})
+                               "measure": rec.get("measure"), "kind": rec.get("kind"), "steps": 0,
+                               "checkpoint": rec.get("checkpoint")})
         tasks[tid].update(state="done", seconds=rec.get("seconds"), resumed_from=rec.get("resumed_from"))
     run_events = [e for e in events if last_run and e.get("run") == last_run["run"]]
     finished = next((e for e in reversed(run_events) if e["event"] == "run_finished"), None)
@@ -118,8 +119,9 @@ def _preparing(events: list[dict], last_run: dict | None, is_alive) -> tuple[str
 
 
 def _order(t: dict) -> tuple:
+    """Network by network (the spec's order), then names with their numbers by value, then checkpoint."""
     return (t.get("network") if t.get("network") is not None else -1, natural(t.get("network_label")),
-            natural(t.get("measure")))
+            natural(t.get("measure")), t.get("checkpoint") if t.get("checkpoint") is not None else -1)
 
 
 def natural(text) -> tuple:
