@@ -67,6 +67,8 @@ def test_known_orbits_are_classified_and_shown(tmp_path):
     assert classes(ds, "contracting") == {"fixed_point"}
     assert ds.orbit_period.attrs["units"] == "steps" and "units" not in ds.orbit_class.attrs
     assert ds.orbit_class.attrs["flag_meanings"].split()[-1] == "not_applicable"
+    assert "Marwan" in ds.orbit_class.attrs["reference"] and "Inoue" not in ds.orbit_class.attrs["reference"]
+    assert "Lathrop & Kostelich 1989" in ds.attrs["references"]  # the criterion's papers, not the study's
     show = run_cli("show", tmp_path / "store/orbits.zarr", cwd=tmp_path).stdout
     assert "orbit class at the end of the run (orbit_class):" in show
     assert "6 periodic" in show and "6 chaotic" in show and "6 fixed point" in show

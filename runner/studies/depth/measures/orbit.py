@@ -39,6 +39,9 @@ class Params(DepthParams):
 class Orbit(TrajectoryMeasure):
     Params = Params
     shard = "samples"
+    reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "
+                 "Phys. Rev. A 40, 4028; Marwan, Romano, Thiel & Kurths 2007, Recurrence plots for the analysis of "
+                 "complex systems, Phys. Rep. 438, 237")
 
     def exit_period(self):
         return None  # it keeps every state of its window, which a sample leaving the batch would not give
