@@ -88,7 +88,8 @@ def test_sharded_passes_equal_unsharded_ones_and_a_stopped_run_resumes(in_proces
 def test_lyapunov_exponents_of_sharded_passes_equal_unsharded_ones(in_process, tmp_path, model):
     """Each shard iterates its samples' twins (drawn for the whole batch, then sliced): lambda(t) and
     the chaos lengths derived from it equal an unsharded run's."""
-    extra = '[[measure]]\nkind = "lyapunov"\ntau = 5\n\n[[measure]]\nkind = "transient_chaos"'
+    extra = ('[[measure]]\nkind = "lyapunov"\ntau = 5\n\n[[measure]]\nkind = "transient_chaos"\n\n'
+             '[[measure]]\nkind = "orbit"\nwindow = 16')  # per-sample orbit classes join along `sample` too
     for name in ("whole", "sharded"):
         write_spec(tmp_path, SPEC.format(name=name, extra=extra, model=model), f"{name}.toml")
     assert in_process("apply", "whole.toml", "-q")[0] == 0
@@ -106,7 +107,7 @@ def test_measures_that_read_all_samples_are_refused_before_compute(in_process, t
     assert code == 2 and "twin_distance iterates perturbed twins of chosen samples" in err and "Traceback" not in err
     write_spec(tmp_path, SPEC.format(name="pca", extra='[[measure]]\nkind = "pca"', model=model), "pca.toml")
     code, _, err = in_process("apply", "pca.toml", "--shards", "2")
-    assert code == 2 and "pca reads all samples at once" in err and "effective_dimension, lyapunov, token_deviation" in err
+    assert code == 2 and "pca reads all samples at once" in err and "effective_dimension, lyapunov, orbit, token_deviation" in err
     wide = maps_spec("wide", n=6000, measures='[[measure]]\nkind = "effective_dimension"')
     write_spec(tmp_path, wide, "wide.toml")
     code, _, err = in_process("apply", "wide.toml", "--shards", "2")
