@@ -10,7 +10,7 @@ Two workloads, each a real ``runner apply`` in a fresh process per configuration
 
 Configurations:
 
-- ``torch default``: torch's own thread count and OpenMP's default (spinning) waits;
+- ``torch default``: torch's own thread count (one per core);
 - ``one thread``: ``--threads 1``;
 - ``policy``: what ``runner apply`` does by itself (:mod:`runner.threads`), its timing of the
   candidates included when not cached yet.
@@ -41,9 +41,6 @@ CONFIGS = ("torch default", "one thread", "policy")
 WORKER = """
 import sys, time
 mode, spec = sys.argv[1], sys.argv[2]
-if mode == "policy":
-    from runner.threads import wait_passively
-    wait_passively()  # as the runner command does, before torch loads
 import torch
 from runner.apply import apply, prepare
 threads = {"torch default": torch.get_num_threads(), "one thread": 1, "policy": None}[mode]

@@ -39,9 +39,6 @@ class NoStore(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from runner.threads import wait_passively
-
-    wait_passively()  # before torch loads
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

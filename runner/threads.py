@@ -13,9 +13,10 @@ busy core ran the quickstart's tiny ALBERT 7x slower with 2 threads than with 1.
    used. Timings are cached beside the estimate's calibrations, under a key that includes the idle
    count, so a busy machine and a quiet one each measure once.
 
-OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, set by the ``runner`` command before
-torch loads unless the user set it): a waiting thread sleeps instead of spinning on a core another
-job needs.
+OpenMP keeps its default waits (a short spin, then sleep): measured on the quickstart with 2 idle
+cores, passive waits (``OMP_WAIT_POLICY=PASSIVE``) made 2 threads 18% slower, and on a busy machine
+the policy chooses no more threads than there are idle CPUs (unless timing says more pay), so that nothing spins on a
+core another job needs.
 """
 
 from __future__ import annotations
@@ -198,8 +199,3 @@ def use(choice: ThreadChoice) -> None:
 
     torch.set_num_threads(choice.threads)
 
-
-def wait_passively() -> None:
-    """Make OpenMP threads sleep rather than spin while they wait, unless the user chose; only
-    effective before torch is first imported."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
