@@ -7,7 +7,7 @@ busy core ran the quickstart's tiny ALBERT 7x slower with 2 threads than with 1.
 1. an explicit count (``runner apply --threads N``, ``[experiment] threads``, or ``OMP_NUM_THREADS``
    set by the user) is used as given;
 2. otherwise the candidates are 1 thread, the CPUs that are idle now (the CPUs this process may use,
-   by affinity and cgroup quota, less the other runnable processes) and all usable CPUs; a study
+   by affinity and cgroup quota, less the runnable threads of other processes) and all usable CPUs; a study
    that can time one step of its work (:meth:`runner.study.Study.thread_probe`) times each
    candidate on the model and batch at hand and the fastest wins; without a probe the idle count is
    used. Timings are cached beside the estimate's calibrations, under a key that includes the idle
@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from runner.estimate import NoEstimate
+
 #: Seconds of timing per candidate (at least two steps each, after one untimed warm-up step).
 PROBE_S = 0.3
 
@@ -38,7 +40,7 @@ class ThreadChoice:
     usable: int
     """CPUs this process may use (affinity, cgroup quota)."""
     busy: int
-    """Other runnable processes seen when choosing."""
+    """Runnable threads of other processes seen when choosing."""
     why: str
     """How the count was chosen, for ``plan``, ``show`` and the store's provenance."""
 
@@ -131,15 +133,13 @@ def choose(requested: int | None = None, source: str = "--threads", *, probe: Ca
     busy = other_runnable() if busy is None else busy
     idle = max(1, usable - busy)
     candidates = sorted({1, idle, usable})
-    load = f"{usable} usable CPUs, {busy} other runnable process{'es' * (busy != 1)}"
+    load = f"{usable} usable CPUs, {busy} runnable thread{'s' * (busy != 1)} of other processes"
     if probe is None:
         return ThreadChoice(idle, usable, busy, f"{load}: the idle ones")
 
     def measure() -> dict:
         step = probe()
         if step is None:  # nothing to time yet (its model is built or downloaded by the first apply)
-            from runner.estimate import NoEstimate
-
             raise NoEstimate("nothing to time yet")
         return {str(n): rate for n, rate in time_candidates(step, candidates).items()}
 
@@ -147,8 +147,6 @@ def choose(requested: int | None = None, source: str = "--threads", *, probe: Ca
         key = {"what": "threads", **(key or {}), "usable": usable, "idle": idle}
         rates = calibrated(key, measure) if calibrated is not None else measure()
     except Exception as err:  # a run is never refused for want of a timing
-        from runner.estimate import NoEstimate
-
         why = "not timed" if isinstance(err, NoEstimate) else f"timing failed: {type(err).__name__}"
         return ThreadChoice(idle, usable, busy, f"{load}: the idle ones ({why})")
     if not rates:

@@ -86,7 +86,7 @@ def test_the_faster_count_is_chosen_by_timing_the_probe(monkeypatch):
     slower_with_more = choose(probe=lambda: _costs(0.004, 0.0), usable=4, busy=0)
     assert slower_with_more.threads == 1, slower_with_more
     faster_with_more = choose(probe=lambda: (lambda: time.sleep(0.016 / torch.get_num_threads())), usable=4, busy=2)
-    assert faster_with_more.threads == 4 and "2 other runnable processes" in faster_with_more.why
+    assert faster_with_more.threads == 4 and "2 runnable threads of other processes" in faster_with_more.why
     assert "steps/s by thread count 1:" in faster_with_more.why
     assert torch.get_num_threads() == before  # timing leaves torch as it was
 
