@@ -120,12 +120,13 @@ class RunState:
         return rs
 
     def _progress(self, now: float) -> None:
-        """Whole-run progress by steps: one pass per network runs all its iterate tasks together."""
+        """Whole-run progress by steps: the tasks with steps of one network and kind run as one
+        (a depth pass runs all its iterate tasks together; a training run is one train task)."""
         passes: dict = {}
         derive_total = derive_done = 0
         for t in self.tasks:
-            if t.kind == "iterate" and t.steps:
-                key = t.network
+            if t.steps:
+                key = (t.network, t.kind)
                 cur = passes.get(key)
                 if cur is None or t.fraction < cur.fraction:
                     passes[key] = t

@@ -280,3 +280,13 @@ def test_a_run_that_is_preparing_is_shown_from_its_first_second(done_root):
     assert st["state"] == "preparing" and "drawing inputs" in st["message"]
     st = fold_status(done_root / "store" / "tiny.zarr", [*events, new], {}, is_alive=lambda pid: False)
     assert st["state"] == "interrupted"
+
+
+def test_a_training_run_has_a_header_eta_from_its_train_tasks():
+    from runner.tui.state import TaskRow
+
+    rs = RunState("store/t.zarr", state="running", started=0.0)
+    rs.tasks = [TaskRow("a", 0, "lm", "train", "train", "running", step=50, steps=200, steps_per_s=10.0),
+                TaskRow("b", 0, "lm", "svcca", "svcca", "done"), TaskRow("c", 0, "lm", "svcca", "svcca", "pending")]
+    rs._progress(now=10.0)
+    assert rs.fraction == 50 / 200 and rs.eta_s == (200 - 50) / 10.0  # not 0: the train task has steps
