@@ -3,24 +3,25 @@
 The calibration runs :func:`train` itself (forward, loss, backward, clipping, the SGD step) on a
 corpus of random tokens with the spec's vocabulary size and batch shape (a step's cost does not
 depend on which tokens), and stops it after a few timed steps. A train task costs its setup plus
-its steps (``steps_per_epoch x epochs``); disk is its checkpoints (and the resume file) at the
-model's size. A lower bound: checkpoint saves, epoch ends (validation, the resume file) and
-measure tasks are not timed (on a tiny corpus they are most of the time); a tagger is timed
-with 50 tags.
+its steps (``steps_per_epoch x epochs``), a validation pass over the real validation split's
+size per epoch, and its checkpoint and resume files (each timed once); disk is its checkpoints
+(and the resume file) at the model's size. A lower bound: the measure tasks are not timed; a
+tagger is timed with 50 tags.
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import torch
 
 from runner.data.corpus import Corpus, TagStreams, Variant
-from runner.data.tokens import Vocabulary
+from runner.data.tokens import Vocabulary, batchify
 from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
-from runner.studies.training.train import build_model, train
+from runner.studies.training.train import _save, build_model, evaluate, train
 
 TAGS = 50
 
@@ -36,25 +37,32 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
     for n, net in enumerate(p.spec.model):
         tasks = [t for t in p.tasks if t.network == n]
         trains = [t for t in tasks if t.kind == "train"]
+        valid = int(stats["tokens"][1])
         key = {"study": "training", "device": device_key(device), "torch": torch.__version__, "kind": net.kind,
-               "mode": net.mode if net.kind == "tagger" else None, "vocab": stats["vocab"],
+               "mode": net.mode if net.kind == "tagger" else None, "vocab": stats["vocab"], "valid_tokens": valid,
                "training": training.model_dump(mode="json", include={
-                   "embedding_dim", "hidden_dim", "num_layers", "dropout", "batch_size", "bptt", "clip", "momentum"})}
-        timed = calibrated(key, lambda net=net: time_training(net, training, stats["vocab"], device))
-        seconds = sum(timed["setup_s"] + t.steps * timed["step_s"] for t in trains)
-        checkpoints = len(p.state["steps"]) + 1  # and the resume file
+                   "embedding_dim", "hidden_dim", "num_layers", "dropout", "batch_size", "bptt", "clip", "momentum",
+                   "eval_batch_size"}), "v": 2}
+        timed = calibrated(key, lambda net=net: time_training(net, training, stats["vocab"], device, valid))
+        n_checkpoints = len(p.state["steps"])
+        # per epoch: a validation pass and the resume file; per checkpoint: its file and the resume file
+        ends = training.epochs * (timed["eval_s"] + timed["save_s"]) + 2 * n_checkpoints * timed["save_s"]
+        seconds = sum(timed["setup_s"] + t.steps * timed["step_s"] + ends for t in trains)
+        checkpoints = n_checkpoints + 1  # and the resume file
         units.append(Unit(net.name, [[t.id] for t in tasks], seconds, checkpoints * timed["param_bytes"] * len(trains),
                           lower_bound=True))
     n_measures = sum(t.kind != "train" for t in p.tasks)
-    notes = [f"training steps only: the {n_measures} measure tasks, checkpoint saves and epoch ends (validation) "
-             "are not timed", "disk: the checkpoints only, not the store's measures"]
+    notes = [f"training only (steps, validation passes, checkpoint saves): the {n_measures} measure tasks are not "
+             "timed", "disk: the checkpoints only, not the store's measures"]
     if any(n.kind == "tagger" for n in p.spec.model):
         notes.append(f"taggers timed with {TAGS} tags")
     return units, notes
 
 
-def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: torch.device) -> dict:
-    """Train the network on random tokens until a few steps are timed."""
+def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: torch.device,
+                  valid_tokens: int = 0) -> dict:
+    """Train the network on random tokens until a few steps are timed; then time a validation pass
+    over ``valid_tokens`` random tokens (``eval_s``) and one checkpoint file (``save_s``)."""
     timer = StepTimer(device)
     gen = torch.Generator().manual_seed(0)
     tokens = (timer.warmup + timer.max_steps + 2) * training.batch_size * training.bptt  # no epoch end
@@ -77,7 +85,16 @@ def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: 
                 pass
         except Enough:
             pass
-    return {**timer.result(), "param_bytes": param_bytes}
+        val = batchify(stream(max(valid_tokens, 2 * training.eval_batch_size), vocab), training.eval_batch_size)
+        val_tags = batchify(stream(val.numel(), TAGS), training.eval_batch_size) if net.kind == "tagger" else None
+        t0 = time.perf_counter()
+        evaluate(model.to(device), val.to(device), None if val_tags is None else val_tags.to(device), training.bptt)
+        eval_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        _save(Path(tmp) / "checkpoint.safetensors", {f"model.{k}": v for k, v in model.state_dict().items()},
+              {"kind": "calibration"})
+        save_s = time.perf_counter() - t0
+    return {**timer.result(), "param_bytes": param_bytes, "eval_s": eval_s, "save_s": save_s}
 
 
 def _vocabulary(size: int) -> Vocabulary:
