@@ -19,8 +19,8 @@ s = sqrt(mean_t ||x_t - mean x||^2) over the window:
 - **periodic**, period p: the smallest p with max_t D_p(t) <= ``periodic_tol`` * s (every state of
   the last half recurs exactly, to rounding, p steps later). Only lags at which the orbit went away
   in between count as returns (some shorter lag q has max_t D_q(t) > 2 ``recurrence`` * s: the
-  Theiler window of recurrence analysis, Marwan et al. Sec. 3.2.2), so that a slow drift, whose
-  D_1 is small, is not read as a return;
+  Theiler window of recurrence analysis, Theiler 1986, Phys. Rev. A 34, 2427), so that a slow
+  drift, whose D_1 is small, is not read as a return;
 - **quasi-periodic**: no exact period, but some lag p keeps max_t D_p(t) <= ``recurrence`` * s,
   i.e. a diagonal line of the recurrence plot at threshold ``recurrence`` * s spans the whole last
   half (10% of the attractor's size, Marwan et al.'s rule of thumb): neighbouring states stay
@@ -79,18 +79,18 @@ def classify_orbits(x: Tensor, *, max_period: int | None = None, periodic_tol: f
     norms = x.norm(dim=-1)
     finite &= ~(norms[half:].amax(0) > growth * norms[:half].amax(0))  # still finite, but running away
     size = (x - x.mean(0)).square().sum(-1).mean(0).sqrt()
-    norm = x.square().sum(-1).mean(0).sqrt()
     steps = (x[1:] - x[:-1]).norm(dim=-1)
     q = max(1, (W - 1) // 4)
-    stopped = steps[-q:].amax(0) <= fixed_tol * norm.clamp_min(torch.finfo(torch.float64).tiny)
-    late = steps[W // 2 :]
+    rms_norm = norms.square().mean(0).sqrt()
+    stopped = steps[-q:].amax(0) <= fixed_tol * rms_norm.clamp_min(torch.finfo(torch.float64).tiny)
+    late = steps[half:]
     shrinking = (late[1:] <= late[:-1]).double().mean(0) >= 0.95
     converging = shrinking & (steps[-q:].mean(0) < 0.5 * steps[:q].mean(0))
     # max over the last half of ||x_t - x_{t-p}|| / s, for every lag p = 1..P: (P, samples)
     ratio = torch.stack([(x[W - half:] - x[W - half - p : W - p]).norm(dim=-1).amax(0) for p in range(1, P + 1)])
     ratio = ratio / size.clamp_min(torch.finfo(torch.float64).tiny)
-    # a lag is a return only if the orbit went away in between (Theiler's exclusion of tangential
-    # neighbours, Marwan et al. Sec. 3.2.2): some shorter lag is farther than twice the threshold
+    # a lag is a return only if the orbit went away in between (the Theiler window: tangential
+    # neighbours are no recurrence, Theiler 1986): some shorter lag is farther than twice the threshold
     went_away = torch.cat([torch.zeros_like(ratio[:1]), ratio[:-1].cummax(0).values]) > 2 * recurrence
     returns = torch.where(went_away, ratio, float("inf"))
     best, best_lag = returns.min(0)

@@ -59,12 +59,13 @@ def make_model(directory: Path, preset: str) -> Path:
     return out
 
 
-def run_runner(model: Path, work: Path, samples: int, tokens: int, steps: int, device: str) -> tuple[float, Path]:
-    spec = work / "bench.toml"
-    spec.write_text(f"""
+def spec_text(model: Path, samples: int, tokens: int, steps: int, device: str, name: str = "bench",
+              store: Path | None = None) -> str:
+    """The benchmark's spec: ``model`` iterated with D(t) and lambda(t) measured along the way."""
+    return f"""
 [experiment]
-name = "bench"
-store = "{work}/bench.zarr"
+name = "{name}"
+{f'store = "{store}"' if store else ""}
 [[model]]
 name = "m"
 source = "path:{model}"
@@ -81,7 +82,12 @@ kind = "token_deviation"
 kind = "lyapunov"
 k = 1.0
 tau = 10
-""")
+"""
+
+
+def run_runner(model: Path, work: Path, samples: int, tokens: int, steps: int, device: str) -> tuple[float, Path]:
+    spec = work / "bench.toml"
+    spec.write_text(spec_text(model, samples, tokens, steps, device, store=work / "bench.zarr"))
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     subprocess.run([sys.executable, "-m", "runner.cli", "apply", str(spec), "--quiet"], check=True, env=env)
     events = [json.loads(line) for line in (work / "bench.runner/events.jsonl").read_text().splitlines()]

@@ -51,31 +51,12 @@ print(time.perf_counter() - t0)
 
 
 def base_spec(work: Path) -> Path:
+    """One ALBERT-base-width layer (random weights), 8 sentences x 32 tokens, 20 steps, D(t) and lambda(t)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from iterate import make_model
+    from iterate import make_model, spec_text
 
-    model = make_model(work, "base")
     spec = work / "base.toml"
-    spec.write_text(f"""
-[experiment]
-name = "base"
-[[model]]
-name = "base"
-source = "path:{model}"
-[input]
-source = "builtin:pydoc-topics"
-samples = 8
-tokens = 32
-[dynamics]
-steps = 20
-device = "cpu"
-[[measure]]
-kind = "token_deviation"
-[[measure]]
-kind = "lyapunov"
-k = 1.0
-tau = 10
-""")
+    spec.write_text(spec_text(make_model(work, "base"), samples=8, tokens=32, steps=20, device="cpu", name="base"))
     return spec
 
 

@@ -253,8 +253,7 @@ class _BuildProgress(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         self.events.emit("run_preparing", stage=message)
-        if not self.view.quiet:
-            print(message, file=sys.stderr, flush=True)
+        self.view.note(message)  # through the view: above its bars when a build starts mid-run
 
     def close(self) -> None:
         self.logger.removeHandler(self)

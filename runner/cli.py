@@ -26,8 +26,8 @@ from pathlib import Path
  EXIT_INTERRUPTED) = 0, 1, 2, 65, 66, 74, 75, 77, 130
 
 
-THREADS_HELP = ("CPU threads for torch (overrides [experiment] threads); default: the runner times 1 thread "
-                "against the idle CPUs on the model at hand and takes the faster")
+THREADS_HELP = ("CPU threads for torch (overrides [experiment] threads); default: the runner times 1 thread, "
+                "the idle CPUs and all CPUs on the model at hand and takes the fastest")
 
 
 class UsageError(Exception):

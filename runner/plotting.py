@@ -107,7 +107,8 @@ def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, labe
     if values.shape[1] < 2 or not (finite >= 2).any():
         return n
     if band == "se":
-        lo, hi = _standard_error(values, mean, finite)
+        se = standard_error(values, axis=1)
+        lo, hi = mean - se, mean + se
     else:
         lo, hi = _bootstrap(values, finite, confidence, seed)
     ax.fill_between(da[x].values, lo, hi, alpha=0.25, color=line.get_color(), linewidth=0)
@@ -122,11 +123,6 @@ def standard_error(values: np.ndarray, axis: int = 0) -> np.ndarray:
     with warnings.catch_warnings(action="ignore", category=RuntimeWarning):
         se = np.nanstd(values, axis=axis, ddof=1) / np.sqrt(finite)
     return np.where(finite >= 2, se, np.nan)
-
-
-def _standard_error(values: np.ndarray, mean: np.ndarray, finite: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    se = standard_error(values, axis=1)
-    return mean - se, mean + se
 
 
 def _bootstrap(values: np.ndarray, finite: np.ndarray, confidence: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -141,14 +141,12 @@ class ProgressView:
         self._overall: TaskID | None = None
         self._bars: dict[int, dict] = {}
         self._next = 0
-        self._total = 0
         self._work = Work(t0=time.monotonic())
         self._broken = False
 
     def start(self, total: int, tasks: int, stepless: int = 0) -> None:
         """``total`` steps over ``tasks`` groups, ``stepless`` of which report no steps (measures of
         a checkpoint, fine-tuning, ...): the overall ETA counts them at their mean duration so far."""
-        self._total = total
         self._work = Work(steps_total=total, stepless_total=stepless, t0=time.monotonic())
         self._say(f"running {tasks} task(s)")
         if self.live:
@@ -171,15 +169,14 @@ class ProgressView:
         bar = self._bars[key]
         if bar["step0"] is None:
             bar["step0"], bar["t0"] = step - 1, time.monotonic()
-        delta = step - bar["step"]
+        delta = max(step - bar["step"], 0)
         bar["step"] = step
+        self._work.steps_done += delta
         if self._progress is not None:
             rate = self.rate(key)
             eta = (bar["total"] - step) / rate if rate else None
             self._progress.update(bar["id"], completed=step, rate=rate_text(rate), eta=eta_text(eta))
-            self._progress.advance(self._overall, max(delta, 0))
-        self._work.steps_done += max(delta, 0)
-        if self._progress is not None:
+            self._progress.advance(self._overall, delta)
             self._show_overall()
         elif not self.quiet and step * 4 // bar["total"] > bar["reported"]:
             bar["reported"] = step * 4 // bar["total"]
@@ -210,6 +207,10 @@ class ProgressView:
 
     def fail(self, key: int, message: str) -> None:
         self._say(f"FAILED {self._bars[key]['label']}: {message}", always=True)
+
+    def note(self, message: str) -> None:
+        """A line of what the run is doing (a first-use build's progress), above the bars; none when quiet."""
+        self._say(message)
 
     def warn(self, message: str) -> None:
         self._say(f"warning: {message}", always=True)

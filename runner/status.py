@@ -174,7 +174,7 @@ def render_show(path: Path) -> str:
     lines += _tables(ds)
     records = read_tasks(path)
     lines.append(f"completed tasks: {len(records)}")
-    for tid, rec in sorted(records.items(), key=lambda kv: (kv[1].get("network", 0), natural(kv[1].get("measure")))):
+    for tid, rec in sorted(records.items(), key=lambda kv: _order(kv[1])):
         lines.append(f"  {tid}  {rec.get('network_label', ''):<16} {rec.get('measure', ''):<20} "
                      f"{rec.get('seconds', 0):.1f} s on {rec.get('device', '?')}")
     lines += _predicted(path, records)

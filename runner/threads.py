@@ -6,17 +6,17 @@ busy core ran the quickstart's tiny ALBERT 7x slower with 2 threads than with 1.
 
 1. an explicit count (``runner apply --threads N``, ``[experiment] threads``, or ``OMP_NUM_THREADS``
    set by the user) is used as given;
-2. otherwise the candidates are 1 thread, the CPUs that are idle now (the CPUs this process may use,
-   by affinity and cgroup quota, less the runnable threads of other processes) and all usable CPUs; a study
-   that can time one step of its work (:meth:`runner.study.Study.thread_probe`) times each
-   candidate on the model and batch at hand and the fastest wins; without a probe the idle count is
-   used. Timings are cached beside the estimate's calibrations, under a key that includes the idle
-   count, so a busy machine and a quiet one each measure once.
+2. otherwise the candidates are 1 thread, the CPUs that are idle now (the CPUs this process may
+   use, by affinity and cgroup quota, less the runnable threads of other processes) and all usable
+   CPUs; a study that can time one step of its work (:meth:`runner.study.Study.thread_probe`)
+   times each candidate on the model and batch at hand and the fastest wins; without a probe the
+   idle count is used. Timings are cached beside the estimate's calibrations, under a key that
+   includes the idle count, so a busy machine and a quiet one each measure once.
 
 OpenMP keeps its default waits (a short spin, then sleep): measured on the quickstart with 2 idle
-cores, passive waits (``OMP_WAIT_POLICY=PASSIVE``) made 2 threads 18% slower, and on a busy machine
-the policy chooses no more threads than there are idle CPUs (unless timing says more pay), so that nothing spins on a
-core another job needs.
+cores, passive waits (``OMP_WAIT_POLICY=PASSIVE``) made 2 threads 18% slower, and on a busy
+machine the policy runs no more threads than there are idle CPUs (unless timing shows more pay),
+so that nothing spins on a core another job needs.
 """
 
 from __future__ import annotations

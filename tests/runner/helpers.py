@@ -39,8 +39,8 @@ def write_spec(directory: Path, text: str, name: str = "spec.toml") -> Path:
 
 
 def maps_spec(name: str, *, steps: int = 300, samples: int = 16, checkpoint_every: int | None = None,
-              extra_models: str = "", measures: str | None = None, n: int = 32) -> str:
-    """A spec of reference maps that runs in about a second."""
+              extra_models: str = "", measures: str | None = None, n: int = 32, experiment: str = "") -> str:
+    """A spec of reference maps that runs in about a second (``experiment``: more ``[experiment]`` keys)."""
     ckpt = f"checkpoint_every = {checkpoint_every}" if checkpoint_every else ""
     measures = measures if measures is not None else """
         [[measure]]
@@ -62,6 +62,7 @@ def maps_spec(name: str, *, steps: int = 300, samples: int = 16, checkpoint_ever
         [experiment]
         name = "{name}"
         store = "store/{name}.zarr"
+        {experiment}
 
         [[model]]
         name = "logistic"

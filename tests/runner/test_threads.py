@@ -15,30 +15,15 @@ import xarray as xr
 from runner.estimate import Calibrator
 from runner.layout import internal
 from runner.threads import choose, other_runnable, time_candidates, usable_cpus
-from tests.runner.helpers import run_cli, write_spec
+from tests.runner.helpers import maps_spec, run_cli, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SPEC = """
-[experiment]
-name = "threads"
-seed = 0
-{extra}
+TOKEN_DEVIATION = '[[measure]]\nkind = "token_deviation"'
 
-[[model]]
-name = "tanh"
-source = "map:tanh"
-params = {{ g = 1.5, n = 32 }}
 
-[input]
-samples = 16
-
-[dynamics]
-steps = 20
-
-[[measure]]
-kind = "token_deviation"
-"""
+def threads_spec(extra: str = "") -> str:
+    return maps_spec("threads", steps=20, measures=TOKEN_DEVIATION, experiment=extra)
 
 
 def test_a_cgroup_quota_caps_the_affinity_mask(tmp_path):
@@ -120,7 +105,7 @@ def test_time_candidates_reports_every_count():
 
 
 def test_plan_and_apply_record_the_choice_and_show_prints_it(tmp_path):
-    spec = write_spec(tmp_path, SPEC.format(extra=""))
+    spec = write_spec(tmp_path, threads_spec())
     plan = run_cli("plan", "--json", "--threads", "1", spec, cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert json.loads(plan.stdout)["threads"]["why"] == "--threads 1"
@@ -137,8 +122,8 @@ def test_plan_and_apply_record_the_choice_and_show_prints_it(tmp_path):
 
 
 def test_the_spec_key_sets_the_count_and_leaves_the_results_hash(tmp_path):
-    plain = write_spec(tmp_path, SPEC.format(extra=""), "plain.toml")
-    keyed = write_spec(tmp_path, SPEC.format(extra="threads = 1"), "keyed.toml")
+    plain = write_spec(tmp_path, threads_spec(), "plain.toml")
+    keyed = write_spec(tmp_path, threads_spec("threads = 1"), "keyed.toml")
     a = json.loads(run_cli("plan", "--json", "--no-estimate", plain, cwd=tmp_path).stdout)
     b = json.loads(run_cli("plan", "--json", "--no-estimate", keyed, cwd=tmp_path, OMP_NUM_THREADS="").stdout)
     assert b["threads"]["why"] == "[experiment] threads = 1"
@@ -147,7 +132,7 @@ def test_the_spec_key_sets_the_count_and_leaves_the_results_hash(tmp_path):
 
 @pytest.mark.parametrize("args", [["--threads", "0"], ["--threads", "-2"]])
 def test_a_thread_count_below_one_is_a_usage_error(tmp_path, args):
-    spec = write_spec(tmp_path, SPEC.format(extra=""))
+    spec = write_spec(tmp_path, threads_spec())
     for command in ("plan", "apply"):
         out = run_cli(command, *args, spec, cwd=tmp_path)
         assert out.returncode == 2 and "--threads: give a number >= 1" in out.stderr, out.stderr

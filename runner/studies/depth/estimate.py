@@ -41,12 +41,9 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
         not_built = _not_built(net)
         if not_built:
             raise NoEstimate(not_built)
-        key = {"study": "depth", "device": device_key(device), "torch": torch.__version__,
-               "model": net.model.model_dump(mode="json", exclude={"name", "replicates", "init", "precision"}),
-               "precision": net.precision, "implementation": spec.dynamics.implementation,
+        key = {"study": "depth", "device": device_key(device), **model_key(spec, net),
                **({"compile": True} if spec.dynamics.compile else {}),
-               "samples": cal.input.samples, "tokens": net.n_tokens, "hidden": net.n_hidden,
-               "batch_size": spec.dynamics.batch_size, "segment": segment_length(cal),
+               "samples": cal.input.samples, "batch_size": spec.dynamics.batch_size, "segment": segment_length(cal),
                "measures": [m.model_dump(mode="json") for m in step_kinds]}
         timed = calibrated(key, lambda: time_pass(cal, net, device))
         tasks = [t for t in p.tasks if t.network == net.index]
@@ -145,12 +142,16 @@ def heaviest(networks: list[Network]) -> Network:
     return max(networks, key=lambda n: (not n.model.is_map, n.n_tokens * (n.n_hidden or 0)))
 
 
-def thread_key(spec: DepthSpec, networks: list[Network]) -> dict:
-    net = heaviest(networks)
-    return {"study": "depth", "torch": torch.__version__,
+def model_key(spec: DepthSpec, net: Network) -> dict:
+    """What a step's time depends on in the network itself (for the calibration caches)."""
+    return {"torch": torch.__version__,
             "model": net.model.model_dump(mode="json", exclude={"name", "replicates", "init", "precision"}),
             "precision": net.precision, "implementation": spec.dynamics.implementation,
-            "batch": probe_batch(spec), "tokens": net.n_tokens, "hidden": net.n_hidden}
+            "tokens": net.n_tokens, "hidden": net.n_hidden}
+
+
+def thread_key(spec: DepthSpec, networks: list[Network]) -> dict:
+    return {"study": "depth", **model_key(spec, heaviest(networks)), "batch": probe_batch(spec)}
 
 
 def probe_batch(spec: DepthSpec) -> int:

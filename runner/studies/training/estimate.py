@@ -112,15 +112,12 @@ def thread_key(p) -> dict:
 def thread_probe(p, device: torch.device):
     """One training step (forward and backward on random tokens) of the spec's LSTM language model,
     for :mod:`runner.threads`; None for suites of published checkpoints and unread corpora."""
-    from models.registry import family_for
-
     stats, training = p.state["stats"], p.spec.training
-    if stats is None or p.state.get("suites") or not any(n.kind == "lm" for n in p.spec.model):
+    lm = next((n for n in p.spec.model if n.kind == "lm"), None)
+    if stats is None or p.state.get("suites") or lm is None:
         return None
-    source = "builtin:lstm-lm"
-    model = family_for(source).build(source, params=dict(
-        vocab_size=stats["vocab"], embedding_dim=training.embedding_dim, hidden_dim=training.hidden_dim,
-        dropout=training.dropout, num_layers=training.num_layers), seed=0, device=device)
+    empty = torch.zeros(0, dtype=torch.long)
+    model = build_model(lm, training, Corpus(_vocabulary(stats["vocab"]), empty, empty, empty), 0, device)
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, stats["vocab"], (training.batch_size, training.bptt), generator=gen).to(device)
 

@@ -43,8 +43,8 @@ class Orbit(TrajectoryMeasure):
                  "Phys. Rev. A 40, 4028; Marwan, Romano, Thiel & Kurths 2007, Recurrence plots for the analysis of "
                  "complex systems, Phys. Rep. 438, 237")
 
-    def exit_period(self):
-        return None  # it keeps every state of its window, which a sample leaving the batch would not give
+    # no exit_period (the default None): it keeps every state of its window, which a sample that
+    # leaves the batch early would not give
 
     def window(self, steps: int) -> int:
         return min(self.p.window, steps // 2 + 1)
@@ -53,7 +53,8 @@ class Orbit(TrajectoryMeasure):
         m = "orbit"
         b.var("orbit_class", m, ("network", "sample"), "int8", -1, "orbit class at the end of the run", None,
               f"recurrence over the last {self.window(shape.steps)} states (analyses.orbits): a fixed point, a periodic "
-              "orbit (orbit_period), quasi-periodic (recurrences within 10% of the orbit's size at a fixed lag), "
+              f"orbit (orbit_period), quasi-periodic (recurrences within {self.p.recurrence:.0%} of the orbit's size "
+              "at a fixed lag), "
               "chaotic (no such lag: chaos, or a transient still going), diverged, censored (too few states); "
               "compare chaos_outcome, the paper's sign criterion",
               **flags(*OUTCOMES))
@@ -63,7 +64,7 @@ class Orbit(TrajectoryMeasure):
         b.var("orbit_closest_return", m, ("network", "sample"), "float64", np.nan,
               "closest return relative to the orbit's size", "1",
               "min over lags p of max_t ||x_t - x_{t-p}|| / size, over the last half of the window: 0 for an exact "
-              "period, below 0.1 quasi-periodic")
+              f"period, below {self.p.recurrence:g} quasi-periodic")
 
     def mark_not_applicable(self, store, network: int) -> None:
         n = len(store.read("orbit_class", (network,)))
