@@ -345,8 +345,8 @@ def render_points(ests: list[Estimate], names: list[str]) -> list[str]:
 
 def measured(est: dict, records: dict[str, dict]) -> list[tuple[str, float, float | None]]:
     """(label, predicted s, measured s or None) per unit of a recorded estimate (its JSON), from
-    the tasks' completion records (the tasks of one run share its seconds; a task that provides
-    resources while it runs also counts the tasks run meanwhile)."""
+    the tasks' completion records (the tasks of one run share its seconds; each group's seconds are
+    its own, without the groups that ran inside it while it provided resources)."""
     out = []
     for u in est.get("units", []):
         if not u["runs"]:

@@ -26,6 +26,9 @@ class LocalExecutor:
         self.options = options
         self.ran: list[str] = []
         self.failed: dict[str, str] = {}
+        self._nested: list[float] = []
+        """Per group running now (outermost first): seconds of the groups run inside it (a task that
+        provides resources while it runs lets the tasks that need them run meanwhile)."""
 
     def schedule(self, scheduler) -> list:
         """Run everything the scheduler hands out, one group at a time; return the tasks left pending."""
@@ -39,6 +42,7 @@ class LocalExecutor:
         bar = self.started(group)
         report = _Reporter(self, [t.id for t in group], group[0].network, max(t.steps for t in group), bar, provide)
         t0 = time.monotonic()
+        self._nested.append(0.0)
         try:
             shards = self.split(group)
             if shards is None:
@@ -51,7 +55,12 @@ class LocalExecutor:
         except Exception as err:  # one group failing must not stop the others
             self.failed_group(group, f"{type(err).__name__}: {err}", bar)
             return set()
-        return self.succeeded(group, time.monotonic() - t0, extra, bar)
+        finally:
+            inside = self._nested.pop()
+            took = time.monotonic() - t0
+            if self._nested:
+                self._nested[-1] += took
+        return self.succeeded(group, took - inside, extra, bar)  # its own time, not theirs
 
     def split(self, group: list) -> list | None:
         """The sample shards of ``group`` (``--shards``), or None to run it whole."""

@@ -143,13 +143,46 @@ def test_a_sweep_plan_estimates_each_point_and_the_total(in_process, tmp_path):
     assert [len(e["units"]) for e in json.loads(out)["estimate"]] == [3, 3]  # two networks, the coordinates
 
 
-def test_training_estimates_its_steps_as_a_lower_bound(in_process):
+def test_training_estimates_its_steps_and_its_measures(in_process):
     code, out, err = in_process("plan", ROOT / "specs" / "tiny" / "lstm_tiny.toml")
     assert code == 0, err
-    lines = out.splitlines()
-    assert any(line.split()[:2] == ["lm", ">="] for line in lines), out  # the measures are not timed
-    assert "training only (steps, validation passes, checkpoint saves): the" in out and "measure tasks are not timed" in out
+    assert ">=" not in out and "not timed" not in out, out  # every task is timed
     assert "all in bf16                  no estimate (the training study trains in fp32)" in out
+    code, out, _ = in_process("plan", ROOT / "specs" / "tiny" / "lstm_tiny.toml", "--json")
+    units = json.loads(out)["estimate"]["units"]
+    p = prepare(ROOT / "specs" / "tiny" / "lstm_tiny.toml")
+    assert sorted(t for u in units for run in u["runs"] for t in run) == sorted(t.id for t in p.tasks)
+    measured_lm = next(u for u in units if u["label"] == "lm")
+    untimed = next(u for u in units if u["label"] == "lm_seed2")  # trained only: a reference, not measured
+    assert measured_lm["seconds"] > untimed["seconds"]
+
+
+def test_transject_estimates_its_training_and_measures(in_process):
+    spec = ROOT / "specs" / "tiny" / "transject_tiny.toml"
+    code, out, err = in_process("plan", spec, "--calibrate", "--json")
+    assert code == 0, err
+    est = json.loads(out)["estimate"]
+    p = prepare(spec)
+    assert [u["label"] for u in est["units"]] == p.labels
+    assert sorted(t for u in est["units"] for run in u["runs"] for t in run) == sorted(t.id for t in p.tasks)
+    assert not any(u["lower_bound"] for u in est["units"]) and est["bytes"] > 0
+    assert any("early stopping" in n for n in est["notes"])
+    assert est["other_precisions"]["bf16"] == "the TransJect study trains in fp32"
+
+
+def test_a_group_records_its_own_time_not_that_of_the_groups_run_inside_it(in_process, tmp_path):
+    """A train task provides checkpoints while it runs and their measures run meanwhile: each record
+    holds its own seconds, so that their sum is no more than the run took."""
+    spec = tmp_path / "lstm_tiny.toml"
+    shutil.copy(ROOT / "specs" / "tiny" / "lstm_tiny.toml", spec)
+    code, _, err = in_process("apply", spec, "-q")
+    assert code == 0, err
+    events = read_events(tmp_path / "store" / "lstm_tiny.runner" / "events.jsonl")
+    started = next(e["ts"] for e in events if e["event"] == "run_started")
+    took = next(e["ts"] for e in events if e["event"] == "run_finished") - started
+    done = [e for e in events if e["event"] == "task_done"]
+    assert sum(e["seconds"] for e in done) <= took + 0.01 * len(done)  # rounded to ms each
+    assert all(e["seconds"] >= 0 for e in done)
 
 
 @pytest.fixture
@@ -189,6 +222,28 @@ def test_quickstart_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_pat
         ratios.append(took / predicted)
         code, out, _ = in_process("show", tmp_path / "store" / "quickstart.zarr")
         assert "predicted vs measured device time" in out and "measured/predicted" in out
+        if 0.5 <= ratios[-1] <= 2:
+            break
+        shutil.rmtree(tmp_path / "store")
+    assert 0.5 <= ratios[-1] <= 2, f"measured/predicted per attempt: {ratios}"
+
+
+@pytest.mark.parametrize("name", ["lstm_tiny", "transject_tiny",
+                                  pytest.param("scaffold_tiny", marks=pytest.mark.slow)])
+def test_a_tiny_spec_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_path, one_thread, name):
+    """As for the quickstart: calibrated just before the run, on one thread, compared on the total,
+    one of three attempts within the factor."""
+    spec = tmp_path / f"{name}.toml"
+    shutil.copy(ROOT / "specs" / "tiny" / f"{name}.toml", spec)
+    ratios = []
+    for _ in range(3):
+        est = estimate(prepare(spec), refresh=True, others=False, budget=None)
+        assert est.missing is None and not any(u.lower_bound for u in est.units), est.to_json()
+        code, _, err = in_process("apply", spec, "-q")
+        assert code == 0, err
+        rows = measured(est.to_json(), read_tasks(tmp_path / "store" / f"{name}.zarr"))
+        assert all(r[2] is not None for r in rows), rows
+        ratios.append(sum(r[2] for r in rows) / sum(r[1] for r in rows))
         if 0.5 <= ratios[-1] <= 2:
             break
         shutil.rmtree(tmp_path / "store")

@@ -5,8 +5,13 @@ corpus of random tokens with the spec's vocabulary size and batch shape (a step'
 depend on which tokens), and stops it after a few timed steps. A train task costs its setup plus
 its steps (``steps_per_epoch x epochs``), a validation pass over the real validation split's
 size per epoch, and its checkpoint and resume files (each timed once); disk is its checkpoints
-(and the resume file) at the model's size. A lower bound: the measure tasks are not timed; a
-tagger is timed with 50 tags.
+(and the resume file) at the model's size. A tagger's training is timed with 50 tags.
+
+The measure tasks are timed as they run: each network's tasks at its busiest checkpoint, one after
+another from an empty cache (the model loaded, the analysis tokens run through it once, as at every
+checkpoint), on the real corpus and a real store in a temporary folder, with the network's
+untrained weights saved as that checkpoint. Their mean scales to all of the network's measure
+tasks. Checkpoint suites' measures are not timed (the estimate then says it is a lower bound).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,6 +28,9 @@ from runner.data.tokens import Vocabulary, batchify
 from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
 from runner.studies.training.train import _save, build_model, evaluate, train
+
+if TYPE_CHECKING:
+    from runner.study import Prepared
 
 TAGS = 50
 
@@ -33,11 +42,12 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
     if stats is None:
         raise NoEstimate("the corpus has not been read")
     training = p.spec.training
-    units = []
+    units, untimed = [], []
+    measured = _MeasureTimer(p, device, calibrated)
+    valid = int(stats["tokens"][1])
     for n, net in enumerate(p.spec.model):
         tasks = [t for t in p.tasks if t.network == n]
         trains = [t for t in tasks if t.kind == "train"]
-        valid = int(stats["tokens"][1])
         key = {"study": "training", "device": device_key(device), "torch": torch.__version__, "kind": net.kind,
                "mode": net.mode if net.kind == "tagger" else None, "vocab": stats["vocab"], "valid_tokens": valid,
                "training": training.model_dump(mode="json", include={
@@ -48,15 +58,99 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
         # per epoch: a validation pass and the resume file; per checkpoint: its file and the resume file
         ends = training.epochs * (timed["eval_s"] + timed["save_s"]) + 2 * n_checkpoints * timed["save_s"]
         seconds = sum(timed["setup_s"] + t.steps * timed["step_s"] + ends for t in trains)
+        measures = [t for t in tasks if t.kind != "train"]
+        measuring = measured(n, measures) if measures else 0.0
+        if measuring is None:
+            untimed += measures
+        seconds += measuring or 0.0
         checkpoints = n_checkpoints + 1  # and the resume file
         units.append(Unit(net.name, [[t.id] for t in tasks], seconds, checkpoints * timed["param_bytes"] * len(trains),
-                          lower_bound=True))
-    n_measures = sum(t.kind != "train" for t in p.tasks)
-    notes = [f"training only (steps, validation passes, checkpoint saves): the {n_measures} measure tasks are not "
-             "timed", "disk: the checkpoints only, not the store's measures"]
+                          lower_bound=measuring is None))
+    notes = ["disk: the checkpoints only, not the store's measures"]
+    if untimed:
+        notes.insert(0, f"the {len(untimed)} measure tasks of the networks marked >= are not timed ({measured.why})")
     if any(n.kind == "tagger" for n in p.spec.model):
-        notes.append(f"taggers timed with {TAGS} tags")
+        notes.append(f"taggers' training timed with {TAGS} tags")
     return units, notes
+
+
+class _MeasureTimer:
+    """Seconds of each network's measure tasks, calibrated once per network kind and measures (see
+    the module's docstring): None when they cannot be timed (``why`` says why)."""
+
+    def __init__(self, p: Prepared, device: torch.device, calibrated):
+        self.p, self.device, self.calibrated = p, device, calibrated
+        self.why = ""
+        self._corpus = None
+
+    def __call__(self, network: int, tasks: list) -> float | None:
+        """Seconds of all of ``tasks`` (one network's measure tasks), or None."""
+        p = self.p
+        if p.state.get("suites") is not None:
+            self.why = "checkpoint suites' measures are not timed"
+            return None
+        busiest = max({t.checkpoint for t in tasks}, key=lambda c: (sum(t.checkpoint == c for t in tasks), c))
+        first = {}  # one task of each measure, at the busiest checkpoint where it runs there
+        for t in sorted(tasks, key=lambda t: t.checkpoint != busiest):
+            first.setdefault(t.measure, t)
+        net, spec, stats = p.spec.model[network], p.spec, p.state["stats"]
+        key = {"study": "training-measures", "device": device_key(self.device), "torch": torch.__version__,
+               "network": net.model_dump(mode="json", exclude={"name", "seed"}), "corpus": spec.corpus.model_dump(mode="json"),
+               "stats": {k: stats[k] for k in ("vocab", "tokens")},
+               "training": spec.training.model_dump(mode="json", include={"embedding_dim", "hidden_dim", "num_layers",
+                                                                            "bptt", "eval_batch_size", "batch_size"}),
+               "tasks": [[t.measure, t.kind, t.params] for t in first.values()], "v": 2}
+        try:
+            timed = self.calibrated(key, lambda: self._time(network, busiest, list(first.values())))
+        except NoEstimate as err:
+            self.why = str(err)
+            return None
+        checkpoints = len({t.checkpoint for t in tasks})
+        return checkpoints * timed["load_s"] + sum(timed["task_s"][t.measure] for t in tasks)
+
+    def corpus(self):
+        if self._corpus is None:
+            from runner.studies.training.study import TrainingStudyPlugin
+
+            p = self.p
+            p.state["corpus"] = p.state["corpus"] or TrainingStudyPlugin._load(p.spec, p.state["tagsets"],
+                                                                               p.spec_file.path.parent)
+            self._corpus = p.state["corpus"]
+        return self._corpus
+
+    def _time(self, network: int, checkpoint: int, tasks: list) -> dict:
+        """Load the network at ``checkpoint`` and run it over the analysis tokens (``load_s``), then
+        run ``tasks`` as the session would (``task_s``: seconds by measure)."""
+        from runner.measures import measures
+        from runner.store import Store
+        from runner.studies.training.context import Context
+        from runner.studies.training.layout import build_layout
+
+        p, corpus = self.p, self.corpus()
+        spec, steps = p.spec, p.state["steps"]
+        layout = build_layout(spec, steps, p.state["stats"]["steps_per_epoch"], corpus, None)
+        with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
+            paths = {}
+            for n, net in enumerate(spec.model):  # every network: a task may read another's checkpoints
+                f = Path(tmp) / f"{n}.safetensors"
+                model = build_model(net, spec.training, corpus, spec.network_seed(n))
+                _save(f, {f"model.{k}": v for k, v in model.state_dict().items()}, {"kind": "calibration"})
+                paths.update({(n, c): f for c in range(len(steps))})
+            store = Store(Path(tmp) / "calibration.zarr")
+            store.open(layout, {})
+            ctx = Context(spec, len(steps), corpus, layout, store, self.device, paths)
+            ctx.base = p.spec_file.path.parent
+            t0 = time.perf_counter()
+            ctx.activations(network, checkpoint)
+            load_s = time.perf_counter() - t0
+            registry, task_s = measures("training"), {}
+            for t in tasks:
+                reg = registry[t.kind]
+                t0 = time.perf_counter()
+                with torch.random.fork_rng():
+                    reg(reg.Params(kind=t.kind, **t.params)).run(ctx, t)
+                task_s[t.measure] = time.perf_counter() - t0
+        return {"load_s": load_s, "task_s": task_s}
 
 
 def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: torch.device,

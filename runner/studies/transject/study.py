@@ -167,6 +167,11 @@ class TransJectStudy(Study):
     def plan_json(self, p: Prepared) -> dict:
         return {"epochs": p.spec.training.epochs, "networks": [n["label"] for n in p.state["nets"]]}
 
+    def estimate(self, p: Prepared, device, precision, calibrated):
+        from runner.studies.transject.estimate import estimate
+
+        return estimate(p, device, precision, calibrated)
+
     def open(self, p: Prepared, device, say) -> TransJectSession:
         return TransJectSession(p, device)
 
