@@ -23,12 +23,7 @@ import torch
 
 from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.transject.models import build, state_dict_of
-from runner.studies.transject.train import (
-    Saved,
-    _save,
-    evaluate,
-    train,
-)
+from runner.studies.transject.train import Saved, _save, evaluate, train
 from runner.study import Unavailable
 
 #: Weights' worth written per epoch: the epoch file, and the resume file (weights and Adam's moments).
