@@ -397,7 +397,7 @@ def _estimate(p: Prepared, dev) -> dict:
 def _task_info(t, p: Prepared, done: bool) -> dict:
     return {"id": t.id, "network": t.network, "network_label": p.labels[t.network], "measure": t.label,
             "kind": t.kind, "checkpoint": t.checkpoint, "steps": t.steps, "state": "done" if done else "pending",
-            **({"not_applicable": t.skip} if t.skip else {})}
+            **({"group": t.group} if t.group else {}), **({"not_applicable": t.skip} if t.skip else {})}
 
 
 def describe_store(path: Path) -> str:

@@ -28,9 +28,8 @@ def eta_text(seconds: float | None) -> str:
 class Work:
     """The whole run's work, for its overall rate and ETA: steps, and the groups without steps.
 
-    The plan's estimate (runner.estimate) does not weight the work left: it times steps only and
-    counts measure tasks as 0 s (a lower bound), which is the time this ETA must not leave out.
-    A group without steps instead counts at the mean duration of those that ran."""
+    Measured as the run goes, not from the plan's estimate (a calibration on another load): the
+    steps at their own rate, and a group without steps at the mean duration of those that ran."""
 
     steps_total: int = 0
     stepless_total: int = 0

@@ -49,6 +49,8 @@ class TaskRow:
     started: float | None = None
     not_applicable: str | None = None
     """Why the measure does not apply to the network (the task only records that)."""
+    group: str | None = None
+    """Ready tasks of one group run together (and share their recorded seconds)."""
 
     @property
     def fraction(self) -> float:
@@ -113,7 +115,7 @@ class RunState:
                                 measure=str(t.get("measure") or "-"), kind=str(t.get("kind") or "-"), state=state,
                                 step=step, steps=steps, steps_per_s=t.get("steps_per_s") if state == "running" else None,
                                 elapsed_s=elapsed, eta_s=eta, error=t.get("error"), started=t.get("started"),
-                                not_applicable=t.get("not_applicable")))
+                                not_applicable=t.get("not_applicable"), group=t.get("group")))
         rs = cls(store=status["store"], state=status.get("state", "unknown"), device=status.get("device"),
                  updated=status.get("updated"), message=status.get("message"), tasks=rows, started=started)
         rs._progress(now)
@@ -121,9 +123,11 @@ class RunState:
 
     def _progress(self, now: float) -> None:
         """Whole-run progress by steps: the tasks with steps of one network and kind run as one
-        (a depth pass runs all its iterate tasks together; a training run is one train task)."""
+        (a depth pass runs all its iterate tasks together; a training run is one train task). The
+        ETA adds the groups without steps still to run at the mean duration of those done (until
+        one is done, it counts the steps only)."""
         passes: dict = {}
-        derive_total = derive_done = 0
+        stepless: dict[str, list] = {}  # group -> [all done, seconds]
         for t in self.tasks:
             if t.steps:
                 key = (t.network, t.kind)
@@ -131,18 +135,22 @@ class RunState:
                 if cur is None or t.fraction < cur.fraction:
                     passes[key] = t
             else:
-                derive_total += 1
-                derive_done += t.state == "done"
+                g = stepless.setdefault(t.group or t.id, [True, 0.0])
+                g[0] = g[0] and t.state == "done"
+                g[1] = max(g[1], t.elapsed_s or 0.0) if t.state == "done" else g[1]
         total = sum(t.steps for t in passes.values())
         done = sum(t.fraction * t.steps for t in passes.values())
+        finished = [seconds for all_done, seconds in stepless.values() if all_done]
         if total:
             self.fraction = done / total
         elif self.tasks:
-            self.fraction = derive_done / max(derive_total, 1)
+            self.fraction = len(finished) / max(len(stepless), 1)
         rate = next((t.steps_per_s for t in self.tasks if t.state == "running" and t.steps_per_s), None)
+        groups_left = len(stepless) - len(finished)
         if self.state == "done":
             self.fraction, self.eta_s = 1.0, 0.0
-        elif self.state == "running" and rate:
-            self.eta_s = (total - done) / rate
+        elif self.state == "running" and (rate or total == done) and (total or finished):
+            steps_eta = (total - done) / rate if total > done else 0.0
+            self.eta_s = steps_eta + groups_left * sum(finished) / max(len(finished), 1)
         if self.started is not None:
             self.elapsed_s = (now if self.state == "running" else (self.updated or now)) - self.started

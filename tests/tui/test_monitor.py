@@ -6,6 +6,8 @@ import json
 import signal
 import time
 
+import pytest
+
 from runner.events import EventReader
 from runner.layout import internal
 from runner.status import fold_status, load_status
@@ -287,6 +289,28 @@ def test_a_training_run_has_a_header_eta_from_its_train_tasks():
 
     rs = RunState("store/t.zarr", state="running", started=0.0)
     rs.tasks = [TaskRow("a", 0, "lm", "train", "train", "running", step=50, steps=200, steps_per_s=10.0),
-                TaskRow("b", 0, "lm", "svcca", "svcca", "done"), TaskRow("c", 0, "lm", "svcca", "svcca", "pending")]
+                TaskRow("b", 0, "lm", "svcca", "svcca", "done", elapsed_s=2.0),
+                TaskRow("c", 0, "lm", "svcca", "svcca", "pending")]
     rs._progress(now=10.0)
-    assert rs.fraction == 50 / 200 and rs.eta_s == (200 - 50) / 10.0  # not 0: the train task has steps
+    assert rs.fraction == 50 / 200  # by steps
+    assert rs.eta_s == (200 - 50) / 10.0 + 1 * 2.0  # the steps left, and the measure task left at the mean so far
+
+
+def test_the_header_eta_counts_the_groups_left_not_their_tasks():
+    """Measures of one checkpoint run as one group and share its seconds: four tasks of a group left
+    cost one group's time, not four."""
+    from runner.tui.state import TaskRow
+
+    def measures(epoch, state, seconds=None):
+        return [TaskRow(f"{k}{epoch}", 0, "tj", k, k, state, elapsed_s=seconds, group=f"measures:0:{epoch}")
+                for k in ("distances", "entropy", "experts", "isomap")]
+
+    rs = RunState("store/t.zarr", state="running", started=0.0)
+    rs.tasks = [TaskRow("t", 0, "tj", "train", "train", "done", steps=3, elapsed_s=1.0),
+                *measures(0, "done", 0.5), *measures(1, "done", 0.7), *measures(2, "pending"), *measures(3, "pending")]
+    rs._progress(now=10.0)
+    assert rs.eta_s == pytest.approx(2 * (0.5 + 0.7) / 2)
+    rs.tasks = [TaskRow("t", 0, "tj", "train", "train", "running", step=1, steps=3, steps_per_s=0.5),
+                *measures(0, "pending"), *measures(1, "pending")]
+    rs._progress(now=10.0)
+    assert rs.eta_s == pytest.approx(2 / 0.5)  # no group has run yet: the steps only
