@@ -22,7 +22,7 @@ from runner.execute.scheduler import Scheduler, dry_run
 from runner.history import history_dir
 from runner.layout import INTERNAL, internal
 from runner.provenance import now
-from runner.specfile import SpecError, SpecProblem, read_toml, validate
+from runner.specfile import SpecError, SpecFile, SpecProblem, read_toml, validate
 from runner.store import Store, StoreWriteError, read_tasks, records_lost, runner_dir, store_path_problem, writing
 from runner.study import Prepared, ShardError, study_for
 from runner.sweep import Sweep, expand, split
@@ -77,10 +77,17 @@ class Outcome:
     interrupted: bool = False
 
 
-def load_spec(spec_path: str | Path):
+def read_spec(spec_path: str | Path, overrides=()) -> SpecFile:
+    """A spec file's tables with ``overrides`` (``"dynamics.steps=1000"`` texts, :mod:`runner.overrides`) set."""
+    from runner import overrides as ov
+
+    return ov.apply(read_toml(spec_path), [o if isinstance(o, ov.Override) else ov.parse(o) for o in overrides])
+
+
+def load_spec(spec_path: str | Path, overrides=()):
     """Read and validate a spec of any study (its files and store path checked); no resolution.
     For a spec with a sweep, the spec without it (its store: the sweep's)."""
-    base, axes = split(read_toml(spec_path))
+    base, axes = split(read_spec(spec_path, overrides))
     return _validated(base, sweep=axes is not None)[1]
 
 
@@ -96,19 +103,19 @@ def _validated(sf, sweep: bool = False):
     return study, spec
 
 
-def prepare(spec_path: str | Path) -> Prepared:
+def prepare(spec_path: str | Path | SpecFile, overrides=()) -> Prepared:
     """Validate a spec without a sweep and resolve it into tasks (see :func:`prepare_all`)."""
-    sweep, prepared = prepare_all(spec_path)
+    sweep, prepared = prepare_all(spec_path, overrides)
     if sweep is not None:
         raise SpecError(spec_path, [f"{spec_path}: this spec has a [sweep]; run its points with `runner apply`"])
     return prepared[0]
 
 
-def prepare_all(spec_path: str | Path) -> tuple[Sweep | None, list[Prepared]]:
-    """Validate a spec and resolve it into tasks: one :class:`Prepared`, or one per point of its
-    sweep. Raises :class:`SpecError` listing every problem; requirements this machine does not meet
-    are collected in ``unmet``, not raised."""
-    sf = read_toml(spec_path)
+def prepare_all(spec_path: str | Path | SpecFile, overrides=()) -> tuple[Sweep | None, list[Prepared]]:
+    """Validate a spec (a file, with ``overrides`` set; or a :class:`SpecFile`) and resolve it into
+    tasks: one :class:`Prepared`, or one per point of its sweep. Raises :class:`SpecError` listing
+    every problem; requirements this machine does not meet are collected in ``unmet``, not raised."""
+    sf = spec_path if isinstance(spec_path, SpecFile) else read_spec(spec_path, overrides)
     base, axes = split(sf)
     if axes is None:
         return None, [_prepare(sf)]
@@ -122,7 +129,7 @@ def prepare_all(spec_path: str | Path) -> tuple[Sweep | None, list[Prepared]]:
             for m in err.problems:  # one line per problem, naming the points that have it
                 problems.setdefault(m, []).append(point.name)
             continue
-        p.attrs = {"sweep_point": point.values}
+        p.attrs["sweep_point"] = point.values
         prepared.append(p)
     if problems:
         raise SpecError(sf.path, [f"{m} (sweep point{'s' * (len(names) > 1)} {', '.join(names)})"
@@ -133,9 +140,12 @@ def prepare_all(spec_path: str | Path) -> tuple[Sweep | None, list[Prepared]]:
 def _prepare(sf) -> Prepared:
     study, spec = _validated(sf)
     try:
-        return study.prepare(spec, sf)
+        p = study.prepare(spec, sf)
     except SpecProblem as err:
         raise SpecError(sf.path, [sf.problem(err.loc, err.message, type(spec))]) from None
+    if sf.overrides:  # in the provenance, beside the spec's text
+        p.attrs["overrides"] = [o.text for o in sf.overrides]
+    return p
 
 
 def states(p: Prepared) -> dict[str, str]:

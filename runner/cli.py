@@ -3,7 +3,7 @@
 Exit codes (one convention for every command, after sysexits.h):
   0    success, also "nothing to do" and output cut short by a closed pipe (`| head`)
   1    a task failed (the others ran; see `runner status`)
-  2    usage: unknown option, bad --device, unknown name for explain
+  2    usage: unknown option, bad --device or --set, unknown name for explain
   65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message)
   66   an input is missing: no such store (status, show), or a requirement this machine does
        not meet (a model or data set neither cached nor reachable, a missing extra, no CUDA)
@@ -25,6 +25,9 @@ from pathlib import Path
 (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_IOERR, EXIT_LOCKED, EXIT_REPLACE,
  EXIT_INTERRUPTED) = 0, 1, 2, 65, 66, 74, 75, 77, 130
 
+
+SET_HELP = ("change one value of the spec: a dotted key ([i] for an entry of an array of tables) and a TOML value, "
+            "e.g. --set dynamics.steps=1000 --set 'model[0].seed=3' (repeatable; recorded in the provenance)")
 
 THREADS_HELP = ("CPU threads for torch (overrides [experiment] threads); default: the runner times 1 thread, "
                 "the idle CPUs and all CPUs on the model at hand and takes the fastest")
@@ -70,11 +73,12 @@ def _stdout_to_devnull() -> None:
 def _known_error(err: Exception) -> int | None:
     from runner.apply import ReplaceRefused, Unmet
     from runner.data.corpus import CorpusError
+    from runner.overrides import OverrideError
     from runner.specfile import SpecError
     from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
     from runner.study import ShardError, Unavailable
 
-    codes = {ShardError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
+    codes = {ShardError: EXIT_USAGE, OverrideError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
              NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
              Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED,
              ReplaceRefused: EXIT_REPLACE}
@@ -97,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--calibrate", action="store_true",
                    help="time the estimate's steps without the few-seconds limit of a plain plan (cached for later plans)")
     p.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
@@ -112,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--replace", action="store_true", help="replace finished results whose parameters changed (the "
                    "store as it was is kept in store/<name>.history/; without it apply refuses, exit 77)")
     p.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.set_defaults(func=cmd_apply)
 
     p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots",
@@ -169,7 +175,7 @@ def cmd_plan(args) -> int:
     from runner.apply import prepare_all
 
     _check_threads(args)
-    sweep, prepared = prepare_all(args.spec)
+    sweep, prepared = prepare_all(args.spec, args.set)
     if sweep is None:
         return _plan_one(args, prepared[0])
     return _plan_sweep(args, sweep, prepared)
@@ -187,7 +193,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
     ests = [] if args.no_estimate else [estimate(p, calibrated=calibrated) for p in prepared]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
-                          "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
+                          "overrides": args.set, "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
                           **({"threads": cpu.to_json()} if cpu else {}),
                           "points": [{"name": pt.name, "values": pt.values, "store": str(p.store_path),
                                       "spec_sha256": p.spec.sha256(), "tasks": plan_rows(p.tasks, st, p.labels)}
@@ -197,6 +203,8 @@ def _plan_sweep(args, sweep, prepared) -> int:
     print(f"experiment {first.spec.experiment.name}: {first.spec.experiment.description}")
     print(f"study      {first.study.name}")
     print(f"store      {describe_store(sweep.root)}")
+    if args.set:
+        print("overrides  " + " ".join(f"--set {o}" for o in args.set))
     for line in sweep.describe():
         print(line)
     print(f"first point ({sweep.points[0].name}):")
@@ -241,7 +249,8 @@ def _plan_one(args, p) -> int:
             else:
                 row["action"] = {"done": "keep", "pending": "add", "blocked": "add"}.get(row["state"], row["state"])
         print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
-                          "spec_sha256": p.spec.sha256(), "resolved": p.spec.model_dump(mode="json"),
+                          "spec_sha256": p.spec.sha256(), "overrides": args.set,
+                          "resolved": p.spec.model_dump(mode="json"),
                           **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet,
                           **(_changes_json(changes) if changes else {}),
                           **({"threads": cpu.to_json()} if cpu else {}),
@@ -251,6 +260,8 @@ def _plan_one(args, p) -> int:
     print(f"experiment {spec.experiment.name}: {spec.experiment.description}")
     print(f"study      {p.study.name}")
     print(f"store      {describe_store(p.store_path)}")
+    if args.set:
+        print("overrides  " + " ".join(f"--set {o}" for o in args.set))
     for line in p.study.describe(p):
         print(line)
     if cpu:
@@ -382,7 +393,7 @@ def cmd_apply(args) -> int:
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
     options = ExecutorOptions(args.executor, args.address, args.shards)
-    sweep, prepared = prepare_all(args.spec)  # every input error is reported here, before anything runs
+    sweep, prepared = prepare_all(args.spec, args.set)  # every input error is reported here, before anything runs
     for p in prepared:
         p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
@@ -399,7 +410,7 @@ def cmd_apply(args) -> int:
                              + ", ".join(str(p.store_path) for p in prepared))
         from runner.tui.app import run_apply_with_monitor
 
-        return run_apply_with_monitor(args.spec, device=args.device)
+        return run_apply_with_monitor(args.spec, device=args.device, overrides=args.set)
     if not args.quiet and "outside" in describe_store(store_path):
         print(f"store: {describe_store(store_path)}", file=sys.stderr)
     if sweep is None:

@@ -68,13 +68,20 @@ class SpecFile:
     path: Path
     text: str
     data: dict
+    overrides: tuple = ()
+    """The ``--set`` overrides applied to ``data`` (:mod:`runner.overrides`)."""
 
     def problem(self, loc: Loc, message: str, root: type[BaseModel] | None = None) -> str:
-        """``FILE:LINE: [table] key: message`` for a problem at ``loc``."""
+        """``FILE:LINE: [table] key: message`` for a problem at ``loc``; ``FILE: --set KEY=VALUE:
+        [table] key: message`` where an override set it."""
         loc = _strip_tags(list(loc), self.data)
         array = _is_array(loc, self.data)
         key = ".".join(str(p) for p in loc[2 if array else 1:])
-        return f"{self.path}:{locate(self.text, tuple(loc))}: {self._where(loc, array, root)}{' ' + key if key else ''}: {message}"
+        where = f"{self._where(loc, array, root)}{' ' + key if key else ''}: {message}"
+        by = next((o for o in reversed(self.overrides) if tuple(loc[:len(o.path)]) == o.path), None)
+        if by is not None:
+            return f"{self.path}: --set {by.text}: {where}"
+        return f"{self.path}:{locate(self.text, tuple(loc))}: {where}"
 
     def _where(self, loc: list, array: bool, root: type[BaseModel] | None) -> str:
         if not loc:

@@ -17,6 +17,7 @@ one dataset with each swept key as a dimension (named after the key, e.g. ``toke
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
     if TABLE not in sf.data:
         return sf, None
     data = {k: v for k, v in sf.data.items() if k != TABLE}
-    base = SpecFile(sf.path, sf.text, data)
+    base = dataclasses.replace(sf, data=data)
     table = sf.data[TABLE]
     problems, axes = [], {}
     if not isinstance(table, dict) or not table:
@@ -114,7 +115,7 @@ def expand(base: SpecFile, axes: dict[str, list], root: Path) -> Sweep:
             data.setdefault(table, {})[key] = v
         name = point_name(values)
         data.setdefault("experiment", {})["store"] = str(root / name)
-        points.append(Point(name, values, SpecFile(base.path, base.text, data)))
+        points.append(Point(name, values, dataclasses.replace(base, data=data)))
     return Sweep(root, axes, points)
 
 

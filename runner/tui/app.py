@@ -326,7 +326,7 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_apply_with_monitor(spec_path: Path, device: str | None = None) -> int:
+def run_apply_with_monitor(spec_path: Path, device: str | None = None, overrides: list[str] = ()) -> int:
     """Run ``runner apply SPEC`` in a subprocess and monitor its store; quitting stops it with SIGINT.
 
     The apply runs in a session of its own, so a Ctrl-C typed into the terminal reaches the monitor
@@ -334,6 +334,7 @@ def run_apply_with_monitor(spec_path: Path, device: str | None = None) -> int:
     cmd = [sys.executable, "-m", "runner.cli", "apply", str(spec_path), "--quiet"]
     if device:
         cmd += ["--device", device]
+    cmd += [arg for o in overrides for arg in ("--set", o)]
     with tempfile.TemporaryFile(mode="w+") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
