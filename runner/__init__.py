@@ -1,0 +1,14 @@
+"""transient's runner. The Python API is :mod:`runner.api` (``from runner import api``;
+``api.plan(spec)``, ``api.apply(spec)``: ``runner.plan`` and ``runner.apply`` are the modules that
+do the work); ``runner.load_spec``, ``runner.open`` and ``runner.on_common_steps`` are re-exported
+here, imported on first use so that ``runner --help`` stays fast."""
+
+API = ("load_spec", "open", "on_common_steps")
+
+
+def __getattr__(name: str):
+    if name in API:
+        from runner import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'runner' has no attribute {name!r}")

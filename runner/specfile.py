@@ -70,6 +70,9 @@ class SpecFile:
     data: dict
     overrides: tuple = ()
     """The ``--set`` overrides applied to ``data`` (:mod:`runner.overrides`)."""
+    located: bool = True
+    """Whether ``text`` is what ``data`` was read from, so that a problem has a line (not for a
+    spec given as a dict)."""
 
     def problem(self, loc: Loc, message: str, root: type[BaseModel] | None = None) -> str:
         """``FILE:LINE: [table] key: message`` for a problem at ``loc``; ``FILE: --set KEY=VALUE:
@@ -81,6 +84,8 @@ class SpecFile:
         by = next((o for o in reversed(self.overrides) if tuple(loc[:len(o.path)]) == o.path), None)
         if by is not None:
             return f"{self.path}: --set {by.text}: {where}"
+        if not self.located:
+            return f"{self.path}: {where}"
         return f"{self.path}:{locate(self.text, tuple(loc))}: {where}"
 
     def _where(self, loc: list, array: bool, root: type[BaseModel] | None) -> str:

@@ -1,0 +1,151 @@
+"""The Python API: what ``runner plan``, ``runner apply`` and reading a store do, from a notebook
+or a script, with the same validation, the same tasks and the same store as the CLI.
+
+    from runner import api
+    spec = api.load_spec("specs/quickstart.toml", overrides=["dynamics.steps=100"])
+    print(api.plan(spec).summary())
+    api.apply(spec)
+    ds = api.open("store/quickstart.zarr")             # an xarray.Dataset
+    steps = api.on_common_steps(ds)                    # the measures' step axes as one ``step``
+
+A spec is a TOML file or a dict of its tables (``{"experiment": {...}, "model": [...], ...}``);
+errors are the CLI's exceptions (:class:`runner.specfile.SpecError` with one line per problem,
+:class:`runner.apply.Unmet`, :class:`runner.apply.ReplaceRefused`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runner.apply import Outcome, Unmet, prepare_all, read_spec, states
+from runner.specfile import SpecFile
+
+#: The name a spec given as a dict goes by in messages (its relative paths resolve from the working directory).
+DICT_SPEC = Path("<dict>")
+
+
+def load_spec(spec: str | Path | dict | SpecFile, overrides: list[str] = ()) -> SpecFile:
+    """A spec's tables (a file's, or a dict's) with ``overrides`` (``"dynamics.steps=1000"``) set.
+    Validation happens in :func:`plan` and :func:`apply`, as in the CLI."""
+    from runner import overrides as ov
+
+    if isinstance(spec, SpecFile):
+        return ov.apply(spec, [ov.parse(o) for o in overrides])
+    if isinstance(spec, dict):
+        import tomli_w
+
+        sf = SpecFile(DICT_SPEC, tomli_w.dumps(spec), spec, located=False)  # the text: for the provenance
+        return ov.apply(sf, [ov.parse(o) for o in overrides])
+    return read_spec(spec, overrides)
+
+
+@dataclass
+class Plan:
+    """A resolved spec: one :class:`runner.study.Prepared` per point (one without a sweep)."""
+
+    sweep: Any
+    """The :class:`runner.sweep.Sweep`, or None."""
+    prepared: list
+
+    @property
+    def unmet(self) -> list[str]:
+        """Requirements this machine does not meet (``apply`` refuses while there are any)."""
+        return list(dict.fromkeys(u for p in self.prepared for u in p.unmet))
+
+    @property
+    def store(self) -> Path:
+        return self.sweep.root if self.sweep is not None else self.prepared[0].store_path
+
+    def tasks(self) -> list[dict]:
+        """Every task with its state (``done``, ``pending``, ``blocked``, ``unresolved``), as
+        ``plan --json`` lists them, with the point's name for a sweep."""
+        from runner.plan import plan_rows
+
+        names = [pt.name for pt in self.sweep.points] if self.sweep is not None else [None]
+        return [{**row, **({"point": name} if name else {})}
+                for name, p in zip(names, self.prepared, strict=True) for row in plan_rows(p.tasks, states(p), p.labels)]
+
+    def summary(self) -> str:
+        rows = self.tasks()
+        done = sum(r["state"] == "done" for r in rows)
+        if self.unmet:
+            return f"{len(rows)} tasks, not resolved until requirements are met: " + "; ".join(self.unmet)
+        return f"{len(rows) - done} to run, {done} done; store {self.store}"
+
+
+def plan(spec: str | Path | dict | SpecFile, overrides: list[str] = ()) -> Plan:
+    """Validate and resolve a spec (:class:`runner.specfile.SpecError` listing every problem)."""
+    sweep, prepared = prepare_all(load_spec(spec, overrides))
+    return Plan(sweep, prepared)
+
+
+def apply(spec: str | Path | dict | SpecFile | Plan, overrides: list[str] = (), *, executor: str = "local",
+          address: str | None = None, shards: int = 1, device: str | None = None, replace: bool = False,
+          threads: int | None = None, quiet: bool = True) -> Outcome:
+    """Run what the store is missing, as ``runner apply`` does (resumable: call it again after an
+    interruption). Raises :class:`runner.apply.Unmet` for requirements this machine does not meet
+    and :class:`runner.apply.ReplaceRefused` before replacing finished results without ``replace``."""
+    from runner.apply import apply as apply_one
+    from runner.apply import apply_sweep, check_shards
+    from runner.execute.registry import ExecutorOptions, executor_problem
+
+    planned = spec if isinstance(spec, Plan) else plan(spec, overrides)
+    unmet = planned.unmet + ([problem] if (problem := executor_problem(executor)) else [])
+    if unmet:
+        raise Unmet(unmet)
+    options = ExecutorOptions(executor, address, shards)
+    for p in planned.prepared:
+        check_shards(p, shards)
+    kw = dict(device=device, quiet=quiet, executor=options, replace=replace, threads=threads)
+    if planned.sweep is None:
+        return apply_one(planned.prepared[0], **kw)
+    return apply_sweep(planned.sweep, planned.prepared, **kw)
+
+
+def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.open, as xr.open_zarr)
+    """A store as an ``xarray.Dataset``; a sweep's store as a ``DataTree`` (one node per point; or
+    :func:`runner.sweep.open_sweep` for one dataset with a dimension per swept key). With
+    ``history``, a ``DataTree`` of the store as it is (``/current``) and each version that
+    ``apply --replace`` kept (``/history/<version>``, oldest first)."""
+    import xarray as xr
+
+    from runner.history import versions
+    from runner.sweep import is_sweep
+
+    path = Path(store)
+    if not (path / "zarr.json").exists():
+        raise FileNotFoundError(f"{path}: no store here (run `runner apply` on its spec first)")
+    read = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
+        (lambda p: xr.DataTree(xr.open_zarr(p, consolidated=False)))
+    if not history:
+        return read(path) if is_sweep(path) else xr.open_zarr(path, consolidated=False)
+    tree = xr.DataTree()
+    tree["current"] = read(path)
+    for v in versions(path):
+        tree[f"history/{v.name}"] = read(v.store)
+    return tree
+
+
+def on_common_steps(ds, dim: str = "step"):
+    """The variables of ``ds`` whose time axis is a step dimension of their own (``lyapunov_step``
+    every tau steps, ``neff_step`` every step, ...) on one ``dim`` holding every step any of them
+    has; NaN where a variable was not sampled. Other variables are kept as they are."""
+    import xarray as xr
+
+    axes = [d for d in ds.dims if str(d).endswith("_step") and d in ds.coords and ds[d].attrs.get("units") == "steps"]
+    if not axes:
+        return ds
+    steps = np.unique(np.concatenate([ds[d].values for d in axes]))
+    out = {}
+    for name, v in ds.data_vars.items():
+        own = [d for d in v.dims if d in axes]
+        if len(own) == 1:
+            v = v.rename({own[0]: dim}).reindex({dim: steps})
+        out[name] = v
+    aligned = xr.Dataset(out, attrs=ds.attrs)
+    aligned[dim].attrs.update(units="steps", long_name="step of the iterated map (every measure's steps)")
+    return aligned
