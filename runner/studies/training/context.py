@@ -17,13 +17,14 @@ import torch
 from torch import Tensor
 
 from models.lstm import capture
+from runner.checkpointed.files import load_weights
 from runner.data.corpus import Corpus
 from runner.data.tokens import batchify, get_batch
 from runner.layout import Layout
 from runner.plan import Task
 from runner.store import Store
 from runner.studies.training.spec import TrainingStudy
-from runner.studies.training.train import build_model, load_weights
+from runner.studies.training.train import build_model
 
 
 class Context:
