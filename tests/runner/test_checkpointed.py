@@ -85,7 +85,7 @@ def test_checkpoints_hold_the_known_weights(tmp_path):
     for s in saved:
         model = torch.nn.Linear(1, 1, bias=False).double()
         load_weights(model, s.path, "cpu")
-        assert float(model.weight) == pytest.approx(TARGET + (W0 - TARGET) * (1 - 2 * LR) ** s.step, rel=1e-12)
+        assert float(model.weight.detach()) == pytest.approx(TARGET + (W0 - TARGET) * (1 - 2 * LR) ** s.step, rel=1e-12)
         assert belongs(s.path, "tid") and not belongs(s.path, "another task")
     done = items[-1]
     assert isinstance(done, Finished) and done.epochs == 3 and len(done.curves.train_loss) == 12
