@@ -1,9 +1,12 @@
-"""At which optimizer steps a training run keeps its checkpoints; pure (no I/O, no torch)."""
+"""At which optimizer steps a training run keeps its checkpoints, and its train task; pure (no I/O, no torch)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
+
+from runner.plan import Task, task_id
 
 
 def checkpoint_steps(steps_per_epoch: int, epochs: int, *, initial: bool = True, every_epoch: bool = True,
@@ -37,3 +40,11 @@ def by_step(steps: list[int]) -> dict[int, list[int]]:
 def checkpoint_resource(network: int, checkpoint: int) -> str:
     """What a training task provides as each checkpoint is saved, and what measures of it need."""
     return f"checkpoint:{network}:{checkpoint}"
+
+
+def train_task(network: int, payload: dict[str, Any], seed: int, n_checkpoints: int, steps: int) -> Task:
+    """The task that trains ``network`` (its id hashes ``payload``): ``steps`` for progress, and each
+    checkpoint's resource provided as it is saved."""
+    return Task(task_id(payload), "train", "train", network, "train", steps=steps,
+                produces=tuple(checkpoint_resource(network, c) for c in range(n_checkpoints)),
+                params={"seed": seed}, key=payload)

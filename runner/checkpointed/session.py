@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from runner.checkpointed.files import belongs
 from runner.checkpointed.loop import Curves, Finished, Saved
@@ -19,6 +20,11 @@ def relative_path(path: Path, store_path: Path) -> np.ndarray:
         return np.asarray(str(Path(path).resolve().relative_to(parent)), dtype=object)
     except ValueError:
         return np.asarray(str(Path(path).resolve()), dtype=object)
+
+
+def forked_rng(device):
+    """Run a measure between training steps with the RNG forked, so it cannot change the training run."""
+    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
 
 
 class Checkpoints:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.checkpointed.schedule import checkpoint_resource
+from runner.checkpointed.schedule import checkpoint_resource, train_task
 from runner.checkpointed.schedule import checkpoint_steps as schedule_steps
 from runner.measures import measures
 from runner.plan import Task, task_id
@@ -47,10 +47,8 @@ def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> t
         payload = {"corpus": corpus_key, "training": study.training.model_dump(mode="json", exclude={"device"}),
                    "network": net.key(), "seed": study.network_seed(i),
                    "steps": steps, "v": TRAIN_VERSION}
-        train_ids[i] = task_id(payload)
-        tasks.append(Task(train_ids[i], "train", "train", i, "train", steps=total,
-                          produces=tuple(checkpoint_resource(i, c) for c in range(len(steps))),
-                          params={"seed": study.network_seed(i)}, key=payload))
+        tasks.append(train_task(i, payload, study.network_seed(i), len(steps), total))
+        train_ids[i] = tasks[-1].id
     for m in study.measure:
         params = m.params()
         reg = registry[m.kind](m)

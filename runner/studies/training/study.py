@@ -19,7 +19,6 @@ import platform
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from models.registry import cache_dir
 from runner.data.corpus import Corpus, CorpusError, load_corpus
@@ -30,7 +29,7 @@ from runner.data.tiny_tagged import VERSION as TINY_TAGGED_VERSION
 from runner import interrupt
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import checkpoint_dir
-from runner.checkpointed.session import Checkpoints
+from runner.checkpointed.session import Checkpoints, forked_rng
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task
@@ -338,7 +337,7 @@ class TrainingSession:
         reg = measures("training")[t.kind]
         if self.suites is not None:
             interrupt.stall_point(self.store.state_dir, self.p.labels[t.network], self.steps[t.checkpoint])
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+        with forked_rng(self.device):
             reg(reg.Params(kind=t.kind, **t.params)).run(self.ctx, t)
         return {}
 

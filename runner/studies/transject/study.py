@@ -28,8 +28,8 @@ from runner.data.classification import (InputError, Split, build_vocab, check_lo
 from runner.checkpointed import loop as checkpointed
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
-from runner.checkpointed.schedule import checkpoint_resource
-from runner.checkpointed.session import Checkpoints, relative_path
+from runner.checkpointed.schedule import checkpoint_resource, train_task
+from runner.checkpointed.session import Checkpoints, forked_rng, relative_path
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task, task_id
@@ -124,10 +124,8 @@ class TransJectStudy(Study):
                 epochs = [0]
             else:
                 payload = {"data": data_key, "training": training, "model": arch, "seed": seed, "v": TRAIN_VERSION}
-                tid = task_id(payload)
-                tasks.append(Task(tid, "train", "train", n, "train", steps=E,
-                                  produces=tuple(checkpoint_resource(n, e) for e in range(E + 1)),
-                                  params={"seed": seed}, key=payload))
+                tasks.append(train_task(n, payload, seed, E + 1, E))
+                tid = tasks[-1].id
                 epochs = list(range(E + 1))
             nets.append({"label": label, "model": m.name, "replicate": r, "seed": seed, "entry": m,
                          "trained": not m.checkpoint, "train_id": tid})
@@ -301,7 +299,7 @@ class TransJectSession:
             return self._train(lead, report)
         if lead.kind == "load":
             return self._load(lead, report)
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+        with forked_rng(self.device):
             self._measure(group)
         return {}
 
