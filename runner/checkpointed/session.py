@@ -22,6 +22,12 @@ def relative_path(path: Path, store_path: Path) -> np.ndarray:
         return np.asarray(str(Path(path).resolve()), dtype=object)
 
 
+def write_cell(store, name: str, task, values) -> None:
+    """Write a measure task's (network, checkpoint) cell of variable ``name``."""
+    values = np.asarray(values)
+    store.write(name, (task.network, task.checkpoint) + (slice(None),) * values.ndim, values)
+
+
 def forked_rng(device):
     """Run a measure between training steps with the RNG forked, so it cannot change the training run."""
     return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])

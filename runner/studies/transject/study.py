@@ -29,7 +29,7 @@ from runner.checkpointed import loop as checkpointed
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
 from runner.checkpointed.schedule import checkpoint_resource, train_task
-from runner.checkpointed.session import Checkpoints, forked_rng, relative_path
+from runner.checkpointed.session import Checkpoints, forked_rng, relative_path, write_cell
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task, task_id
@@ -374,5 +374,4 @@ class TransJectSession:
             self.registrations[t.kind].run(self, t, view)
 
     def write(self, name: str, task: Task, values) -> None:
-        values = np.asarray(values)
-        self.store.write(name, (task.network, task.checkpoint) + (slice(None),) * values.ndim, values)
+        write_cell(self.store, name, task, values)
