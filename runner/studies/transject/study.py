@@ -25,7 +25,6 @@ import torch
 from models.hub import ModelLoadError, load_tokenizer
 from runner.data.classification import (InputError, Split, build_vocab, check_local, encode, hub_cached, hub_splits,
                                         listops_splits, local_files, local_splits, tokenize)
-from runner.checkpointed import loop as checkpointed
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
 from runner.checkpointed.schedule import checkpoint_resource, train_task
@@ -41,7 +40,7 @@ from runner.studies.transject.measure import Shape, View
 from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, build, load_checkpoint_model, n_experts,
                                              params_of, read_checkpoint, resolve_checkpoint)
 from runner.studies.transject.spec import BASELINES, PAPER_SENTENCE, TABLES, TransJectSpec, spec_model
-from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch
+from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch, train_run
 
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
 TRAIN_VERSION = 1
@@ -313,8 +312,8 @@ class TransJectSession:
         E, spe = self.spec.training.epochs, self.spe
         run = TransJectRun(net["variant"], net["params"], net["seed"], self.spec.training, self.train, test,
                            self.device)
-        items = checkpointed.train(run, net["seed"], [e * spe for e in range(E + 1)], t.id, net["label"],
-                                   self._dir(store, n), self.device, lambda step: report.progress(min(E, step // spe)))
+        items = train_run(run, t.id, net["label"], self._dir(store, n), self.device,
+                          lambda step: report.progress(min(E, step // spe)))
         done = self.checkpoints.follow(items, n, report, lambda c: write_curves(store, n, {
             "train_loss": c.train_loss, "test_loss": c.test_loss, "test_accuracy": c.test_accuracy}))
         if done is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -24,6 +25,8 @@ from safetensors.torch import load_file, save
 from torch import Tensor
 from torch.nn import functional as F
 
+from runner.checkpointed import loop as checkpointed
+from runner.checkpointed.loop import Finished, Saved
 from runner.data.classification import Encoded
 from runner.store import atomic_write_bytes
 from runner.studies.transject.models import build
@@ -109,6 +112,21 @@ class TransJectRun:
     def restore(self, t: dict[str, Tensor], meta: dict[str, str], mid_epoch: bool) -> None:
         self.optimizer.load_state_dict(_optimizer_state(self.optimizer, t))
         self.best, self.best_epoch, self.bad = float(meta["best"]), int(meta["best_epoch"]), int(meta["bad"])
+
+
+def train_run(run: TransJectRun, train_id: str, label: str, ckpt_dir: Path, device,
+              progress: Callable[[int], None] | None = None) -> Iterator[Saved | Finished]:
+    """Train (or resume) ``run`` with a checkpoint at every epoch end (0: initialisation), then Finished."""
+    steps = [e * run.steps_per_epoch for e in range(run.epochs + 1)]
+    yield from checkpointed.train(run, run.seed, steps, train_id, label, ckpt_dir, device, progress)
+
+
+def train(variant: str, params: dict, seed: int, tr: TrainingSpec, train: Encoded, test: Encoded, train_id: str,
+          label: str, ckpt_dir: Path, device, progress: Callable[[int], None] | None = None,
+          ) -> Iterator[Saved | Finished]:
+    """Train (or resume) one network of the spec; yield after each epoch's checkpoint is saved, then Finished."""
+    yield from train_run(TransJectRun(variant, params, seed, tr, train, test, device), train_id, label, ckpt_dir,
+                         device, progress)
 
 
 def export(dir: Path, variant: str, params: dict, weights: Path, vocab: list[str]) -> None:
