@@ -1,9 +1,11 @@
 """Durable points of a run: named tensors and a little metadata, written atomically as safetensors.
 
-No pickle: a checkpoint is a safetensors file (tensors) whose metadata holds the ids of the tasks
-it belongs to and the store it was written for, so a stale or foreign file is never trusted. It
-is serialised in memory first and then written whole or not at all, so a full disk leaves no
-partial file (:func:`runner.store.atomic_write_bytes`).
+No pickle: a checkpoint is a safetensors file (tensors) whose string metadata says what it belongs
+to, so a stale or foreign file is never trusted. It is serialised in memory first and then written
+whole or not at all, so a full disk leaves no partial file (:func:`runner.store.atomic_write_bytes`).
+:func:`write_tensors` and :func:`read_metadata` are the format; :func:`save_checkpoint` and
+:func:`load_checkpoint` key a file by task ids and store id (a depth pass), and
+:mod:`runner.checkpointed.files` by its training task.
 """
 
 from __future__ import annotations
@@ -12,17 +14,32 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load, save
 
 from runner.store import atomic_write_bytes
 
 
+def write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    """Write ``tensors`` (moved to the CPU) with string ``metadata``, whole or not at all."""
+    atomic_write_bytes(path, save({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, metadata=metadata))
+
+
+def read_metadata(path: Path) -> dict[str, str] | None:
+    """A file's metadata; None when it is missing, torn or not safetensors."""
+    if not path.is_file():
+        return None
+    try:
+        with safe_open(str(path), "pt") as f:
+            return dict(f.metadata() or {})
+    except Exception:  # a torn or foreign file
+        return None
+
+
 def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], task_ids: list[str], store_id: str,
                     **meta: object) -> None:
-    """Save ``tensors`` (moved to the CPU) for the tasks ``task_ids`` of store ``store_id``."""
-    data = save({k: v.detach().contiguous().cpu() for k, v in tensors.items()},
-                metadata={"tasks": json.dumps(task_ids), "store_id": store_id, "meta": json.dumps(meta)})
-    atomic_write_bytes(path, data)
+    """Save ``tensors`` for the tasks ``task_ids`` of store ``store_id``."""
+    write_tensors(path, tensors, {"tasks": json.dumps(task_ids), "store_id": store_id, "meta": json.dumps(meta)})
 
 
 def load_checkpoint(path: Path, task_ids: list[str], store_id: str,

@@ -12,18 +12,19 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from models.lstm import capture
+from runner.checkpointed.files import load_weights
+from runner.checkpointed.session import write_cell
 from runner.data.corpus import Corpus
 from runner.data.tokens import batchify, get_batch
 from runner.layout import Layout
 from runner.plan import Task
 from runner.store import Store
 from runner.studies.training.spec import TrainingStudy
-from runner.studies.training.train import build_model, load_weights
+from runner.studies.training.train import build_model
 
 
 class Context:
@@ -92,9 +93,7 @@ class Context:
             self._cache.popitem(last=False)
 
     def write(self, name: str, task: Task, values) -> None:
-        values = np.asarray(values)
-        region = (task.network, task.checkpoint) + (slice(None),) * values.ndim
-        self.store.write(name, region, values)
+        write_cell(self.store, name, task, values)
 
     def layer_index(self) -> dict[str, int]:
         return {str(v): i for i, v in enumerate(self.layout.coords["layer"].values)}

@@ -27,7 +27,8 @@ from runner.data.corpus import Corpus, TagStreams, Variant
 from runner.data.tokens import Vocabulary, batchify
 from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
-from runner.studies.training.train import _save, build_model, evaluate, train
+from runner.checkpointed.files import save, weights
+from runner.studies.training.train import build_model, evaluate, train
 
 if TYPE_CHECKING:
     from runner.study import Prepared
@@ -175,7 +176,7 @@ def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: 
         timer.start()
         try:
             for _ in train(net, 0, training, corpus, [], "calibration", Path(tmp), device,
-                           lambda step, total: timer.progress(step)):
+                           timer.progress):
                 pass
         except Enough:
             pass
@@ -185,8 +186,7 @@ def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: 
         evaluate(model.to(device), val.to(device), None if val_tags is None else val_tags.to(device), training.bptt)
         eval_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        _save(Path(tmp) / "checkpoint.safetensors", {f"model.{k}": v for k, v in model.state_dict().items()},
-              {"kind": "calibration"})
+        save(Path(tmp) / "checkpoint.safetensors", weights(model), {"kind": "calibration"})
         save_s = time.perf_counter() - t0
     return {**timer.result(), "param_bytes": param_bytes, "eval_s": eval_s, "save_s": save_s}
 

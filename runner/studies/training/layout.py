@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
 from runner.data.corpus import Corpus
 from runner.layout import Layout, LayoutBuilder, network_coords
 from runner.measures import declare, hints, measures
@@ -45,33 +46,23 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
         for key in first.coords:
             coord(key, np.array([corpus.variants[n.corpus_variant].coords[key] for n in nets]), ("network",),
                   long_name=key.replace("_", " "))
-    step_values = np.asarray(steps, dtype=np.int64)
-    coord("checkpoint", np.arange(len(step_values)), long_name="checkpoint index")
-    coord("step", step_values, ("checkpoint",), long_name="optimizer step", units="steps")
-    coord("epoch", step_values / steps_per_epoch, ("checkpoint",), long_name="epoch (fractional)", units="epochs")
-    total = steps_per_epoch * study.training.epochs
-    every = study.training.log_every
-    coord("train_step", np.arange(every, total + 1, every, dtype=np.int64), long_name="optimizer step", units="steps")
-    coord("training_epoch", np.arange(1, study.training.epochs + 1), long_name="epoch", units="epochs")
     layers = layer_names(study.training.num_layers)
-    coord("layer", layers, long_name="layer whose output is measured")
+    declare_axes(b, steps, steps_per_epoch, study.training.epochs, layers, log_every=study.training.log_every)
     _vocabulary(b, corpus)
 
-    var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", None,
-        "safetensors file of the weights, relative to the store's parent folder ('' while not saved)")
-    var("train_loss", "train", ("network", "train_step"), "float32", np.nan, "training loss", "nats/token",
-        "mean cross entropy of the batch at this step (dropout on)", **hints(plot="curve", order=0, overlay="val_loss"))
-    var("learning_rate", "train", ("network", "train_step"), "float32", np.nan, "learning rate", "1",
-        "SGD rate at this step; divided by lr_decay after an epoch whose validation loss did not improve",
-        lr=study.training.lr, lr_decay=study.training.lr_decay, **hints(plot="curve", order=20))
-    var("val_loss", "train", ("network", "training_epoch"), "float32", np.nan, "validation loss", "nats/token",
-        "mean cross entropy on the validation split after the epoch (dropout off)", **hints(plot="curve", order=1))
+    declare_checkpoint_path(b, "safetensors file of the weights, relative to the store's parent folder ('' while "
+                               "not saved)")
+    declare_train_loss(b, "nats/token", "mean cross entropy of the batch at this step (dropout on)", "val_loss")
+    declare_curve(b, "learning_rate", "step", "learning rate", "1",
+                  "SGD rate at this step; divided by lr_decay after an epoch whose validation loss did not improve",
+                  20, lr=study.training.lr, lr_decay=study.training.lr_decay)
+    declare_curve(b, "val_loss", "epoch", "validation loss", "nats/token",
+                  "mean cross entropy on the validation split after the epoch (dropout off)", 1)
     var("val_perplexity", "train", ("network", "training_epoch"), "float32", np.nan, "validation perplexity", "1",
         "exp(val_loss)", **hints(plot="curve", order=2, headline=("final val perplexity", "last")))
-    var("epoch_train_loss", "train", ("network", "training_epoch"), "float32", np.nan,
-        "mean training loss", "nats/token", "mean over the epoch's batches", **hints(plot="curve", order=20))
-    var("epoch_learning_rate", "train", ("network", "training_epoch"), "float32", np.nan, "learning rate", "1",
-        "rate used during the epoch", **hints(plot="curve", order=20))
+    declare_curve(b, "epoch_train_loss", "epoch", "mean training loss", "nats/token", "mean over the epoch's batches",
+                  20)
+    declare_curve(b, "epoch_learning_rate", "epoch", "learning rate", "1", "rate used during the epoch", 20)
     var("word_frequency", "corpus", ("vocab",), "float64", np.nan, "word frequency", "tokens",
         "count in the training split (<unk> sums the words folded into it)")
     var("word_class", "corpus", ("vocab",), str, "", "POS class", None,

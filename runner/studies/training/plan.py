@@ -10,9 +10,10 @@ code version.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from runner.checkpointed.schedule import checkpoint_resource, train_task
+from runner.checkpointed.schedule import checkpoint_steps as schedule_steps
 from runner.measures import measures
 from runner.plan import Task, task_id
 from runner.studies.training.spec import CheckpointSpec, TrainingStudy
@@ -22,29 +23,15 @@ TRAIN_VERSION = 1
 
 
 def checkpoint_steps(schedule: CheckpointSpec, steps_per_epoch: int, epochs: int) -> list[int]:
-    """Sorted optimizer steps at which checkpoints are kept (0 = the initial network)."""
-    total = steps_per_epoch * epochs
-    steps: set[int] = {0} if schedule.initial else set()
-    if schedule.every_epoch:
-        steps |= {steps_per_epoch * e for e in range(1, epochs + 1)}
-    steps |= {s for s in schedule.steps if 0 <= s <= total}
-    if schedule.log_spaced:
-        ls = schedule.log_spaced
-        stop = min(ls.stop or total, total)
-        if stop >= ls.start:
-            a, b = math.log(ls.start), math.log(stop)
-            steps |= {round(math.exp(a + (b - a) * k / (ls.count - 1))) for k in range(ls.count)}
-    steps.add(total)  # the final network is always kept: measures against it need it
-    return sorted(steps)
+    """Sorted optimizer steps at which checkpoints are kept (0 = the initial network), from ``[checkpoints]``."""
+    ls = schedule.log_spaced
+    return schedule_steps(steps_per_epoch, epochs, initial=schedule.initial, every_epoch=schedule.every_epoch,
+                          steps=schedule.steps, log_spaced=(ls.start, ls.stop, ls.count) if ls else None)
 
 
 def task_label(kind: str, params: dict[str, Any]) -> str:
     """``svcca:final``, ``svcca:layers`` ...: measures that come in modes are told apart."""
     return f"{kind}:{params['compare']}" if "compare" in params else kind
-
-
-def checkpoint_resource(network: int, checkpoint: int) -> str:
-    return f"checkpoint:{network}:{checkpoint}"
 
 
 def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> tuple[list[int], list[Task]]:
@@ -60,10 +47,8 @@ def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> t
         payload = {"corpus": corpus_key, "training": study.training.model_dump(mode="json", exclude={"device"}),
                    "network": net.key(), "seed": study.network_seed(i),
                    "steps": steps, "v": TRAIN_VERSION}
-        train_ids[i] = task_id(payload)
-        tasks.append(Task(train_ids[i], "train", "train", i, "train", steps=total,
-                          produces=tuple(checkpoint_resource(i, c) for c in range(len(steps))),
-                          params={"seed": study.network_seed(i)}, key=payload))
+        tasks.append(train_task(i, payload, study.network_seed(i), len(steps), total))
+        train_ids[i] = tasks[-1].id
     for m in study.measure:
         params = m.params()
         reg = registry[m.kind](m)

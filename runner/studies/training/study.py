@@ -19,7 +19,6 @@ import platform
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from models.registry import cache_dir
 from runner.data.corpus import Corpus, CorpusError, load_corpus
@@ -28,6 +27,9 @@ from runner.data.sources import anchor, offline_hub
 from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.data.tiny_tagged import VERSION as TINY_TAGGED_VERSION
 from runner import interrupt
+from runner.checkpointed.axes import write_curves
+from runner.checkpointed.files import checkpoint_dir
+from runner.checkpointed.session import Checkpoints, forked_rng
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task
@@ -36,11 +38,11 @@ from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training.context import Context
 from runner.studies.training.layout import build_layout
-from runner.studies.training.plan import checkpoint_resource, make_tasks, suite_tasks, task_label
+from runner.studies.training.plan import make_tasks, suite_tasks, task_label
 from runner.studies.training.suite import SuiteContext
 from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.spec import GMB_TAGSETS, TABLES, TrainingStudy, check_sources, missing_extras, spec_model
-from runner.studies.training.train import Finished, Saved, checkpoint_dir, checkpoint_exists, steps_per_epoch, train
+from runner.studies.training.train import checkpoint_name, steps_per_epoch, train
 
 
 def corpus_key(corpus: Corpus) -> str:
@@ -304,7 +306,7 @@ class TrainingSession:
         self.suites = st.get("suites")
         self.layout = build_layout(self.spec, self.steps, self.spe, corpus, self.suites)
         self.train_ids = {t.network: t.id for t in p.tasks if t.kind == "train"}
-        self.paths: dict[tuple[int, int], Path] = {}
+        self.checkpoints = Checkpoints(p.store_path)
         self.ctx: Context | None = None
 
     def _dir(self, store, network: int) -> Path:
@@ -319,15 +321,14 @@ class TrainingSession:
             self.ctx = SuiteContext(self.spec, self.suites, self.corpus, self.layout, store, self.device)
             return
         for n in range(len(self.spec.model)):
-            for c, s in enumerate(self.steps):
-                f = self._dir(store, n) / f"step_{s:08d}.safetensors"
-                if checkpoint_exists(f, self.train_ids[n]):
-                    self.paths[(n, c)] = f
-        self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device, self.paths)
+            files = {c: self._dir(store, n) / checkpoint_name(c, s) for c, s in enumerate(self.steps)}
+            self.checkpoints.scan(n, files, self.train_ids[n])
+        self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device,
+                           self.checkpoints.paths)
         self.ctx.base = self.p.spec_file.path.parent  # relative paths of measures (treebanks)
 
     def available(self) -> set[str]:
-        return {checkpoint_resource(n, c) for n, c in self.paths}
+        return self.checkpoints.available()
 
     def run(self, group: list[Task], report) -> dict:
         (t,) = group
@@ -336,39 +337,19 @@ class TrainingSession:
         reg = measures("training")[t.kind]
         if self.suites is not None:
             interrupt.stall_point(self.store.state_dir, self.p.labels[t.network], self.steps[t.checkpoint])
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+        with forked_rng(self.device):
             reg(reg.Params(kind=t.kind, **t.params)).run(self.ctx, t)
         return {}
 
     def _train(self, t: Task, report) -> dict:
-        store, n = report.store, t.network
-        net = self.spec.model[n]
-        rel = lambda path: np.asarray(str(path.relative_to(self.p.store_path.parent)), dtype=object)  # noqa: E731
-        for item in train(net, t.params["seed"], self.spec.training, self.corpus, self.steps, t.id, self._dir(store, n),
-                          self.device, lambda step, total: report.progress(step)):
-            _write_curves(store, n, item.curves)
-            if isinstance(item, Saved):
-                self.paths[(n, item.index)] = item.path
-                store.write("checkpoint_path", (n, item.index), rel(item.path))
-                report.note("checkpoint", checkpoint=item.index, step=item.step, path=str(item.path))
-                report.provide(checkpoint_resource(n, item.index))
-            elif isinstance(item, Finished):
-                for c in range(len(self.steps)):
-                    if (n, c) in self.paths:
-                        store.write("checkpoint_path", (n, c), rel(self.paths[(n, c)]))
-                return {"resumed_from": item.resumed_from}
-        return {}
+        n = t.network
+        items = train(self.spec.model[n], t.params["seed"], self.spec.training, self.corpus, self.steps, t.id,
+                      self._dir(report.store, n), self.device, report.progress)
+        done = self.checkpoints.follow(items, n, report, lambda curves: _write_curves(report.store, n, curves))
+        return {"resumed_from": done.resumed_from} if done else {}
 
 
-def _write_curves(store, n: int, curves) -> None:
-    if curves.train_loss:
-        k = len(curves.train_loss)
-        store.write("train_loss", (n, slice(0, k)), np.asarray(curves.train_loss, dtype=np.float32))
-        store.write("learning_rate", (n, slice(0, k)), np.asarray(curves.lr, dtype=np.float32))
-    if curves.val_loss:
-        e = len(curves.val_loss)
-        val = np.asarray(curves.val_loss)
-        store.write("val_loss", (n, slice(0, e)), val.astype(np.float32))
-        store.write("val_perplexity", (n, slice(0, e)), np.exp(np.minimum(val, 700)).astype(np.float32))
-        store.write("epoch_train_loss", (n, slice(0, e)), np.asarray(curves.epoch_train_loss, dtype=np.float32))
-        store.write("epoch_learning_rate", (n, slice(0, e)), np.asarray(curves.epoch_lr, dtype=np.float32))
+def _write_curves(store, n: int, c) -> None:
+    write_curves(store, n, {"train_loss": c.train_loss, "learning_rate": c.lr, "val_loss": c.val_loss,
+                            "val_perplexity": np.exp(np.minimum(np.asarray(c.val_loss), 700)),
+                            "epoch_train_loss": c.epoch_train_loss, "epoch_learning_rate": c.epoch_lr})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
 from runner.layout import Layout, LayoutBuilder, network_coords
 from runner.measures import declare, hints
 from runner.studies.transject.measure import PAPER, Shape
@@ -27,22 +28,16 @@ def build_layout(spec, nets: list[dict], spe: int, shape: Shape, registrations: 
     coord("trained", np.array([n["trained"] for n in nets]), ("network",),
           long_name="trained here (false: measured from a saved checkpoint)")
     E = spec.training.epochs
-    coord("checkpoint", np.arange(E + 1), long_name="checkpoint: the end of this epoch (0: initialisation)")
-    coord("epoch", np.arange(E + 1, dtype=np.float64), ("checkpoint",), long_name="epoch", units="epochs")
-    coord("step", np.arange(E + 1, dtype=np.int64) * spe, ("checkpoint",), long_name="optimizer step", units="steps")
-    coord("train_step", np.arange(1, E * spe + 1, dtype=np.int64), long_name="optimizer step", units="steps")
-    coord("training_epoch", np.arange(1, E + 1), long_name="epoch", units="epochs")
-    coord("layer", shape.layers, long_name="layer whose output is measured (embedding: X^(0))")
-
-    var("checkpoint_path", "train", ("network", "checkpoint"), str, "", "checkpoint file", None,
-        "weights after the epoch, relative to the store's parent folder ('' while not saved or after an early stop)")
-    var("train_loss", "train", ("network", "train_step"), "float32", np.nan, "training loss", "nats/example",
-        "cross entropy of the batch at this step (Fig. 4)", **hints(plot="curve", order=0, overlay="test_loss"))
-    var("test_loss", "train", ("network", "training_epoch"), "float32", np.nan, "test loss", "nats/example",
-        "mean cross entropy on the test split after the epoch (Fig. 4; early stopping watches it)",
-        **hints(plot="curve", order=1))
-    var("test_accuracy", "train", ("network", "training_epoch"), "float32", np.nan, "test accuracy", "1",
-        "share of test examples classified correctly after the epoch", **hints(plot="curve", order=2))
+    declare_axes(b, [e * spe for e in range(E + 1)], spe, E, shape.layers,
+                 checkpoint_meaning="checkpoint: the end of this epoch (0: initialisation)", epoch_meaning="epoch",
+                 layer_meaning="layer whose output is measured (embedding: X^(0))")
+    declare_checkpoint_path(b, "weights after the epoch, relative to the store's parent folder ('' while not saved "
+                               "or after an early stop)")
+    declare_train_loss(b, "nats/example", "cross entropy of the batch at this step (Fig. 4)", "test_loss")
+    declare_curve(b, "test_loss", "epoch", "test loss", "nats/example",
+                  "mean cross entropy on the test split after the epoch (Fig. 4; early stopping watches it)", 1)
+    declare_curve(b, "test_accuracy", "epoch", "test accuracy", "1",
+                  "share of test examples classified correctly after the epoch", 2)
     var("accuracy", "train", ("network",), "float64", np.nan, "test accuracy (Tables 2-3)", "1",
         "test accuracy of the epoch with the lowest test loss (early stopping, patience epochs later); "
         "of the weights themselves for a saved checkpoint",

@@ -36,10 +36,6 @@ def build(variant: str, params: dict, seed: int, device="cpu") -> torch.nn.Modul
     return family_for(source).build(source, params=params, seed=seed, device=device)
 
 
-def state_dict_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return dict(model.state_dict())
-
-
 def n_layers(params: dict) -> int:
     return int(params["n_layers"])
 

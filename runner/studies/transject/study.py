@@ -25,6 +25,10 @@ import torch
 from models.hub import ModelLoadError, load_tokenizer
 from runner.data.classification import (InputError, Split, build_vocab, check_local, encode, hub_cached, hub_splits,
                                         listops_splits, local_files, local_splits, tokenize)
+from runner.checkpointed.axes import write_curves
+from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
+from runner.checkpointed.schedule import checkpoint_resource, train_task
+from runner.checkpointed.session import Checkpoints, forked_rng, relative_path, write_cell
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task, task_id
@@ -36,15 +40,10 @@ from runner.studies.transject.measure import Shape, View
 from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, build, load_checkpoint_model, n_experts,
                                              params_of, read_checkpoint, resolve_checkpoint)
 from runner.studies.transject.spec import BASELINES, PAPER_SENTENCE, TABLES, TransJectSpec, spec_model
-from runner.studies.transject.train import (Finished, Saved, epoch_file, evaluate, export, load_weights, read_meta,
-                                            steps_per_epoch, train)
+from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch, train_run
 
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
 TRAIN_VERSION = 1
-
-
-def checkpoint_resource(network: int, epoch: int) -> str:
-    return f"checkpoint:{network}:{epoch}"
 
 
 def _sha(paths: list[Path]) -> str:
@@ -124,10 +123,8 @@ class TransJectStudy(Study):
                 epochs = [0]
             else:
                 payload = {"data": data_key, "training": training, "model": arch, "seed": seed, "v": TRAIN_VERSION}
-                tid = task_id(payload)
-                tasks.append(Task(tid, "train", "train", n, "train", steps=E,
-                                  produces=tuple(checkpoint_resource(n, e) for e in range(E + 1)),
-                                  params={"seed": seed}, key=payload))
+                tasks.append(train_task(n, payload, seed, E + 1, E))
+                tid = tasks[-1].id
                 epochs = list(range(E + 1))
             nets.append({"label": label, "model": m.name, "replicate": r, "seed": seed, "entry": m,
                          "trained": not m.checkpoint, "train_id": tid})
@@ -259,7 +256,8 @@ class TransJectSession:
                                    self.registrations)
         self.n_layers = len(layers)
         self.seed = spec.experiment.seed
-        self.paths: dict[tuple[int, int], Path | None] = {}
+        self.checkpoints = Checkpoints(p.store_path)
+        self.paths = self.checkpoints.paths
         self._encoded: dict[int, tuple] = {}
 
     # ---------------------------------------------------------------- data per network
@@ -281,7 +279,7 @@ class TransJectSession:
     # ---------------------------------------------------------------- session protocol
 
     def _dir(self, store, n: int) -> Path:
-        return store.state_dir / "checkpoints" / self.nets[n]["label"] / self.nets[n]["train_id"]
+        return checkpoint_dir(store.state_dir, self.nets[n]["label"], self.nets[n]["train_id"])
 
     def write_inputs(self, store) -> None:
         self.store = store
@@ -291,18 +289,13 @@ class TransJectSession:
                 self.paths[(n, 0)] = self.dirs[n] / "model.safetensors"
                 continue
             ckpt = self._dir(store, n)
-            for e in range(E + 1):
-                f = epoch_file(ckpt, e)
-                meta = read_meta(f)
-                if meta is not None and meta.get("train_id") == net["train_id"]:
-                    self.paths[(n, e)] = f
-            meta = read_meta(ckpt / "resume.safetensors")
+            self.checkpoints.scan(n, {e: ckpt / checkpoint_name(e, 0) for e in range(E + 1)}, net["train_id"])
+            meta = read_metadata(ckpt / RESUME)
             if meta is not None and meta.get("train_id") == net["train_id"] and meta.get("done") == "1":
-                for e in range(int(meta["epoch"]) + 1, E + 1):
-                    self.paths[(n, e)] = None  # after an early stop: no weights, nothing to measure
+                self.checkpoints.never(n, range(int(meta["epoch"]) + 1, E + 1))  # after an early stop
 
     def available(self) -> set[str]:
-        return {checkpoint_resource(n, e) for n, e in self.paths}
+        return self.checkpoints.available()
 
     def run(self, group: list[Task], report) -> dict:
         lead = group[0]
@@ -310,59 +303,37 @@ class TransJectSession:
             return self._train(lead, report)
         if lead.kind == "load":
             return self._load(lead, report)
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+        with forked_rng(self.device):
             self._measure(group)
         return {}
 
     def _rel(self, path: Path) -> np.ndarray:
-        parent = self.p.store_path.parent.resolve()
-        try:
-            return np.asarray(str(Path(path).resolve().relative_to(parent)), dtype=object)
-        except ValueError:
-            return np.asarray(str(Path(path).resolve()), dtype=object)
+        return relative_path(path, self.p.store_path)
 
     def _train(self, t: Task, report) -> dict:
         store, n = report.store, t.network
         net = self.nets[n]
         test, _, _ = self.encoded(n)
-        E = self.spec.training.epochs
-        ckpt = self._dir(store, n)
-        for item in train(net["variant"], net["params"], net["seed"], self.spec.training, self.train, test, t.id,
-                          net["label"], ckpt, self.device, lambda step: report.progress(min(E, step // self.spe))):
-            self._curves(store, n, item.curves)
-            if isinstance(item, Saved):
-                self.paths[(n, item.epoch)] = item.path
-                store.write("checkpoint_path", (n, item.epoch), self._rel(item.path))
-                report.note("checkpoint", checkpoint=item.epoch, step=item.epoch * self.spe, path=str(item.path))
-                report.provide(checkpoint_resource(n, item.epoch))
-            elif isinstance(item, Finished):
-                for e in range(E + 1):
-                    f = self.paths.get((n, e))
-                    if f is not None:
-                        store.write("checkpoint_path", (n, e), self._rel(f))
-                c = item.curves
-                best = item.best_epoch
-                store.write("best_epoch", (n,), np.asarray(best, dtype=np.float64))
-                store.write("stopped_epoch", (n,), np.asarray(item.stopped_epoch, dtype=np.float64))
-                if best > 0:
-                    store.write("accuracy", (n,), np.asarray(c.test_accuracy[best - 1]))
-                    store.write("final_test_loss", (n,), np.asarray(c.test_loss[best - 1]))
-                    out = store.state_dir / "export" / net["label"]
-                    export(out, net["variant"], net["params"], epoch_file(ckpt, best), self.vocab)
-                    store.write("export_path", (n,), self._rel(out))
-                for e in range(item.stopped_epoch + 1, E + 1):  # early stop: the later checkpoints never come
-                    self.paths[(n, e)] = None
-                    report.provide(checkpoint_resource(n, e))
-                return {"resumed_from": item.resumed_from}
-        return {}
-
-    def _curves(self, store, n: int, c) -> None:
-        if c.train_loss:
-            store.write("train_loss", (n, slice(0, len(c.train_loss))), np.asarray(c.train_loss, dtype=np.float32))
-        if c.test_loss:
-            k = len(c.test_loss)
-            store.write("test_loss", (n, slice(0, k)), np.asarray(c.test_loss, dtype=np.float32))
-            store.write("test_accuracy", (n, slice(0, k)), np.asarray(c.test_accuracy, dtype=np.float32))
+        E, spe = self.spec.training.epochs, self.spe
+        run = TransJectRun(net["variant"], net["params"], net["seed"], self.spec.training, self.train, test,
+                           self.device)
+        items = train_run(run, t.id, net["label"], self._dir(store, n), self.device,
+                          lambda step: report.progress(min(E, step // spe)))
+        done = self.checkpoints.follow(items, n, report, lambda c: write_curves(store, n, {
+            "train_loss": c.train_loss, "test_loss": c.test_loss, "test_accuracy": c.test_accuracy}))
+        if done is None:
+            return {}
+        c, best = done.curves, run.best_epoch
+        store.write("best_epoch", (n,), np.asarray(best, dtype=np.float64))
+        store.write("stopped_epoch", (n,), np.asarray(done.epochs, dtype=np.float64))
+        if best > 0:
+            store.write("accuracy", (n,), np.asarray(c.test_accuracy[best - 1]))
+            store.write("final_test_loss", (n,), np.asarray(c.test_loss[best - 1]))
+            out = store.state_dir / "export" / net["label"]
+            export(out, net["variant"], net["params"], self._dir(store, n) / checkpoint_name(best, 0), self.vocab)
+            store.write("export_path", (n,), self._rel(out))
+        self.checkpoints.never(n, range(done.epochs + 1, E + 1), report)  # early stop: later checkpoints never come
+        return {"resumed_from": done.resumed_epoch}
 
     def _load(self, t: Task, report) -> dict:
         n = t.network
@@ -407,5 +378,4 @@ class TransJectSession:
             self.registrations[t.kind].run(self, t, view)
 
     def write(self, name: str, task: Task, values) -> None:
-        values = np.asarray(values)
-        self.store.write(name, (task.network, task.checkpoint) + (slice(None),) * values.ndim, values)
+        write_cell(self.store, name, task, values)

@@ -1,0 +1,48 @@
+"""The one checkpoint format of training as time: safetensors with flat string metadata, written atomically.
+
+Files, in ``<store>.runner/checkpoints/<network>/<train task id>/``: a kept checkpoint per scheduled
+step (``model.<name>`` tensors: the weights) and ``resume.safetensors`` (the weights and everything
+the loop and the study need to continue exactly). Every file's metadata names the ``train_id`` it
+belongs to, so a stale or foreign file is never trusted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import Tensor
+
+from runner.execute.checkpoint import read_metadata, write_tensors
+
+RESUME = "resume.safetensors"
+WEIGHTS = "model."
+
+
+def checkpoint_dir(state_dir: Path, network: str, train_id: str) -> Path:
+    return state_dir / "checkpoints" / network / train_id
+
+
+def belongs(path: Path, train_id: str) -> bool:
+    """The file is whole and was written by the training task ``train_id``."""
+    meta = read_metadata(path)
+    return meta is not None and meta.get("train_id") == train_id
+
+
+def weights(model: torch.nn.Module) -> dict[str, Tensor]:
+    return {f"{WEIGHTS}{k}": v for k, v in model.state_dict().items()}
+
+
+def load_weights(model: torch.nn.Module, path: Path, device) -> None:
+    """Load the weights of a checkpoint (or resume) file into ``model``."""
+    state = {k.removeprefix(WEIGHTS): v for k, v in load_file(str(path), device=str(device)).items()
+             if k.startswith(WEIGHTS)}
+    model.load_state_dict(state)
+
+
+def save(path: Path, tensors: dict[str, Tensor], meta: dict[str, str]) -> None:
+    write_tensors(path, tensors, meta)
+
+
+__all__ = ["RESUME", "belongs", "checkpoint_dir", "load_weights", "read_metadata", "save", "weights"]
