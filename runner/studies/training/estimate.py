@@ -135,7 +135,7 @@ class _MeasureTimer:
             for n, net in enumerate(spec.model):  # every network: a task may read another's checkpoints
                 f = Path(tmp) / f"{n}.safetensors"
                 model = build_model(net, spec.training, corpus, spec.network_seed(n))
-                _save(f, {f"model.{k}": v for k, v in model.state_dict().items()}, {"kind": "calibration"})
+                save(f, weights(model), {"kind": "calibration"})
                 paths.update({(n, c): f for c in range(len(steps))})
             store = Store(Path(tmp) / "calibration.zarr")
             store.open(layout, {})

@@ -22,8 +22,10 @@ from pathlib import Path
 import torch
 
 from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
-from runner.studies.transject.models import build, state_dict_of
-from runner.studies.transject.train import Saved, _save, evaluate, train
+from runner.checkpointed.files import save, weights
+from runner.checkpointed.loop import Saved
+from runner.studies.transject.models import build
+from runner.studies.transject.train import evaluate, train
 from runner.study import Unavailable
 
 #: Weights' worth written per epoch: the epoch file, and the resume file (weights and Adam's moments).
@@ -118,9 +120,9 @@ class _Calibration:
                     pass
                 model = build(net["variant"], net["params"], 0, device)
                 t0 = time.perf_counter()
-                _save(Path(tmp) / "weights.safetensors", state_dict_of(model), {"kind": "calibration"})
+                save(Path(tmp) / "weights.safetensors", weights(model), {"kind": "calibration"})
                 out.update(timer.result(), save_s=time.perf_counter() - t0, steps_per_epoch=s.spe,
-                           param_bytes=sum(v.numel() * v.element_size() for v in state_dict_of(model).values()))
+                           param_bytes=sum(v.numel() * v.element_size() for v in model.state_dict().values()))
             else:
                 s.paths[(n, 0)] = s.dirs[n] / "model.safetensors"
             t0 = time.perf_counter()
