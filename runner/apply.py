@@ -148,8 +148,10 @@ def damage_of(path: Path):
 
 
 def states(p: Prepared) -> dict[str, str]:
-    """What ``apply`` would do with each task: the scheduler's dry run against the store's records."""
-    return dry_run(p.tasks, read_tasks(p.store_path))
+    """What ``apply`` would do with each task: the scheduler's dry run against the store's records
+    (less those of tasks whose chunks are damaged: apply recomputes them)."""
+    damaged = damage_of(p.store_path).tasks
+    return dry_run(p.tasks, {tid: rec for tid, rec in read_tasks(p.store_path).items() if tid not in damaged})
 
 
 def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,

@@ -55,6 +55,8 @@ class Damage:
     records: dict[str, dict] = field(default_factory=dict)
     unowned: list[str] = field(default_factory=list)
     """Damaged arrays no task wrote (coordinates, inputs): ``apply`` remakes them."""
+    broken: list[str] = field(default_factory=list)
+    """Arrays whose metadata is corrupt: ``apply`` removes and remakes them (their tasks run again)."""
     unchecked: list[str] = field(default_factory=list)
     """Tasks whose records list no chunks (recorded by an older runner): not checked."""
     chunks: int = 0
@@ -87,8 +89,11 @@ class Damage:
         """One paragraph: what is damaged, whose results, and what to run."""
         names = self.task_names()
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        text = (f"{self.path} is damaged: {len(self.problems)} chunk(s) of {', '.join(self.variables)} are missing, "
-                f"truncated or corrupt")
+        chunks = [(a, k) for a, k, _ in self.problems if k != "zarr.json"]
+        parts = [f"{len(chunks)} chunk(s) of {', '.join(sorted({a for a, _ in chunks}))} are missing, truncated or "
+                 "corrupt"] if chunks else []
+        parts += [f"the metadata (zarr.json) of {', '.join(self.broken)} is corrupt"] if self.broken else []
+        text = f"{self.path} is damaged: " + " and ".join(parts)
         if names:
             text += f"; they belong to {len(names)} finished task(s): {shown}"
         if self.unowned:
@@ -114,7 +119,7 @@ def metadata_problem(path: Path) -> str | None:
 def array_metadata_problems(path: Path) -> dict[str, str]:
     """Array name -> why its ``zarr.json`` does not read (arrays of the root group and its sub-groups)."""
     out = {}
-    for name, meta in _nodes(Path(path)):
+    for name, meta, _node in _nodes(Path(path)):
         problem = _json_problem(meta)
         if problem:
             out[name] = f"metadata {meta} is corrupt ({problem})"
@@ -122,7 +127,8 @@ def array_metadata_problems(path: Path) -> dict[str, str]:
 
 
 def _nodes(path: Path, prefix: str = ""):
-    """(name, zarr.json) of every array under the group at ``path``; stops at nested stores (sweep points)."""
+    """(name, zarr.json, its parsed content or None) of every array under the group at ``path``; stops
+    at nested stores (sweep points)."""
     try:
         entries = sorted(os.scandir(path), key=lambda e: e.name)
     except OSError:
@@ -134,13 +140,13 @@ def _nodes(path: Path, prefix: str = ""):
         try:
             node = json.loads(meta.read_bytes())
         except ValueError:
-            yield prefix + entry.name, meta
+            yield prefix + entry.name, meta, None
             continue
         if isinstance(node, dict) and node.get("node_type") == "group":
             if internal(node.get("attributes") or {}).get("store_id") is None:  # a sub-group, not a point's store
                 yield from _nodes(Path(entry.path), prefix + entry.name + "/")
         else:
-            yield prefix + entry.name, meta
+            yield prefix + entry.name, meta, node
 
 
 def _json_problem(path: Path) -> str | None:
@@ -174,23 +180,32 @@ def verify(path: Path) -> Damage:
             grids.setdefault(name, entry["grid"])
             for key in _keys(entry, grids[name]):
                 owners.setdefault(name, {}).setdefault(key, set()).add(tid)
+    nodes = {name: node for name, _, node in _nodes(path)}
     bad_meta = array_metadata_problems(path)
+    damage.broken = sorted(bad_meta)
     group = zarr.open_group(path, mode="r", use_consolidated=False)
     for name, what in bad_meta.items():
-        for key in owners.pop(name, {"zarr.json": set()}):
-            damage.problems.append((name, key, what))
-        if not any(a == name for a, _, _ in damage.problems):
-            damage.problems.append((name, "zarr.json", what))
-    for name in sorted(owners):
+        damage.problems.append((name, "zarr.json", what))
+    for name in sorted(set(owners) - set(bad_meta)):
         for key, what in _check_array(path, group, name, owners[name], grids[name], damage):
             damage.problems.append((name, key, what))
-    owned = set(owners) | set(bad_meta)
-    for name in sorted({n for n, _ in _nodes(path)} - owned):  # coordinates and inputs: small, read whole
+    # arrays no record lists: coordinates and inputs (apply writes them), or results of records made
+    # before chunks were listed (those records' tasks own them); small, read whole
+    by_measure: dict[str, set[str]] = {}
+    for tid, rec in damage.records.items():
+        by_measure.setdefault(str(rec.get("measure")), set()).add(tid)
+    for name in sorted(set(nodes) - set(owners) - set(bad_meta)):
         what = _read(lambda n=name: group[n][...])
         if what:
             damage.problems.append((name, "(array)", what))
     for name, key, what in damage.problems:
-        tids = owners.get(name, {}).get(key, set()) if name not in bad_meta else _owners_of(damage.records, name)
+        if name in bad_meta:  # its measure is unknown: records that list no chunks may own it too
+            tids = _owners_of(damage.records, name) | set(damage.unchecked)
+        elif key == "(array)":
+            measure = internal((nodes.get(name) or {}).get("attributes")).get("measure")
+            tids = set().union(*by_measure.values()) if measure == "*" else by_measure.get(str(measure), set())
+        else:
+            tids = owners[name][key]
         for tid in tids:
             damage.tasks.setdefault(tid, []).append(f"{name} {key}: {what}")
         if not tids and name not in damage.unowned:
@@ -261,8 +276,8 @@ def _read(read) -> str | None:
         read()
     except Exception as err:  # noqa: BLE001 - every decoding failure of a chunk is damage
         text = str(err).splitlines()[0] if str(err) else ""
-        if "crc32c" in text.lower() or "checksum" in text.lower():
-            return f"corrupt (checksum mismatch: {text})"
+        if "checksum" in text.lower():
+            return "corrupt (its crc32c checksum does not match)"
         return f"does not read ({type(err).__name__}{': ' + text[:120] if text else ''})"
     return None
 
@@ -271,7 +286,7 @@ def repair(path: Path, damage: Damage, store) -> list[str]:
     """Make a damaged store resumable (under ``apply``'s lock): forget the records of the tasks whose
     chunks are damaged, and remove arrays whose metadata is corrupt or that no task writes (the
     layout and the inputs are written again by ``apply``). Returns the task ids forgotten."""
-    for name in sorted({a for a, k, _ in damage.problems if k in ("zarr.json", "(array)")} | set(damage.unowned)):
+    for name in sorted(set(damage.broken) | set(damage.unowned)):
         shutil.rmtree(Path(path) / name, ignore_errors=True)
     store.forget(sorted(damage.tasks))
     return sorted(damage.tasks)
