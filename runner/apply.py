@@ -22,7 +22,9 @@ from runner.execute.scheduler import Scheduler, dry_run
 from runner.history import history_dir
 from runner.layout import INTERNAL, internal
 from runner.provenance import now
+from runner.records import renumber_chunks
 from runner.specfile import SpecError, SpecFile, SpecProblem, read_toml, validate
+from runner.verify import repair
 from runner.store import Store, StoreWriteError, read_tasks, records_lost, runner_dir, store_path_problem, writing
 from runner.study import Prepared, ShardError, study_for
 from runner.sweep import Sweep, expand, split
@@ -148,9 +150,18 @@ def _prepare(sf) -> Prepared:
     return p
 
 
+def damage_of(path: Path):
+    """What :func:`runner.verify.verify` finds in the store at ``path`` (nothing for a new store)."""
+    from runner.verify import Damage, verify
+
+    return verify(path) if (Path(path) / "zarr.json").exists() else Damage(Path(path))
+
+
 def states(p: Prepared) -> dict[str, str]:
-    """What ``apply`` would do with each task: the scheduler's dry run against the store's records."""
-    return dry_run(p.tasks, read_tasks(p.store_path))
+    """What ``apply`` would do with each task: the scheduler's dry run against the store's records
+    (less those of tasks whose chunks are damaged: apply recomputes them)."""
+    damaged = damage_of(p.store_path).tasks
+    return dry_run(p.tasks, {tid: rec for tid, rec in read_tasks(p.store_path).items() if tid not in damaged})
 
 
 def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
@@ -170,8 +181,9 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     check_shards(p, options.shards)
     consent = replace or p.spec.experiment.replace
     done = read_tasks(p.store_path)
-    if all(t.id in done for t in p.tasks) and not records_lost(p.store_path):
-        return Outcome([], {}, len(p.tasks))  # nothing to do costs nothing: no lock, no models, no data
+    damage = damage_of(p.store_path)  # reads back the chunks finished tasks recorded
+    if all(t.id in done for t in p.tasks) and not records_lost(p.store_path) and damage.ok:
+        return Outcome([], {}, len(p.tasks))  # nothing to do costs a read of the results: no lock, no models
     changes = compare(p.tasks, p.labels, done)
     lost_records = records_lost(p.store_path)
     if (changes.needs_consent or lost_records) and not consent:  # said before anything is loaded
@@ -189,6 +201,11 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
         events.emit("run_preparing", spec=str(p.spec_file.path), store=str(p.store_path), stage="loading models and data")
         session = p.study.open(p, dev, view.warn)  # a Ctrl-C here stops at once: nothing is written yet
         with interrupt.graceful_stop():
+            if not damage.ok:  # before the arrays are opened: a corrupt one is removed and made again
+                redo = repair(p.store_path, damage, store)
+                events.emit("results_damaged", task=redo, arrays=damage.variables)
+                view.warn(f"{p.store_path}: {len(damage.problems)} damaged chunk(s) of {', '.join(damage.variables)}; "
+                          f"recomputing the {len(redo)} task(s) that wrote them")
             done = read_tasks(p.store_path)  # under the lock now
             changes = compare(p.tasks, p.labels, done)
             reshape = store.reshape(session.layout)
@@ -212,7 +229,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
             session.write_inputs(store)
             done = store.tasks()  # without the tasks whose arrays were remade
-            _renumber(store, p, done)
+            _renumber(store, p, done, session.layout)
             todo = [t for t in p.tasks if t.id not in done]
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
@@ -300,10 +317,15 @@ def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict
     return {**root_attrs(title, refs, prov["git_commit"], prov["git_dirty"]), INTERNAL: prov}
 
 
-def _renumber(store: Store, p: Prepared, done: dict[str, dict]) -> None:
-    """Records of kept results whose network moved (a network added or taken out before it) get its new index."""
+def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout) -> None:
+    """Records of kept results whose network moved (a network added or taken out before it) get its
+    new index, and so do the chunks they list."""
+    dims = {v.name: v.dims for v in layout.vars.values()}
     moved = {t.id: {**done[t.id], "network": t.network} for t in p.tasks
              if t.id in done and done[t.id].get("network") != t.network}
+    for tid, rec in moved.items():
+        if "chunks" in rec:  # records made before chunks were listed have none
+            rec["chunks"] = renumber_chunks(rec["chunks"], dims, done[tid].get("network"), rec["network"])
     if moved:
         store.record_many(moved)
 
@@ -335,7 +357,7 @@ def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = 
     from runner.sweep import record
 
     total = Outcome([], {}, 0)
-    if all(all(t.id in read_tasks(p.store_path) for t in p.tasks) for p in prepared):
+    if all(all(t.id in read_tasks(p.store_path) for t in p.tasks) and damage_of(p.store_path).ok for p in prepared):
         total.skipped = sum(len(p.tasks) for p in prepared)
         return total
     if not (replace or prepared[0].spec.experiment.replace):

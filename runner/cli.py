@@ -1,13 +1,16 @@
-"""``runner``: plan | apply | status | show | monitor | figures | explain.
+"""``runner``: plan | apply | status | verify | show | monitor | figures | explain.
 
 Exit codes (one convention for every command, after sysexits.h):
   0    success, also "nothing to do" and output cut short by a closed pipe (`| head`)
   1    a task failed (the others ran; see `runner status`)
   2    usage: unknown option, bad --device or --set, unknown name for explain
   65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message)
-  66   an input is missing: no such store (status, show), or a requirement this machine does
-       not meet (a model or data set neither cached nor reachable, a missing extra, no CUDA)
-  74   the store cannot be written (disk full, read-only); finished work is kept
+  66   an input is missing: no such store (status, show), a store this project did not write or
+       whose metadata is corrupt, or a requirement this machine does not meet (a model or data set
+       neither cached nor reachable, a missing extra, no CUDA)
+  74   the store cannot be written (disk full, read-only); finished work is kept. Also: the store
+       is damaged (verify, show, figures: chunks of finished results missing, truncated or
+       corrupt); `runner apply` recomputes them
   75   another apply holds the store (retry later)
   77   apply would replace finished results whose parameters changed: nothing ran; see `runner plan`,
        then `runner apply --replace` (the store as it was is kept: `runner history`)
@@ -77,8 +80,11 @@ def _known_error(err: Exception) -> int | None:
     from runner.specfile import SpecError
     from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
     from runner.study import ShardError, Unavailable
+    from runner.verify import StoreDamaged, StoreUnreadable
 
-    codes = {ShardError: EXIT_USAGE, OverrideError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
+    codes = {StoreUnreadable: EXIT_UNAVAILABLE, StoreDamaged: EXIT_IOERR, ShardError: EXIT_USAGE,
+             OverrideError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC,
+             UsageError: EXIT_USAGE,
              NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
              Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED,
              ReplaceRefused: EXIT_REPLACE}
@@ -130,6 +136,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("verify", help="read back every chunk of the store's finished results (exit 74 if damaged)",
+                       description="Check a store as `git fsck` does: its metadata, and every chunk its finished "
+                       "tasks recorded (missing, truncated, or failing its crc32c checksum). Names the damaged "
+                       "tasks; `runner apply` recomputes exactly them.")
+    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("show", help="headline results, variables, dimensions, provenance and tasks of a store")
     p.add_argument("store", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
@@ -475,15 +489,15 @@ def _sweep_points(path: Path) -> list[tuple[str, Path]] | None:
 
 
 def cmd_status(args) -> int:
-    from runner.status import load_status, render_status
+    from runner.status import render_status
 
     path = _existing_store(args.target)
     swept = _sweep_points(path)
     if swept is None:
-        status = load_status(path)
+        status = _checked_status(path, args.target)
         print(json.dumps(status, indent=2) if args.json else render_status(status))
         return EXIT_OK
-    statuses = {name: load_status(point) for name, point in swept}
+    statuses = {name: _checked_status(point, args.target) for name, point in swept}
     if args.json:
         print(json.dumps({"sweep": str(path), "points": statuses}, indent=2))
     else:
@@ -491,13 +505,39 @@ def cmd_status(args) -> int:
     return EXIT_OK
 
 
+def _checked_status(path: Path, target: Path) -> dict:
+    """The status of one store, its finished results read back first (:mod:`runner.verify`)."""
+    from runner.status import load_status
+    from runner.verify import mark_damaged, spec_of, verify
+
+    if not (path / "zarr.json").exists():
+        return load_status(path)
+    damage = verify(path)  # a store it cannot read: StoreUnreadable, never "done"
+    return mark_damaged(load_status(path), damage, spec_of(path, target))
+
+
+def cmd_verify(args) -> int:
+    from runner.verify import render, to_json, verify
+
+    path = _existing_store(args.target)
+    if not (path / "zarr.json").exists():
+        raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
+    swept = _sweep_points(path)
+    found = [verify(point) for _, point in swept if (point / "zarr.json").exists()] if swept else [verify(path)]
+    print(json.dumps([to_json(d) for d in found], indent=2) if args.json else "\n\n".join(render(d) for d in found))
+    return EXIT_OK if all(d.ok for d in found) else EXIT_IOERR
+
+
 def cmd_show(args) -> int:
     from runner.status import render_show
+    from runner.verify import trusted
 
     path = _existing_store(args.store)
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.store}`)")
     swept = _sweep_points(path)
+    for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
+        trusted(point, args.store)
     if swept is None:
         print(render_show(path))
     else:
@@ -539,10 +579,14 @@ def cmd_history(args) -> int:
 
 def cmd_figures(args) -> int:
     from runner.figures import default_out, figures
+    from runner.verify import trusted
 
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
+    swept = _sweep_points(path)
+    for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
+        trusted(point, args.target)
     out = args.out or default_out(path)
     try:
         drawn = figures(path, out=out, only=args.only)

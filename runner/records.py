@@ -2,7 +2,8 @@
 
 ``<store>.runner/records/<task id>.json`` says that a task finished and what it was: its measure,
 label, network, checkpoint, the resolved values its id hashes (``key``, for ``plan`` to name what
-changed), seconds, device and time. Each file is written whole or not at all, and writing one
+changed), seconds, device and time, and the chunks it wrote (``chunks``: per array, its chunk
+grid and the zarr keys of the chunks, ``c/0/3``, that :mod:`runner.verify` reads back). Each file is written whole or not at all, and writing one
 costs the same however many exist. A record belongs to one store (``store_id``): records of a
 store that was removed and made again are not taken for the new one's. A finished task is known
 only from its record, never inferred from the data.
@@ -10,11 +11,16 @@ only from its record, never inferred from the data.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 RECORDS = "records"
+WRITTEN = "written"
 
 
 def records_dir(state_dir: Path) -> Path:
@@ -54,3 +60,111 @@ def drop_records(state_dir: Path, task_ids: list[str]) -> None:
     with writing(folder):
         for task_id in task_ids:
             (folder / f"{task_id}.json").unlink(missing_ok=True)
+
+
+# --- which chunks a task wrote
+#
+# While a group of tasks runs, every region it writes is turned into the keys of the chunks it
+# touches (from the region and the array's chunk grid) and appended to a journal file beside the
+# store, ``<store>.runner/written/<group>-<pid>.jsonl``. A group that was stopped and resumed
+# keeps the chunks its first run wrote. When the group finishes, its journal goes into the records
+# of its tasks (:func:`attribute`) and is removed.
+
+
+def group_key(task_ids: Iterable[str]) -> str:
+    return hashlib.sha256("/".join(sorted(task_ids)).encode()).hexdigest()[:16]
+
+
+def journal_file(state_dir: Path, task_ids: Iterable[str]) -> Path:
+    """This process's journal of the chunks the group ``task_ids`` writes."""
+    return Path(state_dir) / WRITTEN / f"{group_key(task_ids)}-{os.getpid()}.jsonl"
+
+
+def chunk_coords(shape: tuple[int, ...], chunks: tuple[int, ...], region: Any) -> list[tuple[int, ...]]:
+    """Grid coordinates of every chunk that writing ``array[region]`` touches (ints, slices and
+    integer arrays per axis; missing trailing axes and ``...`` mean whole axes)."""
+    region = region if isinstance(region, tuple) else (region,)
+    if any(r is Ellipsis for r in region):
+        i = next(i for i, r in enumerate(region) if r is Ellipsis)
+        region = region[:i] + (slice(None),) * (len(shape) - len(region) + 1) + region[i + 1:]
+    per_axis = []
+    for axis, (n, c) in enumerate(zip(shape, chunks, strict=True)):
+        sel = region[axis] if axis < len(region) else slice(None)
+        if isinstance(sel, slice):
+            indices: Iterable[int] = range(*sel.indices(n))
+            start, stop, step = sel.indices(n)
+            if step == 1:  # the common case, without walking every index
+                per_axis.append(range(start // c, (stop - 1) // c + 1) if stop > start else range(0))
+                continue
+        else:
+            indices = [int(i) for i in (sel.ravel() if hasattr(sel, "ravel") else [sel])]
+        per_axis.append(sorted({(i + n if i < 0 else i) // c for i in indices}))
+    return list(itertools.product(*per_axis))
+
+
+def encode_key(coords: tuple[int, ...]) -> str:
+    """zarr v3's default chunk key (``c/0/3``; ``c`` for a 0-d array), the file under the array's folder."""
+    return "/".join(["c", *map(str, coords)])
+
+
+def decode_key(key: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in key.split("/")[1:])
+
+
+def note_written(journal: Path, name: str, array, region: Any) -> None:
+    """Append the chunks ``array[region]`` touched (``array``: the zarr array ``name``) to ``journal``."""
+    keys = [encode_key(c) for c in chunk_coords(array.shape, array.chunks, region)]
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    with open(journal, "a") as f:
+        f.write(json.dumps({"array": name, "grid": list(array.chunks), "keys": keys}) + "\n")
+
+
+def read_written(state_dir: Path, task_ids: Iterable[str]) -> dict[str, dict]:
+    """The chunks the group ``task_ids`` wrote, from every journal of it: array -> grid and keys."""
+    folder = Path(state_dir) / WRITTEN
+    out: dict[str, dict] = {}
+    for path in sorted(folder.glob(f"{group_key(task_ids)}-*.jsonl")) if folder.is_dir() else []:
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:  # a line cut short by a kill: its write is redone on resume
+                continue
+            seen = out.setdefault(entry["array"], {"grid": entry["grid"], "keys": set()})
+            if seen["grid"] != entry["grid"]:  # the array was remade meanwhile: only its new chunks count
+                seen.update(grid=entry["grid"], keys=set())
+            seen["keys"].update(entry["keys"])
+    return out
+
+
+def forget_written(state_dir: Path, task_ids: Iterable[str]) -> None:
+    folder = Path(state_dir) / WRITTEN
+    for path in folder.glob(f"{group_key(task_ids)}-*.jsonl") if folder.is_dir() else []:
+        path.unlink(missing_ok=True)
+
+
+def attribute(tasks: list, written: dict[str, dict], measure_of: dict[str, str]) -> dict[str, dict]:
+    """The chunks of ``written`` that each task of a group wrote: those of the arrays of its
+    measure (``measure_of``: array -> the measure whose tasks write it), of the arrays every task
+    of a pass writes (``*``), and of arrays no task of the group is named for (each task, to be safe)."""
+    measures = {t.measure for t in tasks}
+    out = {}
+    for t in tasks:
+        out[t.id] = {name: {"grid": w["grid"], "keys": sorted(w["keys"])} for name, w in sorted(written.items())
+                     if measure_of.get(name) in (t.measure, "*") or measure_of.get(name) not in measures}
+    return out
+
+
+def renumber_chunks(chunks: dict[str, dict], dims_of: dict[str, tuple[str, ...]], old: int, new: int) -> dict:
+    """``chunks`` of a record whose network moved from index ``old`` to ``new`` (one network per
+    chunk: its chunk index along ``network`` is the network's index)."""
+    out = {}
+    for name, entry in chunks.items():
+        dims = tuple(dims_of.get(name, ()))
+        if "network" not in dims:
+            out[name] = entry
+            continue
+        axis = dims.index("network")
+        keys = [decode_key(k) for k in entry["keys"]]
+        out[name] = {**entry, "keys": sorted(encode_key(k[:axis] + ((new if k[axis] == old else k[axis]),)
+                                                        + k[axis + 1:]) for k in keys)}
+    return out

@@ -29,7 +29,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from runner.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
-from runner.records import drop_records, read_records, records_dir, write_records
+from runner.records import drop_records, journal_file, note_written, read_records, records_dir, write_records
 
 if TYPE_CHECKING:  # pragma: no cover
     import zarr
@@ -68,6 +68,24 @@ def writing(path: Path) -> Iterator[None]:
         yield
     except OSError as err:
         raise StoreWriteError(path, err) from None
+
+
+def chunk_codecs() -> dict[str, Any]:
+    """The bytes-to-bytes codecs of every array the runner creates: zarr's default compression
+    (zstd) followed by a CRC-32C checksum of each compressed chunk (zarr v3 ``crc32c``), so that a
+    chunk whose bytes changed on disk fails to read instead of decoding to wrong values
+    (:mod:`runner.verify`). Stores made before this (format 3 without checksums) read as before."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    return {"compressors": (ZstdCodec(level=0, checksum=False), Crc32cCodec())}
+
+
+def _write_every_chunk() -> None:
+    """Store chunks that hold only the fill value too: a chunk a finished task wrote always exists,
+    so a missing chunk file is damage, never "all NaN" (zarr skips such chunks by default)."""
+    import zarr
+
+    zarr.config.set({"array.write_empty_chunks": True})
 
 
 def runner_dir(path: Path) -> Path:
@@ -134,6 +152,9 @@ def store_path_problem(path: Path, sweep: bool = False) -> str | None:
         if not path.is_dir():
             return f"{path} exists and is not a store (it is a file); choose another path"
         if (path / "zarr.json").exists():
+            if root_attrs(path) is None:
+                return (f"{path}: its metadata {path / 'zarr.json'} is corrupt (not JSON), so whose store it is "
+                        "cannot be told; move it away or choose another path")
             if not is_runner_store(path):
                 return f"{path} is a zarr store this runner did not create; choose another path"
             if is_sweep_root(path) != sweep:
@@ -190,6 +211,7 @@ class Store:
         self.state_dir = runner_dir(self.path)
         self._lock: FileLock | None = None
         self.group: zarr.Group | None = None
+        self._journal: Path | None = None
 
     # --- locking
     def lock(self) -> None:
@@ -236,6 +258,7 @@ class Store:
     def _open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None) -> list[str]:
         import zarr  # imported here: reading records (a no-op apply) needs no zarr
 
+        _write_every_chunk()
         if (self.path / "zarr.json").exists():
             if not is_runner_store(self.path):
                 raise StorePathError(f"{self.path} is a zarr store this runner did not create")
@@ -269,7 +292,7 @@ class Store:
             dtype = str if values.dtype == object else values.dtype
             arr = g.create_array(c.name, shape=values.shape, dtype=dtype, chunks=values.shape or None,
                                  dimension_names=list(c.dims), attributes=c.attrs,
-                                 fill_value="" if dtype is str else None)
+                                 fill_value="" if dtype is str else None, **chunk_codecs())
             arr[...] = values
         recreated = []
         for v in layout.vars.values():
@@ -284,7 +307,7 @@ class Store:
                 if v.name in existing:
                     del g[v.name]
                 g.create_array(v.name, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
-                               dimension_names=list(v.dims), attributes=attrs)
+                               dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
             recreated.append(v.name)
         non_index = [c.name for c in layout.coords.values() if c.dims != (c.name,)]
         attrs = dict(root_attrs)
@@ -300,6 +323,7 @@ class Store:
         (a worker of a distributed executor: no lock, no layout changes, no completion records)."""
         import zarr
 
+        _write_every_chunk()
         with writing(self.path):
             self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
         return self
@@ -310,7 +334,20 @@ class Store:
 
     def write(self, name: str, region: tuple, values: np.ndarray) -> None:
         with writing(self.path):
-            self.group[name][region] = values
+            arr = self.group[name]
+            arr[region] = values
+            if self._journal is not None:
+                note_written(self._journal, name, arr, region)
+
+    @contextmanager
+    def journal(self, task_ids: list[str]) -> Iterator[None]:
+        """Note the chunks every write makes until the block ends, for the records of ``task_ids``
+        (:func:`runner.records.note_written`: kept on disk, so a resumed group's earlier writes count)."""
+        outer, self._journal = self._journal, journal_file(self.state_dir, task_ids)
+        try:
+            yield
+        finally:  # a group run inside another (measures between training steps) hands the journal back
+            self._journal = outer
 
     def read(self, name: str, region: tuple = (...,)) -> np.ndarray:
         return self.group[name][region]
@@ -431,7 +468,7 @@ def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
         if tmp in g.array_keys():
             del g[tmp]
         arr = g.create_array(tmp, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
-                             dimension_names=list(v.dims), attributes=attrs)
+                             dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
         for label in sorted(labels, key=new_index.get):
             src = (slice(None),) * axis + (old_index[label],)
             dst = (slice(None),) * axis + (new_index[label],)

@@ -1,6 +1,6 @@
 """The default executor: runs each group of ready tasks in this process, through the study's session.
 
-It records finished tasks in the store, writes progress events, drives the progress bars, and
+It records finished tasks in the store (with the chunks each wrote, :mod:`runner.records`), writes progress events, drives the progress bars, and
 keeps going when one group fails (its dependents stay pending). Stops (Ctrl-C, SIGTERM) and store
 write errors end the whole run.
 """
@@ -15,6 +15,7 @@ from runner import interrupt
 from runner.events import EventLog
 from runner.progress import ProgressView
 from runner.provenance import now
+from runner.records import attribute, forget_written, read_written
 from runner.store import Store, StoreWriteError
 from runner.study import Prepared, Session
 
@@ -45,11 +46,12 @@ class LocalExecutor:
         self._nested.append(0.0)
         try:
             shards = self.split(group)
-            if shards is None:
-                extra = self.session.run(group, report) or {}
-            else:  # one after the other here (an executor with workers runs them at once)
-                extra = [self.session.run(group, report, shard) or {} for shard in shards][0]
-                self.session.merge(group, shards, self.store)
+            with self.store.journal([t.id for t in group]):  # the chunks it writes go into its records
+                if shards is None:
+                    extra = self.session.run(group, report) or {}
+                else:  # one after the other here (an executor with workers runs them at once)
+                    extra = [self.session.run(group, report, shard) or {} for shard in shards][0]
+                    self.session.merge(group, shards, self.store)
         except (KeyboardInterrupt, StoreWriteError):
             raise
         except Exception as err:  # one group failing must not stop the others
@@ -89,7 +91,10 @@ class LocalExecutor:
         """Record a finished group in the store (the one writer of completion records) and say so."""
         ids = [t.id for t in group]
         steps = max(t.steps for t in group)
-        self.store.record_many({t.id: self._record(t, seconds, extra) for t in group})
+        chunks = attribute(group, read_written(self.store.state_dir, ids),
+                           {v.name: v.measure for v in self.session.layout.vars.values()})
+        self.store.record_many({t.id: {**self._record(t, seconds, extra), "chunks": chunks[t.id]} for t in group})
+        forget_written(self.store.state_dir, ids)
         self.ran += ids
         self.view.finished(seconds, steps)
         if bar is not None:

@@ -114,7 +114,8 @@ class RayExecutor(LocalExecutor):
         group = g["group"]
         if g["error"] is None and g["shards"] is not None:
             try:
-                self.session.merge(group, g["shards"], self.store)
+                with self.store.journal([t.id for t in group]):
+                    self.session.merge(group, g["shards"], self.store)
             except Exception as err:
                 g["error"] = f"{type(err).__name__}: {err}"
         if g["error"] is not None:
@@ -178,7 +179,8 @@ def _run_group(cwd: str, spec_path: str, point: int, ids: list[str], shard, devi
         raise RuntimeError(f"{spec_path} changed while it was applied: its tasks are not those the driver planned")
     report = _WorkerReport(store)
     _note_worker(store, ids, shard)
-    extra = session.run(group, report) if shard is None else session.run(group, report, shard)
+    with store.journal(ids):  # the driver puts the chunks written into the records
+        extra = session.run(group, report) if shard is None else session.run(group, report, shard)
     return {"extra": extra or {}, "notes": report.notes, "warnings": report.warnings, "provided": report.provided}
 
 
