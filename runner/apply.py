@@ -150,17 +150,18 @@ def _prepare(sf) -> Prepared:
     return p
 
 
-def damage_of(path: Path):
+def damage_of(path: Path, quick: bool = False):
     """What :func:`runner.verify.verify` finds in the store at ``path`` (nothing for a new store)."""
     from runner.verify import Damage, verify
 
-    return verify(path) if (Path(path) / "zarr.json").exists() else Damage(Path(path))
+    return verify(path, quick) if (Path(path) / "zarr.json").exists() else Damage(Path(path))
 
 
 def states(p: Prepared) -> dict[str, str]:
     """What ``apply`` would do with each task: the scheduler's dry run against the store's records
-    (less those of tasks whose chunks are damaged: apply recomputes them)."""
-    damaged = damage_of(p.store_path).tasks
+    (less those of tasks whose chunk files are missing or empty: apply recomputes them; a chunk
+    that is there but corrupt only ``apply``, ``verify`` and ``status`` find, by reading it)."""
+    damaged = damage_of(p.store_path, quick=True).tasks
     return dry_run(p.tasks, {tid: rec for tid, rec in read_tasks(p.store_path).items() if tid not in damaged})
 
 

@@ -159,9 +159,10 @@ def _json_problem(path: Path) -> str | None:
     return None if isinstance(node, dict) else "not a JSON object"
 
 
-def verify(path: Path) -> Damage:
+def verify(path: Path, quick: bool = False) -> Damage:
     """Check one store (not a sweep's root): raises :class:`StoreUnreadable` for a store this project
-    did not write or whose root metadata is corrupt; otherwise returns what is damaged."""
+    did not write or whose root metadata is corrupt; otherwise returns what is damaged. ``quick``:
+    only that each recorded chunk file is there and not empty (no read: what ``plan`` checks)."""
     import zarr
 
     path = Path(path)
@@ -187,14 +188,14 @@ def verify(path: Path) -> Damage:
     for name, what in bad_meta.items():
         damage.problems.append((name, "zarr.json", what))
     for name in sorted(set(owners) - set(bad_meta)):
-        for key, what in _check_array(path, group, name, owners[name], grids[name], damage):
+        for key, what in _check_array(path, group, name, owners[name], grids[name], damage, quick):
             damage.problems.append((name, key, what))
     # arrays no record lists: coordinates and inputs (apply writes them), or results of records made
     # before chunks were listed (those records' tasks own them); small, read whole
     by_measure: dict[str, set[str]] = {}
     for tid, rec in damage.records.items():
         by_measure.setdefault(str(rec.get("measure")), set()).add(tid)
-    for name in sorted(set(nodes) - set(owners) - set(bad_meta)):
+    for name in [] if quick else sorted(set(nodes) - set(owners) - set(bad_meta)):
         what = _read(lambda n=name: group[n][...])
         if what:
             damage.problems.append((name, "(array)", what))
@@ -235,7 +236,8 @@ def _regrid(keys: list[str], old: list[int], new: list[int], shape: tuple[int, .
     return sorted(out)
 
 
-def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: list[int], damage: Damage):
+def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: list[int], damage: Damage,
+                 quick: bool = False):
     """(key, what) of each recorded chunk of array ``name`` that is missing or does not read."""
     try:
         arr = group[name]
@@ -259,7 +261,7 @@ def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: 
         damage.bytes += size
         present.append(key)
     damage.chunks += len(keys)
-    if not present:
+    if not present or quick:
         return found
     if len(present) == arr.nchunks and arr.nbytes <= WHOLE_READ_BYTES and _read(lambda: arr[...]) is None:
         return found
