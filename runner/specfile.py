@@ -148,6 +148,12 @@ def describe(root: type[BaseModel], sf: SpecFile, error: dict) -> str:
         msg = "unknown key" + _suggest(root, loc, sf.data)
     elif error["type"] == "missing":
         msg = "required key is missing"
+    elif error["type"] == "union_tag_invalid":  # kind = "lyapunuv"
+        ctx = error.get("ctx", {})
+        tags = re.findall(r"'([^']+)'", str(ctx.get("expected_tags", "")))
+        tag = ctx.get("tag")
+        msg = f"unknown kind {tag!r}{did_you_mean(tag, tags)}; known: {', '.join(tags)}"
+        return sf.problem((*loc, "kind"), msg, root)
     return sf.problem(tuple(loc), msg, root)
 
 
@@ -163,6 +169,12 @@ def _strip_tags(loc: list, data: dict) -> list:
 
 def _is_array(loc: list, data: dict) -> bool:
     return len(loc) >= 2 and isinstance(loc[1], int) and isinstance(data.get(loc[0]), list)
+
+
+def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices``, or ``""``."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _suggest(root: type[BaseModel], loc: list, data: dict) -> str:
