@@ -119,6 +119,8 @@ def check_scaffold(scaffold) -> None:
     }
     need = sum(parts.values())
     key = max(parts, key=parts.get)
+    if key == "test_cases" and scaffold.context > scaffold.test_cases:
+        key = "context"  # long test cases rather than many
     _fits(("corpus", "scaffold", key), need, f"generating the scaffold corpora ({key} = {getattr(scaffold, key):,})")
 
 

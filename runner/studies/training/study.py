@@ -204,6 +204,11 @@ class TrainingStudyPlugin(Study):
                                                      "must be no larger than the LM's (the store's curves follow the "
                                                      "LM's steps) and hold at least batch_size x bptt tokens")])
         problems = sizes.schedule_problems(spec, stats["steps_per_epoch"])
+        column = stats["tokens"][0] // spec.training.batch_size - 1  # a stream's length: what one sequence can take
+        if spec.training.bptt > column:
+            problems.append((("training", "bptt"), f"{spec.training.bptt} is longer than a training stream ({column} "
+                             f"tokens: {stats['tokens'][0]} tokens in batch_size = {spec.training.batch_size} streams); "
+                             "every sequence would be cut short"))
         if stats["tokens"][1] < 2 * spec.training.eval_batch_size:
             problems.append((("corpus", "split"), f"the validation split holds {stats['tokens'][1]} tokens, fewer than "
                              f"2 x eval_batch_size = {2 * spec.training.eval_batch_size}; validation needs two rows"))
