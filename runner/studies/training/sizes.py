@@ -66,6 +66,18 @@ def lstm_parameters(vocab: int, n_out: int, embedding: int, hidden: int, layers:
     return {"embedding_dim": vocab * embedding, "hidden_dim": lstm + hidden * n_out + n_out}
 
 
+def _lstm_memory(vocab: int, layers: int, bptt: int, momentum: bool, embedding_dim: int, hidden_dim: int,
+                 batch_size: int, analysis_tokens: int) -> int:
+    """Bytes of one LSTM's training: weights, gradients and the clipped update (and a momentum buffer), the
+    activations one batch keeps for backward (per token the embedding, each layer's 4 gates, c and h and
+    dropout masks, 3 copies of the logits), and the analysis states and gradients the measures read."""
+    params = sum(lstm_parameters(vocab, vocab, embedding_dim, hidden_dim, layers).values())  # a tagger's n_out <= vocab
+    weights = params * (3 + momentum) * FLOAT
+    activations = batch_size * bptt * (2 * embedding_dim + layers * 8 * hidden_dim + 3 * vocab) * FLOAT
+    analysis = analysis_tokens * (embedding_dim + layers * hidden_dim + vocab) * FLOAT * 2
+    return weights + activations + analysis
+
+
 def _fits(where: tuple, need: int, what: str) -> None:
     memory = available_memory()
     if need > memory:
@@ -79,21 +91,22 @@ def check_training(study, stats: dict, store_folder) -> None:
     t = study.training
     vocab, steps_per_epoch = stats["vocab"], stats["steps_per_epoch"]
     corpus = sum(stats["tokens"]) * INDEX
+    split = 1 if study.corpus.analysis_split == "valid" else 2
+    analysed = min(study.corpus.analysis_tokens, stats["tokens"][split])  # measures read at most the split
     per_net = 0
     for net in study.model:
         layers = t.num_layers if net.kind == "lm" else 1
-        parts = lstm_parameters(vocab, vocab, t.embedding_dim, t.hidden_dim, layers)  # a tagger's n_out <= vocab
-        params = sum(parts.values())
-        copies = 3 + (t.momentum > 0)  # weights, gradients, the clipped update (+ momentum)
-        tokens = t.batch_size * t.bptt
-        # per token kept for backward: the embedding, each layer's 4 gates, c and h, dropout masks; 3 logits copies
-        activations = tokens * (2 * t.embedding_dim + layers * 8 * t.hidden_dim + 3 * vocab) * FLOAT
-        analysis = study.corpus.analysis_tokens * (t.embedding_dim + layers * t.hidden_dim + vocab) * FLOAT * 2
-        need = params * copies * FLOAT + activations + analysis + corpus
+        sizes = {"embedding_dim": t.embedding_dim, "hidden_dim": t.hidden_dim, "batch_size": t.batch_size,
+                 "analysis_tokens": analysed}
+        params = sum(lstm_parameters(vocab, vocab, t.embedding_dim, t.hidden_dim, layers).values())
+        need = _lstm_memory(vocab, layers, t.bptt, t.momentum > 0, **sizes) + corpus
         if need > available_memory():
-            key = max(parts, key=parts.get) if params * copies * FLOAT >= activations else "batch_size"
-            _fits(("training", key), need, f"training {net.name} ({params:,} parameters: {key} = "
-                  f"{getattr(t, key)}; batch_size x bptt = {tokens} tokens of activations)")
+            # the size to name: the one whose reduction to 1 saves the most
+            key = max(sizes, key=lambda k: need - _lstm_memory(vocab, layers, t.bptt, t.momentum > 0,
+                                                               **{**sizes, k: 1}))
+            _fits(("corpus" if key == "analysis_tokens" else "training", key), need,
+                  f"training {net.name} ({params:,} parameters: embedding_dim = {t.embedding_dim}, hidden_dim = "
+                  f"{t.hidden_dim}; batch_size x bptt = {t.batch_size * t.bptt} tokens of activations)")
         per_net = max(per_net, params * FLOAT)
     total = total_steps(study, steps_per_epoch)
     n = len(study.model)
