@@ -33,6 +33,10 @@ _STEP = re.compile(r"(\d+)([kKM]?)(?!.*\d)")
 _SCALE = {"": 1, "k": 1000, "K": 1000, "M": 1_000_000}
 
 
+#: The most revisions a suite names (Pythia publishes 154; each is looked up and fetched on its own).
+MAX_REVISIONS = 10_000
+
+
 def parse_revisions(revisions: str | list[str]) -> list[str]:
     """The revisions a spec names: an explicit list, one revision, or a range pattern
     ``"step{0..143000:1000}"`` (first and last included, stride 1 when omitted)."""
@@ -48,6 +52,9 @@ def parse_revisions(revisions: str | list[str]) -> list[str]:
     lo, hi, by = int(m["lo"]), int(m["hi"]), int(m["by"] or 1)
     if hi < lo or by < 1:
         raise ValueError(f"revisions {revisions!r}: the range must run upwards with a positive stride")
+    if (hi - lo) // by + 1 > MAX_REVISIONS:
+        raise ValueError(f"revisions {revisions!r} names {(hi - lo) // by + 1:,} revisions; a suite holds at most "
+                         f"{MAX_REVISIONS:,} (each is a checkpoint to find and fetch): use a larger stride")
     return [f"{m['pre']}{n}{m['post']}" for n in range(lo, hi + 1, by)]
 
 
@@ -167,7 +174,8 @@ def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) ->
     size on the hub (``HfApi.model_info`` with file metadata: the safetensors files of that revision, or with
     ``pickled_weights`` the ``.bin`` files where it has no safetensors)."""
     if ckpt.local:
-        return Fetch(ckpt, True)
+        problem = local_weights_problem(Path(ckpt.location), pickled_weights)
+        return Fetch(ckpt, problem is None, missing=problem and f"{ckpt.location}: {problem}")
     from huggingface_hub import HfApi, try_to_load_from_cache
 
     repo, revision = ckpt.location, ckpt.hub_revision
@@ -190,6 +198,42 @@ def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) ->
         return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: no safetensors weights (pickled "
                                           "weights load only with pickled_weights = true)")
     return Fetch(ckpt, False, bytes=sum(f.size or 0 for f in files))
+
+
+def local_weights_problem(folder: Path, pickled_weights: bool = False) -> str | None:
+    """Why a local checkpoint folder's weights cannot be loaded (none there; a safetensors file whose header
+    does not read), checked without loading them; None when they look loadable."""
+    import json
+    import struct
+
+    found = [folder / n for n in _WEIGHTS + (_PICKLED if pickled_weights else ()) if (folder / n).is_file()]
+    if not found:
+        return (f"no weights ({', '.join(_WEIGHTS)}" + (f", {', '.join(_PICKLED)}" if pickled_weights else "")
+                + (")" if pickled_weights else "; pickled .bin weights load only with pickled_weights = true)"))
+    if found[0].name != "model.safetensors":
+        return None
+    try:
+        with found[0].open("rb") as f:
+            head = f.read(8)
+            (n,) = struct.unpack("<Q", head) if len(head) == 8 else (None,)
+            if n is None or n > found[0].stat().st_size - 8:
+                return f"{found[0].name} is not a safetensors file (its header is cut short)"
+            json.loads(f.read(n))
+    except (OSError, ValueError) as err:
+        return f"{found[0].name} cannot be read as safetensors ({type(err).__name__})"
+    return None
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model", "spiece.model",
+                    "sentencepiece.bpe.model")
+
+
+def local_tokenizer_problem(folder: Path) -> str | None:
+    """Why a local checkpoint folder has no tokenizer to load (transformers would otherwise build an empty one
+    from the configuration); None when one of its files is there."""
+    if any((folder / n).is_file() for n in _TOKENIZER_FILES):
+        return None
+    return f"no tokenizer ({', '.join(_TOKENIZER_FILES)})"
 
 
 # --------------------------------------------------------------------------- layers

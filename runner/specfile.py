@@ -222,6 +222,8 @@ def locate(text: str, loc: tuple) -> int:
     table = loc[0] if loc else None
     index = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
     key = next((p for p in loc[1:] if isinstance(p, str)), None)
+    if len(loc) > 2 and isinstance(loc[1], str) and re.search(rf"^\[\s*{re.escape(f'{table}.{loc[1]}')}\s*\]", text, re.M):
+        table, key = f"{table}.{loc[1]}", loc[2]  # a key of a sub-table ([corpus.scaffold] tokens)
     header_line, seen, inside = 1, -1, False
     for n, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()

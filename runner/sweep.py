@@ -20,6 +20,7 @@ import copy
 import dataclasses
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 TABLE = "sweep"
 ATTR = "sweep"
+MAX_POINTS = 1000
+"""The most points a sweep may hold: each is its own experiment, validated, planned and stored on its
+own, so a larger grid would spend minutes before the first line of its plan (split it into specs)."""
+#: Keys the sweep sets itself: each point's store lies inside the sweep's.
+UNSWEPT = {("experiment", "store"): "each point's store is a folder of the sweep's store; set [experiment] store "
+                                    "(or name) once, outside [sweep]"}
 """The sweep root's entry (dims and points) in its runner attribute."""
 
 
@@ -84,6 +91,8 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
                 problems.append(sf.problem((TABLE, name, key), "nested tables cannot be swept"))
             elif not isinstance(values, list) or not values:
                 problems.append(sf.problem((TABLE, name, key), "expected a non-empty list of values"))
+            elif (name, key) in UNSWEPT:
+                problems.append(sf.problem((TABLE, name, key), f"cannot be swept: {UNSWEPT[(name, key)]}"))
             elif len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
                 problems.append(sf.problem((TABLE, name, key), "a value is listed twice"))
             else:
@@ -91,6 +100,10 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
     if not problems and len({p.rsplit(".", 1)[1] for p in axes}) != len(axes):
         problems.append(sf.problem((TABLE,), "two swept keys have the same name; a sweep dimension is named "
                                    "after its key"))
+    size = math.prod(len(v) for v in axes.values())
+    if not problems and size > MAX_POINTS:
+        problems.append(sf.problem((TABLE,), f"the grid has {size:,} points ({' x '.join(str(len(v)) for v in axes.values())}"
+                                   f"); a sweep holds at most {MAX_POINTS:,}: split it into several specs"))
     if problems:
         raise SpecError(sf.path, problems)
     return base, axes

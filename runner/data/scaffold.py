@@ -45,6 +45,8 @@ ALPHA_TOKEN, OMEGA_TOKEN = "<alpha>", "<omega>"
 SETTINGS = ("unfamiliar", "familiar")
 #: Bump when the generator changes what it draws (planned corpora are cached under it).
 VERSION = 1
+#: Rounds of redrawing without fewer stray occurrences after which the generator gives up.
+STALLED_ROUNDS = 100
 PAPER = "Saphra 2021, Ch. 5 (Saphra & Lopez 2020, LSTMs compose and learn bottom-up), Sec. 4.2-4.3"
 
 
@@ -122,14 +124,43 @@ class ScaffoldCorpus:
     """``in_domain`` and ``out_domain``."""
 
 
+def scaffold_count(vocab_size: int, k: int, limit: int) -> int:
+    """|Sigma|^k, the distinct scaffolds of length k, or ``limit`` when there are more (k may be large)."""
+    n = 1
+    for _ in range(k):
+        n *= vocab_size
+        if n >= limit:
+            return limit
+    return n
+
+
+def fill_problem(tokens: int, rules: int, phrases: int, repeats: int, k: int) -> str | None:
+    """Why a stream of ``tokens`` cannot hold ``rules`` alpha q omega and ``repeats`` free copies of each
+    of ``phrases`` scaffolds, each segment between background tokens; None when it can."""
+    segments = rules + phrases * repeats
+    inserted = rules * (k + 2) + phrases * repeats * k
+    if tokens - inserted < segments + 1:
+        return (f"{tokens} tokens cannot hold {segments} segments of length {k} ({inserted} tokens) separated by "
+                "background tokens")
+    return None
+
+
+def valid_counts(cfg: ScaffoldConfig, repeats: int) -> tuple[int, int]:
+    """Rules and free repeats of the validation stream: the training stream's, scaled by
+    ``valid_tokens / tokens`` (at least one rule per phrase)."""
+    scale = cfg.valid_tokens / cfg.tokens
+    return max(cfg.phrases, round(cfg.rules * scale)), round(repeats * scale)
+
+
 def vocabulary(vocab_size: int) -> list[str]:
     """Token strings by id: alpha, omega, then ``w0 .. w{|Sigma|-1}``."""
     return [ALPHA_TOKEN, OMEGA_TOKEN] + [f"w{i}" for i in range(vocab_size)]
 
 
 def _phrases(rng: np.random.Generator, n: int, k: int, vocab_size: int) -> np.ndarray:
-    if vocab_size ** k < n:
-        raise ValueError(f"cannot draw {n} distinct phrases of length {k} from {vocab_size} types")
+    if scaffold_count(vocab_size, k, n + 1) <= n:  # the out-domain tests need a scaffold that is no phrase
+        raise ValueError(f"cannot draw {n} distinct phrases of length {k} from {vocab_size} types and leave one "
+                         "for the out-domain test")
     out: list[tuple[int, ...]] = []
     seen: set[tuple[int, ...]] = set()
     while len(out) < n:
@@ -171,11 +202,11 @@ def make_stream(rng: np.random.Generator, phrases: np.ndarray, cfg: ScaffoldConf
     segments = [np.concatenate([[ALPHA], phrases[i], [OMEGA]]) for i in rule_phrases]
     segments += [phrases[i] for i in free_phrases]
     kinds = np.concatenate([np.zeros(len(rule_phrases), bool), np.ones(len(free_phrases), bool)])
+    problem = fill_problem(tokens, rules, p, repeats, k)
+    if problem:
+        raise ValueError(f"{problem}; raise tokens or lower rules / familiar_repeats")
     inserted = sum(len(s) for s in segments)
     background = tokens - inserted
-    if background < len(segments) + 1:
-        raise ValueError(f"{tokens} tokens cannot hold {len(segments)} segments ({inserted} tokens) separated by "
-                         "background tokens; raise tokens or lower rules / familiar_repeats")
     order = rng.permutation(len(segments))
     gaps = np.sort(rng.choice(np.arange(1, background), size=len(segments), replace=False))
     bg = rng.integers(2, cfg.vocab_size + 2, background)
@@ -194,11 +225,17 @@ def make_stream(rng: np.random.Generator, phrases: np.ndarray, cfg: ScaffoldConf
     stream = np.concatenate(pieces).astype(np.int64)
     rule_starts, free_starts = starts[~kinds], starts[kinds]
     legit = set((rule_starts + 1).tolist()) | set(free_starts.tolist())
+    fewest, stalled = None, 0
     while True:  # redraw a background token of every unplaced occurrence
         occ = occurrences(stream, phrases)
         bad = [int(s) for s in occ[:, 0] if int(s) not in legit]
         if not bad:
             break
+        fewest, stalled = (len(bad), 0) if fewest is None or len(bad) < fewest else (fewest, stalled + 1)
+        if stalled >= STALLED_ROUNDS:  # the phrases leave the background no way out (e.g. ab and ba over {a, b})
+            raise ValueError(f"the background cannot avoid the {p} phrases of length {k}: after {STALLED_ROUNDS} "
+                             f"rounds of redrawing, {len(bad)} stray occurrences are left (of {tokens} tokens over "
+                             f"{cfg.vocab_size} types); use fewer phrases or more types")
         for s in bad:
             free = np.flatnonzero(~placed[s:s + k]) + s
             stream[rng.choice(free)] = rng.integers(2, cfg.vocab_size + 2)
@@ -233,7 +270,6 @@ def generate(cfg: ScaffoldConfig, k: int, seed: int, settings: tuple[str, ...] =
     root = np.random.SeedSequence([seed, k])
     phrase_seq, test_seq, *stream_seqs = root.spawn(2 + 2 * len(SETTINGS))
     phrases = _phrases(np.random.default_rng(phrase_seq), cfg.phrases, k, cfg.vocab_size)
-    scale = cfg.valid_tokens / cfg.tokens
     out = ScaffoldCorpus(k, phrases)
     for i, setting in enumerate(SETTINGS):
         if setting not in settings:
@@ -242,8 +278,7 @@ def generate(cfg: ScaffoldConfig, k: int, seed: int, settings: tuple[str, ...] =
         out.train[setting] = make_stream(np.random.default_rng(stream_seqs[2 * i]), phrases, cfg, cfg.tokens,
                                          cfg.rules, repeats)
         out.valid[setting] = make_stream(np.random.default_rng(stream_seqs[2 * i + 1]), phrases, cfg,
-                                         cfg.valid_tokens, max(cfg.phrases, round(cfg.rules * scale)),
-                                         round(repeats * scale))
+                                         cfg.valid_tokens, *valid_counts(cfg, repeats))
     trng = np.random.default_rng(test_seq)
     out.tests["in_domain"] = make_tests(trng, phrases, cfg, True)
     out.tests["out_domain"] = make_tests(trng, phrases, cfg, False)

@@ -79,6 +79,30 @@ class ScaffoldSpec(Table):
             raise ValueError("settings must be distinct")
         return self
 
+    def problems(self) -> list[tuple[tuple, str]]:
+        """What the generator could not draw, said with the numbers (it would loop or fail mid-plan)."""
+        from runner.data.scaffold import ScaffoldConfig, fill_problem, scaffold_count, valid_counts
+
+        where = ("corpus", "scaffold")
+        cfg = ScaffoldConfig(**self.model_dump(exclude={"lengths", "settings"}))
+        repeats = self.familiar_repeats if "familiar" in self.settings else 0
+        for k in self.lengths:
+            if scaffold_count(self.vocab_size, k, self.phrases + 1) <= self.phrases:
+                return [(where + ("phrases",), f"{self.phrases} phrases of length {k} leave no other scaffold of the "
+                         f"{scaffold_count(self.vocab_size, k, self.phrases + 1)} over {self.vocab_size} types for the "
+                         "out-domain test (and the background); use fewer phrases or more types")]
+            problem = fill_problem(self.tokens, self.rules, self.phrases, repeats, k)
+            if problem:
+                key = "rules" if self.rules * (k + 3) >= self.tokens else "familiar_repeats" if repeats else "tokens"
+                return [(where + (key,), f"the training stream of k = {k}: {problem}; raise tokens or lower rules / "
+                         "familiar_repeats")]
+            problem = fill_problem(self.valid_tokens, *valid_counts(cfg, 0)[:1], self.phrases,
+                                   valid_counts(cfg, repeats)[1], k)
+            if problem:
+                return [(where + ("valid_tokens",), f"the validation stream of k = {k} (rules and repeats scaled by "
+                         f"valid_tokens / tokens, at least one rule per phrase): {problem}")]
+        return []
+
 
 class CorpusSpec(Table):
     source: str
@@ -103,8 +127,10 @@ class CorpusSpec(Table):
     """Words seen fewer times in the training split become ``<unk>`` (thesis: 100)."""
     drop_rare_sentences: bool = True
     """Drop sentences holding a word seen fewer than ``min_count`` times, before replacing (thesis: yes)."""
-    split: list[float] = Field(default_factory=lambda: [0.7, 0.1, 0.2], min_length=3, max_length=3)
-    """Train / validation / test fractions of the sentences (thesis: 70/10/20)."""
+    split: list[Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=lambda: [0.7, 0.1, 0.2], min_length=3,
+                                                            max_length=3)
+    """Train / validation / test fractions of the sentences (thesis: 70/10/20); training and validation
+    take a share each (the learning rate follows the validation loss)."""
     max_vocab: int | None = Field(None, ge=3)
     """Keep at most this many types (``<unk>`` and ``<eos>`` included), the most frequent in training;
     the rest become ``<unk>`` (thesis Ch. 4: 20K types, which min_count = 100 gave on its dump)."""
@@ -144,6 +170,19 @@ class CorpusSpec(Table):
         if self.scaffold is not None and self.source != "scaffold:":
             raise ValueError("[corpus.scaffold] needs source = \"scaffold:\"")
         return self
+
+    def split_problems(self) -> list[tuple[tuple, str]]:
+        """Fractions that sum to 1 and leave training and validation a share (the analysis split too)."""
+        train, valid, test = self.split
+        if abs(train + valid + test - 1.0) > 1e-6:
+            return [(("corpus", "split"), f"must sum to 1, not {train + valid + test:g}")]
+        if train == 0 or valid == 0:
+            return [(("corpus", "split"), f"the {'training' if train == 0 else 'validation'} fraction is 0; training "
+                     "needs both (the learning rate follows the validation loss each epoch)")]
+        if self.analysis_split == "test" and test == 0:
+            return [(("corpus", "analysis_split"), "the test fraction of [corpus] split is 0; measure the 'valid' split "
+                     "or give the test split a share")]
+        return []
 
     def key(self) -> dict:
         """The table as JSON, without the unset scaffold table and the later options left at their
@@ -191,14 +230,24 @@ class LogSpaced(Table):
     stop: int | None = Field(None, ge=1)
     """Last step (default: the last step of training)."""
     count: int = Field(10, ge=2)
-    """Number of log-spaced steps (rounded to integers, duplicates removed)."""
+    """Number of log-spaced steps (rounded to integers, duplicates removed); at most the steps from
+    ``start`` to ``stop``."""
+
+    @model_validator(mode="after")
+    def _check(self) -> LogSpaced:
+        if self.stop is not None and self.start > self.stop:
+            raise ValueError(f"start = {self.start} is after stop = {self.stop}")
+        if self.stop is not None and self.count > self.stop - self.start + 1:
+            raise ValueError(f"count = {self.count} steps cannot be told apart between start = {self.start} and stop = "
+                             f"{self.stop} ({self.stop - self.start + 1} steps)")
+        return self
 
 
 class CheckpointSpec(Table):
     every_epoch: bool = True
     """A checkpoint at the end of every epoch (thesis)."""
-    steps: list[int] = Field(default_factory=list)
-    """Explicit optimizer steps (e.g. [100, 1000])."""
+    steps: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+    """Explicit optimizer steps (e.g. [100, 1000]), each within the run (at most epochs x steps per epoch)."""
     log_spaced: LogSpaced | None = None
     """Log-spaced steps, as public checkpoint suites use (e.g. ``{ start = 1, count = 20 }``)."""
     initial: bool = True
@@ -380,6 +429,8 @@ class TrainingStudy(StudySpec):
                             "source = \"scaffold:\""))
             if getattr(m, "treebank", None) and self.corpus.source == "scaffold:":
                 out.append((("measure", i, "kind"), f"{m.kind} reads English; the scaffold corpus' networks cannot"))
+        if self.corpus.scaffold is not None:
+            out += self.corpus.scaffold.problems()
         if self.corpus.source == "scaffold:":
             from runner.data.corpus import scaffold_variants
 
@@ -406,8 +457,7 @@ class TrainingStudy(StudySpec):
                                              or self.corpus.source.endswith(".conllu")):
             out.append((("corpus", "tag_articles"), f"needs documents: an hf: source, {TINY_TAGGED} or a .conllu "
                         "with # newdoc"))
-        if abs(sum(self.corpus.split) - 1.0) > 1e-6:
-            out.append((("corpus", "split"), f"must sum to 1, not {sum(self.corpus.split):g}"))
+        out += self.corpus.split_problems()
         return out
 
     def net(self, name: str) -> NetworkSpec:

@@ -33,9 +33,10 @@ from runner.checkpointed.session import Checkpoints, forked_rng
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task
-from runner.specfile import SpecError, SpecFile
+from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
+from runner.studies.training import sizes
 from runner.studies.training.context import Context
 from runner.studies.training.layout import build_layout
 from runner.studies.training.plan import make_tasks, suite_tasks, task_label
@@ -163,6 +164,8 @@ class TrainingStudyPlugin(Study):
         if stats_file.is_file():
             stats = json.loads(stats_file.read_text())
         else:
+            if spec.corpus.scaffold is not None:
+                sizes.check_scaffold(spec.corpus.scaffold)
             try:
                 corpus = self._load(spec, tagsets, sf.path.parent)
                 stats = _stats(corpus, spec)
@@ -185,6 +188,7 @@ class TrainingStudyPlugin(Study):
                             state={"stats": None, "steps": suites.steps if suites else None, "corpus": None,
                                    "suites": suites})
         if suites is not None:
+            sizes.check_suites(spec, stats, _configs(spec, suites))
             identities = [[suites.identity(n, c, net) for c in range(len(suites.steps))]
                           for n, net in enumerate(spec.model)]
             return Prepared(self, spec, sf, suite_tasks(spec, identities, stats["corpus_key"]), labels,
@@ -201,6 +205,18 @@ class TrainingStudyPlugin(Study):
                                                      f"per epoch, the LM {stats['steps_per_epoch']}; a tagger's corpus "
                                                      "must be no larger than the LM's (the store's curves follow the "
                                                      "LM's steps) and hold at least batch_size x bptt tokens")])
+        problems = sizes.schedule_problems(spec, stats["steps_per_epoch"])
+        column = stats["tokens"][0] // spec.training.batch_size - 1  # a stream's length: what one sequence can take
+        if spec.training.bptt > column:
+            problems.append((("training", "bptt"), f"{spec.training.bptt} is longer than a training stream ({column} "
+                             f"tokens: {stats['tokens'][0]} tokens in batch_size = {spec.training.batch_size} streams); "
+                             "every sequence would be cut short"))
+        if stats["tokens"][1] < 2 * spec.training.eval_batch_size:
+            problems.append((("corpus", "split"), f"the validation split holds {stats['tokens'][1]} tokens, fewer than "
+                             f"2 x eval_batch_size = {2 * spec.training.eval_batch_size}; validation needs two rows"))
+        if problems:
+            raise SpecError(sf.path, [sf.problem(loc, msg, type(spec)) for loc, msg in problems])
+        sizes.check_training(spec, stats, spec.store_path().absolute())
         steps, tasks = make_tasks(spec, stats["steps_per_epoch"], stats["corpus_key"])
         return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
                         state={"stats": stats, "steps": steps, "corpus": corpus, "stats_file": stats_file,
@@ -209,7 +225,12 @@ class TrainingStudyPlugin(Study):
     @staticmethod
     def _load(spec: TrainingStudy, tagsets: list[str], base: Path) -> Corpus:
         with offline_hub():  # a hub corpus from the local cache when the hub is off
-            return load_corpus(spec.corpus, tagsets, seed=spec.experiment.seed, base=base)
+            try:
+                return load_corpus(spec.corpus, tagsets, seed=spec.experiment.seed, base=base)
+            except ValueError as err:
+                if spec.corpus.source != "scaffold:":
+                    raise
+                raise SpecProblem(("corpus", "scaffold", "phrases"), str(err)) from None
 
     def describe(self, p: Prepared) -> list[str]:
         s, stats, steps = p.spec, p.state["stats"], p.state["steps"]
@@ -347,6 +368,20 @@ class TrainingSession:
                       self._dir(report.store, n), self.device, report.progress)
         done = self.checkpoints.follow(items, n, report, lambda curves: _write_curves(report.store, n, curves))
         return {"resumed_from": done.resumed_from} if done else {}
+
+
+def _configs(spec: TrainingStudy, suites) -> list:
+    """Each suite network's configuration (its last checkpoint's), None where it cannot be read."""
+    from models.hub import ModelLoadError
+    from models.suites import load_config
+
+    out = []
+    for net, series in zip(spec.model, suites.series, strict=True):
+        try:
+            out.append(load_config(series[-1], trust_remote_code=net.trust_remote_code))
+        except ModelLoadError:
+            out.append(None)
+    return out
 
 
 def _write_curves(store, n: int, c) -> None:

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from models.hub import ModelLoadError, hub_off
 from models.suites import (Checkpoint, Fetch, adapter_for, fetch_plan, hub_series, layer_names, load_checkpoint, load_config,
-                           lm_loss, load_tokenizer, local_series, word_activations)
+                           lm_loss, load_tokenizer, local_series, local_tokenizer_problem, word_activations)
 from runner.data.corpus import Corpus
 from runner.data.sources import anchor
 from runner.layout import Layout
@@ -117,6 +117,8 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
         fetch = list(pool.map(lambda job: fetch_plan(job[1], online, job[0].pickled_weights),
                               [(net, c) for net, s in zip(spec.model, series) for c in s]))
     missing = [f.missing for f in fetch if f.missing]
+    missing += [f"{s[-1].location}: {problem}" for s in series if s[-1].local  # the tokenizer the tasks load
+                for problem in [local_tokenizer_problem(Path(s[-1].location))] if problem]
     unmet += missing[:5] + ([f"... and {len(missing) - 5} more checkpoint(s)"] if len(missing) > 5 else [])
     suites = Suites(series, None, fetch)
     if missing:

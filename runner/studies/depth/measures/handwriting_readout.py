@@ -87,6 +87,9 @@ class HandwritingReadout(TrajectoryMeasure):
         if spec.input.score is None or not spec.text_models:
             out.append(("kind", "handwriting_readout reads sentence pairs with a score: set [input] pair and score "
                                 "(e.g. GLUE STS-B) and a text model"))
+        if any(len(c) != 1 or c.isspace() for c in p.letters) or p.letters[0] == p.letters[1]:
+            out.append(("letters", f"two different letters of one visible character each (e.g. [\"U\", \"S\"]), "
+                                   f"not {p.letters}"))
         if p.t0_stop < p.t0_start or p.dt_stop < p.dt_start:
             out.append(("t0_stop" if p.t0_stop < p.t0_start else "dt_stop", "the grid is empty: stop < start"))
         elif self.window()[1] > spec.dynamics.steps:

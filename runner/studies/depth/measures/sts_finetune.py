@@ -62,6 +62,9 @@ class STSFinetune(NetworkMeasure):
         out = pair_problems("sts_finetune", self.p, spec)
         if sorted(set(self.p.steps)) != self.p.steps or self.p.steps[0] < 1:
             out.append(("steps", "give distinct steps >= 1 in increasing order"))
+        elif self.p.steps[-1] > spec.dynamics.steps:
+            out.append(("steps", f"step {self.p.steps[-1]} is beyond [dynamics] steps = {spec.dynamics.steps}; "
+                                 "the network is iterated only that far"))
         return out
 
     def variables(self, b, shape) -> None:
