@@ -5,7 +5,7 @@ Exit codes (one convention for every command, after sysexits.h):
   1    a task failed (the others ran; see `runner status`)
   2    usage: unknown option, bad --device or --set, unknown name for explain
   65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message)
-  66   an input is missing: no such store (status, show), a store this project did not write or
+  66   an input is missing: no such spec file or store (status, show), a store this project did not write or
        whose metadata is corrupt, or a requirement this machine does not meet (a model or data set
        neither cached nor reachable, a missing extra, no CUDA)
   74   the store cannot be written (disk full, read-only); finished work is kept. Also: the store
@@ -46,6 +46,11 @@ class NoStore(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    unknown = _unknown_command(parser, argv)
+    if unknown:
+        print(f"error: {unknown}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
@@ -66,6 +71,18 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
 
+def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """Why the first argument is not a command (with the likely one), or None."""
+    from runner.specfile import did_you_mean
+
+    if not argv or argv[0].startswith("-"):
+        return None
+    commands = next(a.choices for a in parser._subparsers._group_actions if a.dest == "command")
+    if argv[0] in commands:
+        return None
+    return f"unknown command {argv[0]!r}{did_you_mean(argv[0], commands)}; commands: {', '.join(commands)}"
+
+
 def _stdout_to_devnull() -> None:
     """The reader went away (``runner plan | head -1``): drop the rest of the output quietly
     (Python would otherwise report the broken pipe again when it flushes stdout at exit)."""
@@ -77,12 +94,12 @@ def _known_error(err: Exception) -> int | None:
     from runner.apply import ReplaceRefused, Unmet
     from runner.data.corpus import CorpusError
     from runner.overrides import OverrideError
-    from runner.specfile import SpecError
+    from runner.specfile import SpecError, SpecMissing
     from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
     from runner.study import ShardError, Unavailable
     from runner.verify import StoreDamaged, StoreUnreadable
 
-    codes = {StoreUnreadable: EXIT_UNAVAILABLE, StoreDamaged: EXIT_IOERR, ShardError: EXIT_USAGE,
+    codes = {SpecMissing: EXIT_UNAVAILABLE, StoreUnreadable: EXIT_UNAVAILABLE, StoreDamaged: EXIT_IOERR, ShardError: EXIT_USAGE,
              OverrideError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC,
              UsageError: EXIT_USAGE,
              NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
@@ -457,9 +474,16 @@ def report_outcome(outcome, spec: Path, store_path: Path) -> int:
 
 def cmd_monitor(args) -> int:
     from runner.status import store_of
+    from runner.store import runner_dir
     from runner.tui.app import run_monitor
 
     path = store_of(args.target)
+    if Path(args.target).suffix != ".toml" and not (path / "zarr.json").exists() and not runner_dir(path).exists():
+        spec = _spec_of_store(path)
+        if spec is None:
+            raise NoStore(f"{path}: no such store, and no spec here plans it{_similar_store(path)}; `runner monitor "
+                          "SPEC` waits for the store the spec's apply will create")
+        print(f"{path}: waiting for `runner apply {spec}` to create it", file=sys.stderr)
     swept = _sweep_points(path) if (path / "zarr.json").exists() else None
     if swept is not None:
         raise UsageError("a sweep's store holds one store per point; monitor one of them: "
@@ -468,13 +492,35 @@ def cmd_monitor(args) -> int:
     return run_monitor(args.target)
 
 
+def _spec_of_store(path: Path) -> Path | None:
+    """A spec near here (``*.toml`` and ``specs/**/*.toml`` of the working directory) whose store is ``path``."""
+    from runner.status import store_of
+
+    for spec in sorted({*Path().glob("*.toml"), *Path().glob("specs/**/*.toml")}):
+        try:
+            if store_of(spec).resolve() == path.resolve():
+                return spec
+        except Exception:  # noqa: BLE001 - a spec that does not validate plans no store
+            continue
+    return None
+
+
+def _similar_store(path: Path) -> str:
+    """`` (did you mean 'store/x.zarr'?)`` for a store beside ``path`` with a close name."""
+    from runner.specfile import closest
+
+    parent = path.parent
+    close = closest(path.name, [p.name for p in parent.iterdir() if (p / "zarr.json").exists()] if parent.is_dir() else [])
+    return f" (did you mean {str(parent / close)!r}?)" if close else ""
+
+
 def _existing_store(target: Path) -> Path:
     from runner.status import store_of
     from runner.store import runner_dir
 
     path = store_of(target)
     if not (path / "zarr.json").exists() and not runner_dir(path).exists():
-        hint = f" (run `runner apply {target}`)" if Path(target).suffix == ".toml" else ""
+        hint = f" (run `runner apply {target}`)" if Path(target).suffix == ".toml" else _similar_store(path)
         raise NoStore(f"{path}: no such store{hint}")
     return path
 
@@ -623,7 +669,12 @@ def cmd_explain(args) -> int:
         print("run `runner explain NAME` for the parameters of one, with defaults (the papers' settings)")
         return EXIT_OK
     if not found:
-        raise UsageError(f"unknown name {args.name!r}; `runner explain` lists the tables and measures")
+        from runner.specfile import did_you_mean
+
+        known = {n for name, cls in studies().items()
+                 for n in [*({"experiment": Experiment, **cls().tables()}), *measures(name)]}
+        raise UsageError(f"unknown name {args.name!r}{did_you_mean(args.name, sorted(known))}; `runner explain` "
+                         "lists the tables and measures")
     for study, cls, is_measure in found:
         if len(found) > 1:
             print(f"[{args.name}] of the {study} study:")

@@ -37,6 +37,10 @@ class SpecError(Exception):
         super().__init__("\n".join(problems))
 
 
+class SpecMissing(SpecError):
+    """The spec file does not exist (an input that is missing: exit 66, not 65)."""
+
+
 class SpecProblem(Exception):
     """A problem found after validation (e.g. once a model's size is known), at a spec location."""
 
@@ -106,7 +110,10 @@ def read_toml(path: Path | str) -> SpecFile:
     """The text and tables of a spec file; :class:`SpecError` if it is missing, huge, not UTF-8 or not TOML."""
     path = Path(path)
     if not path.is_file():
-        raise SpecError(path, [f"{path}: no such spec file"])
+        parent = path.parent if path.parent.is_dir() else None
+        near = closest(path.name, [p.name for p in parent.glob("*.toml")] if parent else [])
+        hint = f" (did you mean {str(path.parent / near)!r}?)" if near else ""
+        raise SpecMissing(path, [f"{path}: no such spec file{hint}"])
     raw = path.read_bytes()
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError(path, [f"{path}: larger than {MAX_SPEC_BYTES} bytes; is this a spec?"])
@@ -171,10 +178,16 @@ def _is_array(loc: list, data: dict) -> bool:
     return len(loc) >= 2 and isinstance(loc[1], int) and isinstance(data.get(loc[0]), list)
 
 
-def did_you_mean(word: str, choices, cutoff: float = 0.6) -> str:
+def closest(word: str, choices) -> str | None:
+    """The one of ``choices`` most like ``word`` (a typo of it), or None."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, choices) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``choices``, or ``""``."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(word, choices)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _suggest(root: type[BaseModel], loc: list, data: dict) -> str:
