@@ -95,7 +95,12 @@ def _known_error(err: Exception) -> int | None:
     from runner.data.corpus import CorpusError
     from runner.overrides import OverrideError
     from runner.specfile import SpecError, SpecMissing
-    from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
+    from runner.store import (
+        StoreFormatError,
+        StoreLocked,
+        StorePathError,
+        StoreWriteError,
+    )
     from runner.study import ShardError, Unavailable
     from runner.verify import StoreDamaged, StoreUnreadable
 
