@@ -130,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="time the estimate's steps without the few-seconds limit of a plain plan (cached for later plans)")
     p.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--detailed-exitcode", action="store_true",
+                   help="exit 0 when there is nothing to do, 2 when there is work to do, 66 when requirements are unmet")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
@@ -169,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="headline results, variables, dimensions, provenance and tasks of a store")
     p.add_argument("store", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (docs/json.md)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("history", help="earlier versions of a store, kept when apply --replace replaced results",
@@ -185,6 +188,7 @@ def _parser() -> argparse.ArgumentParser:
                        "with the reason. A store no recipe covers gets a fallback plot per numeric variable.")
     p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.add_argument("--out", type=Path, help="folder for the figures (default: store/<name>.figures)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (docs/json.md)")
     p.add_argument("--only", action="append", metavar="FIG",
                    help="draw only this figure id, or var:NAME for a fallback plot of variable NAME (repeatable)")
     p.set_defaults(func=cmd_figures)
@@ -208,13 +212,16 @@ def _version() -> str:
 
 
 def cmd_plan(args) -> int:
-    from runner.apply import prepare_all
+    from runner.apply import prepare_all, states
 
     _check_threads(args)
     sweep, prepared = prepare_all(args.spec, args.set)
-    if sweep is None:
-        return _plan_one(args, prepared[0])
-    return _plan_sweep(args, sweep, prepared)
+    code = _plan_one(args, prepared[0]) if sweep is None else _plan_sweep(args, sweep, prepared)
+    if code != EXIT_OK or not args.detailed_exitcode:
+        return code
+    if any(p.unmet for p in prepared):
+        return EXIT_UNAVAILABLE
+    return EXIT_USAGE if any(s != "done" for p in prepared for s in states(p).values()) else EXIT_OK
 
 
 def _plan_sweep(args, sweep, prepared) -> int:
@@ -589,7 +596,13 @@ def cmd_show(args) -> int:
     swept = _sweep_points(path)
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
         trusted(point, args.store)
-    if swept is None:
+    if args.json:
+        from runner.status import show_json
+
+        print(json.dumps(show_json(path) if swept is None else
+                         {"sweep": str(path), "points": {name: show_json(point) for name, point in swept
+                                                         if (point / "zarr.json").exists()}}, indent=2, default=str))
+    elif swept is None:
         print(render_show(path))
     else:
         print("\n\n".join(f"sweep point {name} ({point})\n{render_show(point)}" for name, point in swept
@@ -643,6 +656,11 @@ def cmd_figures(args) -> int:
         drawn = figures(path, out=out, only=args.only)
     except KeyError as err:
         raise UsageError(f"--only: {err.args[0]}") from None
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps({"out": str(out), "figures": [asdict(d) for d in drawn]}, indent=2))
+        return EXIT_OK
     if not args.only and any(d.id.startswith("var:") for d in drawn):
         print("no figure recipe covers this store: a fallback plot of each numeric variable (var:NAME)")
     for d in drawn:

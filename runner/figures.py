@@ -184,7 +184,10 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
         fallback.check(ds, variables)
         unknown = sorted(set(only) - set(chosen))
         if unknown:
-            raise KeyError(f"no figure {', '.join(unknown)}; this store's figures: {', '.join(sorted(chosen)) or 'none'}"
+            from runner.specfile import did_you_mean
+
+            hint = did_you_mean(unknown[0], chosen) if len(unknown) == 1 else ""
+            raise KeyError(f"no figure {', '.join(unknown)}{hint}; this store's figures: {', '.join(sorted(chosen)) or 'none'}"
                            f" (or {fallback.PREFIX}NAME for any variable)")
         chosen = {k: chosen[k] for k in only}
     elif not any(all(v in ds.variables for v in r.needs) for r in chosen.values()):

@@ -85,6 +85,8 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
             elif e["event"] == "task_done":  # the record is written first; this covers a stale read
                 tasks[tid].update(state="done", seconds=e.get("seconds"))
     for t in tasks.values():
+        if t["state"] == "done":
+            t["step"] = t.get("steps") or 0  # finished: all its steps (0 for a task without steps)
         if t["state"] == "running" and t.get("steps_per_s") and t.get("steps"):
             t["eta_s"] = (t["steps"] - t.get("step", 0)) / t["steps_per_s"]
     if alive:
@@ -215,24 +217,66 @@ REDUCTIONS = {
 }
 
 
-def _results(ds) -> list[str]:
-    """A few headline numbers per network, as the variables' headline hints ask
-    (NaN: not computed yet)."""
+def headlines(ds) -> list[tuple[str, str, dict[str, float | None]]]:
+    """(label, variable, value per network; None: not computed yet) of each variable with a
+    headline hint, reduced as the hint asks."""
     rows = []
     for name, var in ds.data_vars.items():
         spec = internal(var.attrs).get("headline")
-        if spec and "network" in var.dims:
-            label, reduction = spec
-            if reduction in REDUCTIONS:
-                rows.append((label, name, REDUCTIONS[reduction]))
+        if spec and "network" in var.dims and spec[1] in REDUCTIONS:
+            fn = REDUCTIONS[spec[1]]
+            values = [float(fn(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])]
+            rows.append((spec[0], name, {str(n): (v if v == v else None) for n, v in zip(ds["network"].values, values)}))
+    return rows
+
+
+def _results(ds) -> list[str]:
+    """A few headline numbers per network, as the variables' headline hints ask
+    (NaN: not computed yet)."""
+    rows = headlines(ds)
     if not rows:
         return []
-    labels = [str(v) for v in ds["network"].values]
     lines = ["results (per network; - = none or not computed yet):"]
-    for label, name, fn in rows:
-        values = [float(fn(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])]
-        lines.append(f"  {label:<26} " + "  ".join(f"{n}={v:.4g}" if v == v else f"{n}=-" for n, v in zip(labels, values)))
+    for label, _, values in rows:
+        lines.append(f"  {label:<26} " + "  ".join(f"{n}={v:.4g}" if v is not None else f"{n}=-"
+                                                  for n, v in values.items()))
     return lines
+
+
+def outcome_counts(ds) -> dict[str, dict[str, dict[str, int]]]:
+    """Per categorical outcome variable (CF flags, per network): samples of each outcome per network."""
+    out = {}
+    for name, var in ds.data_vars.items():
+        meanings = str(var.attrs.get("flag_meanings", "")).split()
+        if not meanings or "network" not in var.dims:
+            continue
+        out[name] = {str(net): {m: int(np.sum(ds[name].isel(network=i).values.ravel() == code))
+                                for m, code in zip(meanings, var.attrs["flag_values"])}
+                     for i, net in enumerate(ds["network"].values)}
+    return out
+
+
+def show_json(path: Path) -> dict:
+    """What ``show`` prints, as data (``runner show --json``)."""
+    import xarray as xr
+
+    from runner.history import versions
+
+    ds = xr.open_zarr(path, consolidated=False)
+    prov = internal(ds.attrs)
+    return {
+        "store": str(path), "dimensions": dict(ds.sizes),
+        "variables": [{"name": n, "dims": list(v.dims), "dtype": str(v.dtype), "long_name": v.attrs.get("long_name"),
+                       "units": v.attrs.get("units")} for n, v in ds.data_vars.items()],
+        "results": [{"label": label, "variable": name, "per_network": values} for label, name, values in headlines(ds)],
+        "outcomes": outcome_counts(ds),
+        "tasks": [{"id": tid, **{k: rec.get(k) for k in ("network_label", "measure", "kind", "checkpoint", "seconds",
+                                                        "device", "finished_utc")}}
+                  for tid, rec in sorted(read_tasks(path).items(), key=lambda kv: _order(kv[1]))],
+        "provenance": {k: prov.get(k) for k in ("spec_sha256", "overrides", "git_commit", "git_dirty", "code_sha256",
+                                                 "device", "threads", "updated_utc", "package_versions")},
+        "history": [{"name": v.name, "store": str(v.store), "created_utc": v.created} for v in versions(path)],
+    }
 
 
 def _outcomes(ds) -> list[str]:

@@ -1,0 +1,69 @@
+"""Scripting from the shell: plan --detailed-exitcode, show/figures/status --json, and the
+documented override sweep (docs/steps_sweep.sh) run as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .helpers import maps_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def spec(tmp_path):
+    path = tmp_path / "maps.toml"
+    path.write_text(textwrap.dedent(maps_spec("maps", steps=40, samples=4)))
+    return path
+
+
+def test_plan_detailed_exitcode_says_whether_there_is_work(in_process, spec):
+    assert in_process("plan", spec, "--no-estimate", "--detailed-exitcode")[0] == 2  # work to do
+    assert in_process("apply", spec, "-q")[0] == 0
+    assert in_process("plan", spec, "--no-estimate", "--detailed-exitcode")[0] == 0  # nothing to do
+    assert in_process("plan", spec, "--no-estimate")[0] == 0  # without the flag: 0 either way
+    code, _, err = in_process("plan", ROOT / "specs" / "lstm_svcca.toml", "--no-estimate", "--detailed-exitcode")
+    assert code == 66, err  # WikiText-2 is not cached here: requirements unmet
+
+
+def test_show_status_and_figures_speak_json(in_process, spec, tmp_path):
+    assert in_process("apply", spec, "-q")[0] == 0
+    store = tmp_path / "store" / "maps.zarr"
+    code, out, _ = in_process("show", store, "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["store"] == str(store)
+    lam = next(r for r in shown["results"] if r["variable"] == "lyapunov_per_step")["per_network"]["logistic"]
+    assert lam == pytest.approx(0.69, abs=0.05)  # the logistic map at r = 4: ln 2 per step
+    assert {"name": "lyapunov_per_step", "units": "1/step"}.items() <= next(
+        v for v in shown["variables"] if v["name"] == "lyapunov_per_step").items()
+    assert len(shown["tasks"]) == 8 and shown["provenance"]["spec_sha256"]
+    code, out, _ = in_process("status", store, "--json")
+    tasks = json.loads(out)["tasks"]
+    assert all(t["state"] == "done" and t["step"] == t["steps"] for t in tasks)
+    assert any(t["steps"] > 0 for t in tasks)
+    code, out, _ = in_process("figures", store, "--json")
+    figs = json.loads(out)
+    drawn = [f for f in figs["figures"] if f["status"] == "drawn"]
+    assert code == 0 and drawn and all(f["reason"] for f in figs["figures"] if f["status"] == "skipped")
+    assert all((Path(figs["out"]) / name).is_file() for f in drawn for name in f["files"])
+
+
+def test_the_documented_sweep_script_runs_branches_and_reads_json(spec, tmp_path):
+    runner = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "runner"
+    if not runner.exists():
+        runner = ROOT / ".venv" / "bin" / "runner"
+    env = {**os.environ, "RUNNER": str(runner), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    run = lambda: subprocess.run(["bash", str(ROOT / "docs" / "steps_sweep.sh"), str(spec), "20", "30"],  # noqa: E731
+                                 cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "store" / "steps_20.zarr").is_dir() and (tmp_path / "store" / "steps_30.zarr").is_dir()
+    assert "steps=20: mean lambda/step:" in first.stdout and "done already" not in first.stdout
+    again = run()
+    assert again.stdout.count("done already") == 2, again.stdout
