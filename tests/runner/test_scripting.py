@@ -54,16 +54,17 @@ def test_show_status_and_figures_speak_json(in_process, spec, tmp_path):
     assert all((Path(figs["out"]) / name).is_file() for f in drawn for name in f["files"])
 
 
+@pytest.mark.slow
 def test_the_documented_sweep_script_runs_branches_and_reads_json(spec, tmp_path):
     runner = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "runner"
     if not runner.exists():
         runner = ROOT / ".venv" / "bin" / "runner"
     env = {**os.environ, "RUNNER": str(runner), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    run = lambda: subprocess.run(["bash", str(ROOT / "docs" / "steps_sweep.sh"), str(spec), "20", "30"],  # noqa: E731
+    run = lambda: subprocess.run(["bash", str(ROOT / "docs" / "steps_sweep.sh"), str(spec), "20"],  # noqa: E731
                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     first = run()
     assert first.returncode == 0, first.stderr
-    assert (tmp_path / "store" / "steps_20.zarr").is_dir() and (tmp_path / "store" / "steps_30.zarr").is_dir()
+    assert (tmp_path / "store" / "steps_20.zarr").is_dir()
     assert "steps=20: mean lambda/step:" in first.stdout and "done already" not in first.stdout
     again = run()
-    assert again.stdout.count("done already") == 2, again.stdout
+    assert again.stdout.count("done already") == 1 and "steps=20: mean lambda/step:" in again.stdout, again.stdout
