@@ -48,7 +48,12 @@ def hub_reachable(timeout: float = 5.0) -> bool:
 
 
 class ModelLoadError(Exception):
-    """A model or tokenizer could not be loaded; the message names the source and the reason."""
+    """A model or tokenizer could not be loaded; the message names the source and the reason.
+    ``reason``, ``fix`` and ``detail`` (the library's own message) are its parts, when known."""
+
+    def __init__(self, message: str, *, reason: str | None = None, fix: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.reason, self.fix, self.detail = reason, fix, detail
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
@@ -102,18 +107,18 @@ def _wrap(source: str, what: str, exc: BaseException, *, is_hub: bool, revision:
     if len(reason) > 160:
         reason = reason[:157] + "..."
     msg = f"could not load the {what} from {source!r} ({reason})"
+    short, fix = f"could not load the {what} from {source!r}", None
     if is_hub:
         hubby = any(type(e).__name__ in _HUB_ERRORS for e in chain) or any(
             m in str(e).lower() for e in chain for m in _HUB_MESSAGES
         )
         if hubby:
             rev = f" --revision {revision}" if revision else ""
-            msg += (
-                f"; the Hugging Face hub cannot be reached or has no such repository: run `hf download {source}{rev} "
-                "--local-dir DIR` on a machine with network and set source = \"path:DIR\" (or point HF_HOME at a "
-                "cache that holds it)"
-            )
-    return ModelLoadError(msg)
+            short += ": the Hugging Face hub cannot be reached or has no such repository"
+            fix = (f"run `hf download {source}{rev} --local-dir DIR` on a machine with network and set source = "
+                   "\"path:DIR\" (or point HF_HOME at a cache that holds it)")
+            msg += f"; the Hugging Face hub cannot be reached or has no such repository: {fix}"
+    return ModelLoadError(msg, reason=short, fix=fix, detail=reason)
 
 
 @contextmanager

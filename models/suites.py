@@ -167,6 +167,8 @@ class Fetch:
     cached: bool
     bytes: int | None = None
     missing: str | None = None
+    reason: str | None = None
+    """``missing`` without the checkpoint's name (alike for every revision of a repository)."""
 
 
 def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) -> Fetch:
@@ -175,7 +177,7 @@ def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) ->
     ``pickled_weights`` the ``.bin`` files where it has no safetensors)."""
     if ckpt.local:
         problem = local_weights_problem(Path(ckpt.location), pickled_weights)
-        return Fetch(ckpt, problem is None, missing=problem and f"{ckpt.location}: {problem}")
+        return Fetch(ckpt, problem is None, missing=problem and f"{ckpt.location}: {problem}", reason=problem)
     from huggingface_hub import HfApi, try_to_load_from_cache
 
     repo, revision = ckpt.location, ckpt.hub_revision
@@ -183,20 +185,20 @@ def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) ->
     if any(isinstance(try_to_load_from_cache(repo, f, revision=revision), str) for f in names):
         return Fetch(ckpt, True)
     if not online:
-        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: not in the Hugging Face cache "
-                                          "and the hub is off or out of reach")
+        why = "not in the Hugging Face cache and the hub is off or out of reach"
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: {why}", reason=why)
     try:
         info = HfApi().model_info(repo, revision=revision, files_metadata=True)
     except Exception as exc:  # noqa: BLE001 -- a missing repository or revision, or the network: one line
-        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: {type(exc).__name__}: "
-                                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+        why = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: {why}", reason=why)
     files = [f for f in info.siblings or [] if f.rfilename.endswith(".safetensors")]
     if not files and pickled_weights:
         files = [f for f in info.siblings or [] if f.rfilename.startswith("pytorch_model") and
                  f.rfilename.endswith(".bin")]
     if not files:
-        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: no safetensors weights (pickled "
-                                          "weights load only with pickled_weights = true)")
+        why = "no safetensors weights (pickled weights load only with pickled_weights = true)"
+        return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: {why}", reason=why)
     return Fetch(ckpt, False, bytes=sum(f.size or 0 for f in files))
 
 

@@ -66,9 +66,10 @@ class Unmet(Exception):
     no CUDA); ``apply`` refuses before any compute, ``plan`` lists them."""
 
     def __init__(self, requirements: list[str]):
+        from runner.requirements import lines
+
         self.requirements = requirements
-        super().__init__("this machine does not meet the spec's requirements:\n"
-                         + "\n".join(f"  - {r}" for r in requirements))
+        super().__init__("this machine does not meet the spec's requirements:\n" + "\n".join(lines(requirements)))
 
 
 @dataclass

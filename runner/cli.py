@@ -130,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="time the estimate's steps without the few-seconds limit of a plain plan (cached for later plans)")
     p.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="the underlying libraries' messages in full (default: one line per requirement)")
     p.add_argument("--detailed-exitcode", action="store_true",
                    help="exit 0 when there is nothing to do, 2 when there is work to do, 66 when requirements are unmet")
     p.set_defaults(func=cmd_plan)
@@ -226,6 +228,7 @@ def cmd_plan(args) -> int:
 
 def _plan_sweep(args, sweep, prepared) -> int:
     from runner.apply import describe_store, states
+    from runner.requirements import to_json as requirement_json
     from runner.estimate import estimate, render_points
     from runner.plan import plan_rows
 
@@ -236,43 +239,44 @@ def _plan_sweep(args, sweep, prepared) -> int:
     ests = [] if args.no_estimate else [estimate(p, calibrated=calibrated) for p in prepared]
     if args.json:
         print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
-                          "overrides": args.set, "sweep": sweep.axes, "unmet": unmet, **({"estimate": [e.to_json() for e in ests]} if ests else {}),
+                          "overrides": args.set, "sweep": sweep.axes, "unmet": [requirement_json(u) for u in unmet], **({"estimate": [e.to_json() for e in ests]} if ests else {}),
                           **({"threads": cpu.to_json()} if cpu else {}),
                           "points": [{"name": pt.name, "values": pt.values, "store": str(p.store_path),
                                       "spec_sha256": p.spec.sha256(), "tasks": plan_rows(p.tasks, st, p.labels)}
                                      for pt, p, st in rows]}, indent=2))
         return EXIT_OK
     first = prepared[0]
-    print(f"experiment {first.spec.experiment.name}: {first.spec.experiment.description}")
-    print(f"study      {first.study.name}")
-    print(f"store      {describe_store(sweep.root)}")
+    _say(f"experiment {first.spec.experiment.name}: {first.spec.experiment.description}")
+    _say(f"study      {first.study.name}")
+    _say(f"store      {describe_store(sweep.root)}")
     if args.set:
-        print("overrides  " + " ".join(f"--set {o}" for o in args.set))
+        _say("overrides  " + " ".join(f"--set {o}" for o in args.set))
     for line in sweep.describe():
-        print(line)
-    print(f"first point ({sweep.points[0].name}):")
+        _say(line)
+    _say(f"first point ({sweep.points[0].name}):")
     for line in first.study.describe(first):
-        print(line)
+        _say(line)
     if cpu:
-        print(f"threads    {cpu.describe()}")
-    print("points")
+        _say(f"threads    {cpu.describe()}")
+    _say("points")
     total = done = 0
     for point, p, st in rows:
         n_done = sum(v == "done" for v in st.values())
         total, done = total + len(p.tasks), done + n_done
-        print(f"  {point.name:<24} {len(p.tasks) - n_done} to run, {n_done} done")
+        _say(f"  {point.name:<24} {len(p.tasks) - n_done} to run, {n_done} done")
     for line in render_points(ests, [pt.name for pt in sweep.points]) if ests else []:
-        print(line)
+        _say(line)
     if unmet:
-        print("Plan: not resolved until the requirements below are met")
+        _say("Plan: not resolved until the requirements below are met")
     else:
-        print(f"Plan: {total - done} to run, {done} done, in {len(rows)} point(s)")
-    print_unmet(unmet)
+        _say(f"Plan: {total - done} to run, {done} done, in {len(rows)} point(s)")
+    print_unmet(unmet, args.verbose)
     return EXIT_OK
 
 
 def _plan_one(args, p) -> int:
     from runner.apply import describe_store, states
+    from runner.requirements import to_json as requirement_json
     from runner.changes import compare
     from runner.estimate import estimate, render
     from runner.plan import plan_rows
@@ -294,22 +298,22 @@ def _plan_one(args, p) -> int:
         print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
                           "spec_sha256": p.spec.sha256(), "overrides": args.set,
                           "resolved": p.spec.model_dump(mode="json"),
-                          **p.study.plan_json(p), "tasks": rows, "unmet": p.unmet,
+                          **p.study.plan_json(p), "tasks": rows, "unmet": [requirement_json(u) for u in p.unmet],
                           **(_changes_json(changes) if changes else {}),
                           **({"threads": cpu.to_json()} if cpu else {}),
                           **({"estimate": est.to_json()} if est else {})}, indent=2))
         return EXIT_OK
     spec = p.spec
-    print(f"experiment {spec.experiment.name}: {spec.experiment.description}")
-    print(f"study      {p.study.name}")
-    print(f"store      {describe_store(p.store_path)}")
+    _say(f"experiment {spec.experiment.name}: {spec.experiment.description}")
+    _say(f"study      {p.study.name}")
+    _say(f"store      {describe_store(p.store_path)}")
     if args.set:
-        print("overrides  " + " ".join(f"--set {o}" for o in args.set))
+        _say("overrides  " + " ".join(f"--set {o}" for o in args.set))
     for line in p.study.describe(p):
-        print(line)
+        _say(line)
     if cpu:
-        print(f"threads    {cpu.describe()}")
-    print("tasks")
+        _say(f"threads    {cpu.describe()}")
+    _say("tasks")
     groups: dict[tuple[int, str], list] = {}
     for t in p.tasks:
         groups.setdefault((t.network, t.name), []).append(t)
@@ -318,27 +322,27 @@ def _plan_one(args, p) -> int:
         why = f"replace: {_changed_text(replaced)}" if replaced else ""
         if len(ts) == 1 and ts[0].id:
             skip = f"not applicable: {ts[0].skip}" if ts[0].skip else ""
-            print(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {why or skip or state[ts[0].id]}")
+            _say(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {why or skip or state[ts[0].id]}")
         elif not ts[0].id:
-            print(f"  {'?':<16}  {p.labels[network]:<16} {name:<20} ids follow once the requirements are met")
+            _say(f"  {'?':<16}  {p.labels[network]:<16} {name:<20} ids follow once the requirements are met")
         else:
             n_done = sum(state[t.id] == "done" for t in ts)
-            print(f"  {f'{len(ts)} tasks':<16}  {p.labels[network]:<16} {name:<20} {n_done}/{len(ts)} done"
+            _say(f"  {f'{len(ts)} tasks':<16}  {p.labels[network]:<16} {name:<20} {n_done}/{len(ts)} done"
                   + (f", {len(replaced)} {why}" if replaced else ""))
     for line in _changes_lines(changes) if changes else []:
-        print(line)
+        _say(line)
     for line in render(est, state) if est else []:
-        print(line)
+        _say(line)
     if p.unmet:
-        print("Plan: not resolved until the requirements below are met")
+        _say("Plan: not resolved until the requirements below are met")
     else:
         n_done = sum(v == "done" for v in state.values())
         consent = changes is not None and changes.needs_consent
-        print(f"Plan: {len(p.tasks) - n_done} to run, {n_done} done"
+        _say(f"Plan: {len(p.tasks) - n_done} to run, {n_done} done"
               + (f"; {len(changes.replace)} replace and {len(changes.drop)} drop finished results: apply refuses "
                  f"without --replace, which keeps the store as it is now in {_history_of(p.store_path)}/"
                  if consent else ""))
-    print_unmet(p.unmet)
+    print_unmet(p.unmet, args.verbose)
     return EXIT_OK
 
 
@@ -411,12 +415,38 @@ def _changes_json(changes) -> dict:
                      for i in changes.kept]}
 
 
-def print_unmet(unmet: list[str]) -> None:
-    """The requirements this machine does not meet; apply refuses to start until they are."""
+def print_unmet(unmet: list[str], verbose: bool = False) -> None:
+    """The requirements this machine does not meet (grouped, wrapped to the terminal; the libraries'
+    own messages with ``verbose``); apply refuses to start until they are."""
+    from runner.requirements import lines
+
     if unmet:
         print(f"requirements not met here ({len(unmet)}; `runner apply` refuses until they are):")
-        for r in unmet:
-            print(f"  - {r}")
+        for line in lines(unmet, _width(), verbose):
+            print(line)
+
+
+def _say(line: str) -> None:
+    """Print a line of human output wrapped to the terminal, continuing under its text column
+    (``corpus     ...``, ``  svcca        ...``)."""
+    import re
+    import textwrap
+
+    width = _width()
+    if len(line) <= width:
+        print(line)
+        return
+    m = re.match(r"^(\s*\S+\s{2,})", line)
+    indent = " " * (len(m.group(1)) if m and len(m.group(1)) <= 30 else len(line) - len(line.lstrip()) + 4)
+    print("\n".join(textwrap.wrap(line, width=width, subsequent_indent=indent, break_on_hyphens=False,
+                                   break_long_words=False)))
+
+
+def _width() -> int:
+    """The terminal's width, at least 80 (a pipe: 80)."""
+    import shutil
+
+    return max(80, shutil.get_terminal_size((80, 24)).columns)
 
 
 def cmd_apply(args) -> int:

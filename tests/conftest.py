@@ -35,6 +35,7 @@ def in_process(shared_cache, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TRANSIENT_CACHE", str(shared_cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("COLUMNS", "250")  # a wide terminal: lines whole (tests/runner/test_cli.py checks 80)
 
     def run(*args):
         capsys.readouterr()

@@ -67,7 +67,7 @@ def test_a_store_outside_the_working_directory_is_announced(tmp_path):
     outside = tmp_path / "elsewhere" / "out.zarr"
     spec = write_spec(work, maps_spec("out", steps=20).replace('store = "store/out.zarr"', f'store = "{outside}"'))
     plan = run_cli("plan", spec, cwd=work)
-    assert f"store      {outside} (outside the working directory" in plan.stdout
+    assert f"store {outside} (outside the working directory" in " ".join(plan.stdout.split())
     apply = run_cli("apply", spec, cwd=work)
     assert apply.returncode == 0 and "outside the working directory" in apply.stderr
     assert (outside / "zarr.json").exists()
@@ -139,11 +139,13 @@ def test_every_shipped_spec_plans_offline_and_apply_names_what_is_missing(path, 
     if not result["unmet"]:
         return
     assert "requirements not met here" in text
+    said, unwrapped = " ".join(text.split()), lambda s: " ".join(s.split())  # noqa: E731
     for requirement in result["unmet"]:
-        assert requirement in text
+        assert {"kind", "where", "name", "reason", "fix", "detail"} <= set(requirement)
+        assert unwrapped(requirement["reason"]) in said
     code, _, err = in_process("apply", path)
     assert code == 66, err
-    assert all(r in err for r in result["unmet"])
+    assert all(unwrapped(r["reason"]) in " ".join(err.split()) for r in result["unmet"])
     assert not (tmp_path / "store").exists(), "nothing is computed or created before the requirements are met"
 
 
@@ -160,3 +162,21 @@ def test_a_store_of_an_older_format_says_what_to_do(tmp_path):
         assert result.returncode == 65, result.stderr
         assert "written by an older runner (store format 1" in result.stderr
         assert f"mv {Path('store/old.zarr')} store/old.zarr.v1" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("name", ["pythia_svcca.toml", "transject_imdb.toml", "scaffold.toml", "quickstart.toml"])
+def test_plan_fits_an_80_column_terminal_and_groups_alike_requirements(name, in_process, monkeypatch):
+    """Lines wrap under their text column; twenty revisions missing alike are one requirement; a
+    library's own message is left to --verbose."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, text, err = in_process("plan", ROOT / "specs" / name, "--no-estimate")
+    assert code == 0, err
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    if name == "pythia_svcca.toml":
+        said = " ".join(text.split())
+        assert "[[model]] pythia-160m EleutherAI/pythia-160m: 20 checkpoints (step0, step1, step2 and 17 more): not in the Hugging Face" in said
+        assert "revision step8" not in said
+    if name == "transject_imdb.toml":
+        assert "OSError" not in text  # transformers' words: with --verbose
+        code, verbose, _ = in_process("plan", ROOT / "specs" / name, "--no-estimate", "--verbose")
+        assert "OSError" in verbose and max(len(line) for line in verbose.splitlines()) <= 80

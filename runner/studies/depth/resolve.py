@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from models.hub import ModelLoadError
 from models.registry import Dims
+from runner.requirements import Requirement
 from runner.specfile import SpecProblem
 from runner.studies.depth.spec import DepthSpec, ModelSpec
 
@@ -62,11 +63,11 @@ def resolve(spec: DepthSpec) -> tuple[list[Network], list[str]]:
             key = (model.source, model.revision)
             try:
                 if key in failed:
-                    raise ModelLoadError(failed[key][1])
+                    raise failed[key][1]
                 dims = model.family.dims(model.source, revision=model.revision, params=model.params,
                                          n_tokens=spec.input.tokens)
             except ModelLoadError as err:
-                failed.setdefault(key, ([], str(err)))[0].append(where)
+                failed.setdefault(key, ([], err))[0].append(where)
                 dims = Dims(spec.input.tokens, 0, 0)
             except ValueError as err:  # e.g. more tokens than the model's positions
                 raise SpecProblem(("input", "tokens"), f"{err} ({model.source})") from None
@@ -77,8 +78,10 @@ def resolve(spec: DepthSpec) -> tuple[list[Network], list[str]]:
             for r in range(model.replicates):
                 networks.append(Network(len(networks), spec.experiment.seed, model, r, precision, dims.n_tokens,
                                         dims.n_hidden, dims.n_heads, revision, step))
-    unmet = [f"{', '.join(wheres)} source {source!r}{'' if rev is None else ' revision ' + repr(rev)}: {reason}"
-             for (source, rev), (wheres, reason) in failed.items()]
+    unmet = [Requirement.from_error(f"{', '.join(wheres)} source {source!r}"
+                                    f"{'' if rev is None else ' revision ' + repr(rev)}", err, kind="model",
+                                    name=source if rev is None else f"{source}@{rev}")
+             for (source, rev), (wheres, err) in failed.items()]
     return networks, unmet
 
 

@@ -22,6 +22,7 @@ from runner.execute.device import device_unavailable, set_precision
 from runner.layout import available_memory
 from runner.measures import measures
 from runner.plan import Task, task_id
+from runner.requirements import Requirement
 from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
@@ -178,11 +179,12 @@ class DepthStudy(Study):
             check_precision(spec, networks, sf)
         device = device_unavailable(spec.dynamics.device)
         if device:
-            unmet.append(f"[dynamics] device: {device}")
+            unmet.append(Requirement("[dynamics] device", device, kind="device", name=spec.dynamics.device))
         if spec.text_models and spec.input.source.startswith("hf:") and hub_off():
-            unmet.append(f"[input] source {spec.input.source!r}: a hub dataset, streamed, and the hub is switched off "
-                         "or out of reach here; give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
-                         ".jsonl/.csv/.tsv/.parquet)")
+            unmet.append(Requirement(f"[input] source {spec.input.source!r}", "a hub dataset, streamed, and the hub is "
+                                     "switched off or out of reach here", kind="data", name=spec.input.source,
+                                     fix="give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
+                                     ".jsonl/.csv/.tsv/.parquet)"))
         return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
                         spec.dynamics.device, unmet, state=networks)
 

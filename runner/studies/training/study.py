@@ -33,6 +33,7 @@ from runner.checkpointed.session import Checkpoints, forked_rng
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task
+from runner.requirements import Requirement
 from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
@@ -155,7 +156,7 @@ class TrainingStudyPlugin(Study):
         unmet = missing_extras(spec) + _treebanks_unmet(spec, sf.path.parent) + _gmb_unmet(spec, sf.path.parent)
         device = device_unavailable(spec.training.device)
         if device:
-            unmet.append(f"[training] device: {device}")
+            unmet.append(Requirement("[training] device", device, kind="device", name=spec.training.device))
         gmb_missing = {k for k in GMB_TAGSETS.values() if any(k in u for u in unmet)}
         tagsets = [t for t in spec.tagsets() if not (unmet and t.startswith("spacy_"))  # spaCy may be missing
                    and GMB_TAGSETS.get(t) not in gmb_missing]  # and GMB files

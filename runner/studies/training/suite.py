@@ -30,10 +30,16 @@ from runner.data.corpus import Corpus
 from runner.data.sources import anchor
 from runner.layout import Layout
 from runner.measures import measures
+from runner.requirements import Requirement
 from runner.specfile import SpecError, SpecFile
 from runner.store import Store
 from runner.studies.training.context import Context
 from runner.studies.training.spec import NetworkSpec, TrainingStudy
+
+
+#: What to do about a hub checkpoint that cannot be had here.
+HUB_FIX = ("on a machine with network, `runner apply` (or `hf download REPO --revision REV`) fills the cache "
+           "(HF_HOME); or give a local directory of checkpoints")
 
 
 @dataclass
@@ -102,7 +108,7 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
         try:
             series.append(local_series(src, net.revisions) if local else hub_series(src, net.revisions))
         except ModelLoadError as err:
-            unmet.append(f"[[model]] {net.name}: {err}")
+            unmet.append(Requirement.from_error(f"[[model]] {net.name}", err, kind="model", name=net.source))
     if problems:
         raise SpecError(sf.path, problems)
     if unmet:
@@ -116,10 +122,16 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
     with ThreadPoolExecutor(8) as pool:  # one hub request per checkpoint not yet cached
         fetch = list(pool.map(lambda job: fetch_plan(job[1], online, job[0].pickled_weights),
                               [(net, c) for net, s in zip(spec.model, series) for c in s]))
-    missing = [f.missing for f in fetch if f.missing]
-    missing += [f"{s[-1].location}: {problem}" for s in series if s[-1].local  # the tokenizer the tasks load
+    nets = [net for net, s in zip(spec.model, series) for _ in s]
+    missing = [Requirement(f"[[model]] {net.name} {f.checkpoint.location} revision {f.checkpoint.revision}",
+                           f.reason or f.missing, kind="checkpoint", name=str(f.checkpoint.revision),
+                           scope=f"[[model]] {net.name} {f.checkpoint.location}",
+                           fix=None if f.checkpoint.local else HUB_FIX)
+               for net, f in zip(nets, fetch, strict=True) if f.missing]
+    missing += [Requirement(f"[[model]] {net.name}", problem, kind="tokenizer", name=s[-1].location)
+                for net, s in zip(spec.model, series) if s[-1].local  # the tokenizer the tasks load
                 for problem in [local_tokenizer_problem(Path(s[-1].location))] if problem]
-    unmet += missing[:5] + ([f"... and {len(missing) - 5} more checkpoint(s)"] if len(missing) > 5 else [])
+    unmet += missing
     suites = Suites(series, None, fetch)
     if missing:
         return suites, unmet
@@ -129,7 +141,7 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
         try:
             config = load_config(s[-1], trust_remote_code=net.trust_remote_code)
         except ModelLoadError as err:
-            unmet.append(f"[[model]] {net.name}: {err}")
+            unmet.append(Requirement.from_error(f"[[model]] {net.name}", err, kind="model", name=net.source))
             continue
         try:
             layers.append(layer_names(config))

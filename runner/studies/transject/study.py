@@ -32,6 +32,7 @@ from runner.checkpointed.session import Checkpoints, forked_rng, relative_path, 
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task, task_id
+from runner.requirements import Requirement
 from runner.specfile import SpecFile
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
@@ -86,16 +87,17 @@ class TransJectStudy(Study):
         unmet = []
         device = device_unavailable(spec.training.device)
         if device:
-            unmet.append(f"[training] device: {device}")
+            unmet.append(Requirement("[training] device", device, kind="device", name=spec.training.device))
         d = spec.data
         if d.kind == "hf":
             why = hub_cached(d.source.removeprefix("hf:"), d.subset)
             if why:
-                unmet.append(f"[data] source {d.source!r}: {why}")
+                unmet.append(Requirement(f"[data] source {d.source!r}", why, kind="data", name=d.source))
         if d.tokenizer:
             why = tokenizer_problem(d.tokenizer)
             if why:
-                unmet.append(f"[data] tokenizer {d.tokenizer!r}: {why}")
+                unmet.append(Requirement.from_error(f"[data] tokenizer {d.tokenizer!r}", why, kind="tokenizer",
+                                                    name=d.tokenizer))
         base = sf.path.parent
         data_key = {"data": d.model_dump(mode="json", exclude={"analysis_examples", "analysis_text"}),
                     "identity": data_identity(spec, base)}
@@ -173,12 +175,12 @@ class TransJectStudy(Study):
         return TransJectSession(p, device)
 
 
-def tokenizer_problem(source: str) -> str | None:
+def tokenizer_problem(source: str) -> ModelLoadError | None:
     """None when the hub tokenizer loads now (online, cached or a local directory); else why not."""
     try:
         load_tokenizer(source)
     except ModelLoadError as err:
-        return str(err)
+        return err
     return None
 
 
