@@ -701,6 +701,14 @@ def cmd_figures(args) -> int:
     return EXIT_OK
 
 
+def _plain(text: str) -> str:
+    """A docstring as plain text: reStructuredText's ``literals`` and :role:`targets` without their marks."""
+    import re
+
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)
+    return re.sub(r"``([^`]+)``", r"\1", text)
+
+
 def cmd_explain(args) -> int:
     from runner.measures import measures
     from runner.specfile import Experiment
@@ -732,14 +740,14 @@ def cmd_explain(args) -> int:
         if len(found) > 1:
             print(f"[{args.name}] of the {study} study:")
         if is_measure and cls.__doc__:
-            print(cls.__doc__.strip())
+            print(_plain(cls.__doc__.strip()))
         for name, field in cls.model_fields.items():
             if name == "kind":
                 continue
             default = "(required)" if field.is_required() else repr(field.get_default(call_default_factory=True))
             print(f"  {name} = {default}")
             if field.description:
-                print(f"      {' '.join(field.description.split())}")
+                print(f"      {_plain(' '.join(field.description.split()))}")
     return EXIT_OK
 
 
