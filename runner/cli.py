@@ -150,6 +150,8 @@ def _parser() -> argparse.ArgumentParser:
                    "store as it was is kept in store/<name>.history/; without it apply refuses, exit 77)")
     p.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--log-to", metavar="TRACKER[:URI]", help="also export the store to an experiment tracker: mlflow "
+                   "(default URI sqlite:///<store folder>/mlflow.db; pip install -e '.[tracker]')")
     p.set_defaults(func=cmd_apply)
 
     p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots",
@@ -471,6 +473,13 @@ def cmd_apply(args) -> int:
         p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
     unmet += [problem] if (problem := executor_problem(args.executor)) else []
+    if args.log_to:
+        from runner.tracker import TrackerError, check
+
+        try:
+            unmet += [problem] if (problem := check(args.log_to)) else []
+        except TrackerError as err:
+            raise UsageError(str(err)) from None
     if unmet:
         raise Unmet(unmet)
     store_path = sweep.root if sweep else prepared[0].store_path
@@ -487,10 +496,17 @@ def cmd_apply(args) -> int:
     if not args.quiet and "outside" in describe_store(store_path):
         print(f"store: {describe_store(store_path)}", file=sys.stderr)
     if sweep is None:
-        return report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options,
+        code = report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options,
                                     replace=args.replace, threads=args.threads), args.spec, store_path)
-    return report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet, executor=options,
-                                      replace=args.replace, threads=args.threads), args.spec, store_path)
+    else:
+        code = report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet, executor=options,
+                                          replace=args.replace, threads=args.threads), args.spec, store_path)
+    if args.log_to and code in (EXIT_OK, EXIT_FAILED):
+        from runner.tracker import export
+
+        for p in prepared:
+            print(export(p.store_path, args.log_to), file=sys.stderr)
+    return code
 
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:
