@@ -144,3 +144,44 @@ def test_a_study_from_a_plugin(tmp_path):
 
     resumed = killed_and_resumed(tmp_path, WALK, "walks", stall="walkers@250")
     xr.testing.assert_equal(resumed.drop_attrs(), ds.drop_attrs())
+
+
+DESCENT = """
+[experiment]
+name = "descent"
+study = "descent"
+seed = 5
+
+[descent]
+lr = 0.05
+epochs = 3
+steps_per_epoch = 10
+
+[[measure]]
+kind = "weight_error"
+"""
+
+
+def test_a_checkpointed_study_from_a_plugin_needs_only_its_model_loss_and_data(tmp_path):
+    """tests/plugins/toy_checkpointed.py: under 150 lines, the training loop, checkpoints, axes and
+    resume from the kit; its checkpoint measure matches the closed form of gradient descent."""
+    import torch
+
+    from tests.plugins.toy_checkpointed import Descent, build, problem
+
+    source = ROOT / "tests" / "plugins" / "toy_checkpointed.py"
+    assert len(source.read_text().splitlines()) < 150
+    spec = write_spec(tmp_path, DESCENT)
+    out = subprocess.run([*RUNNER, "apply", str(spec), "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env=cli_env(tmp_path, TRANSIENT_PLUGINS="tests.plugins.toy_checkpointed", PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    ds = xr.open_zarr(tmp_path / "store" / "descent.zarr").load()
+    d = Descent(lr=0.05, epochs=3, steps_per_epoch=10)
+    x, _, w_star = problem(d, 5)
+    w0 = build(d, 5).weight.detach()[0]
+    step_matrix = torch.eye(d.features, dtype=torch.float64) - (2 * d.lr / d.samples) * x.T @ x
+    expected = [float(torch.linalg.norm(torch.linalg.matrix_power(step_matrix, int(k)) @ (w0 - w_star)))
+                for k in ds["step"].values]
+    assert list(ds["step"].values) == [0, 10, 20, 30]  # the initial network and each epoch end
+    np.testing.assert_allclose(ds.weight_error.sel(network="gd").values, expected, rtol=1e-9)
+    assert np.all(np.diff(ds.train_loss.sel(network="gd").values) < 0)  # a convex loss, a small step: it falls
