@@ -170,6 +170,8 @@ def cmd_plan(args) -> int:
 
     _check_threads(args)
     sweep, prepared = prepare_all(args.spec)
+    _check_flags(prepared[0].study, [f for f, on in (("--calibrate", args.calibrate),
+                                                     ("--recalibrate", args.recalibrate)) if on])
     if sweep is None:
         return _plan_one(args, prepared[0])
     return _plan_sweep(args, sweep, prepared)
@@ -288,6 +290,16 @@ def _plan_one(args, p) -> int:
     return EXIT_OK
 
 
+def _check_flags(study, flags: list[str]) -> None:
+    """Refuse the flags given that do not apply to the spec's study (before anything runs)."""
+    from runner.study import flag_problem
+
+    for flag in flags:
+        problem = flag_problem(study, flag)
+        if problem:
+            raise UsageError(problem)
+
+
 def _check_threads(args) -> None:
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads: give a number >= 1, not {args.threads}")
@@ -383,6 +395,7 @@ def cmd_apply(args) -> int:
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
     options = ExecutorOptions(args.executor, args.address, args.shards)
     sweep, prepared = prepare_all(args.spec)  # every input error is reported here, before anything runs
+    _check_flags(prepared[0].study, ["--shards"] if args.shards > 1 else [])
     for p in prepared:
         p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
