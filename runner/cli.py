@@ -5,9 +5,10 @@ Exit codes (one convention for every command, after sysexits.h):
   1    a task failed (the others ran; see `runner status`)
   2    usage: unknown option, bad --device, unknown name for explain
   65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message)
-  66   an input is missing: no such store (status, show), or a requirement this machine does
-       not meet (a model or data set neither cached nor reachable, a missing extra, no CUDA)
-  74   the store cannot be written (disk full, read-only); finished work is kept
+  66   an input is missing or unreadable: no such store (status, show, figures), a zarr store this
+       project did not write, or a requirement this machine does not meet (a model or data set
+       neither cached nor reachable, a missing extra, no CUDA, a local file that cannot be read)
+  74   the store cannot be written (disk full, read-only; figures: --out); finished work is kept
   75   another apply holds the store (retry later)
   77   apply would replace finished results whose parameters changed: nothing ran; see `runner plan`,
        then `runner apply --replace` (the store as it was is kept: `runner history`)
@@ -35,7 +36,11 @@ class UsageError(Exception):
 
 
 class NoStore(Exception):
-    """The store a command reads does not exist (exit 66)."""
+    """The store a command reads does not exist, or is not one this project wrote (exit 66)."""
+
+
+class CannotWrite(Exception):
+    """A file a command writes outside the store (``figures --out``) cannot be written (exit 74)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +81,7 @@ def _known_error(err: Exception) -> int | None:
 
     codes = {ShardError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC, UsageError: EXIT_USAGE,
              NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
-             Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED,
+             Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, CannotWrite: EXIT_IOERR, StoreLocked: EXIT_LOCKED,
              ReplaceRefused: EXIT_REPLACE}
     return next((code for cls, code in codes.items() if isinstance(err, cls)), None)
 
@@ -541,15 +546,28 @@ def cmd_history(args) -> int:
 
 def cmd_figures(args) -> int:
     from runner.figures import default_out, figures
+    from runner.store import not_ours
 
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
+    problem = not_ours(path)
+    if problem:
+        raise NoStore(problem)
     out = args.out or default_out(path)
+    flag = "--out: " if args.out else ""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures") from None
+    except OSError as err:
+        raise CannotWrite(f"{flag}cannot create the folder {out} ({err.strerror or err})") from None
     try:
         drawn = figures(path, out=out, only=args.only)
     except KeyError as err:
         raise UsageError(f"--only: {err.args[0]}") from None
+    except OSError as err:
+        raise CannotWrite(f"{flag}cannot write the figures in {out} ({err.strerror or err})") from None
     if not args.only and any(d.id.startswith("var:") for d in drawn):
         print("no figure recipe covers this store: a fallback plot of each numeric variable (var:NAME)")
     for d in drawn:
