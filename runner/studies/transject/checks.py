@@ -110,14 +110,23 @@ def _columns(p: Path) -> dict[str, list]:
     return {k: [r.get(k) for r in rows] for k in names}
 
 
+def _shown(p: Path, base: Path) -> Path:
+    """``p`` as the spec names it: relative to the spec's folder when it lies there."""
+    try:
+        return p.relative_to(base) if p.is_absolute() and base.is_absolute() else p
+    except ValueError:
+        return p
+
+
 def local_data(spec: TransJectSpec, base: Path) -> LocalData:
     """Open every file of a local ``[data] source`` and check it against the spec."""
     d = spec.data
-    files = local_files(d.source, base, (d.train_split, d.test_split))
+    real = local_files(d.source, base, (d.train_split, d.test_split))
+    files = [_shown(p, base) for p in real]
     labels: list = []
-    for p in files:
+    for p, path in zip(files, real, strict=True):
         try:
-            table = _columns(p)
+            table = _columns(path)
         except Exception as err:  # noqa: BLE001 -- pyarrow, json and OS errors alike: the file is unreadable
             first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
             return LocalData(unreadable=f"[data] source: {p} cannot be read as {LOCAL_BUILDERS[p.suffix.lower()]} "

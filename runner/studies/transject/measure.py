@@ -70,6 +70,11 @@ class EpochMeasure(Measure):
         measure's table, message)``; checked at validation, before anything runs."""
         return []
 
+    def sentence_problems(self, sentence: list[str]) -> list[tuple[tuple, str]]:
+        """What this measure cannot do with the analysis sentence, checked when the run has it (ListOps'
+        first test sequence and a hub tokenizer's tokens are not known at validation)."""
+        return []
+
     def run(self, ctx, task, view: View) -> None:
         raise NotImplementedError
 
