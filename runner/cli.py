@@ -396,6 +396,10 @@ def cmd_apply(args) -> int:
     if args.shards < 1:
         raise UsageError("--shards: give a number >= 1")
     _check_threads(args)
+    from runner.execute.registry import executors
+
+    if args.executor not in executors():
+        raise UsageError(f"--executor: {executor_problem(args.executor)}")
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
     options = ExecutorOptions(args.executor, args.address, args.shards)
@@ -556,18 +560,15 @@ def cmd_figures(args) -> int:
         raise NoStore(problem)
     out = args.out or default_out(path)
     flag = "--out: " if args.out else ""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures") from None
-    except OSError as err:
-        raise CannotWrite(f"{flag}cannot create the folder {out} ({err.strerror or err})") from None
+    if out.exists() and not out.is_dir():
+        raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures")
     try:
         drawn = figures(path, out=out, only=args.only)
     except KeyError as err:
         raise UsageError(f"--only: {err.args[0]}") from None
-    except OSError as err:
-        raise CannotWrite(f"{flag}cannot write the figures in {out} ({err.strerror or err})") from None
+    except OSError as err:  # the folder cannot be made, or a figure cannot be written in it
+        what = f"write the figures in {out}" if out.is_dir() else f"create the folder {out}"
+        raise CannotWrite(f"{flag}cannot {what} ({err.strerror or err})") from None
     if not args.only and any(d.id.startswith("var:") for d in drawn):
         print("no figure recipe covers this store: a fallback plot of each numeric variable (var:NAME)")
     for d in drawn:
