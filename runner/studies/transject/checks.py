@@ -88,13 +88,20 @@ class LocalData:
     classes: int | None = None
 
 
-def _columns(p: Path) -> dict[str, list]:
-    """The columns of a local data file (pyarrow: parquet, csv, jsonl; json: an array of records)."""
+def _columns(p: Path, label: str) -> dict[str, list]:
+    """The columns of a local data file (pyarrow: parquet, csv, jsonl; json: an array of records).
+    A parquet file's columns other than ``label`` are read as names and a row count only."""
     kind = LOCAL_BUILDERS[p.suffix.lower()]
     if kind == "parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(p).to_pydict()
+        f = pq.ParquetFile(p)
+        rows = f.metadata.num_rows
+        names = f.schema_arrow.names
+        out = {n: [None] * rows for n in names if n != label}
+        if label in names:
+            out[label] = f.read(columns=[label]).column(label).to_pylist()
+        return out
     if kind == "csv":
         import pyarrow.csv as pcsv
 
@@ -126,7 +133,7 @@ def local_data(spec: TransJectSpec, base: Path) -> LocalData:
     labels: list = []
     for p, path in zip(files, real, strict=True):
         try:
-            table = _columns(path)
+            table = _columns(path, d.label)
         except Exception as err:  # noqa: BLE001 -- pyarrow, json and OS errors alike: the file is unreadable
             first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
             return LocalData(unreadable=f"[data] source: {p} cannot be read as {LOCAL_BUILDERS[p.suffix.lower()]} "
