@@ -27,7 +27,7 @@ from runner.specfile import SpecError, SpecFile, SpecProblem, read_toml, validat
 from runner.verify import repair
 from runner.store import Store, StoreWriteError, read_tasks, records_lost, runner_dir, store_path_problem, writing
 from runner.study import Prepared, ShardError, study_for
-from runner.sweep import Sweep, expand, split
+from runner.sweep import Sweep, expand, point_problem, split
 from runner.threads import ThreadChoice, for_run
 from runner.threads import use as use_threads
 
@@ -94,11 +94,11 @@ def load_spec(spec_path: str | Path, overrides=()):
     return _validated(base, sweep=axes is not None)[1]
 
 
-def _validated(sf, sweep: bool = False):
+def _validated(sf, sweep: bool = False, point: bool = False):
     study = study_for(sf)
     spec = validate(study.spec_model(), sf)
     problems = study.check(spec, sf)
-    store = store_path_problem(spec.store_path(), sweep)
+    store = store_path_problem(spec.store_path(), sweep, point)
     if store:
         problems.append(sf.problem(("experiment", "store" if spec.experiment.store else "name"), store))
     if problems:
@@ -123,11 +123,14 @@ def prepare_all(spec_path: str | Path | SpecFile, overrides=()) -> tuple[Sweep |
     if axes is None:
         return None, [_prepare(sf)]
     spec = _validated(base, sweep=True)[1]
+    problem = point_problem(axes)
+    if problem:
+        raise SpecError(sf.path, [sf.problem(*problem)])
     sweep = expand(base, axes, spec.store_path())
     prepared, problems = [], {}
     for point in sweep.points:
         try:
-            p = _prepare(point.spec_file)
+            p = _prepare(point.spec_file, point=True)
         except SpecError as err:
             for m in err.problems:  # one line per problem, naming the points that have it
                 problems.setdefault(m, []).append(point.name)
@@ -140,8 +143,8 @@ def prepare_all(spec_path: str | Path | SpecFile, overrides=()) -> tuple[Sweep |
     return sweep, prepared
 
 
-def _prepare(sf) -> Prepared:
-    study, spec = _validated(sf)
+def _prepare(sf, point: bool = False) -> Prepared:
+    study, spec = _validated(sf, point=point)
     try:
         p = study.prepare(spec, sf)
     except SpecProblem as err:

@@ -5,12 +5,13 @@ Exit codes (one convention for every command, after sysexits.h):
   1    a task failed (the others ran; see `runner status`)
   2    usage: unknown option, bad --device or --set, unknown name for explain
   65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message)
-  66   an input is missing: no such spec file or store (status, show), a store this project did not write or
-       whose metadata is corrupt, or a requirement this machine does not meet (a model or data set
-       neither cached nor reachable, a missing extra, no CUDA)
-  74   the store cannot be written (disk full, read-only); finished work is kept. Also: the store
-       is damaged (verify, show, figures: chunks of finished results missing, truncated or
-       corrupt); `runner apply` recomputes them
+  66   an input is missing or unreadable: no such spec file or store (status, show, figures), a
+       zarr store this project did not write or whose metadata is corrupt, or a requirement this
+       machine does not meet (a model or data set neither cached nor reachable, a missing extra, no
+       CUDA, a local file that cannot be read)
+  74   the store cannot be written (disk full, read-only; figures: --out); finished work is kept.
+       Also: the store is damaged (verify, show, figures: chunks of finished results missing,
+       truncated or corrupt); `runner apply` recomputes them
   75   another apply holds the store (retry later)
   77   apply would replace finished results whose parameters changed: nothing ran; see `runner plan`,
        then `runner apply --replace` (the store as it was is kept: `runner history`)
@@ -41,7 +42,11 @@ class UsageError(Exception):
 
 
 class NoStore(Exception):
-    """The store a command reads does not exist (exit 66)."""
+    """The store a command reads does not exist, or is not one this project wrote (exit 66)."""
+
+
+class CannotWrite(Exception):
+    """A file a command writes outside the store (``figures --out``) cannot be written (exit 74)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +113,7 @@ def _known_error(err: Exception) -> int | None:
              OverrideError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC,
              UsageError: EXIT_USAGE,
              NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
-             Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, StoreLocked: EXIT_LOCKED,
+             Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, CannotWrite: EXIT_IOERR, StoreLocked: EXIT_LOCKED,
              ReplaceRefused: EXIT_REPLACE}
     return next((code for cls, code in codes.items() if isinstance(err, cls)), None)
 
@@ -220,6 +225,8 @@ def cmd_plan(args) -> int:
 
     _check_threads(args)
     sweep, prepared = prepare_all(args.spec, args.set)
+    _check_flags(prepared[0].study, [f for f, on in (("--calibrate", args.calibrate),
+                                                     ("--recalibrate", args.recalibrate)) if on])
     code = _plan_one(args, prepared[0]) if sweep is None else _plan_sweep(args, sweep, prepared)
     if code != EXIT_OK or not args.detailed_exitcode:
         return code
@@ -348,6 +355,16 @@ def _plan_one(args, p) -> int:
     return EXIT_OK
 
 
+def _check_flags(study, flags: list[str]) -> None:
+    """Refuse the flags given that do not apply to the spec's study (before anything runs)."""
+    from runner.study import flag_problem
+
+    for flag in flags:
+        problem = flag_problem(study, flag)
+        if problem:
+            raise UsageError(problem)
+
+
 def _check_threads(args) -> None:
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads: give a number >= 1, not {args.threads}")
@@ -465,10 +482,15 @@ def cmd_apply(args) -> int:
     if args.shards < 1:
         raise UsageError("--shards: give a number >= 1")
     _check_threads(args)
+    from runner.execute.registry import executors
+
+    if args.executor not in executors():
+        raise UsageError(f"--executor: {executor_problem(args.executor)}")
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: use it with --executor ray")
     options = ExecutorOptions(args.executor, args.address, args.shards)
     sweep, prepared = prepare_all(args.spec, args.set)  # every input error is reported here, before anything runs
+    _check_flags(prepared[0].study, ["--shards"] if args.shards > 1 else [])
     for p in prepared:
         p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
@@ -698,10 +720,16 @@ def cmd_figures(args) -> int:
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
         trusted(point, args.target)
     out = args.out or default_out(path)
+    flag = "--out: " if args.out else ""
+    if out.exists() and not out.is_dir():
+        raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures")
     try:
         drawn = figures(path, out=out, only=args.only)
     except KeyError as err:
         raise UsageError(f"--only: {err.args[0]}") from None
+    except OSError as err:  # the folder cannot be made, or a figure cannot be written in it
+        what = f"write the figures in {out}" if out.is_dir() else f"create the folder {out}"
+        raise CannotWrite(f"{flag}cannot {what} ({err.strerror or err})") from None
     if args.json:
         from dataclasses import asdict
 

@@ -138,16 +138,33 @@ def is_sweep_root(path: Path) -> bool:
     return "sweep" in internal(attrs) or "runner_sweep" in attrs
 
 
-def store_path_problem(path: Path, sweep: bool = False) -> str | None:
-    """Why ``path`` cannot be this experiment's store (``sweep``: of a spec with a sweep), or None.
+def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> str | None:
+    """Why ``path`` cannot be this experiment's store (``sweep``: of a spec with a sweep; ``point``:
+    a point of a sweep, whose store is a folder of the sweep's store), or None.
 
     The runner writes only where it owns the place: a new path, an empty folder, or a store it
     created. An existing file, a folder holding anything else, or another program's zarr store is
-    refused (the runner never deletes what it did not create), and so is a place it cannot write.
+    refused (the runner never deletes what it did not create), and so is a place it cannot write,
+    a store inside another zarr store (but a sweep's points), and a symbolic link as the store or
+    the runner's folder beside it (the runner never writes through a link it did not create).
     """
     name = path.name
     if str(path).strip() == "" or name in ("", ".", ".."):
         return f"{str(path)!r} names no folder of its own; give a path such as 'store/NAME.zarr'"
+    outer = enclosing_store(path)
+    if outer is not None and not (point and outer == Path(os.path.abspath(path.parent))):
+        return (f"{path} is inside the zarr store {outer}; a store is never made inside another one: "
+                "choose a path outside it")
+    for link in (path, runner_dir(path)):
+        if link.is_symlink():
+            return (f"{link} is a symbolic link (to {os.readlink(link)}); the runner never writes through a link it "
+                    "did not create: give the folder it points to, or a new path")
+    state = runner_dir(path)
+    if state.is_dir():
+        links = sorted(p.name for p in state.iterdir() if p.is_symlink())
+        if links:
+            return (f"{state} holds symbolic links ({', '.join(links)}); the runner never writes through a link it "
+                    "did not create: remove them or choose another path")
     if path.exists() or path.is_symlink():
         if not path.is_dir():
             return f"{path} exists and is not a store (it is a file); choose another path"
@@ -172,6 +189,14 @@ def store_path_problem(path: Path, sweep: bool = False) -> str | None:
     if state.exists() and not state.is_dir():
         return f"{state} (the runner's folder beside the store) exists and is not a folder; choose another path"
     return _unwritable(path)
+
+
+def enclosing_store(path: Path) -> Path | None:
+    """The nearest folder above ``path`` that is a zarr store (has a ``zarr.json``), or None."""
+    for parent in Path(os.path.abspath(path)).parents:
+        if (parent / "zarr.json").is_file():
+            return parent
+    return None
 
 
 def _unwritable(path: Path) -> str | None:

@@ -155,6 +155,30 @@ class Study:
         return {"study": self.name}
 
 
+def declares(study: Study | type[Study], hook: str) -> bool:
+    """Whether a study provides ``hook`` itself (``split``: its groups split into sample shards;
+    ``estimate``: it estimates its cost) rather than the base class's fallback. A command-line
+    flag that needs a hook is refused for a study without it (:func:`flag_problem`)."""
+    cls = study if isinstance(study, type) else type(study)
+    return getattr(cls, hook) is not getattr(Study, hook)
+
+
+#: Command-line flags that apply only to studies providing a hook, and what the hook does.
+FLAG_HOOKS = {"--shards": ("split", "split their passes into sample shards"),
+              "--calibrate": ("estimate", "estimate their cost"),
+              "--recalibrate": ("estimate", "estimate their cost")}
+
+
+def flag_problem(study: Study, flag: str) -> str | None:
+    """Why ``flag`` does not apply to a spec of ``study`` (naming the studies it applies to), or None."""
+    hook, what = FLAG_HOOKS[flag]
+    if declares(study, hook):
+        return None
+    able = sorted(name for name, cls in studies().items() if declares(cls, hook))
+    return (f"{flag} applies only to studies that {what} ({', '.join(able) or 'none installed'}); "
+            f"this spec is a {study.name} spec")
+
+
 def register(cls: type[Study]) -> type[Study]:
     """Class decorator: make a study available to specs."""
     _STUDIES[cls.name] = cls

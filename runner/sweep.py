@@ -109,6 +109,23 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
     return base, axes
 
 
+def point_problem(axes: dict[str, list]) -> tuple[tuple, str] | None:
+    """Why the grid cannot name its points' stores, as ``(location, message)``, or None: each
+    point's store is the folder ``<sweep store>/<key>=<value>``, so a value must make one plain
+    folder name (no ``/``), and ``[experiment] store`` (which the sweep sets) cannot be swept."""
+    if "experiment.store" in axes:
+        return ((f"{TABLE}.experiment", "store"), "the store cannot be swept: each point's store is a folder of "
+                "the sweep's store, named after its values")
+    for path, values in axes.items():
+        for v in values:
+            name = point_name({path: v})
+            if "/" in name or "\\" in name or "\0" in name:
+                table, key = path.split(".", 1)
+                return ((f"{TABLE}.{table}", key), f"the value {v!r} would put its point's store at "
+                        f"{name!r}, outside a folder of its own in the sweep's store; use values without '/'")
+    return None
+
+
 def point_name(values: dict[str, Any]) -> str:
     return ",".join(f"{path.rsplit('.', 1)[1]}={_text(v)}" for path, v in values.items())
 

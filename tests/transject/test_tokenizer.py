@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import xarray as xr
 
 from runner.apply import apply, prepare
@@ -69,7 +70,9 @@ def test_pairs_are_found_across_word_pieces():
     from runner.studies.transject.measures.distances import resolve_pairs
 
     sentence = ["the", "char", "##acters", "are", "unlike", "##able", "script"]
-    pos, labels = resolve_pairs(sentence, [["characters", "script"], ["unlikeable", "are"], ["x", "the"]], 12)
+    pos, labels = resolve_pairs(sentence, [["characters", "script"], ["unlikeable", "are"]], 12)
     assert pos == [(1, 6), (4, 3)] and labels == ["characters~script", "unlikeable~are"]
-    pos, labels = resolve_pairs(sentence[:3], [["x", "y"]], 2)  # none found: every pair of the first tokens
+    with pytest.raises(ValueError, match="the analysis sentence has no 'x'"):  # never replaced by other pairs
+        resolve_pairs(sentence, [["characters", "script"], ["x", "the"]], 12)
+    pos, labels = resolve_pairs(sentence[:3], [], 2)  # no pairs given: every pair of the first tokens
     assert pos == [(0, 1)] and labels == ["0:the~1:char"]

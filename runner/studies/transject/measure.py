@@ -65,8 +65,30 @@ class EpochMeasure(Measure):
     def variables(self, b: LayoutBuilder, shape: Shape) -> None:
         raise NotImplementedError
 
+    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
+        """What the spec's other tables make impossible for this measure, as ``(key path in the
+        measure's table, message)``; checked at validation, before anything runs."""
+        return []
+
+    def sentence_problems(self, sentence: list[str]) -> list[tuple[tuple, str]]:
+        """What this measure cannot do with the analysis sentence, checked when the run has it (ListOps'
+        first test sequence and a hub tokenizer's tokens are not known at validation)."""
+        return []
+
     def run(self, ctx, task, view: View) -> None:
         raise NotImplementedError
+
+
+def knn_sample_problems(method: str, k: int, samples: list[tuple[str, int]]) -> list[tuple[tuple, str]]:
+    """The k-NN entropy needs 1 <= k < N samples and the Gaussian one N >= 2 (analyses/entropy.py);
+    ``samples``: (what the N samples are, N) of each network."""
+    out = []
+    for what, n in samples:
+        if method == "knn" and k >= n:
+            out.append((("k",), f"k = {k} needs more than {k} samples, but {what} gives {n}; take k < {n}"))
+        elif method == "gaussian" and n < 2:
+            out.append((("method",), f"the Gaussian estimate needs 2 samples or more, but {what} gives {n}"))
+    return out[:1]
 
 
 def per_layer(n_layers: int, values: list, fill=np.nan) -> np.ndarray:

@@ -8,7 +8,7 @@ d = 512, E = 4 experts; the baselines have 8 heads, d_ff = 2048 and dropout 0.1 
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model, model_validator
 
@@ -19,6 +19,11 @@ from runner.specfile import Name, StudySpec, Table, repeated
 Architecture = Literal["transject", "random-transject", "entropic-transject", "random-entropic-transject",
                        "transformer", "transformer-rezero"]
 BASELINES = ("transformer", "transformer-rezero")
+LISTOPS_CLASSES = 10
+"""ListOps' answers are the digits 0-9 (LRA)."""
+MAX_TASKS = 100_000
+"""Tasks (and checkpoint resources) a plan may hold: each is a few kB in memory, and plan lists them
+(measured: 100,000 tasks plan in about 3 s with 0.4 GB; the paper's specs have about 3,400)."""
 #: The sentence of Figs. 1 and 6 (an IMDb review).
 PAPER_SENTENCE = ("The characters are unlikeable and the script is awful. It's a waste of the talents of "
                   "Deneuve and Auteuil.")
@@ -88,8 +93,9 @@ class TrainingSpec(Table):
     patience: int | None = Field(4, ge=1)
     """Stop when the test loss has not improved for this many epochs (paper: 4); none: never."""
     lr: float = Field(5e-4, gt=0)
-    betas: list[float] = Field(default_factory=lambda: [0.9, 0.98], min_length=2, max_length=2)
-    """Adam's beta_1, beta_2 (paper: 0.9, 0.98)."""
+    betas: list[Annotated[float, Field(ge=0, lt=1)]] = Field(default_factory=lambda: [0.9, 0.98], min_length=2,
+                                                             max_length=2)
+    """Adam's beta_1, beta_2 (paper: 0.9, 0.98), each in [0, 1) (Kingma & Ba 2015, Algorithm 1)."""
     eps: float = Field(1e-9, gt=0)
     batch_size: int = Field(32, ge=1)
     """Training and test batches (paper: 32)."""
@@ -162,7 +168,25 @@ class TransJectSpec(StudySpec):
             out.append((("model",), f"network labels {clash} occur twice (a model named like another's seed)"))
         if self.data.listops.max_length <= self.data.listops.min_length + 1:
             out.append((("data", "listops", "max_length"), "must exceed min_length + 1"))
+        if self.data.kind == "listops" and self.data.n_classes is not None and self.data.n_classes < LISTOPS_CLASSES:
+            out.append((("data", "n_classes"), f"{self.data.n_classes} is fewer than ListOps' {LISTOPS_CLASSES} classes "
+                        f"(its labels are 0..{LISTOPS_CLASSES - 1})"))
+        tasks = self.task_count()
+        if tasks > MAX_TASKS:
+            out.append((("training", "epochs"), f"{self.training.epochs} epochs make {tasks:,} tasks and checkpoints "
+                        f"(networks x (1 + measures) x (epochs + 1)); a plan holds at most {MAX_TASKS:,}"))
+        registry = measures("transject")
+        for i, m in enumerate(self.measure):
+            reg = registry.get(m.kind)
+            if reg is not None:
+                out += [(("measure", i, *loc), message) for loc, message in reg(m).spec_problems(self)]
         return out
+
+    def task_count(self) -> int:
+        """Tasks and checkpoint resources of the plan: each trained network has one per epoch (and
+        epoch 0) for training and for every measure; a saved checkpoint has one."""
+        per = 1 + len(self.measure)
+        return sum(per * (1 if m.checkpoint else (self.training.epochs + 1) * len(self.seeds(m))) for m in self.model)
 
     def seeds(self, m: ModelSpec) -> list[int]:
         if m.replicates is not None:
@@ -180,6 +204,22 @@ class TransJectSpec(StudySpec):
 
     def label(self, m: ModelSpec, seed: int) -> str:
         return m.name if m.checkpoint else f"{m.name}-s{seed}"
+
+    def analysis_sentence(self) -> list[str] | None:
+        """Tokens of the analysis sentence (Figs. 1 and 6) as the session will have them, or None
+        where they come from the data (ListOps' first test sequence) or a hub tokenizer."""
+        from runner.data.classification import tokenize
+
+        d = self.data
+        if d.tokenizer and d.kind != "listops":
+            return None
+        if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
+            words = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, d.tokenize, d.lowercase)
+        elif d.kind == "listops":
+            return None
+        else:
+            words = tokenize(PAPER_SENTENCE, d.tokenize, d.lowercase)
+        return words[: d.max_length]
 
     def pooling(self, m: ModelSpec) -> str:
         return m.pooling or ("max" if self.data.kind == "listops" else "mean")

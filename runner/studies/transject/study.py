@@ -33,9 +33,10 @@ from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task, task_id
 from runner.requirements import Requirement
-from runner.specfile import SpecFile
+from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
+from runner.studies.transject.checks import LocalData, check_sizes, checkpoint_problem, local_data
 from runner.studies.transject.layout import build_layout
 from runner.studies.transject.measure import Shape, View
 from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, build, load_checkpoint_model, n_experts,
@@ -99,6 +100,12 @@ class TransJectStudy(Study):
                 unmet.append(Requirement.from_error(f"[data] tokenizer {d.tokenizer!r}", why, kind="tokenizer",
                                                     name=d.tokenizer))
         base = sf.path.parent
+        local = local_data(spec, base) if d.kind == "local" else LocalData()
+        if local.problem:
+            raise SpecProblem(*local.problem)
+        if local.unreadable:
+            unmet.append(local.unreadable)
+        check_sizes(spec, local.classes)
         data_key = {"data": d.model_dump(mode="json", exclude={"analysis_examples", "analysis_text"}),
                     "identity": data_identity(spec, base)}
         analysis_key = {"examples": d.analysis_examples, "text": d.analysis_text}
@@ -115,6 +122,9 @@ class TransJectStudy(Study):
             if m.checkpoint:
                 try:
                     dirs[n] = resolve_checkpoint(m.checkpoint, base)
+                    why = checkpoint_problem(dirs[n])
+                    if why:
+                        raise ModelLoadError(f"checkpoint {m.checkpoint!r}: {why}")
                     ident = f"{m.checkpoint} {_sha([dirs[n] / f for f in ('config.json', 'model.safetensors', 'vocab.json')])}"
                 except ModelLoadError as err:
                     unmet.append(f"[[model]] {m.name}: {err}")
@@ -229,6 +239,11 @@ class TransJectSession:
         else:
             self.vocab, self.unk = build_vocab(train.tokens, d.vocab_size), "<unk>"
         self.n_classes = d.n_classes or (10 if d.kind == "listops" else max(train.labels + test.labels) + 1)
+        labels = set(train.labels + test.labels)
+        if min(labels) < 0 or max(labels) >= self.n_classes:  # a hub set's labels are first seen here
+            raise SpecError(p.spec_file.path, [p.spec_file.problem(
+                ("data", "n_classes"), f"labels are classes 0..{self.n_classes - 1}, but {d.source!r} holds "
+                f"{min(labels) if min(labels) < 0 else max(labels)}")])
         self.train = encode(train.tokens, train.labels, self.vocab, d.max_length, self.unk)
         self.test_split = test
         if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
@@ -254,6 +269,10 @@ class TransJectSession:
         layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n["params"]["n_layers"]) for n in self.nets))]
         experts = max(n_experts(n["variant"], n["params"]) for n in self.nets)
         self.registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
+        late = [p.spec_file.problem(("measure", i, *loc), message) for i, m in enumerate(spec.measure)
+                for loc, message in self.registrations[m.kind].sentence_problems(list(self.sentence))]
+        if late:  # the analysis sentence of ListOps or a hub tokenizer is known only now
+            raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(spec, self.nets, self.spe, Shape(layers, experts, list(self.sentence)),
                                    self.registrations)
         self.n_layers = len(layers)

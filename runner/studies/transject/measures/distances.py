@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
 from runner.measures import MeasureParams, hints, register
@@ -16,10 +16,18 @@ class Params(MeasureParams):
     """Euclidean and cosine distances of token pairs at every layer, and relative to layer 0 (Fig. 1)."""
 
     kind: Literal["distances"]
-    pairs: list[list[str]] = Field(default_factory=list)
+    pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(default_factory=list)
     """Token pairs of the analysis sentence, e.g. [["characters", "script"]] (first occurrences);
-    none: every pair among its first ``max_tokens`` tokens."""
+    none: every pair among its first ``max_tokens`` tokens. A word the sentence lacks is an error."""
     max_tokens: int = Field(12, ge=2)
+
+    @field_validator("pairs")
+    @classmethod
+    def _two_words(cls, pairs: list[list[str]]) -> list[list[str]]:
+        for a, b in pairs:
+            if a.lower() == b.lower():
+                raise ValueError(f"the pair [{a!r}, {b!r}] names one word twice; a pair is two different words")
+        return pairs
 
 
 def word_positions(sentence: list[str]) -> dict[str, int]:
@@ -38,16 +46,27 @@ def word_positions(sentence: list[str]) -> dict[str, int]:
     return out
 
 
-def resolve_pairs(sentence: list[str], pairs: list[list[str]], max_tokens: int) -> tuple[list[tuple[int, int]], list[str]]:
-    """Positions and labels of the pairs found in the sentence (all pairs of the first tokens if none are)."""
+def missing_words(sentence: list[str], pairs: list[list[str]]) -> list[str]:
+    """The words of ``pairs`` that the sentence lacks (in order, once each)."""
     where = word_positions(sentence)
+    return list(dict.fromkeys(t for pair in pairs for t in pair if t.lower() not in where))
+
+
+def resolve_pairs(sentence: list[str], pairs: list[list[str]], max_tokens: int) -> tuple[list[tuple[int, int]], list[str]]:
+    """Positions and labels of the pairs in the sentence; with no pairs, every pair of its first
+    ``max_tokens`` tokens. A word the sentence lacks raises ValueError naming it (never replaced)."""
+    where = word_positions(sentence)
+    missing = missing_words(sentence, pairs)
+    if missing:
+        raise ValueError(f"the analysis sentence has no {', '.join(map(repr, missing))}; its tokens: "
+                         + " ".join(sentence[:40]) + (" ..." if len(sentence) > 40 else ""))
     out = []
-    for pair in pairs:
-        if len(pair) == 2 and all(t.lower() in where for t in pair):
-            i, j = (where[t.lower()] for t in pair)
-            if i != j:
-                out.append(((i, j), f"{pair[0]}~{pair[1]}"))
-    if not out:
+    for a, b in pairs:
+        i, j = where[a.lower()], where[b.lower()]
+        if i == j:
+            raise ValueError(f"{a!r} and {b!r} are the same token (position {i}) of the analysis sentence")
+        out.append(((i, j), f"{a}~{b}"))
+    if not pairs:
         n = min(max_tokens, len(sentence))
         out = [((i, j), f"{i}:{sentence[i]}~{j}:{sentence[j]}") for i in range(n) for j in range(i + 1, n)]
     return [p for p, _ in out], [lab for _, lab in out]
@@ -56,6 +75,29 @@ def resolve_pairs(sentence: list[str], pairs: list[list[str]], max_tokens: int) 
 @register
 class Distances(EpochMeasure):
     Params = Params
+
+    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
+        from runner.data.listops import END, OPERATORS
+
+        if not self.p.pairs:
+            return []
+        sentence = spec.analysis_sentence()
+        if sentence is not None:
+            return self.sentence_problems(sentence)
+        if spec.data.kind == "listops":  # the first test sequence: only ListOps' own tokens can be in it
+            tokens = {t.lower() for t in (*OPERATORS, END, *map(str, range(10)))}
+            strange = [t for pair in self.p.pairs for t in pair if t.lower() not in tokens]
+            if strange:
+                return [(("pairs",), f"{', '.join(map(repr, strange))} cannot be in a ListOps sequence (its tokens: "
+                         f"{' '.join(OPERATORS)} {END} 0-9)")]
+        return []
+
+    def sentence_problems(self, sentence: list[str]) -> list[tuple[tuple, str]]:
+        try:
+            resolve_pairs(sentence, self.p.pairs, self.p.max_tokens)
+        except ValueError as err:
+            return [(("pairs",), str(err))]
+        return []
 
     def variables(self, b, shape) -> None:
         pos, labels = resolve_pairs(shape.sentence, self.p.pairs, self.p.max_tokens)

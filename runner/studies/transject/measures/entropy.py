@@ -10,7 +10,7 @@ from pydantic import Field
 from analyses.entropy import layer_entropy
 from analyses.token_geometry import quantiles
 from runner.measures import MeasureParams, hints, register
-from runner.studies.transject.measure import QUANTILES, EpochMeasure
+from runner.studies.transject.measure import QUANTILES, EpochMeasure, knn_sample_problems
 
 
 class Params(MeasureParams):
@@ -35,6 +35,11 @@ class Entropy(EpochMeasure):
         b.var("layer_entropy", "entropy", ("network", "checkpoint", "layer"), "float64", np.nan,
               "mean token entropy", "nats", "mean over tokens of the finite token entropies (Eq. 8)",
               **hints(plot="curve", order=13))
+
+    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
+        return knn_sample_problems(self.p.method, self.p.k, [
+            (f"a token of [[model]] {m.name!r} (its d_model components)", m.d_model)
+            for m in spec.model if not m.checkpoint])
 
     def run(self, ctx, task, view) -> None:
         L = ctx.n_layers

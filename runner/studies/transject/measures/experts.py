@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from analyses.entropy import token_entropy
 from runner.measures import MeasureParams, hints, register
-from runner.studies.transject.measure import EpochMeasure
+from runner.studies.transject.measure import EpochMeasure, knn_sample_problems
 
 
 class Params(MeasureParams):
@@ -84,6 +84,15 @@ class Experts(EpochMeasure):
         b.var("expert_entropy", "experts", cell, "float64", np.nan, "entropy of the expert's representation",
               "nats", "mean over tokens of the entropy of X + (alpha/L) F_e(X) (TransJect) or of an attention head's "
               "output (baselines), Sec. 4", method=self.p.method, k=self.p.k)
+
+    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
+        from runner.studies.transject.spec import BASELINES
+
+        return knn_sample_problems(self.p.method, self.p.k, [
+            (f"a head's output of [[model]] {m.name!r} (d_model / n_heads components)", m.d_model // m.n_heads)
+            if m.variant in BASELINES else (f"an expert's output of [[model]] {m.name!r} (its d_model components)",
+                                             m.d_model)
+            for m in spec.model if not m.checkpoint])
 
     @torch.no_grad()
     def run(self, ctx, task, view) -> None:
