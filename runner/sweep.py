@@ -112,10 +112,7 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
 def point_problem(axes: dict[str, list]) -> tuple[tuple, str] | None:
     """Why the grid cannot name its points' stores, as ``(location, message)``, or None: each
     point's store is the folder ``<sweep store>/<key>=<value>``, so a value must make one plain
-    folder name (no ``/``), and ``[experiment] store`` (which the sweep sets) cannot be swept."""
-    if "experiment.store" in axes:
-        return ((f"{TABLE}.experiment", "store"), "the store cannot be swept: each point's store is a folder of "
-                "the sweep's store, named after its values")
+    folder name (no ``/``); :func:`split` refuses ``[experiment] store`` as an axis."""
     for path, values in axes.items():
         for v in values:
             name = point_name({path: v})

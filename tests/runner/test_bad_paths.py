@@ -119,11 +119,6 @@ for _s in ("training", "transject"):
         (f"shards-with-monitor-on-{_s}", _s, None, ["apply", "--shards", "2", "--monitor"], 2, "--shards applies only"),
     ]
 FLAGS += [
-    ("calibrate-on-transject", "transject", None, ["plan", "--calibrate"], 2,
-     "--calibrate applies only to studies that estimate their cost (depth, training); this spec is a transject spec"),
-    ("recalibrate-on-transject", "transject", None, ["plan", "--recalibrate"], 2, "--recalibrate applies only"),
-    ("calibrate-on-transject-sweep", "transject", with_sweep("transject", "description", '["a", "b"]'),
-     ["plan", "--calibrate"], 2, "--calibrate applies only"),
     ("shards-with-monitor-on-depth", "depth", None, ["apply", "--shards", "2", "--monitor"], 2,
      "--monitor runs the apply here"),
 ]
@@ -137,7 +132,9 @@ for _s in SPECS:
                        (["--threads", "1"], ["--device", "cpu"], ["--replace"], ["--executor", "local"], ["--shards", "1"])]
 ACCEPTED_FLAGS += [("depth-apply--shards2", "depth", ["apply", "-q", "--shards", "2"]),
                    ("depth-plan--recalibrate", "depth", ["plan", "--recalibrate"]),
-                   ("training-plan--calibrate", "training", ["plan", "--calibrate"])]
+                   ("training-plan--calibrate", "training", ["plan", "--calibrate"]),
+                   ("transject-plan--calibrate", "transject", ["plan", "--calibrate"]),
+                   ("transject-plan--recalibrate", "transject", ["plan", "--recalibrate"])]
 
 
 # --------------------------------------------------------------------------- paths
@@ -162,7 +159,7 @@ SWEEPS = []
 for _s in SPECS:
     SWEEPS += [
         (f"sweep-store-axis-{_s}", _s, with_sweep(_s, "store", '["./escaped", "b"]'),
-         "[sweep.experiment] store: the store cannot be swept"),
+         "[sweep] experiment.store: cannot be swept: each point's store is a folder of the sweep's store"),
         (f"sweep-value-escaping-{_s}", _s, with_sweep(_s, "description", '["a/../../../escaped", "b"]'),
          "[sweep.experiment] description: the value 'a/../../../escaped' would put its point's store at"),
         (f"sweep-value-with-slash-{_s}", _s, with_sweep(_s, "description", '["x/y"]'), "use values without '/'"),

@@ -128,7 +128,7 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
                            scope=f"[[model]] {net.name} {f.checkpoint.location}",
                            fix=None if f.checkpoint.local else HUB_FIX)
                for net, f in zip(nets, fetch, strict=True) if f.missing]
-    missing += [Requirement(f"[[model]] {net.name}", problem, kind="tokenizer", name=s[-1].location)
+    missing += [Requirement(f"[[model]] {net.name} {s[-1].location}", problem, kind="tokenizer", name=s[-1].location)
                 for net, s in zip(spec.model, series) if s[-1].local  # the tokenizer the tasks load
                 for problem in [local_tokenizer_problem(Path(s[-1].location))] if problem]
     unmet += missing
