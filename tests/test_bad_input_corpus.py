@@ -1,0 +1,34 @@
+"""The bad-input corpus over every study (issue 22): at least 300 cases, each run with a time limit
+so that a hang fails instead of stalling the suite."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "training"))  # its corpus imports suite_helpers, as pytest lets it
+
+CORPORA = ("tests.runner.test_bad_specs", "tests.training.test_bad_inputs", "tests.transject.test_bad_inputs",
+           "tests.runner.test_bad_paths")
+
+
+def _cases(module) -> int:
+    return sum(len(v) for k, v in vars(module).items()
+               if k.isupper() and isinstance(v, list) and v and isinstance(v[0], tuple))
+
+
+def test_the_corpus_covers_every_study_with_300_cases_or_more():
+    counts = {name: _cases(importlib.import_module(name)) for name in CORPORA}
+    assert all(counts.values()), counts
+    assert sum(counts.values()) >= 300, counts
+
+
+@pytest.mark.parametrize("name", CORPORA[1:])
+def test_each_case_runs_with_a_time_limit(name):
+    module = importlib.import_module(name)
+    tests = [f for k, f in vars(module).items() if k.startswith("test_") and hasattr(f, "pytestmark")
+             and any(m.name == "parametrize" for m in f.pytestmark)]
+    assert tests and all(any(m.name == "timeout" for m in f.pytestmark) for f in tests), name
