@@ -166,7 +166,8 @@ def test_a_missing_gmb_file_is_an_unmet_requirement_and_a_missing_key_a_spec_err
     assert plan.returncode == 0, plan.stderr
     unmet = json.loads(plan.stdout)["unmet"]
     (only,) = unmet  # gmb_pos is set but no tag set reads it
-    assert only.startswith("[corpus] gmb_sem: no file") and "absent.txt" in only and "GMB-style" in only
+    assert only["kind"] == "file" and only["where"] == "[corpus] gmb_sem" and only["reason"].startswith("no file")
+    assert only["name"].endswith("absent.txt") and "GMB-style" in only["fix"]
     applied = subprocess.run([*run, "apply", str(spec)], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert applied.returncode == 66 and "absent.txt" in applied.stderr
     assert not (tmp_path / "gmb.zarr").exists()

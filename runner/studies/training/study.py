@@ -137,7 +137,8 @@ def _gmb_unmet(study: TrainingStudy, base: Path) -> list[str]:
         name = getattr(study.corpus, key)
         path = Path(anchor(name, base))
         if not path.is_file():
-            out.append(f"[corpus] {key}: no file {path}; download {GMB}")
+            out.append(Requirement(f"[corpus] {key}", f"no file {path}", kind="file", name=str(path),
+                                   fix=f"download {GMB}"))
     return out
 
 
