@@ -792,7 +792,27 @@ def cmd_explain(args) -> int:
             print(f"  {name} = {default}")
             if field.description:
                 print(f"      {_plain(' '.join(field.description.split()))}")
+        if is_measure:
+            for line in _variables_lines(studies()[study](), args.name):
+                print(line)
     return EXIT_OK
+
+
+def _variables_lines(study, kind: str) -> list[str]:
+    """What ``explain`` says a measure writes: each variable with its dims, units and meaning."""
+    try:
+        found = study.variables_of(kind)
+    except Exception as err:  # noqa: BLE001 - explaining never fails for want of an example
+        return [f"variables: not shown here ({type(err).__name__}: {err})"]
+    if found is None:
+        return ["variables: not shown (laying them out needs data of the measure's own, such as a treebank); "
+                "`runner show STORE` lists them in a store it wrote"]
+    lines = ["variables (as the store holds them; sizes follow the spec):"]
+    for v in found:
+        units = v.attrs.get("units")
+        lines.append(f"  {v.name} ({', '.join(v.dims)})" + (f" [{units}]" if units else ""))
+        lines.append(f"      {_plain(str(v.attrs.get('long_name', '')))}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -128,6 +128,12 @@ class Study:
     def open(self, p: Prepared, device: Any, say: Callable[[str], None]) -> Session:
         raise NotImplementedError
 
+    def variables_of(self, kind: str) -> list | None:
+        """The variables (:class:`runner.layout.Var`) measure ``kind`` writes, as a store holds them,
+        laid out for a small example spec with no data read (``runner explain``); None when the study
+        cannot say."""
+        return None
+
     def split(self, p: Prepared, group: list[Task], shards: int) -> list[Any] | None:
         """``shards`` picklable descriptions of parts of ``group`` over sample ranges, which the
         session runs with ``run(group, report, shard)`` (anywhere) and combines with

@@ -214,6 +214,15 @@ class DepthStudy(Study):
     def open(self, p: Prepared, device, say) -> DepthSession:
         return DepthSession(p, device)
 
+    def variables_of(self, kind: str) -> list:
+        """Laid out for one text model (8 tokens, 2 heads; nothing loaded) and 4 scored samples."""
+        spec = self.spec_model().model_validate({
+            "experiment": {"name": "explain"}, "model": [{"name": "model", "source": "builtin:tiny-albert"}],
+            "input": {"samples": 4, "tokens": 8, "pair": ["a", "b"], "score": "score"},
+            "dynamics": {"steps": 100}, "measure": [{"kind": kind}]})
+        layout = build_layout(spec, [Network(0, 0, spec.model[0], 0, "fp32", 8, 16, 2)], None, None, [0.0] * 4)
+        return [v for v in layout.vars.values() if v.measure == kind]
+
     def split(self, p: Prepared, group: list[Task], shards: int) -> list[Shard] | None:
         return split(p.spec, p.state, group, shards)
 

@@ -142,6 +142,20 @@ def _gmb_unmet(study: TrainingStudy, base: Path) -> list[str]:
     return out
 
 
+_EXPLAIN_TRAINING = {"epochs": 1, "batch_size": 4, "bptt": 5, "eval_batch_size": 2, "embedding_dim": 4, "hidden_dim": 4}
+#: Small specs whose corpora are generated, for ``runner explain`` (:meth:`TrainingStudyPlugin.variables_of`).
+EXPLAIN_EXAMPLES = (
+    {"experiment": {"name": "explain"}, "training": _EXPLAIN_TRAINING,
+     "corpus": {"source": TINY_TAGGED, "min_count": 2, "drop_rare_sentences": False, "analysis_tokens": 100},
+     "model": [{"name": "lm", "kind": "lm"}, {"name": "tagger", "kind": "tagger", "tagset": "upos"}]},
+    {"experiment": {"name": "explain"}, "training": _EXPLAIN_TRAINING,
+     "corpus": {"source": "scaffold:", "analysis_tokens": 100,
+                "scaffold": {"lengths": [3], "vocab_size": 50, "tokens": 3000, "rules": 40, "phrases": 10,
+                             "familiar_repeats": 40, "valid_tokens": 300, "test_cases": 20}},
+     "model": [{"name": "familiar", "corpus_variant": "familiar_k3"}]},
+)
+
+
 @register
 class TrainingStudyPlugin(Study):
     """Networks measured while they train (training as time): LSTM language models and taggers."""
@@ -292,6 +306,24 @@ class TrainingStudyPlugin(Study):
                                 "revisions": [f"{f.checkpoint.location}@{f.checkpoint.hub_revision or 'main'}"
                                               for f in todo]}
         return out
+
+    def variables_of(self, kind: str) -> list | None:
+        """Laid out for a small example (the generated tagged corpus, or a scaffold corpus for the
+        scaffold measures), whose corpus is generated; None for a measure that needs data of its own
+        (a treebank)."""
+        import torch
+
+        from runner.apply import prepare_all
+
+        for tables in EXPLAIN_EXAMPLES:
+            data = {**tables, "measure": [{"kind": kind}]}
+            try:
+                _, (p,) = prepare_all(SpecFile(Path("<explain>"), "", data, located=False))
+            except SpecError:
+                continue
+            if not p.unmet:
+                return [v for v in TrainingSession(p, torch.device("cpu")).layout.vars.values() if v.measure == kind]
+        return None
 
     def open(self, p: Prepared, device, say) -> TrainingSession:
         return TrainingSession(p, device)

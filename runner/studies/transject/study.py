@@ -181,6 +181,17 @@ class TransJectStudy(Study):
 
         return estimate(p, device, precision, calibrated)
 
+    def variables_of(self, kind: str) -> list:
+        """Laid out for one two-layer network of two experts and a three-word sentence (nothing read)."""
+        spec = self.spec_model().model_validate({
+            "experiment": {"name": "explain", "study": "transject"}, "data": {"source": "listops:"},
+            "model": [{"name": "model", "variant": "transject"}], "measure": [{"kind": kind}]})
+        net = {"label": "model", "model": "model", "replicate": 0, "seed": 0, "variant": "transject", "trained": True}
+        registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
+        layout = build_layout(spec, [net], 1, Shape(["embedding", "layer1", "layer2"], 2, ["a", "b", "c"]),
+                              registrations)
+        return [v for v in layout.vars.values() if v.measure == kind]
+
     def open(self, p: Prepared, device, say) -> TransJectSession:
         return TransJectSession(p, device)
 
