@@ -517,18 +517,47 @@ def cmd_apply(args) -> int:
         return run_apply_with_monitor(args.spec, device=args.device, overrides=args.set)
     if not args.quiet and "outside" in describe_store(store_path):
         print(f"store: {describe_store(store_path)}", file=sys.stderr)
-    if sweep is None:
-        code = report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options,
-                                    replace=args.replace, threads=args.threads), args.spec, store_path)
-    else:
-        code = report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet, executor=options,
-                                          replace=args.replace, threads=args.threads), args.spec, store_path)
-    if args.log_to and code in (EXIT_OK, EXIT_FAILED):
-        from runner.tracker import export
-
-        for p in prepared:
-            print(export(p.store_path, args.log_to), file=sys.stderr)
+    finish_tracking = _stream_to_tracker(args.log_to, [p.store_path for p in prepared]) if args.log_to else None
+    try:
+        if sweep is None:
+            code = report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options,
+                                        replace=args.replace, threads=args.threads), args.spec, store_path)
+        else:
+            code = report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet,
+                                              executor=options, replace=args.replace, threads=args.threads),
+                                  args.spec, store_path)
+    finally:
+        if finish_tracking is not None:
+            finish_tracking()
     return code
+
+
+def _stream_to_tracker(target: str, stores: list[Path]):
+    """Stream each store to the tracker while apply runs (a thread per store); the returned
+    function stops them, and each then finishes (headline numbers, figures) and says where it logged."""
+    import threading
+
+    from runner.tracker import stream
+
+    stop = threading.Event()
+
+    def follow(store: Path) -> None:
+        exporter = stream(store, target, stop)
+        try:
+            print(exporter.finish(), file=sys.stderr)
+        except Exception as err:  # noqa: BLE001 - the run's results are in the store whatever the tracker says
+            print(f"warning: --log-to {target}: {type(err).__name__}: {err}", file=sys.stderr)
+
+    threads = [threading.Thread(target=follow, args=(store,), daemon=True) for store in stores]
+    for t in threads:
+        t.start()
+
+    def finish() -> None:
+        stop.set()
+        for t in threads:
+            t.join()
+
+    return finish
 
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:

@@ -12,8 +12,10 @@ provenance as parameters and tags, the figures as artifacts) with one nested run
 * headline numbers: ``runner show``'s results per network, as final metrics;
 * the figures ``runner figures`` draws (drawn again into the store's figures folder).
 
-Exporting again replaces the store's earlier runs (they are deleted, then logged anew), so a
-resumed apply leaves one copy.
+The export streams: while ``apply`` runs, the curves' new points are logged every
+``EVERY_S`` seconds (and at the end, with the headline numbers and the figures). Exporting a
+store again replaces its earlier runs (deleted, then logged anew), so a resumed apply leaves one
+copy.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ TRACKERS = {"mlflow": "mlflow"}
 INSTALL = "pip install -e '.[tracker]'"
 #: Points of one curve at most (longer curves are subsampled evenly, the last point kept).
 MAX_POINTS = 5000
+#: Seconds between two streamed updates while a run goes.
+EVERY_S = 30.0
 STEP_UNITS = ("steps", "epochs")
 
 
@@ -75,63 +79,112 @@ def curves(ds) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
 
 
 def export(store: str | Path, target: str) -> str:
-    """Log ``store`` to the tracker ``target`` names; returns where it went (one line)."""
-    name, uri = parse(target)
-    return {"mlflow": _mlflow}[name](Path(store), uri)
+    """Log ``store`` to the tracker ``target`` names, whole; returns where it went (one line)."""
+    exporter = Exporter(Path(store), target)
+    return exporter.finish()
+
+
+class Exporter:
+    """One store's runs in MLflow: created once, then each :meth:`update` logs the curves' points
+    that are new since the last, and :meth:`finish` the headline numbers and figures."""
+
+    def __init__(self, store: Path, target: str):
+        name, uri = parse(target)
+        import logging
+
+        from mlflow.tracking import MlflowClient
+
+        logging.getLogger("mlflow").setLevel(logging.WARNING)  # its database set-up lines are not ours to print
+        self.store = store
+        self.uri = uri or f"sqlite:///{(store.parent / 'mlflow.db').resolve()}"
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.runs: dict[str, str] = {}
+        self.logged: dict[tuple[str, str], float] = {}  # (network, variable) -> last step logged
+        self.parent: str | None = None
+
+    def _start(self, ds) -> None:
+        from runner.layout import internal
+
+        client, prov = self.client, internal(ds.attrs)
+        self.experiment = str(ds.attrs.get("title", self.store.stem)).split(":")[0] or self.store.stem
+        found = client.get_experiment_by_name(self.experiment)
+        exp_id = found.experiment_id if found is not None else client.create_experiment(self.experiment)
+        store_id = str(prov.get("store_id", self.store.resolve()))
+        for old in client.search_runs([exp_id], f"tags.`transient.store_id` = '{store_id}'"):
+            client.delete_run(old.info.run_id)
+        tags = {"transient.store_id": store_id, "transient.store": str(self.store.resolve()),
+                "transient.spec_sha256": str(prov.get("spec_sha256", "")), "transient.study": str(prov.get("study", "")),
+                "mlflow.source.git.commit": str(prov.get("git_commit", ""))}
+        self.parent = client.create_run(exp_id, run_name=self.store.stem, tags=tags).info.run_id
+        client.log_param(self.parent, "spec_sha256", str(prov.get("spec_sha256", "")))
+        if prov.get("overrides"):
+            client.log_param(self.parent, "overrides", " ".join(prov["overrides"])[:6000])
+        client.log_text(self.parent, str(prov.get("spec_toml", "")), "spec.toml")
+        client.log_text(self.parent, json.dumps(prov.get("package_versions", {}), indent=2), "package_versions.json")
+        for net in map(str, ds["network"].values):
+            self.runs[net] = client.create_run(exp_id, run_name=net, tags={
+                **tags, "mlflow.parentRunId": self.parent, "transient.network": net}).info.run_id
+
+    def update(self) -> None:
+        """Log the curves' points that are new since the last update (none before the store exists)."""
+        import xarray as xr
+        from mlflow.entities import Metric
+
+        if not (self.store / "zarr.json").exists():
+            return
+        ds = xr.open_zarr(self.store, consolidated=False)
+        if self.parent is None:
+            self._start(ds)
+        for net, series in curves(ds).items():
+            metrics = []
+            for var, (steps, values) in series.items():
+                last = self.logged.get((net, var), -np.inf)
+                new = steps > last
+                metrics += [Metric(_key(var), float(v), 0, int(round(s))) for s, v in zip(steps[new], values[new],
+                                                                                           strict=True)]
+                if new.any():
+                    self.logged[(net, var)] = float(steps[new][-1])
+            for i in range(0, len(metrics), 1000):  # MLflow's batch limit
+                self.client.log_batch(self.runs[net], metrics=metrics[i:i + 1000])
+
+    def finish(self) -> str:
+        """The last points, the headline numbers and the figures; the runs end. Returns one line."""
+        import xarray as xr
+        from mlflow.entities import Metric
+
+        from runner.figures import default_out
+        from runner.figures import figures as draw_figures
+        from runner.status import headlines
+
+        self.update()
+        if self.parent is None:
+            return f"nothing logged to MLflow: {self.store} was not created"
+        ds = xr.open_zarr(self.store, consolidated=False)
+        for label, _, values in headlines(ds):
+            for net, value in values.items():
+                if value is not None:
+                    self.client.log_batch(self.runs[net], metrics=[Metric(_key(label), float(value), 0, 0)])
+        out = default_out(self.store)
+        draw_figures(self.store, out=out)
+        self.client.log_artifacts(self.parent, str(out), "figures")
+        for run in [*self.runs.values(), self.parent]:
+            self.client.set_terminated(run)
+        return (f"logged to MLflow ({self.uri}): experiment {self.experiment!r}, run {self.parent} with "
+                f"{len(self.runs)} network runs")
+
+
+def stream(store: Path, target: str, stop, every: float = EVERY_S) -> Exporter:
+    """Update an :class:`Exporter` of ``store`` every ``every`` seconds until ``stop`` (a
+    :class:`threading.Event`) is set; the caller then calls its ``finish``."""
+    exporter = Exporter(store, target)
+    while not stop.wait(every):
+        try:
+            exporter.update()
+        except Exception:  # noqa: BLE001 - a tracker hiccup never stops the run; finish says what failed
+            continue
+    return exporter
 
 
 def _key(text: str) -> str:
     """A metric or parameter name MLflow accepts."""
     return re.sub(r"[^\w\-. /]", "_", text).strip() or "value"
-
-
-def _mlflow(store: Path, uri: str | None) -> str:
-    import logging
-
-    import xarray as xr
-    from mlflow.entities import Metric
-    from mlflow.tracking import MlflowClient
-
-    from runner.figures import default_out
-    from runner.figures import figures as draw_figures
-    from runner.layout import internal
-    from runner.status import headlines
-
-    logging.getLogger("mlflow").setLevel(logging.WARNING)  # its database set-up lines are not ours to print
-    uri = uri or f"sqlite:///{(store.parent / 'mlflow.db').resolve()}"
-    client = MlflowClient(tracking_uri=uri)
-    ds = xr.open_zarr(store, consolidated=False)
-    prov = internal(ds.attrs)
-    experiment = str(ds.attrs.get("title", store.stem)).split(":")[0] or store.stem
-    found = client.get_experiment_by_name(experiment)
-    exp_id = found.experiment_id if found is not None else client.create_experiment(experiment)
-    store_id = str(prov.get("store_id", store.resolve()))
-    for old in client.search_runs([exp_id], f"tags.`transient.store_id` = '{store_id}'"):
-        client.delete_run(old.info.run_id)
-    tags = {"transient.store_id": store_id, "transient.store": str(store.resolve()),
-            "transient.spec_sha256": str(prov.get("spec_sha256", "")), "transient.study": str(prov.get("study", "")),
-            "mlflow.source.git.commit": str(prov.get("git_commit", ""))}
-    parent = client.create_run(exp_id, run_name=store.stem, tags=tags)
-    pid = parent.info.run_id
-    client.log_param(pid, "spec_sha256", str(prov.get("spec_sha256", "")))
-    if prov.get("overrides"):
-        client.log_param(pid, "overrides", " ".join(prov["overrides"])[:6000])
-    client.log_text(pid, str(prov.get("spec_toml", "")), "spec.toml")
-    client.log_text(pid, json.dumps(prov.get("package_versions", {}), indent=2), "package_versions.json")
-    out = default_out(store)
-    draw_figures(store, out=out)
-    client.log_artifacts(pid, str(out), "figures")
-    heads, series_of = headlines(ds), curves(ds)
-    for net in map(str, ds["network"].values):
-        child = client.create_run(exp_id, run_name=net, tags={**tags, "mlflow.parentRunId": pid,
-                                                              "transient.network": net})
-        cid = child.info.run_id
-        metrics = [Metric(_key(var), float(v), 0, int(round(s))) for var, (steps, values) in series_of.get(net, {}).items()
-                   for s, v in zip(steps, values, strict=True)]
-        metrics += [Metric(_key(label), float(values[net]), 0, 0) for label, _, values in heads
-                    if values.get(net) is not None]
-        for i in range(0, len(metrics), 1000):  # MLflow's batch limit
-            client.log_batch(cid, metrics=metrics[i:i + 1000])
-        client.set_terminated(cid)
-    client.set_terminated(pid)
-    return f"logged to MLflow ({uri}): experiment {experiment!r}, run {pid} with {ds.sizes['network']} network runs"

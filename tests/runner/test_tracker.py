@@ -56,3 +56,35 @@ def test_an_unknown_tracker_is_a_usage_error_before_anything_runs(in_process, sp
     code, _, err = in_process("apply", spec, "-q", "--log-to", "wandbb")
     assert code == 2 and "--log-to wandbb: unknown tracker 'wandbb'; known: mlflow" in err
     assert not (tmp_path / "store").exists()
+
+
+def test_the_export_streams_what_a_running_apply_has_made_durable(tmp_path):
+    """An update while the apply is paused mid-run logs the points written so far; after the run
+    the next update logs only the rest, and the history equals the store's."""
+    import subprocess
+
+    from mlflow.tracking import MlflowClient
+
+    from runner.tracker import Exporter
+
+    from .helpers import RUNNER, cli_env, write_spec
+
+    spec = write_spec(tmp_path, maps_spec("maps", steps=200, samples=4, checkpoint_every=50))
+    proc = subprocess.Popen([*RUNNER, "apply", str(spec), "-q"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=cli_env(tmp_path, RUNNER_TEST_STALL="tanh@120"))
+    marker = tmp_path / "store" / "maps.runner" / "stalled"
+    from .helpers import wait_for
+
+    wait_for(marker.exists, proc)
+    uri = f"sqlite:///{tmp_path / 'tracking.db'}"
+    exporter = Exporter(tmp_path / "store" / "maps.zarr", f"mlflow:{uri}")
+    exporter.update()
+    client = MlflowClient(tracking_uri=uri)
+    so_far = [m.step for m in client.get_metric_history(exporter.runs["tanh"], "effective_dimension")]
+    assert so_far and max(so_far) < 120  # the segments written before the pause, not more
+    marker.unlink()
+    assert proc.wait(timeout=300) == 0, proc.communicate()
+    exporter.finish()
+    ds = xr.open_zarr(tmp_path / "store" / "maps.zarr")
+    history = [m.step for m in client.get_metric_history(exporter.runs["tanh"], "effective_dimension")]
+    assert sorted(history) == list(ds["neff_step"].values)  # every point once
