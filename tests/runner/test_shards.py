@@ -118,7 +118,7 @@ def test_measures_that_read_all_samples_are_refused_before_compute(in_process, t
 def test_unknown_executor_and_bad_options_are_refused(in_process, tmp_path):
     write_spec(tmp_path, maps_spec("x"), "x.toml")
     code, _, err = in_process("apply", "x.toml", "--executor", "slurm")
-    assert code == 66 and "unknown executor 'slurm'; known: local, ray" in err
+    assert code == 2 and "unknown executor 'slurm'; known: local, ray" in err
     assert in_process("apply", "x.toml", "--address", "auto")[0] == 2
     assert in_process("apply", "x.toml", "--shards", "0")[0] == 2
     assert not (tmp_path / "store").exists()
