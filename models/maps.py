@@ -7,6 +7,10 @@ All are :class:`DynamicalMap` s on states of shape ``(batch, 1, n)`` (one "token
   (largest Lyapunov exponent about 0.42).
 - ``tanh``: ``x -> tanh(g W x)`` with ``W_ij ~ N(0, 1/N)`` (n = N); the random-network
   transition to chaos is at g = 1 for large N.
+- ``lorenz96``: one fourth-order Runge-Kutta step of ``dt`` of Lorenz-96,
+  ``dx_i/dt = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F`` (n = N, cyclic); at N = 40, F = 8 its largest
+  Lyapunov exponent is about 1.7 per model time unit (Lorenz & Emanuel 1998: errors double in about
+  0.42 units; Karimi & Paul 2010 report 1.68), so about 1.7 dt per step.
 
 Each map has a frozen pydantic params model (``params_model(name)``), so a spec's
 ``params = {...}`` can be validated before any compute. Initial states are drawn in float64 on
@@ -44,6 +48,15 @@ class TanhParams(_Params):
     """Gain; W has spectral radius about 1, so g > 1 is the chaotic side for large n."""
     n: int = Field(100, ge=1)
     """Number of units N; W_ij ~ N(0, 1/N)."""
+
+
+class Lorenz96Params(_Params):
+    n: int = Field(40, ge=4)
+    """Number of variables N on the circle (Lorenz 1996; Lorenz & Emanuel 1998: 40)."""
+    forcing: float = Field(8.0, allow_inf_nan=False)
+    """F (8: the chaotic regime of the literature)."""
+    dt: float = Field(0.05, gt=0, allow_inf_nan=False)
+    """Model time of one step (one RK4 step; Lorenz & Emanuel 1998: 0.05, "6 hours")."""
 
 
 def _generator(inputs: MapInputs) -> torch.Generator:
@@ -154,10 +167,45 @@ class TanhReservoir(_ReferenceMap):
         return torch.tanh(x @ self._gWt)
 
 
+class Lorenz96Map(_ReferenceMap):
+    """One RK4 step of ``dt`` of Lorenz-96 (Lorenz 1996), batched over samples: a continuous-time
+    reference system whose exponent per step is the flow's per time unit times ``dt``.
+
+    Initial states lie on the attractor: ``x_i = F`` plus ``U(-0.01, 0.01)`` noise, then
+    ``burn_in`` model time units of the flow (in float64) before casting."""
+
+    params_model = Lorenz96Params
+    burn_in = 20.0
+
+    def __init__(self, params: Lorenz96Params | None = None, **kw):
+        super().__init__(params or Lorenz96Params(), **kw)
+        self.n_hidden = int(self.params.n)
+        self.forcing, self.dt = float(self.params.forcing), float(self.params.dt)
+
+    def _flow(self, x: Tensor) -> Tensor:
+        return (torch.roll(x, -1, -1) - torch.roll(x, 2, -1)) * torch.roll(x, 1, -1) - x + self.forcing
+
+    def initial_state(self, inputs: MapInputs) -> Tensor:
+        u = torch.rand((inputs.samples, 1, self.n_hidden), generator=_generator(inputs), dtype=torch.float64)
+        x = self.forcing + 0.02 * u - 0.01
+        for _ in range(round(self.burn_in / self.dt)):
+            x = self.step(x)
+        return self._cast(x)
+
+    def step(self, x: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        h = self.dt
+        k1 = self._flow(x)
+        k2 = self._flow(x + 0.5 * h * k1)
+        k3 = self._flow(x + 0.5 * h * k2)
+        k4 = self._flow(x + h * k3)
+        return x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
+
+
 MAPS: dict[str, type[_ReferenceMap]] = {
     "logistic": LogisticMap,
     "henon": HenonMap,
     "tanh": TanhReservoir,
+    "lorenz96": Lorenz96Map,
 }
 
 
@@ -184,6 +232,6 @@ def build_map(name: str, params: dict | None = None, *, seed: int = 0, dtype: to
 
 
 __all__ = [
-    "HenonMap", "HenonParams", "LogisticMap", "LogisticParams", "MAPS", "TanhParams", "TanhReservoir",
+    "HenonMap", "HenonParams", "LogisticMap", "LogisticParams", "Lorenz96Map", "Lorenz96Params", "MAPS", "TanhParams", "TanhReservoir",
     "build_map", "params_model",
 ]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from models import MAPS, MapInputs, build_map, params_model
-from models.maps import HenonMap, LogisticMap, TanhReservoir
+from models.maps import HenonMap, LogisticMap, Lorenz96Map, TanhReservoir
 
 
 def _inputs(samples: int, seed: int = 0) -> MapInputs:
@@ -15,7 +15,7 @@ def _inputs(samples: int, seed: int = 0) -> MapInputs:
 
 
 def test_registry():
-    assert MAPS == {"logistic": LogisticMap, "henon": HenonMap, "tanh": TanhReservoir}
+    assert MAPS == {"logistic": LogisticMap, "henon": HenonMap, "tanh": TanhReservoir, "lorenz96": Lorenz96Map}
     for name in MAPS:
         model = params_model(name)
         assert issubclass(model, pydantic.BaseModel)
@@ -106,3 +106,14 @@ def test_params_are_frozen():
         p.r = 3.0
     assert params_model("henon")().a == 1.4 and params_model("henon")().b == 0.3
     assert params_model("tanh")().g == 1.5 and params_model("tanh")().n == 100
+
+
+def test_lorenz96_is_the_flow_it_integrates():
+    """One RK4 step of dt from a fixed point x_i = F stays there; a small dt follows dx/dt exactly."""
+    m = build_map("lorenz96", {"n": 8, "forcing": 8.0, "dt": 0.05}, dtype=torch.float64)
+    fixed = torch.full((1, 1, 8), 8.0, dtype=torch.float64)
+    torch.testing.assert_close(m.step(fixed), fixed)  # (x_{i+1} - x_{i-2}) x_{i-1} = 0 and -x + F = 0
+    x = torch.randn(2, 1, 8, dtype=torch.float64)
+    fine = build_map("lorenz96", {"n": 8, "dt": 1e-6}, dtype=torch.float64)
+    expected = (torch.roll(x, -1, -1) - torch.roll(x, 2, -1)) * torch.roll(x, 1, -1) - x + 8.0
+    torch.testing.assert_close((fine.step(x) - x) / 1e-6, expected, rtol=1e-5, atol=1e-5)
