@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from dataclasses import replace as replace_fields
 from pathlib import Path
 
+from runner import errors
+from runner.errors import ConsentNeeded
 from runner import interrupt
 from runner.changes import Changes, compare, summary
 from runner.estimate import Calibrator
@@ -32,7 +34,7 @@ from runner.threads import ThreadChoice, for_run
 from runner.threads import use as use_threads
 
 
-class ReplaceRefused(Exception):
+class ReplaceRefused(ConsentNeeded):
     """Applying the spec would replace or drop finished results, and the user has not agreed to it
     (``apply --replace`` or ``[experiment] replace = true``); nothing ran."""
 
@@ -61,7 +63,7 @@ class ReplaceRefused(Exception):
             "another [experiment] name or store.")
 
 
-class Unmet(Exception):
+class Unmet(errors.Unavailable):
     """Requirements this machine does not meet (a model not cached and no network, a missing extra,
     no CUDA); ``apply`` refuses before any compute, ``plan`` lists them."""
 

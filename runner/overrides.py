@@ -18,12 +18,13 @@ from typing import Any
 
 import tomli
 
+from runner.errors import UsageError
 from runner.specfile import SpecFile
 
 _PART = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)")
 
 
-class OverrideError(Exception):
+class OverrideError(UsageError):
     """A ``--set`` that cannot be read or applied (exit 2, a usage error)."""
 
 

@@ -19,6 +19,8 @@ from typing import Annotated, Any
 import tomli
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner.errors import EXIT_UNAVAILABLE, SpecInvalid
+
 MAX_SPEC_BYTES = 1 << 20
 
 #: A label used in paths and coordinates: letters, digits, ``_ . -``, and not only dots.
@@ -28,7 +30,7 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-
 Loc = tuple
 
 
-class SpecError(Exception):
+class SpecError(SpecInvalid):
     """A spec that cannot be run; ``problems`` holds one line per problem."""
 
     def __init__(self, path: Path | str, problems: list[str]):
@@ -39,6 +41,8 @@ class SpecError(Exception):
 
 class SpecMissing(SpecError):
     """The spec file does not exist (an input that is missing: exit 66, not 65)."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 class SpecProblem(Exception):
