@@ -77,6 +77,11 @@ class Family:
               seed: int = 0, dtype=None, device="cpu", implementation: str = "fused"):
         raise NotImplementedError
 
+    def weights_nbytes(self, source: str, params: dict, n_hidden: int, itemsize: int) -> int:
+        """Memory its weights take beside the state when built in ``itemsize``-byte elements, for a
+        study's memory check before anything runs (0: not counted)."""
+        return 0
+
 
 _FAMILIES: list[Family] = []
 
@@ -133,6 +138,10 @@ class MapFamily(Family):
         from models.maps import build_map
 
         return build_map(source.removeprefix("map:"), dict(params or {}), seed=seed, dtype=dtype, device=device)
+
+    def weights_nbytes(self, source: str, params: dict, n_hidden: int, itemsize: int) -> int:
+        size = getattr(self.maps[source.removeprefix("map:")], "weights_nbytes", None)  # a plugin map may not say
+        return size(n_hidden, itemsize) if size else 0
 
 
 def register_map(name: str, cls) -> None:
