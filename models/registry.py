@@ -47,6 +47,8 @@ class Family:
     """Driven by tokenized text (then the study draws input sentences with its tokenizer)."""
     autonomous: ClassVar[bool] = True
     """The same map at every step (False: the map is told the step, :meth:`DynamicalMap.at`)."""
+    mlm_head: ClassVar[bool] = False
+    """Its checkpoints carry a pre-trained masked-LM head (:func:`models.albert.load_mlm_head`)."""
 
     def matches(self, source: str) -> bool:
         raise NotImplementedError
@@ -160,6 +162,7 @@ class AlbertFamily(Family):
 
     name = "albert"
     text = True
+    mlm_head = True
 
     def matches(self, source: str) -> bool:
         return source.startswith(("hf:", "path:")) or not re.match(r"^[a-z]+:", source)
@@ -201,6 +204,7 @@ class TinyAlbertFamily(AlbertFamily):
     on first use; its sizes are known without building it."""
 
     name = "tiny-albert"
+    mlm_head = False  # built here without the pre-trained head
     SOURCE = "builtin:tiny-albert"
 
     def matches(self, source: str) -> bool:

@@ -83,7 +83,7 @@ class Outcome:
 
 
 def read_spec(spec_path: str | Path, overrides=()) -> SpecFile:
-    """A spec file's tables with ``overrides`` (``"dynamics.steps=1000"`` texts, :mod:`runner.overrides`) set."""
+    """A spec file's tables with ``overrides`` (``"model[0].seed=3"`` texts, :mod:`runner.overrides`) set."""
     from runner import overrides as ov
 
     return ov.apply(read_toml(spec_path), [o if isinstance(o, ov.Override) else ov.parse(o) for o in overrides])
@@ -272,8 +272,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
 
 
 class _BuildProgress(logging.Handler):
-    """First-use builds of models (the ``models`` loggers' INFO records, e.g. "building tiny-ALBERT:
-    MLM step 120/200"): printed (unless quiet) and written as the run's preparing stage, which the
+    """First-use builds of models (the ``models`` loggers' INFO records, e.g. "building <model>:
+    step 120/200"): printed (unless quiet) and written as the run's preparing stage, which the
     monitor and ``status`` show."""
 
     def __init__(self, events, view):
