@@ -94,6 +94,11 @@ class _ReferenceMap(DynamicalMap):
     def extra_repr(self) -> str:
         return f"{self.params!r}, seed={self.seed}, dtype={self.dtype}"
 
+    @classmethod
+    def weights_nbytes(cls, n_hidden: int, itemsize: int) -> int:
+        """Memory its weights take for a state of ``n_hidden`` elements (none: a formula of the state)."""
+        return 0
+
 
 class LogisticMap(_ReferenceMap):
     """``x -> r x (1 - x)``; initial states ``x ~ U(0.05, 0.95)``."""
@@ -158,6 +163,10 @@ class TanhReservoir(_ReferenceMap):
         self.register_buffer("W", self._cast(w))
         # x W_eff^T = g (W x) for row-vector states
         self.register_buffer("_gWt", self._cast(self.g * w.T), persistent=False)
+
+    @classmethod
+    def weights_nbytes(cls, n_hidden: int, itemsize: int) -> int:
+        return n_hidden ** 2 * (8 + 2 * itemsize)  # W drawn in fp64, then W and g W^T in the working precision
 
     def initial_state(self, inputs: MapInputs) -> Tensor:
         x = torch.randn((inputs.samples, 1, self.n_hidden), generator=_generator(inputs), dtype=torch.float64)

@@ -47,6 +47,8 @@ class Family:
     """Driven by tokenized text (then the study draws input sentences with its tokenizer)."""
     autonomous: ClassVar[bool] = True
     """The same map at every step (False: the map is told the step, :meth:`DynamicalMap.at`)."""
+    mlm_head: ClassVar[bool] = False
+    """Its checkpoints carry a pre-trained masked-LM head (:func:`models.albert.load_mlm_head`)."""
 
     def matches(self, source: str) -> bool:
         raise NotImplementedError
@@ -76,6 +78,11 @@ class Family:
     def build(self, source: str, *, revision: str | None = None, params: dict | None = None, init: Any = None,
               seed: int = 0, dtype=None, device="cpu", implementation: str = "fused"):
         raise NotImplementedError
+
+    def weights_nbytes(self, source: str, params: dict, n_hidden: int, itemsize: int) -> int:
+        """Memory its weights take beside the state when built in ``itemsize``-byte elements, for a
+        study's memory check before anything runs (0: not counted)."""
+        return 0
 
 
 _FAMILIES: list[Family] = []
@@ -134,6 +141,10 @@ class MapFamily(Family):
 
         return build_map(source.removeprefix("map:"), dict(params or {}), seed=seed, dtype=dtype, device=device)
 
+    def weights_nbytes(self, source: str, params: dict, n_hidden: int, itemsize: int) -> int:
+        size = getattr(self.maps[source.removeprefix("map:")], "weights_nbytes", None)  # a plugin map may not say
+        return size(n_hidden, itemsize) if size else 0
+
 
 def register_map(name: str, cls) -> None:
     """Make a :class:`models.base.DynamicalMap` subclass (with a pydantic ``params_model`` and
@@ -151,6 +162,7 @@ class AlbertFamily(Family):
 
     name = "albert"
     text = True
+    mlm_head = True
 
     def matches(self, source: str) -> bool:
         return source.startswith(("hf:", "path:")) or not re.match(r"^[a-z]+:", source)
@@ -192,6 +204,7 @@ class TinyAlbertFamily(AlbertFamily):
     on first use; its sizes are known without building it."""
 
     name = "tiny-albert"
+    mlm_head = False  # built here without the pre-trained head
     SOURCE = "builtin:tiny-albert"
 
     def matches(self, source: str) -> bool:

@@ -2,7 +2,7 @@
 or a script, with the same validation, the same tasks and the same store as the CLI.
 
     from runner import api
-    spec = api.load_spec("specs/quickstart.toml", overrides=["dynamics.steps=100"])
+    spec = api.load_spec("specs/quickstart.toml", overrides=["experiment.seed=3"])
     print(api.plan(spec).summary())
     api.apply(spec)
     ds = api.open("store/quickstart.zarr")             # an xarray.Dataset
@@ -29,7 +29,7 @@ DICT_SPEC = Path("<dict>")
 
 
 def load_spec(spec: str | Path | dict | SpecFile, overrides: list[str] = ()) -> SpecFile:
-    """A spec's tables (a file's, or a dict's) with ``overrides`` (``"dynamics.steps=1000"``) set.
+    """A spec's tables (a file's, or a dict's) with ``overrides`` (``"model[0].seed=3"``) set.
     Validation happens in :func:`plan` and :func:`apply`, as in the CLI."""
     from runner import overrides as ov
 

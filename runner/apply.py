@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from dataclasses import replace as replace_fields
 from pathlib import Path
 
+from runner import errors
+from runner.errors import ConsentNeeded
 from runner import interrupt
 from runner.changes import Changes, compare, summary
 from runner.estimate import Calibrator
@@ -32,7 +34,7 @@ from runner.threads import ThreadChoice, for_run
 from runner.threads import use as use_threads
 
 
-class ReplaceRefused(Exception):
+class ReplaceRefused(ConsentNeeded):
     """Applying the spec would replace or drop finished results, and the user has not agreed to it
     (``apply --replace`` or ``[experiment] replace = true``); nothing ran."""
 
@@ -61,7 +63,7 @@ class ReplaceRefused(Exception):
             "another [experiment] name or store.")
 
 
-class Unmet(Exception):
+class Unmet(errors.Unavailable):
     """Requirements this machine does not meet (a model not cached and no network, a missing extra,
     no CUDA); ``apply`` refuses before any compute, ``plan`` lists them."""
 
@@ -81,7 +83,7 @@ class Outcome:
 
 
 def read_spec(spec_path: str | Path, overrides=()) -> SpecFile:
-    """A spec file's tables with ``overrides`` (``"dynamics.steps=1000"`` texts, :mod:`runner.overrides`) set."""
+    """A spec file's tables with ``overrides`` (``"model[0].seed=3"`` texts, :mod:`runner.overrides`) set."""
     from runner import overrides as ov
 
     return ov.apply(read_toml(spec_path), [o if isinstance(o, ov.Override) else ov.parse(o) for o in overrides])
@@ -270,8 +272,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
 
 
 class _BuildProgress(logging.Handler):
-    """First-use builds of models (the ``models`` loggers' INFO records, e.g. "building tiny-ALBERT:
-    MLM step 120/200"): printed (unless quiet) and written as the run's preparing stage, which the
+    """First-use builds of models (the ``models`` loggers' INFO records, e.g. "building <model>:
+    step 120/200"): printed (unless quiet) and written as the run's preparing stage, which the
     monitor and ``status`` show."""
 
     def __init__(self, events, view):

@@ -157,7 +157,7 @@ def _show(v: Any) -> str:
 
 
 def summary(ids: Iterable[str], records: dict[str, dict]) -> str:
-    """``pretrained: lyapunov, pca; initial-1: lyapunov`` for a list of finished results."""
+    """``pretrained: <measure>, <measure>; initial-1: <measure>`` (network: measures) for a list of finished results."""
     by_net: dict[str, list[str]] = {}
     for i in ids:
         rec = records.get(i, {})

@@ -26,26 +26,25 @@ import os
 import sys
 from pathlib import Path
 
-(EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_IOERR, EXIT_LOCKED, EXIT_REPLACE,
- EXIT_INTERRUPTED) = 0, 1, 2, 65, 66, 74, 75, 77, 130
+from runner.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOCKED,  # noqa: F401 (the codes, named)
+                           EXIT_OK, EXIT_REPLACE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_USAGE, StorageError,
+                           UsageError)
+from runner.errors import Unavailable as _Unavailable
+from runner.errors import exit_code as _exit_code
 
 
 SET_HELP = ("change one value of the spec: a dotted key ([i] for an entry of an array of tables) and a TOML value, "
-            "e.g. --set dynamics.steps=1000 --set 'model[0].seed=3' (repeatable; recorded in the provenance)")
+            "e.g. --set experiment.seed=3 --set 'model[0].seed=3' (repeatable; recorded in the provenance)")
 
 THREADS_HELP = ("CPU threads for torch (overrides [experiment] threads); default: the runner times 1 thread, "
                 "the idle CPUs and all CPUs on the model at hand and takes the fastest")
 
 
-class UsageError(Exception):
-    """A command-line argument that cannot be used (exit 2)."""
-
-
-class NoStore(Exception):
+class NoStore(_Unavailable):
     """The store a command reads does not exist, or is not one this project wrote (exit 66)."""
 
 
-class CannotWrite(Exception):
+class CannotWrite(StorageError):
     """A file a command writes outside the store (``figures --out``) cannot be written (exit 74)."""
 
 
@@ -96,26 +95,8 @@ def _stdout_to_devnull() -> None:
 
 
 def _known_error(err: Exception) -> int | None:
-    from runner.apply import ReplaceRefused, Unmet
-    from runner.data.corpus import CorpusError
-    from runner.overrides import OverrideError
-    from runner.specfile import SpecError, SpecMissing
-    from runner.store import (
-        StoreFormatError,
-        StoreLocked,
-        StorePathError,
-        StoreWriteError,
-    )
-    from runner.study import ShardError, Unavailable
-    from runner.verify import StoreDamaged, StoreUnreadable
-
-    codes = {SpecMissing: EXIT_UNAVAILABLE, StoreUnreadable: EXIT_UNAVAILABLE, StoreDamaged: EXIT_IOERR, ShardError: EXIT_USAGE,
-             OverrideError: EXIT_USAGE, SpecError: EXIT_SPEC, StorePathError: EXIT_SPEC, StoreFormatError: EXIT_SPEC,
-             UsageError: EXIT_USAGE,
-             NoStore: EXIT_UNAVAILABLE, Unavailable: EXIT_UNAVAILABLE, CorpusError: EXIT_UNAVAILABLE,
-             Unmet: EXIT_UNAVAILABLE, StoreWriteError: EXIT_IOERR, CannotWrite: EXIT_IOERR, StoreLocked: EXIT_LOCKED,
-             ReplaceRefused: EXIT_REPLACE}
-    return next((code for cls, code in codes.items() if isinstance(err, cls)), None)
+    """The exit code of an error reported in one line (a :class:`runner.errors.RunnerError`), or None."""
+    return _exit_code(err)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -126,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("plan", help="show what apply would run, the resolved parameters and what is done")
-    p.add_argument("spec", type=Path, help="TOML spec, e.g. specs/albert_short.toml")
+    p.add_argument("spec", type=Path, help="TOML spec, e.g. specs/quickstart.toml")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-estimate", action="store_true",
                    help="skip the cost estimate (device time and disk; calibrates a few steps unless cached)")
@@ -143,14 +124,15 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("apply", help="run what the store is missing (resumable, idempotent)")
     p.add_argument("spec", type=Path, help="TOML spec, e.g. specs/quickstart.toml")
-    p.add_argument("--device", help="override [dynamics] device (auto, cpu, cuda, cuda:1, ...)")
+    p.add_argument("--device", help="override the device the spec asks for (auto, cpu, cuda, cuda:1, ...)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.add_argument("--monitor", action="store_true", help="run and watch it in the terminal monitor")
     p.add_argument("--executor", default="local", help="where tasks run: local (default, this process) or ray "
                    "(a Ray cluster; pip install -e '.[ray]')")
     p.add_argument("--address", help="--executor ray: the cluster to join (auto, ray://host:10001); default: start "
                    "a local one")
-    p.add_argument("--shards", type=int, default=1, help="split each depth pass into this many sample shards")
+    p.add_argument("--shards", type=int, default=1, help="split each group of tasks into this many sample shards (a study "
+                   "that cannot split its groups refuses, exit 2)")
     p.add_argument("--replace", action="store_true", help="replace finished results whose parameters changed (the "
                    "store as it was is kept in store/<name>.history/; without it apply refuses, exit 77)")
     p.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
@@ -203,7 +185,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_figures)
 
     p = sub.add_parser("explain", help="parameters of a spec table or measure, with defaults and meaning")
-    p.add_argument("name", nargs="?", help="measure kind (lyapunov, svcca, ...) or table (model, input, dynamics, ...)")
+    p.add_argument("name", nargs="?", help="a measure kind or a spec table of a registered study (without NAME: "
+                   "every study's tables and measures)")
     p.set_defaults(func=cmd_explain)
     return parser
 
@@ -447,7 +430,7 @@ def print_unmet(unmet: list[str], verbose: bool = False) -> None:
 
 def _say(line: str) -> None:
     """Print a line of human output wrapped to the terminal, continuing under its text column
-    (``corpus     ...``, ``  svcca        ...``)."""
+    (``store      ...``, ``  name         ...``)."""
     import re
     import textwrap
 
@@ -491,8 +474,9 @@ def cmd_apply(args) -> int:
     options = ExecutorOptions(args.executor, args.address, args.shards)
     sweep, prepared = prepare_all(args.spec, args.set)  # every input error is reported here, before anything runs
     _check_flags(prepared[0].study, ["--shards"] if args.shards > 1 else [])
-    for p in prepared:
-        p.unmet = [u for u in p.unmet if not (args.device and "device:" in u)]  # the flag overrides the spec
+    if args.device:  # the flag replaces the spec's device: the spec's device requirement no longer applies
+        for p in prepared:
+            p.unmet = [u for u in p.unmet if getattr(u, "kind", None) != "device"]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
     unmet += [problem] if (problem := executor_problem(args.executor)) else []
     if args.log_to:

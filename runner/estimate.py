@@ -24,7 +24,7 @@ from typing import Any
 
 from runner.plan import task_id
 
-#: The precisions a spec can ask for (``[dynamics] precision``, ``[train] precision``).
+#: The precisions a spec can ask for (a study's ``precision`` key).
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16")
 
 

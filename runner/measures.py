@@ -1,7 +1,7 @@
 """Measures, declared once: a pure function in ``analyses/`` and one registration.
 
-A registration is a subclass of its study's measure base class (for instance
-``runner.studies.depth.measure.TrajectoryMeasure``) decorated with :func:`register`. It holds:
+A registration is a subclass of its study's measure base class (``docs/extending.md`` names
+them) decorated with :func:`register`. It holds:
 
 - ``Params``: its ``[[measure]]`` table, a :class:`MeasureParams` with ``kind: Literal["name"]``
   and the paper's defaults (its docstring and field docstrings are what ``runner explain`` shows);

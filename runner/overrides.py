@@ -2,7 +2,7 @@
 snakemake's ``--config`` and DVC's ``-S`` do.
 
 ``KEY`` is a dotted path into the spec's tables, with ``[i]`` for an entry of an array of tables
-(``dynamics.steps``, ``model[0].seed``, ``measure[2].tau``); ``VALUE`` is a TOML value (``1000``,
+(``experiment.seed``, ``model[0].seed``, ``measure[2].every``); ``VALUE`` is a TOML value (``1000``,
 ``1e-3``, ``true``, ``[1, 2]``, ``"text"``), and a bare word is a string (``device=cpu``). The
 changed spec is validated as the file would be; a problem at an overridden key names the override.
 A sweep's axes cannot be overridden: the sweep sets them.
@@ -18,21 +18,22 @@ from typing import Any
 
 import tomli
 
+from runner.errors import UsageError
 from runner.specfile import SpecFile
 
 _PART = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)")
 
 
-class OverrideError(Exception):
+class OverrideError(UsageError):
     """A ``--set`` that cannot be read or applied (exit 2, a usage error)."""
 
 
 @dataclass(frozen=True)
 class Override:
     text: str
-    """As given: ``dynamics.steps=1000``."""
+    """As given: ``experiment.seed=3``."""
     path: tuple
-    """``("dynamics", "steps")``; ``("model", 0, "seed")``."""
+    """``("experiment", "seed")``; ``("model", 0, "seed")``."""
     value: Any
 
 
@@ -40,7 +41,7 @@ def parse(text: str) -> Override:
     key, eq, raw = text.partition("=")
     key = key.strip()
     if not eq or not key:
-        raise OverrideError(f"--set {text}: expected KEY=VALUE, e.g. --set dynamics.steps=1000")
+        raise OverrideError(f"--set {text}: expected KEY=VALUE, e.g. --set experiment.seed=3")
     path: list = []
     for part in key.split("."):
         m = _PART.fullmatch(part)

@@ -33,7 +33,7 @@ class Task:
     """The measure whose variables it writes (``train`` for training itself)."""
     network: int
     name: str
-    """What the plan and the monitor call it (``lyapunov``, ``svcca:final``)."""
+    """What the plan and the monitor call it (the measure's kind, ``<kind>:<variant>`` for a variant)."""
     deps: tuple[str, ...] = ()
     """Ids of the tasks whose results it needs (shown by ``plan``)."""
     needs: tuple[str, ...] | None = None

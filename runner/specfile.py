@@ -19,6 +19,8 @@ from typing import Annotated, Any
 import tomli
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner.errors import EXIT_UNAVAILABLE, SpecInvalid
+
 MAX_SPEC_BYTES = 1 << 20
 
 #: A label used in paths and coordinates: letters, digits, ``_ . -``, and not only dots.
@@ -28,7 +30,7 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-
 Loc = tuple
 
 
-class SpecError(Exception):
+class SpecError(SpecInvalid):
     """A spec that cannot be run; ``problems`` holds one line per problem."""
 
     def __init__(self, path: Path | str, problems: list[str]):
@@ -39,6 +41,8 @@ class SpecError(Exception):
 
 class SpecMissing(SpecError):
     """The spec file does not exist (an input that is missing: exit 66, not 65)."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 class SpecProblem(Exception):
@@ -165,7 +169,7 @@ def describe(root: type[BaseModel], sf: SpecFile, error: dict) -> str:
 
 
 def _strip_tags(loc: list, data: dict) -> list:
-    """Drop the tag pydantic adds after an array index for discriminated unions (measure.1.lyapunov.tau)."""
+    """Drop the tag pydantic adds after an array index for discriminated unions (measure.1.<kind>.<key>)."""
     if len(loc) >= 3 and isinstance(loc[1], int) and isinstance(loc[2], str):
         entries = data.get(loc[0])
         if isinstance(entries, list) and loc[1] < len(entries) and isinstance(entries[loc[1]], dict) \
@@ -236,7 +240,7 @@ def locate(text: str, loc: tuple) -> int:
     index = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
     key = next((p for p in loc[1:] if isinstance(p, str)), None)
     if len(loc) > 2 and isinstance(loc[1], str) and re.search(rf"^\[\s*{re.escape(f'{table}.{loc[1]}')}\s*\]", text, re.M):
-        table, key = f"{table}.{loc[1]}", loc[2]  # a key of a sub-table ([corpus.scaffold] tokens)
+        table, key = f"{table}.{loc[1]}", loc[2]  # a key of a sub-table ([table.sub] key)
     header_line, seen, inside = 1, -1, False
     for n, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()

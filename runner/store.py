@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from filelock import FileLock, Timeout
 
+from runner.errors import Locked, SpecInvalid, StorageError
 from runner.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
 from runner.records import drop_records, journal_file, note_written, read_records, records_dir, write_records
 
@@ -37,19 +38,19 @@ if TYPE_CHECKING:  # pragma: no cover
 warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
 
 
-class StoreLocked(Exception):
+class StoreLocked(Locked):
     """Another process is applying a spec to this store."""
 
 
-class StorePathError(Exception):
+class StorePathError(SpecInvalid):
     """The store path names something the runner must not write to; the message says what."""
 
 
-class StoreFormatError(Exception):
+class StoreFormatError(SpecInvalid):
     """A store written by an older runner, in a layout this one does not write to."""
 
 
-class StoreWriteError(Exception):
+class StoreWriteError(StorageError):
     """The store (or the runner's folder beside it) cannot be written: disk full, read-only, ...
     Work recorded before the error is kept; applying again after fixing the cause resumes."""
 

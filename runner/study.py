@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from runner import errors
+from runner.errors import UsageError
 from runner.layout import Layout
 from runner.plugins import load_plugins
 from runner.plan import Task
@@ -33,11 +35,11 @@ from runner.specfile import SpecError, SpecFile, StudySpec
 _STUDIES: dict[str, type[Study]] = {}
 
 
-class ShardError(Exception):
+class ShardError(UsageError):
     """A group of tasks that cannot be split into sample shards; the message says which measure and why."""
 
 
-class Unavailable(Exception):
+class Unavailable(errors.Unavailable):
     """A model, tokenizer or data set that cannot be loaded now; the message says which and why."""
 
 

@@ -84,7 +84,7 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
             continue
         if isinstance(data.get(name), list):
             problems.append(sf.problem((TABLE, name), f"[[{name}]] is a list of tables; a sweep sets keys of "
-                                       "single tables ([input], [dynamics], [experiment], ...)"))
+                                       "single tables ([experiment], ...)"))
             continue
         for key, values in keys.items():
             if isinstance(values, dict):

@@ -2,7 +2,7 @@
 
 torch's default is one intra-op thread per core, which on a shared machine oversubscribes the cores
 other jobs hold: OpenMP's barriers then wait for descheduled threads, and a 2-core machine with one
-busy core ran the quickstart's tiny ALBERT 7x slower with 2 threads than with 1. The policy:
+busy core ran the quickstart's tiny model 7x slower with 2 threads than with 1. The policy:
 
 1. an explicit count (``runner apply --threads N``, ``[experiment] threads``, or ``OMP_NUM_THREADS``
    set by the user) is used as given;

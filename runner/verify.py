@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.errors import StorageError, Unavailable
 from runner.layout import internal
 from runner.records import chunk_coords, decode_key, encode_key
 from runner.store import read_tasks, store_id
@@ -34,11 +35,11 @@ WHOLE_READ_BYTES = 256 * 2**20
 (chunk by chunk only when that read fails, to name the chunk)."""
 
 
-class StoreUnreadable(Exception):
+class StoreUnreadable(Unavailable):
     """Not a store of this project, or one whose metadata cannot be read (exit 66)."""
 
 
-class StoreDamaged(Exception):
+class StoreDamaged(StorageError):
     """Finished results whose chunks are missing, truncated or corrupt; ``runner apply`` recomputes
     them (exit 74)."""
 

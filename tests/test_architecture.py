@@ -58,3 +58,95 @@ def test_studies_do_not_import_each_other(study):
 
 def test_there_are_three_studies():
     assert STUDIES == ["depth", "training", "transject"]
+
+
+# --------------------------------------------------------------------------- the engine names no study
+
+#: Not scanned: the data layer (``runner/data``) implements data sources by the names of the data
+#: it reads (``scaffold:``, ListOps, CoNLL-U corpora): that is its job, and the rules above keep it
+#: from importing any study. Everything else under ``runner/`` outside ``runner/studies`` is the
+#: engine, the monitor (``runner/tui``) and the training-as-time kit (``runner/checkpointed``) included.
+NOT_ENGINE = ("studies", "data")
+
+#: Measure and family names that are also ordinary words the engine uses in its own sense. Each
+#: is allowed for the reason given; no other name of a registered plugin may appear in the engine.
+GENERIC = {
+    "map": "the dynamical-map protocol and Python's map (the family is named after the protocol)",
+    "loss": "the training-time loss curves the kit declares (train_loss, val_loss)",
+    "layers": "the kit's layer axis",
+    "trajectory": "a pass's trajectory key, which plans and completion records carry",
+}
+
+
+def engine_sources() -> dict[str, str]:
+    """path -> text of every engine module."""
+    return {str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "runner").rglob("*.py")
+            if p.relative_to(ROOT / "runner").parts[0] not in NOT_ENGINE}
+
+
+def plugin_names() -> dict[str, list[str]]:
+    """What may not appear in the engine, by kind: the registered studies, the tables only some
+    studies have, their measures, the model families and reference maps, the suites' model types."""
+    from models.registry import families
+    from models.suites import ADAPTERS
+    from runner.measures import measures
+    from runner.study import studies
+
+    registered = studies()
+    tables = [set(cls().tables()) for cls in registered.values()]
+    shared = set.intersection(*tables) | {"experiment", "measure"}
+    return {
+        "study": sorted(registered),
+        "table": sorted(set.union(*tables) - shared),
+        "name": sorted({k for s in registered for k in measures(s)} | {f.name for f in families()}
+                       | {m for f in families() for m in getattr(f, "maps", {})}
+                       | {t for a in ADAPTERS for t in a.model_types}),
+    }
+
+
+def study_name_uses(text: str, names: dict[str, list[str]]) -> list[str]:
+    """Where ``text`` names a study, a table only some studies have, or a measure or family.
+
+    A study's name is also an ordinary word ("training", a recursion's "depth"), so it counts where
+    it names the study: a string that is just the name, ``studies.<name>``, "<name> study" or
+    "<name> pass". A table counts as ``[table]``, ``[[table]]``, ``[table.sub]`` or an override (``table.key=``).
+    A measure or family counts as a whole word anywhere (code, strings, comments), in any case,
+    unless it is in :data:`GENERIC`."""
+    import re
+
+    found = []
+    for name in names["study"]:
+        pattern = rf"""(["']{name}["']|\bstudies\.{name}\b|\b{name}[ -](study|studies|pass|passes)\b)"""
+        found += [m.group(0) for m in re.finditer(pattern, text, re.IGNORECASE)]
+    for table in names["table"]:
+        found += [m.group(0) for m in re.finditer(rf"\[\[?{table}[\].]|(?<![\w.]){table}\.[a-z_]+=", text)]
+    for name in names["name"]:
+        if name not in GENERIC:
+            found += [m.group(0) for m in re.finditer(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE)]
+    return found
+
+
+def test_the_engine_names_no_study_measure_or_family():
+    names = plugin_names()
+    assert {"depth", "training", "transject"} <= set(names["study"]) and "dynamics" in names["table"]
+    assert {"lyapunov", "svcca", "albert", "tanh", "gpt_neox"} <= set(names["name"])
+    sources = engine_sources()
+    assert {"runner/cli.py", "runner/tui/app.py", "runner/checkpointed/loop.py"} <= set(sources)
+    offenders = {path: uses for path, text in sources.items() if (uses := study_name_uses(text, names))}
+    assert not offenders
+
+
+@pytest.mark.parametrize("planted", [
+    'if study == "depth":', "from runner.studies.transject import spec", "# as the training study does",
+    'help="override [dynamics] device"', "--set dynamics.steps=1000", "kinds = ('lyapunov', 'svcca')",
+    "\"\"\"e.g. tiny-ALBERT\"\"\"", "source == 'map:tanh'", "model_type == 'gpt_neox'"])
+def test_the_name_check_finds_a_planted_name(planted):
+    clean = engine_sources()["runner/apply.py"]
+    assert not study_name_uses(clean, plugin_names())
+    assert study_name_uses(clean + "\n" + planted + "\n", plugin_names())
+
+
+def test_generic_words_are_allowed_only_as_words():
+    names = plugin_names()
+    assert all(word in names["name"] for word in GENERIC), "an allowed word no plugin uses any more: drop it"
+    assert not study_name_uses("def expand(key, depth: int = 0):  # the training loop's map of losses", names)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from runner.errors import Unavailable
 from runner.data.sentences import split_sentences
 from runner.data.sources import (TaggedSentence, anchor, builtin_documents, load_hf_documents, load_hf_text,
                                   read_conllu, read_gmb, read_text, wikitext_articles)
@@ -25,7 +26,7 @@ from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_t
 from runner.data.tokens import EOS, Vocabulary, build_vocabulary, encode_corpus, preprocess_tagged, split_corpus
 
 
-class CorpusError(Exception):
+class CorpusError(Unavailable):
     """A corpus that cannot be read; the message names the source and the reason."""
 
 

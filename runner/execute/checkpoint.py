@@ -4,7 +4,7 @@ No pickle: a checkpoint is a safetensors file (tensors) whose string metadata sa
 to, so a stale or foreign file is never trusted. It is serialised in memory first and then written
 whole or not at all, so a full disk leaves no partial file (:func:`runner.store.atomic_write_bytes`).
 :func:`write_tensors` and :func:`read_metadata` are the format; :func:`save_checkpoint` and
-:func:`load_checkpoint` key a file by task ids and store id (a depth pass), and
+:func:`load_checkpoint` key a file by task ids and store id (a pass over many steps), and
 :mod:`runner.checkpointed.files` by its training task.
 """
 

@@ -5,11 +5,11 @@ store and writes the inputs), runs the scheduler, and is the one writer of compl
 and of the event log. Each ready group becomes a Ray task that asks for one GPU (CUDA runs) or
 one CPU; the worker re-prepares the spec from its file (same code, same ids), opens its own
 session, attaches to the store without the lock and runs the group exactly as the local
-executor would: a depth pass writes its own network's chunks (a chunk has one writing task),
+executor would: a group writes its own network's chunks (a chunk has one writing task),
 and saves its durable points beside the store. A worker killed mid-task is retried by Ray
 (``max_retries``) and resumes from the last durable point. A group split into sample shards
 (``--shards``) becomes one Ray task per shard; the shards write files beside the store, and the
-driver merges them into the store when all are done (:mod:`runner.studies.depth.shards`).
+driver merges them into the store when all are done (the session's ``merge``).
 
 Workers and driver must see the store at the same path (a shared filesystem; see
 docs/architecture.md). Progress bars move when a group ends, not per step.

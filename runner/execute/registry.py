@@ -31,7 +31,7 @@ class ExecutorOptions:
     address: str | None = None
     """A running Ray cluster (``ray://host:10001``, ``auto``); None starts a local one."""
     shards: int = 1
-    """Split each splittable group (a depth pass) into this many sample shards."""
+    """Split each splittable group (``Study.split``) into this many sample shards."""
     point: int = 0
     """Which point of the spec's sweep this run is (workers re-prepare the spec and take it)."""
     extra: dict = field(default_factory=dict)

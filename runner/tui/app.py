@@ -4,7 +4,8 @@ Data flow: every ``poll_s`` seconds a thread worker reads the bytes appended to 
 (:class:`~runner.tui.reader.StoreWatcher`), folds them like ``runner status`` does
 (:func:`runner.status.fold_status`) into a :class:`~runner.tui.state.RunState` and hands it to the UI
 thread. Only when the log shows new results (a segment crossed, a task done, the run finished) does a
-second thread worker re-read the plotted variables from the store.
+second thread worker re-read the plotted variables from the store. Which variables are plotted, in
+which order and how, the store says (its variables' plot hints): the app names no study.
 """
 
 from __future__ import annotations
@@ -25,21 +26,20 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from runner.tui.reader import SERIES, StoreData, StoreWatcher, read_summaries
+from runner.tui.reader import StoreData, StoreWatcher, read_summaries
 from runner.tui.state import RunState
-from runner.tui.widgets import RunHeader, StoreDetails, SummaryPlot, TaskDetail, TaskTable, TrainingPlot
+from runner.tui.widgets import CurvePlot, RunHeader, StoreDetails, SummaryPlot, TaskDetail, TaskTable
 
 HELP = """\
 [b]runner monitor[/b]: a store's tasks, live plots and provenance (read only).
 
   [b]1[/b]      tasks: state, progress, steps/s, elapsed, ETA of every task
   [b]↑ ↓[/b]    select a task; a failed task shows its error below the table
-  [b]2[/b]      plots: a variable summarised over samples, per network
-  [b]v[/b] [b]V[/b]    next / previous variable (λ per step, N_eff, D(t), chaos length;
-         training: losses, SVCCA/PWCCA/CKA vs final, sparsity χ, LCA)
+  [b]2[/b]      plots: the variables the store asks to plot, per network
+  [b]v[/b] [b]V[/b]    next / previous variable, in the store's order
   [b]n[/b] [b]N[/b]    next / previous network (one network also shows the spread)
   [b]a[/b]      all networks
-  [b]l[/b] [b]L[/b]    training measures: next / previous layer (all: one line per layer)
+  [b]l[/b] [b]L[/b]    curves per layer or group: next / previous one (all: one line each)
   [b]3[/b]      store: dimensions, variables, provenance and the spec
   [b]r[/b]      re-read the store now
   [b]t[/b]      light / dark theme
@@ -94,9 +94,9 @@ class MonitorApp(App):
         self.watcher = StoreWatcher(self.target)
         self.run_state: RunState | None = None
         self.data: StoreData | None = None
-        self.variable = SERIES[0]
+        self.variable: str | None = None  # the first plot the store offers, once read
         self.network: int | None = None
-        self.layer: str | None = None  # training measures per checkpoint: None = one line per layer
+        self.layer: str | None = None  # curves per group (a layer): None = one line per group
         self._reading = False
         self._reread = False
         self._polling = False
@@ -113,7 +113,7 @@ class MonitorApp(App):
             with TabPane("2 plots", id="plots"):
                 yield Static("", id="plot-bar")
                 yield SummaryPlot(id="plot")
-                yield TrainingPlot(id="training-plot")
+                yield CurvePlot(id="curve-plot")
             with TabPane("3 store", id="store"):
                 yield StoreDetails(id="store-details")
         yield Footer()
@@ -202,28 +202,28 @@ class MonitorApp(App):
         self._show_selected()
 
     @property
-    def training(self) -> bool:
-        return self.data is not None and self.data.kind == "training"
+    def curve(self) -> bool:
+        """The selected plot is drawn as curves (plot hint ``curve``)."""
+        return self.data is not None and self.variable in self.data.curves
 
     def _variables(self) -> list[str]:
-        if self.data is None:
-            return list(SERIES)
-        if self.training:
-            return list(self.data.curves) or ["(no curves yet)"]
-        return list(self.data.series) or list(SERIES)
+        return self.data.plots if self.data is not None else []
 
     def _draw(self) -> None:
         names = self.data.networks if self.data else []
         if self.network is not None and self.network >= len(names):
             self.network = None
-        self.query_one(SummaryPlot).display = not self.training
-        self.query_one(TrainingPlot).display = self.training
-        if self.training:
-            return self._draw_training(names)
+        variables = self._variables()
+        if variables and self.variable not in variables:
+            self.variable = variables[0]
+        self.query_one(SummaryPlot).display = not self.curve
+        self.query_one(CurvePlot).display = self.curve
+        if self.curve:
+            return self._draw_curves(names)
         series = self.data.series.get(self.variable) if self.data else None
         note = "" if self.data else "no store yet"
         if self.data and series is None:
-            note = f"this store has no {self.variable}"
+            note = "this store has nothing to plot yet"
         self.query_one(SummaryPlot).show(series, self.network, note)
         bar = Text()
         for v in self._variables():
@@ -236,14 +236,12 @@ class MonitorApp(App):
         bar.truncate(max(self.size.width - 2, 20) * 2, overflow="ellipsis")
         self.query_one("#plot-bar", Static).update(bar)
 
-    def _draw_training(self, names: list[str]) -> None:
+    def _draw_curves(self, names: list[str]) -> None:
         variables = self._variables()
-        if self.variable not in variables:
-            self.variable = variables[0]
-        curves = self.data.curves.get(self.variable)
-        groups = curves.groups if curves else []
+        curves = self.data.curves[self.variable]
+        groups = curves.groups
         layer = self.layer if self.layer in groups else None
-        self.query_one(TrainingPlot).show(curves, self.network, layer, f"this store has no {self.variable}")
+        self.query_one(CurvePlot).show(curves, self.network, layer)
         bar = Text()
         bar.append(f" {self.variable} ", "reverse bold")
         bar.append(f" {variables.index(self.variable) + 1}/{len(variables)}", "dim")
@@ -268,8 +266,9 @@ class MonitorApp(App):
 
     def action_variable(self, delta: int) -> None:
         names = self._variables()
-        i = names.index(self.variable) if self.variable in names else 0
-        self.variable = names[(i + delta) % len(names)]
+        if names:
+            i = names.index(self.variable) if self.variable in names else 0
+            self.variable = names[(i + delta) % len(names)]
         self.query_one(TabbedContent).active = "plots"
         self._draw()
 
@@ -282,7 +281,7 @@ class MonitorApp(App):
         self._draw()
 
     def action_layer(self, delta: int) -> None:
-        curves = self.data.curves.get(self.variable) if self.training else None
+        curves = self.data.curves.get(self.variable) if self.curve else None
         if curves and curves.groups:
             order = [None, *curves.groups]
             i = order.index(self.layer) if self.layer in order else 0

@@ -3,9 +3,13 @@
 :class:`StoreWatcher` keeps an :class:`~runner.events.EventReader` (a byte offset into
 ``events.jsonl``), the events read so far, and the store's completion records; ``poll()`` reads only
 the bytes appended since the last call and says whether the status changed and whether the store
-holds new results (a segment crossed, a task done, a run finished; for a training store, a checkpoint
-saved instead of a segment crossed): only then does the app re-read the store's variables
-(:func:`read_summaries`, run in a thread worker).
+holds new results (a segment of a per-step plot crossed, a checkpoint saved, a task done, a run
+finished): only then does the app re-read the store's variables (:func:`read_summaries`, run in a
+thread worker).
+
+What to plot, and how, comes from the store alone: each variable's ``plot`` hint (its ``runner``
+attribute, written through :func:`runner.measures.hints`) and its dims. The monitor names no study,
+measure or variable.
 """
 
 from __future__ import annotations
@@ -19,17 +23,23 @@ from runner.events import EventReader
 from runner.layout import internal
 from runner.status import fold_status, store_of
 from runner.store import read_tasks, runner_dir
-from runner.tui.training import Curves, is_curve, read_training, with_units
+from runner.tui.curves import Curves, is_curve, read_curves, with_units
 
-# The depth plots a store usually offers, in the order `v` cycles through them (shown before any
-# store is read); a store says what it offers in its variables' plot hints (runner attribute).
-SERIES = ("lyapunov_per_step", "effective_dimension", "deviation", "chaos_length")
+SUMMARIES = ("series", "log_series", "histogram")
+"""Plot hints summarised over samples (:class:`Series`); ``curve`` is drawn as :class:`Curves`."""
+
+PER_STEP = ("series", "log_series")
+"""Plot hints of values along a step axis (the last dim), written segment by segment during a task."""
 
 
 def plotted(ds) -> list[str]:
     """The variables the store asks the monitor to plot, in their ``plot_order``."""
     names = [n for n, v in ds.data_vars.items() if "plot" in internal(v.attrs)]
     return sorted(names, key=lambda n: (int(internal(ds[n].attrs).get("plot_order", 100)), n))
+
+
+def plot_kind(attrs) -> str | None:
+    return internal(attrs).get("plot")
 
 
 @dataclass
@@ -63,9 +73,9 @@ class StoreWatcher:
         for e in new:
             if e["event"] in ("task_done", "task_failed", "run_finished", "checkpoint"):
                 new_results = True
-            elif e["event"] == "progress" and not self.training:
+            elif e["event"] == "progress" and self.segment:
                 key = (e.get("run"), e.get("network"))
-                seg = int(e.get("step", 0)) // max(self.segment, 1)
+                seg = int(e.get("step", 0)) // self.segment
                 if self._segments.get(key) != seg:
                     self._segments[key] = seg
                     new_results = True
@@ -73,18 +83,13 @@ class StoreWatcher:
         return Poll(changed=bool(new), new_results=new_results)
 
     @property
-    def training(self) -> bool:
-        """A training store (curves written at each checkpoint): progress events bring nothing new."""
-        if getattr(self, "_training", None) is None and self.exists:
-            self._training = _is_training_store(self.path)
-        return bool(getattr(self, "_training", False))
-
-    @property
-    def segment(self) -> int:
-        """Steps per durable write (the store's chunk length along time), read once from its metadata."""
-        if getattr(self, "_segment", None) is None:
-            self._segment = _segment_of(self.path)
-        return self._segment or 1
+    def segment(self) -> int | None:
+        """Steps one durable write of a per-step plot covers (its chunk length along time times its
+        stride), read once from the store's metadata; None when the store plots nothing per step
+        (curves, written at checkpoints): then progress events bring no new values."""
+        if not getattr(self, "_segment_read", False) and self.exists:
+            self._segment, self._segment_read = _segment_of(self.path), True
+        return getattr(self, "_segment", None)
 
     def status(self) -> dict:
         if not self.exists and not runner_dir(self.path).exists():
@@ -93,10 +98,11 @@ class StoreWatcher:
         return fold_status(self.path, self.events, self.records)
 
     def written_upto(self) -> int | None:
-        """The last step the store can hold values for, when a first pass is still under way (else None:
-        read everything). Bounds what a read of a long, young run costs."""
+        """The last step the store can hold values for, while no task with steps has finished yet (else
+        None: read everything). Bounds what a read of a long, young run costs."""
         runs = [e for e in self.events if e["event"] == "run_started"]
-        if not runs or any(r.get("kind") == "iterate" for r in self.records.values()):
+        stepped = {t.get("id") for r in runs for t in r.get("tasks", []) if t.get("steps")}
+        if not runs or any(task in self.records for task in stepped):
             return None
         run = runs[-1]["run"]
         steps = 0
@@ -115,31 +121,23 @@ class StoreWatcher:
 
 
 def _segment_of(path: Path) -> int | None:
-    """Chunk length along a time axis times its stride: the steps one durable write covers."""
+    """The fewest steps one durable write of a per-step plot covers (chunk length along its step axis
+    times the axis' stride); None when the store has no per-step plot or cannot be read yet."""
     try:
         import zarr
 
         g = zarr.open_group(path, mode="r", use_consolidated=False)
-        for name in ("deviation", "lyapunov_per_step", "effective_dimension"):
-            if name in g:
-                arr = g[name]
-                dim = arr.metadata.dimension_names[-1]
-                steps = np.asarray(g[dim][:2])
+        out = []
+        for name in g.array_keys():
+            arr = g[name]
+            dims = arr.metadata.dimension_names or ()
+            if plot_kind(arr.attrs) in PER_STEP and len(dims) >= 2 and dims[-1] in g:
+                steps = np.asarray(g[dims[-1]][:2])
                 stride = int(steps[1] - steps[0]) if steps.size > 1 else 1
-                return int(arr.chunks[-1]) * stride
+                out.append(int(arr.chunks[-1]) * max(stride, 1))
+        return min(out) if out else None
     except Exception:
         return None
-    return None
-
-
-def _is_training_store(path: Path) -> bool:
-    try:
-        import zarr
-
-        g = zarr.open_group(path, mode="r", use_consolidated=False)
-        return any(is_curve(g[name].attrs) for name in g.array_keys())
-    except Exception:
-        return False
 
 
 # --------------------------------------------------------------------------- store contents
@@ -182,9 +180,11 @@ class StoreData:
     attrs: dict[str, str]
     networks: list[str]
     series: dict[str, Series]
-    kind: str = "dynamics"
-    """"dynamics" (depth-dynamics summaries in ``series``) or "training" (``curves``)."""
+    """Variables summarised over samples (plot hints ``series``, ``log_series``, ``histogram``)."""
     curves: dict[str, Curves] = field(default_factory=dict)
+    """Curve variables (plot hint ``curve``), a variable split by a dim as ``name:value``."""
+    plots: list[str] = field(default_factory=list)
+    """What ``v`` cycles through: the keys of ``series`` and ``curves``, in the store's ``plot_order``."""
 
 
 def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) -> StoreData | None:
@@ -192,9 +192,8 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
 
     Values not yet written are NaN (fill): they are skipped. ``upto`` (a
     step) limits the read to the steps written so far; at most ``max_points`` steps are read along
-    time (evenly strided: a terminal plot has fewer columns than that). A store whose variables
-    are curves (plot hint ``curve``, a training store) is read by
-    :func:`runner.tui.training.read_training` instead.
+    time (evenly strided: a terminal plot has fewer columns than that). Curve variables (plot hint
+    ``curve``) are read by :func:`runner.tui.curves.read_curves`.
     """
     import xarray as xr
 
@@ -205,17 +204,20 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
         labels = [str(v) for v in ds["network"].values] if "network" in ds.coords else []
         variables = [(n, tuple(v.dims), str(v.dtype), str(v.attrs.get("long_name", "")), str(v.attrs.get("units", "")))
                      for n, v in ds.data_vars.items()]
-        series, curves = {}, {}
-        kind = "training" if any(is_curve(v.attrs) for v in ds.data_vars.values()) else "dynamics"
-        if kind == "training":
-            curves = read_training(ds, labels, max_points)
+        series: dict[str, Series] = {}
+        curves = read_curves(ds, labels, max_points)
         skipped = _not_applicable(path)
-        for name in plotted(ds) if kind == "dynamics" else ():
-            series[name] = _summarise(_thin(ds[name], upto, max_points), labels)
-            series[name].not_applicable = skipped.get(str(internal(ds[name].attrs).get("measure")), {})
+        plots = []
+        for name in plotted(ds):
+            if plot_kind(ds[name].attrs) in SUMMARIES:
+                series[name] = _summarise(_thin(ds[name], upto, max_points), labels)
+                series[name].not_applicable = skipped.get(str(internal(ds[name].attrs).get("measure")), {})
+                plots.append(name)
+            elif is_curve(ds[name].attrs):
+                plots += [key for key in curves if key == name or key.startswith(f"{name}:")]
         attrs = {k: str(v) for k, v in ds.attrs.items()}
         dims = dict(ds.sizes)
-    return StoreData(str(path), dims, sorted(variables), attrs, labels, series, kind, curves)
+    return StoreData(str(path), dims, sorted(variables), attrs, labels, series, curves, plots)
 
 
 def _not_applicable(path: Path) -> dict[str, dict[int, str]]:

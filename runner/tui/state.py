@@ -123,7 +123,7 @@ class RunState:
 
     def _progress(self, now: float) -> None:
         """Whole-run progress by steps: the tasks with steps of one network and kind run as one
-        (a depth pass runs all its iterate tasks together; a training run is one train task). The
+        (the measures of one pass over a network's steps; one training loop). The
         ETA adds the groups without steps still to run at the mean duration of those done (until
         one is done, it counts the steps only)."""
         passes: dict = {}

@@ -22,6 +22,7 @@ class Params(DepthParams):
 @register
 class StateRMS(TrajectoryMeasure):
     Params = Params
+    strides = ("every",)  # kept every `every` steps: durable points fall on its multiples
 
     def variables(self, b, shape) -> None:
         dim = b.axis("rms_step", 0, shape.steps, self.p.every)

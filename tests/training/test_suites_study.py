@@ -201,7 +201,7 @@ def test_show_and_the_monitor_read_a_suite_store(neox_store, in_process):
     from runner.tui.reader import read_summaries
 
     data = read_summaries(neox_store)
-    assert data.kind == "training" and data.networks == ["neox"]
+    assert data.curves and not data.series and data.networks == ["neox"]
     sv = data.curves["svcca_final"]
     assert sv.x.tolist() == [float(s) for s in STEPS] and sv.groups == ["embedding", "layer1", "layer2"]
     np.testing.assert_allclose(sv.y[0, :, -1], 1.0, atol=1e-6)
@@ -209,7 +209,7 @@ def test_show_and_the_monitor_read_a_suite_store(neox_store, in_process):
 
 async def test_the_monitor_app_plots_a_suite(neox_store, monkeypatch):
     from runner.tui.app import MonitorApp
-    from runner.tui.widgets import TrainingPlot
+    from runner.tui.widgets import CurvePlot
     from tests.tui.test_monitor import loaded, settle
 
     monkeypatch.chdir(neox_store.parent)
@@ -217,7 +217,7 @@ async def test_the_monitor_app_plots_a_suite(neox_store, monkeypatch):
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, loaded(app))
         await pilot.press("2")
-        plot = app.query_one(TrainingPlot)
+        plot = app.query_one(CurvePlot)
         assert plot.display and plot.curves.key == "svcca_final"
         await pilot.press("q")
     assert app.return_code == 0

@@ -90,7 +90,7 @@ def test_the_monitor_shows_the_curves(tiny_store):
     from runner.tui.reader import read_summaries
 
     data = read_summaries(tiny_store)
-    assert data.kind == "training" and data.networks[0] == "transject-s0"
+    assert data.curves and not data.series and data.networks[0] == "transject-s0"
     keys = list(data.curves)
     assert keys[:3] == ["train_loss", "test_loss", "test_accuracy"]
     assert {"euclidean_ratio", "cosine_distance_mean", "bound_max", "layer_entropy", "expert_weight:layer1"} <= set(keys)
@@ -103,7 +103,7 @@ def test_the_monitor_shows_the_curves(tiny_store):
 
 async def test_the_monitor_app_plots_them(tiny_store, monkeypatch):
     from runner.tui.app import MonitorApp
-    from runner.tui.widgets import TrainingPlot
+    from runner.tui.widgets import CurvePlot
     from tests.tui.test_monitor import loaded, settle, static_text
 
     monkeypatch.chdir(tiny_store.parent)
@@ -111,7 +111,7 @@ async def test_the_monitor_app_plots_them(tiny_store, monkeypatch):
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot, loaded(app))
         await pilot.press("2")
-        plot = app.query_one(TrainingPlot)
+        plot = app.query_one(CurvePlot)
         assert plot.display and plot.curves.key == "train_loss"
         await pilot.press("v")
         assert plot.curves.key == "test_loss"

@@ -8,8 +8,8 @@ import numpy as np
 
 from runner.tui.app import MonitorApp
 from runner.tui.reader import StoreWatcher, read_summaries
-from runner.tui.training import lines
-from runner.tui.widgets import SummaryPlot, TrainingPlot
+from runner.tui.curves import lines
+from runner.tui.widgets import CurvePlot, SummaryPlot
 
 from .conftest import FROZEN
 from .test_monitor import loaded, settle, static_text
@@ -17,7 +17,7 @@ from .test_monitor import loaded, settle, static_text
 
 def test_training_store_is_read_with_its_labels(train_root):
     data = read_summaries(train_root / "store" / "train.zarr")
-    assert data.kind == "training" and data.series == {}
+    assert data.series == {} and data.plots == list(data.curves)  # curves only: no summaries
     assert data.networks == ["lm", "lm_b"]  # the network index
     assert list(data.curves)[:9] == ["train_loss", "val_loss", "val_perplexity", "svcca_final", "pwcca_final",
                                      "cka_final", "chi_mean:activation", "chi_mean:gradient", "lca"]
@@ -55,7 +55,7 @@ def test_lines_per_layer_or_per_network_and_nan_skipped(train_root):
 def test_watcher_rereads_on_checkpoints_not_progress(train_done, monkeypatch):
     monkeypatch.chdir(train_done)
     w = StoreWatcher("store/train.zarr")
-    assert w.poll().new_results and w.training
+    assert w.poll().new_results and w.segment is None  # nothing plotted per step
     log = train_done / "store" / "train.runner" / "events.jsonl"
     base = {"run": "x", "pid": 1, "network": 0, "task": ["a"]}
     with open(log, "a") as f:
@@ -74,7 +74,7 @@ async def test_training_plots_and_keys(train_done, monkeypatch):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, loaded(app))
         await pilot.press("2")
-        plot = app.query_one(TrainingPlot)
+        plot = app.query_one(CurvePlot)
         assert plot.display and not app.query_one(SummaryPlot).display
         assert app.variable == "train_loss" and plot.curves.key == "train_loss"
         bar = lambda: static_text(app.query_one("#plot-bar"))  # noqa: E731

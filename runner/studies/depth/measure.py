@@ -28,9 +28,7 @@ PAPER = "Inoue et al. 2021, Transient chaos in BERT (arXiv:2106.03181)"
 
 
 class DepthParams(MeasureParams):
-    def strides(self) -> list[int]:
-        """Steps between kept values and renormalisations; durable points are multiples of them."""
-        return [getattr(self, a) for a in ("every", "tau") if isinstance(getattr(self, a, None), int)]
+    pass
 
 
 @dataclass(frozen=True)
@@ -69,15 +67,14 @@ NEEDS = {
     "tokens": "several tokens per sample",
     "attention": "attention heads",
     "text": "a tokenizer (a text model)",
-    "mlm_head": "an MLM head (an ALBERT text model)",
+    "mlm_head": "an MLM head (an ALBERT text model)",  # in the ids of skip tasks: kept as it was
 }
 
 
 def unmet_needs(needs: tuple[str, ...], net) -> str | None:
     """Why a measure that needs ``needs`` does not apply to ``net`` (a resolved network), or None."""
-    family = getattr(net.model.family, "name", None)
     lacks = {"tokens": net.n_tokens < 2, "attention": net.n_heads == 0, "text": net.model.is_map,
-             "mlm_head": net.model.is_map or family != "albert"}
+             "mlm_head": net.model.is_map or not getattr(net.model.family, "mlm_head", False)}
     missing = [NEEDS[n] for n in needs if lacks[n]]
     return f"needs {' and '.join(missing)}" if missing else None
 
@@ -90,9 +87,33 @@ class DepthMeasure(Measure):
     without it, ``plan`` says "not applicable", no pass computes it, its values stay NaN and
     :meth:`mark_not_applicable` writes its outcome flags."""
 
+    strides: ClassVar[tuple[str, ...]] = ()
+    """Its parameters that count steps between kept values or renormalisations (``every``, ``tau``):
+    durable points fall on multiples of them (``[dynamics] checkpoint_every`` must be one) and
+    :meth:`stride_problems` checks them against the run's length."""
+
     def not_applicable(self, net) -> str | None:
         """Why this measure does not apply to the resolved network ``net``, or None."""
         return unmet_needs(self.needs, net)
+
+    def stride_values(self) -> list[int]:
+        """The values of its :attr:`strides`, in their order."""
+        return [int(getattr(self.p, name)) for name in self.strides]
+
+    def stride_problems(self, steps: int) -> list[tuple[str, str]]:
+        """(key, message) for each stride longer than the run of ``steps`` steps."""
+        return [(name, f"{value} is larger than [dynamics] steps = {steps}; the measure would keep no value")
+                for name, value in zip(self.strides, self.stride_values(), strict=True) if value > steps]
+
+    def state_nbytes(self, steps: int, sample_nbytes: int) -> int:
+        """Memory it holds beside the iterated batch for the whole run (bytes), for a network whose
+        state takes ``sample_nbytes`` per sample: counted when the spec is checked, before anything runs."""
+        return 0
+
+    def state_problem(self, widest: int) -> tuple[str, str] | None:
+        """(key, why) when it asks for parts of a state beyond every network's (the widest has
+        ``widest`` elements per token); None when it does not."""
+        return None
 
     def mark_not_applicable(self, store, network: int) -> None:
         """Record in the store that this measure does not apply to ``network``: by default nothing
@@ -118,6 +139,10 @@ class TrajectoryMeasure(DepthMeasure):
     twin: ClassVar[bool] = False
     """The pass iterates perturbed twins y of ``rows`` beside x (``perturb`` makes them, ``advance``
     may change them after each step, ``ctx.twin(self)`` reads them in ``observe``)."""
+    twins_in_key: ClassVar[bool] = True
+    """Whether its twins are listed in the pass's trajectory key. False only for the measure whose
+    twins of every sample came before the key listed twins (the Lyapunov exponent): a spec whose
+    only twins are those keeps the task ids it had (the key's ``with_perturbation`` says it all)."""
     shard: ClassVar[str | None] = None
     """Whether a pass with this measure can be split into sample shards (``--shards``,
     :mod:`runner.studies.depth.shards`): ``"samples"``, its values are per sample (written with

@@ -210,11 +210,7 @@ class DepthSpec(StudySpec):
                     out.append((("dynamics", "early_exit"), f"measure {m.kind} ([[measure]] #{i + 1}) does not allow "
                                 "early exit (its values could differ from a full run); set early_exit = false"))
         for i, m in enumerate(self.measure):
-            for key in ("tau", "every"):
-                value = getattr(m, key, None)
-                if isinstance(value, int) and value > steps and not (key == "every" and m.kind == "pca"):
-                    out.append((("measure", i, key), f"{value} is larger than [dynamics] steps = {steps}; "
-                                "the measure would keep no value"))
+            out += [(("measure", i, key), msg) for key, msg in registry[m.kind](m).stride_problems(steps)]
             for s in getattr(m, "samples", []):
                 if not 0 <= s < self.input.samples:
                     out.append((("measure", i, "samples"),
@@ -238,8 +234,9 @@ class DepthSpec(StudySpec):
         return math.lcm(self.dynamics.exit_period, *(m.exit_period() or 1 for m in steps))
 
     def stride_lcm(self) -> int:
-        """Least common multiple of the strides (``every``) and intervals (``tau``) of the measures."""
-        return math.lcm(*(s for m in self.measure for s in m.strides()))
+        """Least common multiple of the measures' declared strides (``DepthMeasure.strides``)."""
+        registry = measures("depth")
+        return math.lcm(*(s for m in self.measure for s in registry[m.kind](m).stride_values()))
 
 
 def spec_model() -> type[DepthSpec]:

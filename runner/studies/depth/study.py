@@ -54,7 +54,7 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         # x_t is iterated beside the perturbed twins of every measure of the spec that has them, so
         # the batch (and thus every GEMM's shape) is the same in every pass.
         "with_perturbation": bool(twins),
-        **({"twins": twins} if twins not in ([], [["lyapunov", spec.input.samples]]) else {}),
+        **({"twins": twins} if not _twins_implied(twins, spec.input.samples, registry) else {}),
         # masked sentences (an MLM readout) change x_0 of text models; in the key only when asked for
         **({"input_masking": masking} if masking and not net.model.is_map else {}),
         # samples leaving f's batch change its shapes; in the key only when on
@@ -78,6 +78,12 @@ def _twins(spec: DepthSpec, registry) -> list[list]:
     """[kind, number of twin rows] of each measure that iterates twins, in the batch's order."""
     return [[m.kind, registry[m.kind](m).n_twins(spec.input.samples)] for m in spec.measure
             if getattr(registry[m.kind], "twin", False)]
+
+
+def _twins_implied(twins: list[list], samples: int, registry) -> bool:
+    """No twins, or only the twins of every sample of a measure that keeps them out of the key
+    (``twins_in_key = False``): ``with_perturbation`` alone says what the batch holds."""
+    return not twins or (len(twins) == 1 and not registry[twins[0][0]].twins_in_key and twins[0][1] == samples)
 
 
 def check_precision(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> None:
@@ -267,26 +273,26 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
                           f"{decimal(state)}, coordinates and results of one segment {decimal(host)}); this machine "
                           f"has {decimal(memory)} available")
     widest = max([n.n_hidden for n in networks if n.n_hidden] or [0])
+    registry = measures("depth")
     for i, m in enumerate(spec.measure):
-        beyond = [e for e in getattr(m, "elements", []) if widest and e >= widest]
-        if m.kind == "trajectory" and beyond:
-            raise SpecProblem(("measure", i, "elements"), f"elements {beyond} are beyond every network's state "
-                              f"(largest: {widest} elements per token)")
+        found = registry[m.kind](m).state_problem(widest) if widest else None
+        if found:
+            raise SpecProblem(("measure", i, found[0]), found[1])
 
 
 def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:
-    """The iterated batch (x and its twins), the PCA window and a reservoir's weights, per network."""
+    """The iterated batch (x and its twins), what the measures keep beside it (``state_nbytes``: a
+    PCA window) and the weights a model family counts (``weights_nbytes``: a reservoir's), per network."""
     registry = measures("depth")
     rows = spec.input.samples + sum(n for _, n in _twins(spec, registry))
-    pca = next((m for m in spec.measure if m.kind == "pca"), None)
+    instances = [registry[m.kind](m) for m in spec.measure]
     out = 0
     for net in networks:
         itemsize = {"fp64": 8, "bf16": 2}.get(net.precision, 4)
         per_sample = net.n_tokens * net.n_hidden * itemsize
-        window = 0 if pca is None else \
-            (((pca.stop or spec.dynamics.steps) - pca.start) // pca.every + 1) * len(pca.samples) * per_sample
-        weights = net.n_hidden ** 2 * (8 + 2 * itemsize) if net.model.source == "map:tanh" else 0  # W, drawn in fp64
-        out = max(out, rows * per_sample + window + weights)
+        kept = sum(m.state_nbytes(spec.dynamics.steps, per_sample) for m in instances)
+        weights = net.model.family.weights_nbytes(net.model.source, net.model.params, net.n_hidden, itemsize)
+        out = max(out, rows * per_sample + kept + weights)
     return out
 
 

@@ -24,6 +24,7 @@ class Params(DepthParams):
 @register
 class Attention(TrajectoryMeasure):
     Params = Params
+    strides = ("every",)
     needs = ("attention",)
 
     def exit_period(self):

@@ -42,6 +42,7 @@ def score_class(scores: torch.Tensor) -> torch.Tensor:
 @register
 class EffectiveDimension(TrajectoryMeasure):
     Params = Params
+    strides = ("every",)
     shard = "combine"  # a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each
     STATS = ("n", "sum", "scatter")
     MAX_STATISTIC = 2**28

@@ -30,7 +30,9 @@ class Lyapunov(TrajectoryMeasure):
     and y is renormalised to distance k (Algorithm A1)."""
 
     Params = Params
+    strides = ("tau",)
     twin = True
+    twins_in_key = False  # its twins came before the key listed twins: specs with only them keep their ids
     shard = "samples"  # one twin per sample, drawn for the whole batch and sliced: a shard's lambda is exact
 
     def exit_period(self):

@@ -71,6 +71,7 @@ class Params(DepthParams):
 @register
 class MLMReadout(TrajectoryMeasure):
     Params = Params
+    strides = ("every",)
     needs = ("mlm_head",)
 
     def exit_period(self):

@@ -30,6 +30,7 @@ class Params(DepthParams):
 @register
 class PCA(TrajectoryMeasure):
     Params = Params
+    strides = ("every",)
 
     def exit_period(self):
         return 1  # observes x_t only
@@ -40,6 +41,12 @@ class PCA(TrajectoryMeasure):
     def points(self, steps: int) -> int:
         start, stop = self.window(steps)
         return (stop - start) // self.p.every + 1
+
+    def stride_problems(self, steps):
+        return []  # every > steps keeps the window's first point; the window itself is checked in problems
+
+    def state_nbytes(self, steps, sample_nbytes):
+        return self.points(steps) * len(self.p.samples) * sample_nbytes  # the window, kept on the device
 
     def problems(self, spec):
         steps = spec.dynamics.steps

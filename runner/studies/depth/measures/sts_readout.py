@@ -85,6 +85,7 @@ def minibatch_seed(spec, p) -> int:
 @register
 class STSReadout(TrajectoryMeasure):
     Params = Params
+    strides = ("every",)
     needs = ("text",)
 
     def window(self, steps: int) -> tuple[int, int]:

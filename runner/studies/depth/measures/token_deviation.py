@@ -31,6 +31,7 @@ class Params(DepthParams):
 @register
 class TokenDeviation(TrajectoryMeasure):
     Params = Params
+    strides = ("every",)
     needs = ("tokens",)
     shard = "samples"
 

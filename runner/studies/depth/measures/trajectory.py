@@ -25,9 +25,16 @@ class Params(DepthParams):
 @register
 class Trajectory(TrajectoryMeasure):
     Params = Params
+    strides = ("every",)
 
     def exit_period(self):
         return 1  # observes x_t only
+
+    def state_problem(self, widest):
+        beyond = [e for e in self.p.elements if e >= widest]
+        if beyond:
+            return "elements", f"elements {beyond} are beyond every network's state (largest: {widest} elements per token)"
+        return None
 
     def problems(self, spec):
         bad = [t for t in self.p.tokens if not 0 <= t < spec.input.tokens]

@@ -1,18 +1,19 @@
-"""A plot of one training-store variable (textual-plotext): loss curves, or a measure per checkpoint.
+"""A plot of one curve variable (plot hint ``curve``, textual-plotext): one line per network, or per
+group (a layer, a parameter group) of one network.
 
-Only prepared arrays reach it (:class:`runner.tui.training.Curves`); which lines to draw for the
-selected network and layer is :func:`runner.tui.training.lines`. NaN (unfinished) is skipped.
+Only prepared arrays reach it (:class:`runner.tui.curves.Curves`); which lines to draw for the
+selected network and group is :func:`runner.tui.curves.lines`. NaN (unfinished) is skipped.
 """
 
 from __future__ import annotations
 
 from textual_plotext import PlotextPlot
 
-from runner.tui.training import Curves, lines
+from runner.tui.curves import Curves, lines
 from runner.tui.widgets.summary_plot import COLORS
 
 
-class TrainingPlot(PlotextPlot):
+class CurvePlot(PlotextPlot):
     def __init__(self, **kw):
         super().__init__(**kw)
         self.curves: Curves | None = None

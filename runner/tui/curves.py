@@ -1,6 +1,6 @@
 """What the plots view shows of a store's *curves*: variables whose plot hint is ``curve``.
 
-No Textual import, no study's names: :func:`read_training` turns the curve variables of an open
+No Textual import, no study's names: :func:`read_curves` turns the curve variables of an open
 dataset into :class:`Curves` (in their ``plot_order``; NaN kept: unwritten values are
 skipped when drawn), by their dims:
 
@@ -9,7 +9,7 @@ skipped when drawn), by their dims:
 - ``(network, t, group)`` (a layer, a parameter group): one line per group for one network (the
   selected one; with "all", the first with values), or, with a group selected, one line per
   network; x is ``t``'s ``step`` coordinate when it has one;
-- ``(network, t, split, group)``: one such plot per value of ``split`` (``chi_mean:gradient``).
+- ``(network, t, split, group)``: one such plot per value of ``split``, keyed ``name:value``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Curves:
     groups: list[str] = field(default_factory=list)
     group_dim: str = ""
     overlay: Curves | None = None
-    """Drawn with a single network: the ``plot_overlay`` variable (validation loss at each epoch's last step)."""
+    """Drawn with a single network: the ``plot_overlay`` variable (e.g. a loss per epoch, at each epoch's last step)."""
 
     def has_data(self, net: int) -> bool:
         return net < self.y.shape[0] and bool(np.isfinite(self.y[net]).any())
@@ -61,7 +61,8 @@ def _thin(var, dim: str, max_points: int):
     return var.isel({dim: slice(None, None, -(-n // max_points))}) if n > max_points else var
 
 
-def read_training(ds, labels: list[str], max_points: int = 1000) -> dict[str, Curves]:
+def read_curves(ds, labels: list[str], max_points: int = 1000) -> dict[str, Curves]:
+    """The curve variables of ``ds`` (plot hint ``curve``) by their dims, keyed as ``v`` cycles through them."""
     out: dict[str, Curves] = {}
     names = sorted((n for n, v in ds.data_vars.items() if is_curve(v.attrs)),
                    key=lambda n: (int(internal(ds[n].attrs).get("plot_order", 100)), n))
@@ -83,7 +84,7 @@ def read_training(ds, labels: list[str], max_points: int = 1000) -> dict[str, Cu
     for name, curves in out.items():
         overlay = internal(ds[name].attrs).get("plot_overlay") if name in ds.data_vars else None
         if overlay in out:
-            curves.overlay = _val_at_steps(ds, out[overlay])
+            curves.overlay = _at_epoch_ends(ds, out[overlay])
     return out
 
 
@@ -95,9 +96,11 @@ def _per_checkpoint(key: str, var, full, base: dict) -> Curves:
                   groups=[str(g) for g in full[gdim].values], group_dim=gdim.replace("_", " "), **base)
 
 
-def _val_at_steps(ds, val: Curves) -> Curves | None:
-    """Validation loss at the optimizer step that ends each epoch (steps per epoch from the checkpoints'
-    step and fractional epoch, else train steps over epochs)."""
+def _at_epoch_ends(ds, val: Curves) -> Curves | None:
+    """An overlay over epochs (a validation loss) placed at the step that ends each epoch: steps per
+    epoch from the ``step`` and fractional ``epoch`` coordinates of the checkpoints, else the
+    ``train_step`` length over the ``training_epoch`` length (the training-time axes of
+    :mod:`runner.checkpointed.axes`)."""
     spe = None
     if "step" in ds.coords and "epoch" in ds.coords:
         step, epoch = _num(ds["step"]), _num(ds["epoch"])
