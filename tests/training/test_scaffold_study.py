@@ -58,6 +58,18 @@ def test_familiar_scaffolds_are_more_interdependent_in_domain(ds):
     assert np.mean([di[n] for n in familiar]) > np.mean([di[n] for n in unfamiliar])
 
 
+@pytest.mark.slow
+def test_familiar_scaffolds_carry_smaller_error_gradients_in_domain(ds):
+    """App. C, Fig. 12: "a predictable scaffold is associated with a smaller error gradient"."""
+    g = ds["rule_gradient_norm"].sel(test_domain="in_domain").isel(checkpoint=-1)
+    for seed in (0, 1):
+        pair = [n for n in ds["network"].values if int(ds["seed"].sel(network=n)) == seed]
+        fam = [n for n in pair if ds["familiar_scaffold"].sel(network=n)]
+        unf = [n for n in pair if not ds["familiar_scaffold"].sel(network=n)]
+        assert len(fam) == len(unf) == 1
+        assert (g.sel(network=fam[0]).values < g.sel(network=unf[0]).values).all(), g.values
+
+
 def test_store_holds_every_rule_variable(ds):
     assert ds["rule_target_probability"].dims == ("network", "checkpoint", "test_domain")
     assert list(ds["cd_focus"].values) == ["alpha", "scaffold"]
