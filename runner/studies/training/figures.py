@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from runner.figures import NotDrawable, recipe
 from runner.plotting import mean_legend, new_figure, pair_counts, standard_error, stat_note
@@ -456,6 +457,8 @@ def rule_cd_by_rules(ds: xr.Dataset) -> Figure:
                                     color=colours[k], linestyle="--" if fam else "-")
                     drawn += 1
             ax.set(xscale="log", title=f"{title}, {f} in focus")
+            ax.set_xticks(ns, [str(n) for n in ns], minor=False)
+            ax.xaxis.set_minor_locator(NullLocator())
             mean_legend(ax, "seeds", band="se", fontsize="x-small")
         row[0].set_ylabel(f"P(omega | {f}) by CD")
     for ax in axes[-1]:
