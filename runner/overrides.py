@@ -70,10 +70,14 @@ def apply(sf: SpecFile, overrides: list[Override]) -> SpecFile:
     data = copy.deepcopy(sf.data)
     sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
     for o in overrides:
-        table, key = o.path[0], o.path[1] if len(o.path) == 2 else None
-        if isinstance(key, str) and isinstance(sweep.get(table), dict) and key in sweep[table]:
+        *tables, key = o.path
+        node = sweep
+        for t in tables:  # [sweep.corpus.scaffold] rules = [...] is the axis corpus.scaffold.rules
+            node = node.get(t) if isinstance(node, dict) and isinstance(t, str) else None
+        if tables and isinstance(key, str) and isinstance(node, dict) and isinstance(node.get(key), list):
+            table = ".".join(tables)
             raise OverrideError(f"--set {o.text}: {table}.{key} is an axis of the sweep ([sweep.{table}] {key} = "
-                                f"{sweep[table][key]}); change the sweep's values in the spec, or drop --set")
+                                f"{node[key]}); change the sweep's values in the spec, or drop --set")
         _set(data, o)
     return dataclasses.replace(sf, data=data, overrides=(*sf.overrides, *overrides))
 

@@ -5,8 +5,8 @@
 tokens = [8, 16, 32, 64, 128]      # Fig. 2B: synchronisation offset against N_w
 ```
 
-Each key of a ``[sweep.<table>]`` names a key of that table of the spec; several keys span their
-product. Every point of the grid is the spec with those values, run as its own experiment into
+Each key of a ``[sweep.<table>]`` names a key of that table of the spec (``[sweep.corpus.scaffold]``
+a key of ``[corpus.scaffold]``); several keys span their product. Every point of the grid is the spec with those values, run as its own experiment into
 its own store inside the sweep's store: ``store/<name>.zarr/tokens=8`` (a zarr group of the
 sweep's group; its event log and lock under ``store/<name>.runner/tokens=8``). So a point that is
 done is never recomputed, and a value added to the grid computes only that point.
@@ -86,9 +86,9 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
             problems.append(sf.problem((TABLE, name), f"[[{name}]] is a list of tables; a sweep sets keys of "
                                        "single tables ([experiment], ...)"))
             continue
-        for key, values in keys.items():
-            if isinstance(values, dict):
-                problems.append(sf.problem((TABLE, name, key), "nested tables cannot be swept"))
+        for key, values in _leaves(keys):
+            if isinstance(values, dict):  # an empty sub-table
+                problems.append(sf.problem((TABLE, name, key), "expected a table of lists: key = [v1, v2]"))
             elif not isinstance(values, list) or not values:
                 problems.append(sf.problem((TABLE, name, key), "expected a non-empty list of values"))
             elif (name, key) in UNSWEPT:
@@ -107,6 +107,16 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
     if problems:
         raise SpecError(sf.path, problems)
     return base, axes
+
+
+def _leaves(keys: dict, prefix: str = ""):
+    """``(dotted key, values)`` of a sweep table; a sub-table sweeps the keys of the spec's sub-table
+    of that name (``[sweep.corpus.scaffold] rules = [...]`` sets ``[corpus.scaffold] rules``)."""
+    for key, values in keys.items():
+        if isinstance(values, dict) and values:
+            yield from _leaves(values, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", values
 
 
 def point_problem(axes: dict[str, list]) -> tuple[tuple, str] | None:
@@ -138,8 +148,11 @@ def expand(base: SpecFile, axes: dict[str, list], root: Path) -> Sweep:
         values = dict(zip(axes, combo, strict=True))
         data = copy.deepcopy(base.data)
         for path, v in values.items():
-            table, key = path.split(".", 1)
-            data.setdefault(table, {})[key] = v
+            *tables, key = path.split(".")
+            table = data
+            for t in tables:
+                table = table.setdefault(t, {})
+            table[key] = v
         name = point_name(values)
         data.setdefault("experiment", {})["store"] = str(root / name)
         points.append(Point(name, values, dataclasses.replace(base, data=data)))

@@ -55,7 +55,8 @@ def _context(model, cases):
     ctx = SimpleNamespace(
         study=SimpleNamespace(model=[SimpleNamespace(corpus_variant="familiar_k3")]),
         corpus=SimpleNamespace(variants={"familiar_k3": variant}), device=torch.device("cpu"),
-        model=lambda n, c: model, write=lambda name, task, values: written.__setitem__(name, np.asarray(values)))
+        model=lambda n, c: model, write=lambda name, task, values: written.__setitem__(name, np.asarray(values)),
+        layout=SimpleNamespace(coords={"gradient_distance": SimpleNamespace(values=np.arange(5))}))
     return ctx, SimpleNamespace(network=0, checkpoint=0), written
 
 
@@ -164,3 +165,28 @@ def test_pairs_and_aggregation():
     assert agg["syn_count"][0, 2].tolist() == [0, 1, 0]  # closed-open at syntactic distance 3
     assert agg["syn_count"][1, 0].tolist() == [0, 0, 1]  # open-open at sequential 2, syntactic 1
     assert agg["syn_count"].sum() == 3  # the NaN pair is left out
+
+
+def test_gradient_by_distance_of_a_resting_lstm_is_geometric(cases):
+    """rule_gradient on an LSTM that rests at h = 0 with recurrence derivative u I (inputs ignored,
+    saturated gates): the mean norm at d is u^(k - d) ||W^T (softmax(b) - e_omega)||, by hand; the
+    entry past k = 3 stays NaN."""
+    u = 0.5
+    model = _random_model(4)
+    with torch.no_grad():
+        lstm = model.lstm1
+        hidden = lstm.weight_hh_l0.shape[1]
+        lstm.weight_ih_l0.zero_()
+        lstm.weight_hh_l0.zero_()
+        lstm.weight_hh_l0[2 * hidden: 3 * hidden] = u * torch.eye(hidden)
+        lstm.bias_hh_l0.zero_()
+        lstm.bias_ih_l0.copy_(torch.cat([torch.full((hidden,), 40.0), torch.full((hidden,), -40.0),
+                                         torch.zeros(hidden), torch.full((hidden,), 40.0)]))
+    got = _run("rule_gradient", model, cases)["rule_gradient_norm"]
+    p = torch.softmax(model.decoder.bias.detach(), 0)
+    p[OMEGA] -= 1.0
+    at_omega = float((model.decoder.weight.detach().T @ p).norm())
+    want = [u ** (3 - d) * at_omega for d in range(4)]
+    assert got.shape == (2, 5)
+    np.testing.assert_allclose(got[:, :4], [want, want], rtol=1e-12)
+    assert np.isnan(got[:, 4]).all()

@@ -75,6 +75,19 @@ def test_a_sweep_axis_cannot_be_overridden(in_process, spec):
     assert code == 0 and "overrides  --set input.samples=2" in out, err  # another key of a swept spec
 
 
+def test_a_nested_sweep_axis_cannot_be_overridden(in_process, tmp_path):
+    """[sweep.corpus.scaffold] rules sweeps [corpus.scaffold] rules (specs/scaffold_rules.toml)."""
+    from tests.training.training_helpers import ROOT
+
+    spec = tmp_path / "rules.toml"
+    spec.write_text((ROOT / "specs" / "scaffold_rules.toml").read_text())
+    code, _, err = in_process("plan", spec, "--no-estimate", "--set", "corpus.scaffold.rules=50")
+    assert code == 2 and ("corpus.scaffold.rules is an axis of the sweep ([sweep.corpus.scaffold] rules = "
+                          "[100, 300, 1000, 3000, 10000])") in err, err
+    code, out, err = in_process("plan", spec, "--no-estimate", "--set", "corpus.scaffold.phrases=50")
+    assert code == 0 and "overrides  --set corpus.scaffold.phrases=50" in out, err
+
+
 def test_apply_runs_the_overridden_spec_and_keeps_the_overrides(in_process, spec, tmp_path):
     code, _, err = in_process("apply", spec, "-q", "--set", "dynamics.steps=40")
     assert code == 0, err

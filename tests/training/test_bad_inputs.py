@@ -379,7 +379,10 @@ CASES = [
     ("sweep-empty", add(L, "[sweep.training]\nepochs = []"), "expected a non-empty list"),
     ("sweep-repeat", add(L, "[sweep.training]\nepochs = [1, 1]"), "a value is listed twice"),
     ("sweep-unknown-key", add(L, "[sweep.training]\nepoch = [1, 2]"), "epoch: unknown key (did you mean 'epochs'?)"),
-    ("sweep-nested", add(L, "[sweep.checkpoints]\nlog_spaced = { start = [1, 2] }"), "nested tables cannot be swept"),
+    ("sweep-nested-scalar", add(L, "[sweep.checkpoints]\nlog_spaced = { start = 1 }"),
+     "[sweep] checkpoints.log_spaced.start: expected a non-empty list of values"),
+    ("sweep-nested-not-scaffold", add(L, "[sweep.corpus.scaffold]\nrules = [10, 20]"),
+     "[corpus.scaffold] needs source = \"scaffold:\""),
     ("sweep-scaffold-hidden-huge", add(SCAFFOLD, "[sweep.training]\nhidden_dim = [8, 10_000_000]"),
      "[training] hidden_dim: training f (400,000,620,000,198 parameters"),
     # --- the depth readouts of this brief

@@ -58,6 +58,18 @@ def test_familiar_scaffolds_are_more_interdependent_in_domain(ds):
     assert np.mean([di[n] for n in familiar]) > np.mean([di[n] for n in unfamiliar])
 
 
+@pytest.mark.slow
+def test_familiar_scaffolds_carry_smaller_error_gradients_in_domain(ds):
+    """App. C, Fig. 12: "a predictable scaffold is associated with a smaller error gradient"."""
+    g = ds["rule_gradient_norm"].sel(test_domain="in_domain").isel(checkpoint=-1)
+    for seed in (0, 1):
+        pair = [n for n in ds["network"].values if int(ds["seed"].sel(network=n)) == seed]
+        fam = [n for n in pair if ds["familiar_scaffold"].sel(network=n)]
+        unf = [n for n in pair if not ds["familiar_scaffold"].sel(network=n)]
+        assert len(fam) == len(unf) == 1
+        assert (g.sel(network=fam[0]).values < g.sel(network=unf[0]).values).all(), g.values
+
+
 def test_store_holds_every_rule_variable(ds):
     assert ds["rule_target_probability"].dims == ("network", "checkpoint", "test_domain")
     assert list(ds["cd_focus"].values) == ["alpha", "scaffold"]
@@ -67,6 +79,11 @@ def test_store_holds_every_rule_variable(ds):
         assert v.attrs["units"] == "1" and internal(v.attrs)["plot"] == "curve" and v.attrs["long_name"]
         assert np.isfinite(v.values).all()
         assert ((v.values >= 0) & (v.values <= (1 if name != "rule_di" else np.inf))).all()
+    g = ds["rule_gradient_norm"]
+    assert g.dims == ("network", "checkpoint", "test_domain", "gradient_distance")
+    assert list(ds["gradient_distance"].values) == [0, 1, 2, 3]
+    assert g.attrs["units"] == "nats" and internal(g.attrs)["plot"] == "curve"
+    assert np.isfinite(g.values).all() and (g.values > 0).all()
     assert list(ds["scaffold_length"].values) == [3] * 4
     assert list(ds["corpus_variant"].values) == ["unfamiliar_k3", "familiar_k3"] * 2
     # lr 1 throughout (no plateau decay), one LSTM layer
@@ -121,11 +138,27 @@ def test_prefix_cd_probability_ends_where_the_other_cd_measures_stand(ds):
             assert line.get_linestyle() == ("--" if familiar else "-")
 
 
+def test_gradient_figure_draws_the_last_checkpoint_against_distance(ds):
+    """Ch. 5 Fig. 12: ||d e_omega / d h_(alpha+d)|| against d, the seeds' mean at the last checkpoint."""
+    axes = _lines("ch5_fig12", ds)
+    assert len(axes) == 2
+    g = ds["rule_gradient_norm"]
+    for lines, domain in zip(axes, ("in_domain", "out_domain")):
+        assert {label.split(",")[0] for label in lines} == {"k=3 unfamiliar", "k=3 familiar"}
+        for label, line in lines.items():
+            familiar = label.split(",")[0].endswith(" familiar")
+            want = scaffold_mean(g.sel(test_domain=domain), _group(ds, familiar)).isel(checkpoint=-1)
+            np.testing.assert_array_equal(line.get_ydata(), want.values)
+            np.testing.assert_array_equal(line.get_xdata(), [0, 1, 2, 3])
+            assert line.get_linestyle() == ("--" if familiar else "-")
+
+
 def test_figures_command_draws_the_scaffold_figures(store, tmp_path):
     drawn = {d.id: d for d in figures(store, out=tmp_path)}
     assert {k for k, d in drawn.items() if d.status == "drawn"} == {"ch4_fig2", "ch5_fig7", "ch5_fig8", "ch5_fig9",
-                                                                      "ch5_fig10"}
-    assert (tmp_path / "ch5_fig10.png").is_file()
+                                                                      "ch5_fig10", "ch5_fig12"}
+    assert (tmp_path / "ch5_fig10.png").is_file() and (tmp_path / "ch5_fig12.png").is_file()
+    assert "sweep them" in drawn["ch5_fig11"].reason  # Fig. 11 needs a sweep over the number of rules
 
 
 def test_di_syntax_spec_plans_offline_and_apply_refuses(tmp_path):

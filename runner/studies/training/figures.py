@@ -11,7 +11,9 @@ sequential distance) and 4 (by syntactic distance, per sequential distance and o
 a mean is drawn only over at least ``min_cases`` pairs, 100 in the paper), and on the scaffold
 corpora Fig. 7 (P(omega), in-domain and random scaffolds), 8 (P(omega) from alpha by CD) and 10
 (DI(alpha, scaffold), in-domain): one line per scaffold length and setting, the mean over seeds,
-dashed for familiar scaffolds.
+dashed for familiar scaffolds; from Appendices B and C, Fig. 11 (P(omega) by CD from alpha and from
+the scaffold against the rule's occurrences n, from a sweep over ``rules``) and Fig. 12 (the error
+gradient at omega by distance from alpha).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from runner.figures import NotDrawable, recipe
 from runner.plotting import mean_legend, new_figure, pair_counts, standard_error, stat_note
@@ -378,6 +381,90 @@ def rule_di(ds: xr.Dataset) -> Figure:
     fig = new_figure()
     if not _scaffold_curves(ds, ds["rule_di"].sel(test_domain="in_domain"), fig.subplots(), "DI(alpha, scaffold)"):
         raise NotDrawable("no DI(alpha, scaffold) has been computed yet")
+    return fig
+
+
+@recipe(study=STUDY, id="ch5_fig12", reproduces=f"{CH5}, Fig. 12", needs=("rule_gradient_norm",),
+        title="Mean error-gradient magnitude at omega by distance d from alpha (last measured checkpoint): "
+              "in-domain (left) and random (right) scaffolds")
+def rule_gradient(ds: xr.Dataset) -> Figure:
+    """||d e_omega / d h_{alpha+d}|| against d = 0 .. k, one line per (k, setting): solid unfamiliar
+    (unpredictable) scaffolds, dashed familiar (predictable), as in App. C; seeds averaged."""
+    g = ds["rule_gradient_norm"]
+    groups = _scaffold_groups(ds)
+    lengths = sorted({k for _, k, _, _ in groups})
+    colours = {k: f"C{i}" for i, k in enumerate(lengths)}
+    fig = new_figure(10, 4)
+    axes = fig.subplots(1, 2, sharey=True)
+    drawn = 0
+    for ax, domain, title in zip(axes, ("in_domain", "out_domain"), ("in-domain scaffolds", "random scaffolds"),
+                                 strict=True):
+        for label, k, fam, nets in groups:
+            mean = scaffold_mean(g.sel(test_domain=domain), nets)
+            c = last_measured(mean)
+            if c is None:
+                continue
+            line = mean.sel(checkpoint=c, gradient_distance=slice(0, k))
+            se = scaffold_se(g.sel(test_domain=domain, checkpoint=c, gradient_distance=slice(0, k)), nets)
+            _mean_with_band(ax, line["gradient_distance"].values, line.values, se, len(nets),
+                            f"{label}, epoch {float(ds['epoch'].values[c]):.3g}", marker="o", color=colours[k],
+                            linestyle="--" if fam else "-")
+            drawn += 1
+        ax.set(xlabel="d (steps after alpha)", yscale="log", title=title, xticks=range(max(lengths) + 1))
+        mean_legend(ax, "seeds", band="se", fontsize="x-small")
+    axes[0].set_ylabel("||d e_omega / d h_(alpha+d)||")
+    if not drawn:
+        raise NotDrawable("no gradient magnitude has been computed yet")
+    return fig
+
+
+#: The scaffold generator's key that Fig. 11 sweeps (n, the rule's occurrences in training).
+RULES = "rules"
+
+
+@recipe(study=STUDY, id="ch5_fig11", reproduces=f"{CH5}, Fig. 11", needs=("rule_cd_probability",), sweeps=True,
+        title="P(omega) by CD from alpha (top) and from the scaffold (bottom) against the rule's occurrences n "
+              "(last measured checkpoint): in-domain (left) and random (right) scaffolds")
+def rule_cd_by_rules(ds: xr.Dataset) -> Figure:
+    """App. B: the CD probability of omega against n, from a sweep over ``[corpus.scaffold] rules``;
+    one line per (k, setting), colour by k, dashed familiar, seeds averaged, each point at its run's
+    last measured checkpoint (the thesis: 40 epochs)."""
+    if RULES not in ds.attrs.get("sweep_dims", []):
+        raise NotDrawable("Fig. 11 compares runs with different numbers of rules: sweep them "
+                          "([sweep.corpus.scaffold] rules = [...], as specs/scaffold_rules.toml does)")
+    p = ds["rule_cd_probability"]
+    focus = [f for f in ("alpha", "scaffold") if f in p["cd_focus"].values]
+    if not focus:
+        raise NotDrawable("rule_cd_probability was computed without alpha or the scaffold in focus")
+    groups = _scaffold_groups(ds)
+    colours = {k: f"C{i}" for i, k in enumerate(sorted({k for _, k, _, _ in groups}))}
+    ns = [int(n) for n in ds[RULES].values]
+    fig = new_figure(10, 3.6 * len(focus))
+    axes = np.atleast_2d(fig.subplots(len(focus), 2, sharex=True, sharey=True, squeeze=False))
+    drawn = 0
+    for row, f in zip(axes, focus, strict=True):
+        for ax, domain, title in zip(row, ("in_domain", "out_domain"), ("in-domain scaffolds", "random scaffolds"),
+                                     strict=True):
+            for label, k, fam, nets in groups:
+                ys, ses = [], []
+                for n in ns:
+                    da = p.sel({RULES: n, "test_domain": domain, "cd_focus": f})
+                    c = last_measured(scaffold_mean(da, nets))
+                    ys.append(np.nan if c is None else float(scaffold_mean(da, nets).sel(checkpoint=c)))
+                    ses.append(np.nan if c is None else float(scaffold_se(da.sel(checkpoint=c), nets)))
+                if np.isfinite(ys).any():
+                    _mean_with_band(ax, ns, np.asarray(ys), np.asarray(ses), len(nets), label, marker="o",
+                                    color=colours[k], linestyle="--" if fam else "-")
+                    drawn += 1
+            ax.set(xscale="log", title=f"{title}, {f} in focus")
+            ax.set_xticks(ns, [str(n) for n in ns], minor=False)
+            ax.xaxis.set_minor_locator(NullLocator())
+            mean_legend(ax, "seeds", band="se", fontsize="x-small")
+        row[0].set_ylabel(f"P(omega | {f}) by CD")
+    for ax in axes[-1]:
+        ax.set_xlabel("n (occurrences of the rule in training)")
+    if not drawn:
+        raise NotDrawable("no CD probability has been computed yet")
     return fig
 
 

@@ -1,0 +1,51 @@
+"""``rule_gradient``: the error gradient carried back from omega through the scaffold, by distance
+(Saphra 2021, Ch. 5 paper, Appendix C, Fig. 12; :mod:`analyses.rule_gradient`).
+
+On each scaffold test set (:mod:`.scaffold`), the mean over test rules alpha q omega of
+||d e_omega / d h_{alpha+d}||, d = 0 (alpha's step) .. k (the step that predicts omega), h the top
+LSTM layer's hidden state. Entries beyond a network's k are NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from analyses.contextual_decomposition import lstm_weights
+from analyses.rule_gradient import gradient_by_distance
+from runner.data.scaffold import OMEGA
+from runner.measures import hints, register
+from runner.studies.training.measures.scaffold import DOMAINS, RuleMeasure, RuleParams, _cases, _domains
+
+
+class GradientParams(RuleParams):
+    """Mean magnitude of the error gradient at omega with respect to the hidden state d steps after
+    alpha, d = 0 .. k (Ch. 5 App. C, Fig. 12)."""
+
+    kind: Literal["rule_gradient"]
+
+
+@register
+class RuleGradient(RuleMeasure):
+    Params = GradientParams
+
+    def variables(self, b, shape) -> None:
+        lengths = [int(v.coords.get("scaffold_length", 0)) for v in getattr(shape.corpus, "variants", {}).values()]
+        b.coord("gradient_distance", list(range(max(lengths, default=0) + 1)),
+                long_name="steps d from alpha to the hidden state the gradient is taken at")
+        b.var("rule_gradient_norm", "rule_gradient", ("network", "checkpoint", _domains(b), "gradient_distance"),
+              "float64", np.nan, "magnitude of the error gradient at omega, by distance from alpha", "nats",
+              "mean over test rules alpha q omega of ||d e / d h_{alpha+d}||, e = -log P(omega) at its step, h the "
+              "top LSTM layer's hidden state (dimensionless), d = 0 .. k (Ch. 5 App. C, Fig. 12)",
+              **hints(plot="curve", order=34))
+
+    def run(self, ctx, task) -> None:
+        weights = lstm_weights(ctx.model(task.network, task.checkpoint))
+        width = len(ctx.layout.coords["gradient_distance"].values)
+        out = np.full((len(DOMAINS), width), np.nan)
+        for d, domain in enumerate(DOMAINS):
+            x, tests = _cases(ctx, task, domain, self.p.cases)
+            norms = gradient_by_distance(x, tests.alpha, tests.omega - 1, OMEGA, **weights)
+            out[d, : tests.k + 1] = norms.mean(dim=0).cpu().numpy()
+        ctx.write("rule_gradient_norm", task, out)
