@@ -5,8 +5,8 @@
 tokens = [8, 16, 32, 64, 128]      # Fig. 2B: synchronisation offset against N_w
 ```
 
-Each key of a ``[sweep.<table>]`` names a key of that table of the spec (``[sweep.corpus.scaffold]``
-a key of ``[corpus.scaffold]``); several keys span their product. Every point of the grid is the spec with those values, run as its own experiment into
+Each key of a ``[sweep.<table>]`` names a key of that table of the spec (``[sweep.<table>.<sub>]``
+a key of its sub-table ``[<table>.<sub>]``); several keys span their product. Every point of the grid is the spec with those values, run as its own experiment into
 its own store inside the sweep's store: ``store/<name>.zarr/tokens=8`` (a zarr group of the
 sweep's group; its event log and lock under ``store/<name>.runner/tokens=8``). So a point that is
 done is never recomputed, and a value added to the grid computes only that point.
@@ -111,7 +111,7 @@ def split(sf: SpecFile) -> tuple[SpecFile, dict[str, list] | None]:
 
 def _leaves(keys: dict, prefix: str = ""):
     """``(dotted key, values)`` of a sweep table; a sub-table sweeps the keys of the spec's sub-table
-    of that name (``[sweep.corpus.scaffold] rules = [...]`` sets ``[corpus.scaffold] rules``)."""
+    of that name (``[sweep.a.b] k = [...]`` sets ``[a.b] k``)."""
     for key, values in keys.items():
         if isinstance(values, dict) and values:
             yield from _leaves(values, f"{prefix}{key}.")
