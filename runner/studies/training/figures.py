@@ -355,24 +355,30 @@ def rule_cd_prefix(ds: xr.Dataset) -> Figure:
     for ax, domain, title in zip(axes, ("in_domain", "out_domain"), ("in-domain scaffolds", "random scaffolds"),
                                  strict=True):
         for label, gk, fam, nets in groups:
-            if gk != k:
-                continue
-            mean = scaffold_mean(p.sel(test_domain=domain), nets)
-            c = last_measured(mean)
-            if c is None:
-                continue
-            line = mean.sel(checkpoint=c, prefix_length=slice(0, k))
-            se = scaffold_se(p.sel(test_domain=domain, checkpoint=c, prefix_length=slice(0, k)), nets)
-            _mean_with_band(ax, line["prefix_length"].values, line.values, se, len(nets),
-                            f"{label}, epoch {float(ds['epoch'].values[c]):.3g}", marker="o", color="C0",
-                            linestyle="--" if fam else "-")
-            drawn += 1
+            if gk == k:
+                drawn += _at_last_checkpoint(ax, ds, p.sel(test_domain=domain), "prefix_length", k, label, fam, nets,
+                                             "C0")
         ax.set(xlabel="i (scaffold words after alpha in focus)", title=title)
         mean_legend(ax, "seeds", band="se", fontsize="x-small")
     axes[0].set_ylabel("P(omega | alpha q_1..q_i) by CD")
     if not drawn:
         raise NotDrawable(f"no prefix CD probability has been computed yet for k = {k}")
     return fig
+
+
+def _at_last_checkpoint(ax, ds: xr.Dataset, var: xr.DataArray, dim: str, k: int, label: str, familiar: bool,
+                        nets: list[int], colour: str) -> bool:
+    """``var`` over ``dim`` = 0 .. k at its group's last measured checkpoint, seeds averaged with a
+    band (dashed: familiar scaffolds); False when nothing is measured yet."""
+    mean = scaffold_mean(var, nets)
+    c = last_measured(mean)
+    if c is None:
+        return False
+    line = mean.sel(checkpoint=c, **{dim: slice(0, k)})
+    se = scaffold_se(var.sel(checkpoint=c, **{dim: slice(0, k)}), nets)
+    _mean_with_band(ax, line[dim].values, line.values, se, len(nets), f"{label}, epoch {float(ds['epoch'].values[c]):.3g}",
+                    marker="o", color=colour, linestyle="--" if familiar else "-")
+    return True
 
 
 @recipe(study=STUDY, id="ch5_fig10", reproduces=f"{CH5}, Fig. 10", needs=("rule_di",),
@@ -400,16 +406,8 @@ def rule_gradient(ds: xr.Dataset) -> Figure:
     for ax, domain, title in zip(axes, ("in_domain", "out_domain"), ("in-domain scaffolds", "random scaffolds"),
                                  strict=True):
         for label, k, fam, nets in groups:
-            mean = scaffold_mean(g.sel(test_domain=domain), nets)
-            c = last_measured(mean)
-            if c is None:
-                continue
-            line = mean.sel(checkpoint=c, gradient_distance=slice(0, k))
-            se = scaffold_se(g.sel(test_domain=domain, checkpoint=c, gradient_distance=slice(0, k)), nets)
-            _mean_with_band(ax, line["gradient_distance"].values, line.values, se, len(nets),
-                            f"{label}, epoch {float(ds['epoch'].values[c]):.3g}", marker="o", color=colours[k],
-                            linestyle="--" if fam else "-")
-            drawn += 1
+            drawn += _at_last_checkpoint(ax, ds, g.sel(test_domain=domain), "gradient_distance", k, label, fam, nets,
+                                         colours[k])
         ax.set(xlabel="d (steps after alpha)", yscale="log", title=title, xticks=range(max(lengths) + 1))
         mean_legend(ax, "seeds", band="se", fontsize="x-small")
     axes[0].set_ylabel("||d e_omega / d h_(alpha+d)||")
