@@ -44,3 +44,17 @@ def test_a_transject_spec_refuses_what_svcca_cannot_do_there(tmp_path, in_proces
            "no [[model]] named ['lm']": 'networks = ["lm"]\nlayers = ["embedding"]'}[message]
     code, out, err = in_process("plan", tiny_spec(tmp_path, replace={replace: new}), "--no-estimate")
     assert code == 65 and message in err, err
+
+
+def test_runner_figures_draws_svcca_of_transject_epochs(tiny_store):
+    """Each line of the figure is a network's SVCCA (left) or CKA (right) of one layer over the epochs."""
+    from runner.figures import recipes
+
+    ds = xr.open_zarr(tiny_store)
+    fig = recipes("transject")["ch4_fig3_transject"].draw(ds)
+    svcca_ax, cka_ax = fig.axes[:2]
+    for ax, name in ((svcca_ax, "svcca_final"), (cka_ax, "cka_final")):
+        lines = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
+        assert len(lines) == 4 * 3  # the first seed of each of the four models, three layers
+        np.testing.assert_array_equal(lines["transject-s0: layer2"],
+                                      ds[name].sel(network="transject-s0", layer="layer2").values)
