@@ -113,3 +113,12 @@ source = "{tmp_path / 'neox'}"
         rows = model.gpt_neox.embed_in.weight.detach().double().numpy()[ids]
         eu, _ = _pair_distances(rows, ds.pair_first.values, ds.pair_second.values)
         np.testing.assert_allclose(ds.pair_euclidean.values[0, c, :, 0], eu, rtol=1e-5)
+
+
+def test_pairs_the_lstm_sentence_lacks_are_named_before_compute(tmp_path, in_process):
+    text = TINY.read_text()
+    text = text[:text.index("[[measure]]")].replace('seed = 0\n', f'seed = 0\nstore = "{tmp_path / "p.zarr"}"\n', 1)
+    (tmp_path / "p.toml").write_text(text + '[[measure]]\nkind = "distances"\npairs = [["fish", "unicorn"]]\n')
+    code, out, err = in_process("apply", tmp_path / "p.toml", "-q")
+    assert code == 65 and "pairs: the analysis sentence has no 'unicorn'; its tokens: this small fish" in err, err
+    assert not list((tmp_path / "p.runner").glob("checkpoints/*"))  # nothing trained
