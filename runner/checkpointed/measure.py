@@ -2,11 +2,11 @@
 
 A registration subclasses its own study's measure base class and :class:`ActivationMeasure`, and names
 the other studies whose specs may use it in ``also`` (``runner.measures.register`` registers it under
-each): SVCCA of the training study runs on TransJect's epochs, TransJect's entropy and distances on the
-LSTMs and on checkpoint suites. Its ``run(ctx, task)`` reads the :class:`ActivationContext` that each of
-those studies gives its measures, whose activations come from the models' adapters
-(:mod:`models.activations`); ``variables(builder, shape)`` reads ``shape.layers`` (the store's ``layer``
-axis), ``shape.names`` (network labels) and ``shape.sentence`` (the analysis sentence's tokens) only.
+each; ``docs/extending.md`` names the built-in ones). Its ``run(ctx, task)`` reads the
+:class:`ActivationContext` that each of those studies gives its measures, whose activations come from
+the models' adapters (:mod:`models.activations`); ``variables(builder, shape)`` reads ``shape.layers``
+(the store's ``layer`` axis), ``shape.names`` (network labels) and ``shape.sentence`` (the analysis
+sentence's tokens) only.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class ActivationParams(MeasureParams):
     """Base of the ``[[measure]]`` table of an :class:`ActivationMeasure`."""
 
     networks: list[str] = Field(default_factory=list)
-    """``[[model]]`` names measured (default: the study's default: its language models, every TransJect network)."""
+    """``[[model]]`` names measured (default: those the study measures by default)."""
 
     def params(self) -> dict:
         out = super().params()
