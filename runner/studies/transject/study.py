@@ -295,7 +295,8 @@ class TransJectSession:
                                    self.registrations)
         self.n_layers = len(layers)
         self.layer_names = layers
-        self._current: tuple[tuple[int, int], View] | None = None
+        self._current: tuple[tuple[int, int], View] | None = None  # the running group's view
+        self._aside: tuple[tuple[int, int], View] | None = None  # another checkpoint's, read by its measures
         self.seed = spec.experiment.seed
         self.checkpoints = Checkpoints(p.store_path)
         self.paths = self.checkpoints.paths
@@ -412,11 +413,14 @@ class TransJectSession:
                     [h[0].to(torch.float64) for h in s.values()], gen_seed)
 
     def _view(self, n: int, e: int) -> View:
-        """The view of (n, e): the one of the running group, else computed aside (the group's random state kept)."""
-        if self._current is not None and self._current[0] == (n, e):
-            return self._current[1]
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            return self.view(n, e)
+        """The view of (n, e): the one of the running group, else one computed aside (the group's random
+        state kept) and kept for the next group (every epoch of a network compared with its final one)."""
+        for held in (self._current, self._aside):
+            if held is not None and held[0] == (n, e):
+                return held[1]
+        with forked_rng(self.device):
+            self._aside = ((n, e), self.view(n, e))
+        return self._aside[1]
 
     # the context of measures on activations only (runner.checkpointed.measure.ActivationContext)
 
@@ -447,7 +451,6 @@ class TransJectSession:
         n, e = group[0].network, group[0].checkpoint
         if self.paths.get((n, e)) is None:
             return  # after an early stop there are no weights at this epoch: the cell stays NaN
-        self._current = None
         self._current = ((n, e), self.view(n, e))
         try:
             for t in group:
