@@ -8,16 +8,14 @@ As TransformerLens puts hook points on every model, every model the runner build
   on ``inputs`` (a :class:`~models.base.MapInputs`: token ids, attention mask, a generator), the
   output of each named hook point (default: all), in the order of ``layer_names()``.
 
-The adapters (each beside its architecture):
+The adapters, each beside its architecture:
 
-========================  ===================================  =======================================
-family                    adapter                              hook points
-========================  ===================================  =======================================
-ALBERT, every depth map   :class:`models.base.MapActivations`   ``embedding`` (x_0), ``layer1`` .. (x_t)
-LSTM LM and taggers       :class:`models.lstm.LSTMActivations`  ``embedding``, ``lstm1`` .., ``logits``
-TransJect and baselines   :class:`models.transject.TransJectActivations`  ``embedding`` (X^(0)), ``layer1`` ..
-suite families            :class:`models.suites.SuiteActivations`  ``embedding``, ``layer1`` .. (``ADAPTERS``)
-========================  ===================================  =======================================
+- ALBERT and every depth map: :class:`models.base.MapActivations` (``embedding`` = x_0, ``layerT`` = x_T);
+- the LSTM LM and taggers: :class:`models.lstm.LSTMActivations` (``embedding``, ``lstm1`` .., ``logits``);
+- TransJect and its baselines: :class:`models.transject.TransJectActivations` (``embedding`` = X^(0),
+  ``layer1`` ..);
+- the transformers families of checkpoint suites: :class:`models.suites.SuiteActivations` (``embedding``,
+  ``layer1`` .., where :data:`models.suites.ADAPTERS` says).
 
 :func:`activations_of` picks the adapter of a model; :func:`token_rows` flattens a capture to the
 ``(tokens, dim)`` rows that checkpoint measures read (padding left out).
