@@ -322,3 +322,33 @@ def capture(
         for handle in handles:
             handle.remove()
         handles.clear()
+
+
+class LSTMActivations:
+    """Named hook points of an LSTM (:mod:`models.activations`): ``embedding`` (h^e_t), ``lstm1`` ..
+    ``lstmN`` (h^k_t) and ``logits``, before dropout.
+
+    A stream: each :meth:`capture` continues from the hidden state the last one left (truncated BPTT
+    windows of one token stream, as the thesis reads its analysis tokens); the first, and the first
+    after :meth:`reset`, starts from zeros."""
+
+    def __init__(self, model: _LSTMStack):
+        self.model = model
+        self.hidden: Hidden | None = None
+
+    def layer_names(self) -> tuple[str, ...]:
+        return self.model.layer_names() + ("logits",)
+
+    def reset(self) -> None:
+        self.hidden = None
+
+    def capture(self, inputs, names: Sequence[str] | None = None) -> dict[str, Tensor]:
+        from models.activations import chosen
+
+        names = chosen(self.layer_names(), names)
+        ids = inputs.input_ids
+        if self.hidden is None:
+            self.hidden = self.model.init_hidden(ids.shape[0])
+        with torch.no_grad(), capture(self.model, names) as cap:
+            _, self.hidden = self.model(ids, self.hidden)
+        return {name: cap.activations[name] for name in names}

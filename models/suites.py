@@ -8,8 +8,9 @@ checkpoints, and :func:`load_checkpoint` loads one through transformers' Auto cl
 cache, safetensors only, remote code only when asked for).
 
 An :class:`Adapter` names the layers of a transformers family (GPT-NeoX, BERT, GPT-2, Llama, ...):
-adding a family is one entry in :data:`ADAPTERS`. :func:`capture_layers` records every layer's
-output with forward hooks in one batched forward pass.
+adding a family is one entry in :data:`ADAPTERS`. :class:`SuiteActivations` is the family's
+activation adapter (:mod:`models.activations`): its hook points are those layers, read with forward
+hooks in one batched forward pass (:func:`capture_layers`, :func:`word_activations`).
 """
 
 from __future__ import annotations
@@ -306,20 +307,39 @@ def _hooks(modules: dict[str, nn.Module], out: dict[str, Tensor]) -> Iterator[No
             h.remove()
 
 
+class SuiteActivations:
+    """Named hook points of a transformers model of a family in :data:`ADAPTERS` (:mod:`models.activations`):
+    ``embedding`` and ``layer1`` .. ``layerN``, the outputs of the modules its :class:`Adapter` names, read
+    by forward hooks."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.modules = adapter_for(model).layers(model)
+
+    def layer_names(self) -> tuple[str, ...]:
+        return tuple(self.modules)
+
+    def hook_points(self, names=None) -> dict[str, nn.Module]:
+        """The modules whose outputs are the named hook points (for hooks of one's own: gradients)."""
+        from models.activations import chosen
+
+        return {k: self.modules[k] for k in chosen(self.layer_names(), names)}
+
+    def capture(self, inputs, names=None) -> dict[str, Tensor]:
+        modules = self.hook_points(names)
+        out: dict[str, Tensor] = {}
+        with torch.no_grad(), _hooks(modules, out):
+            self.model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask)
+        return {k: out[k] for k in modules}
+
+
 def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None = None,
                    layers: list[str] | None = None) -> dict[str, Tensor]:
-    """Each named layer's output ``(batch, seq, hidden)`` for one batch, from forward hooks (one
+    """Each named layer's output ``(batch, seq, hidden)`` for one batch (:class:`SuiteActivations`: one
     forward pass, no gradients); ``layers`` picks some (default: all, ``embedding`` first)."""
-    modules = adapter_for(model).layers(model)
-    if layers is not None:
-        unknown = sorted(set(layers) - set(modules))
-        if unknown:
-            raise ValueError(f"no layer {', '.join(unknown)}; this model has {', '.join(modules)}")
-        modules = {k: modules[k] for k in layers}
-    out: dict[str, Tensor] = {}
-    with torch.no_grad(), _hooks(modules, out):
-        model(input_ids=input_ids, attention_mask=attention_mask)
-    return {k: out[k] for k in modules}
+    from models.activations import tokens
+
+    return SuiteActivations(model).capture(tokens(input_ids, attention_mask), layers)
 
 
 def _token_losses(model: nn.Module, ids: Tensor, mask: Tensor, targets: Tensor) -> Tensor:
@@ -406,8 +426,7 @@ def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers:
     summed next-token cross-entropy with respect to each layer's output, pooled the same way."""
     device = next(model.parameters()).device
     limit = getattr(model.config, "max_position_embeddings", None)
-    modules = adapter_for(model).layers(model)
-    modules = {k: modules[k] for k in (layers or modules)}
+    modules = SuiteActivations(model).hook_points(layers or None)
     acts: dict[str, Tensor] = {}
     grads: dict[str, Tensor] = {}
     counts = torch.zeros(len(words), dtype=torch.long, device=device)

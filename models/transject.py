@@ -430,3 +430,24 @@ def build_model(name: str, params: dict) -> TransJect | TransformerClassifier:
     if name in BASELINES:
         return TransformerClassifier(TransformerConfig(**params, rezero=name == "transformer-rezero"))
     raise ValueError(f"unknown model {name!r}; choose transject, transformer or transformer-rezero")
+
+
+class TransJectActivations:
+    """Named hook points of TransJect or a baseline (:mod:`models.activations`): ``embedding`` is X^(0)
+    and ``layerL`` is X^(L), the model's own hidden states (padding tokens included; the entropic u is
+    drawn with ``inputs.generator``, else with ``generator``)."""
+
+    def __init__(self, model: TransJect | TransformerClassifier, generator: torch.Generator | None = None):
+        self.model, self.generator = model, generator
+
+    def layer_names(self) -> tuple[str, ...]:
+        return ("embedding",) + tuple(f"layer{i + 1}" for i in range(len(self.model.layers)))
+
+    def capture(self, inputs, names=None) -> dict[str, Tensor]:
+        from models.activations import chosen
+
+        names = chosen(self.layer_names(), names)
+        gen = inputs.generator if inputs.generator is not None else self.generator
+        with torch.no_grad():
+            out = self.model(inputs.input_ids, inputs.attention_mask, output_hidden_states=True, generator=gen)
+        return {name: h for name, h in zip(self.layer_names(), out.hidden_states) if name in names}

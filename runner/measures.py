@@ -50,6 +50,9 @@ class Measure:
     """Base of every measure registration (see the module docstring)."""
 
     study: ClassVar[str]
+    also: ClassVar[tuple[str, ...]] = ()
+    """Other studies whose specs may name it (a measure on activations only:
+    ``runner.checkpointed.measure.ActivationMeasure``)."""
     when: ClassVar[str]
     version: ClassVar[int] = 1
     reference: ClassVar[str] = ""
@@ -102,8 +105,9 @@ def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str
 
 
 def register(cls: type[Measure]) -> type[Measure]:
-    """Class decorator: make a measure available to specs of its study."""
-    _REGISTRY.setdefault(cls.study, {})[cls.kind()] = cls
+    """Class decorator: make a measure available to specs of its study (and of the studies in ``also``)."""
+    for study in (cls.study, *cls.also):
+        _REGISTRY.setdefault(study, {})[cls.kind()] = cls
     return cls
 
 

@@ -32,7 +32,7 @@ def _env(**extra):
 def test_kill_resume_matches_uninterrupted_run(tmp_path):
     ref_spec = tiny_spec(tmp_path, "ref")
     out = apply(prepare(ref_spec), quiet=True)
-    assert not out.failed and len(out.ran) == 59
+    assert not out.failed and len(out.ran) == 91
 
     spec = tiny_spec(tmp_path, "killed")
     # step 27 is mid-epoch 2 of the first network, 7 steps after its last durable point (20)
@@ -106,7 +106,7 @@ def test_plan_cli_lists_tasks(tmp_path):
     plan = json.loads(res.stdout)
     assert plan["checkpoint_steps"] == [0, 1, 4, 5, 15, 20, 40, 60]
     kinds = {t["kind"] for t in plan["tasks"]}
-    assert kinds == {"train", "svcca", "sparsity", "diagnostic", "lca"}
+    assert kinds == {"train", "svcca", "sparsity", "diagnostic", "lca", "entropy", "distances"}
     bad = tiny_spec(tmp_path, "bad", replace={"bptt = 10": "bpt = 10"})
     res = subprocess.run([*RUNNER, "plan", str(bad)], cwd=tmp_path, env=_env(), capture_output=True, text=True)
     assert res.returncode == 65 and "[training] bpt: unknown key" in res.stderr

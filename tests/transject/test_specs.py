@@ -57,7 +57,7 @@ def test_tiny_spec_plans_every_task(tmp_path, capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["study"] == "transject" and plan["unmet"] == [] and plan["epochs"] == 3
     kinds = [t["kind"] for t in plan["tasks"]]
-    assert kinds.count("train") == 8 and len(kinds) == 8 * (1 + 5 * 4)
+    assert kinds.count("train") == 8 and len(kinds) == 8 * (1 + 6 * 4)  # six measures (SVCCA among them), epochs 0..3
     assert set(plan["networks"]) >= {"transject-s0", "transformer-rezero-s1"}
 
 

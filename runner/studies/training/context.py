@@ -1,5 +1,9 @@
 """What checkpoint measures share: the analysis tokens, the checkpoints, and a small cache.
 
+The activations come from the LSTM's adapter (:class:`models.lstm.LSTMActivations`), so the context is
+also an :class:`~runner.checkpointed.measure.ActivationContext`: measures shared with TransJect
+(``entropy``, ``distances``) read ``activations`` and ``sentence`` (:func:`analysis_sentence`).
+
 Each measure task loads the checkpoints it needs, runs the network over the analysis tokens (the
 first ``corpus.analysis_tokens`` tokens of ``analysis_split`` (validation by default; the
 ``tag_articles`` documents' when set), dropout off, hidden state carried across
@@ -10,12 +14,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
+from functools import cached_property
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from models.lstm import capture
+from models.activations import token_rows, tokens
+from models.lstm import LSTMActivations
 from runner.checkpointed.files import load_weights
 from runner.checkpointed.session import write_cell
 from runner.data.corpus import Corpus
@@ -25,6 +31,24 @@ from runner.plan import Task
 from runner.store import Store
 from runner.studies.training.spec import TrainingStudy
 from runner.studies.training.train import build_model
+
+
+#: The most tokens of the analysis sentence (the token pairs of ``distances``).
+SENTENCE_TOKENS = 40
+
+
+def analysis_sentence(study: TrainingStudy, corpus: Corpus) -> Tensor:
+    """The analysis tokens' first sentence (through its first ``<eos>``; at most :data:`SENTENCE_TOKENS`
+    tokens): the sentence whose token pairs ``distances`` measures, as TransJect's analysis sentence (Fig. 1)."""
+    words, _ = corpus.analysis_streams(study.corpus.analysis_split)
+    first = words[:min(study.corpus.analysis_tokens, SENTENCE_TOKENS)]
+    eos = corpus.vocab.stoi.get(corpus.vocab.eos) if corpus.vocab.eos else None
+    ends = (first[1:] == eos).nonzero() if eos is not None else []
+    return first[:int(ends[0]) + 2] if len(ends) else first
+
+
+def sentence_words(study: TrainingStudy, corpus: Corpus) -> list[str]:
+    return [corpus.vocab.itos[int(i)] for i in analysis_sentence(study, corpus)]
 
 
 class Context:
@@ -65,17 +89,34 @@ class Context:
         """Every layer's output on the analysis tokens, ``(n_tokens, dim)`` each."""
         key = ("acts", network, checkpoint)
         if key not in self._cache:
-            model = self.model(network, checkpoint)
+            stream = LSTMActivations(self.model(network, checkpoint))
             parts: dict[str, list[Tensor]] = {}
-            hidden = model.init_hidden(self.columns)
-            with torch.no_grad(), capture(model, model.layer_names() + ("logits",)) as cap:
-                for i in self.windows():
-                    x, _ = get_batch(self.words, i, self.bptt)
-                    _, hidden = model(x, hidden)
-                    for name, a in cap.activations.items():
-                        parts.setdefault(name, []).append(a.reshape(-1, a.shape[-1]))
+            for i in self.windows():
+                x, _ = get_batch(self.words, i, self.bptt)
+                for name, a in token_rows(stream.capture(tokens(x))).items():
+                    parts.setdefault(name, []).append(a)
             self._put(key, {k: torch.cat(v) for k, v in parts.items()})
         return self._cache[key]
+
+    @cached_property
+    def sentence_ids(self) -> Tensor:
+        return analysis_sentence(self.study, self.corpus)
+
+    @cached_property
+    def sentence_tokens(self) -> list[str]:
+        return [self.corpus.vocab.itos[int(i)] for i in self.sentence_ids]
+
+    def sentence_activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
+        """Every layer's output on the analysis sentence read from a zero state, ``(seq, dim)`` each."""
+        key = ("sentence", network, checkpoint)
+        if key not in self._cache:
+            ids = self.sentence_ids.to(self.device)[None]
+            out = LSTMActivations(self.model(network, checkpoint)).capture(tokens(ids))
+            self._put(key, {k: v[0] for k, v in out.items()})
+        return self._cache[key]
+
+    def final(self, network: int) -> int:
+        return self.last
 
     def tag_labels(self, tagset: str) -> tuple[Tensor, Tensor]:
         """The tag of each analysis token whose activation :meth:`activations` holds, and of the token after it."""

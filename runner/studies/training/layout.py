@@ -15,6 +15,7 @@ from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, decl
 from runner.data.corpus import Corpus
 from runner.layout import Layout, LayoutBuilder, network_coords
 from runner.measures import declare, hints, measures
+from runner.studies.training.context import sentence_words
 from runner.studies.training.measure import PAPER, Shape
 from runner.studies.training.spec import TrainingStudy
 
@@ -69,7 +70,7 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
         "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
 
     shape = Shape(layers, study.training.num_layers, [n.name for n in nets], corpus,
-                  [n.corpus_variant for n in nets])
+                  [n.corpus_variant for n in nets], sentence_words(study, corpus))
     _measures(b, study, shape)
     return b.build()
 
@@ -98,7 +99,7 @@ def _suite_layout(study: TrainingStudy, suites, corpus: Corpus) -> Layout:
     b.var("word_class", "corpus", ("vocab",), str, "", "POS class", None,
           "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
     _measures(b, study, Shape(suites.layers, len(suites.layers) - 1, [n.name for n in nets], corpus,
-                              [None] * len(nets)))
+                              [None] * len(nets), sentence_words(study, corpus)))
     return b.build()
 
 

@@ -37,6 +37,8 @@ class Shape:
     """The training corpus (:class:`runner.data.corpus.Corpus`), for word coordinates."""
     variants: list[str | None] = field(default_factory=list)
     """Per network: the corpus variant it trains on (scaffold corpora), else None."""
+    sentence: list[str] = field(default_factory=list)
+    """Tokens of the analysis sentence (``runner.studies.training.context.analysis_sentence``)."""
 
 
 class CheckpointMeasure(Measure):

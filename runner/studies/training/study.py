@@ -38,7 +38,7 @@ from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training import sizes
-from runner.studies.training.context import Context
+from runner.studies.training.context import Context, sentence_words
 from runner.studies.training.layout import build_layout
 from runner.studies.training.plan import make_tasks, suite_tasks, task_label
 from runner.studies.training.suite import SuiteContext
@@ -359,6 +359,11 @@ class TrainingSession:
         self.corpus, self.steps = corpus, st["steps"]
         self.spe = st["stats"]["steps_per_epoch"]
         self.suites = st.get("suites")
+        sentence = sentence_words(self.spec, corpus)  # known only now: what a shared measure cannot do with it
+        late = [p.spec_file.problem(("measure", i, *loc), message) for i, m in enumerate(self.spec.measure)
+                for loc, message in getattr(measures("training")[m.kind](m), "sentence_problems", lambda _: [])(sentence)]
+        if late:
+            raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(self.spec, self.steps, self.spe, corpus, self.suites)
         self.train_ids = {t.network: t.id for t in p.tasks if t.kind == "train"}
         self.checkpoints = Checkpoints(p.store_path)

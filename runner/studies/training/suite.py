@@ -214,6 +214,11 @@ class SuiteContext(Context):
                                             None, window=net.window_words, batch_size=net.batch_size, pool=net.pool))
         return self._cache[key]
 
+    def sentence_activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
+        """The analysis sentence's word activations: the first words of :meth:`activations`, ``(seq, dim)``."""
+        k = len(self.sentence_ids)
+        return {name: a[:k] for name, a in self.activations(network, checkpoint).items()}
+
     def word_states(self, network: int, checkpoint: int) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """Every layer's word activations and the gradients of the next-token loss with respect to them."""
         key = ("states", network, checkpoint)

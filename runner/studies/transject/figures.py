@@ -216,3 +216,11 @@ def isomap(ds: xr.Dataset) -> Figure:
                 ax.annotate(words[i], xy[i], fontsize="xx-small")
             ax.set(xticks=[], yticks=[], title=f"{model}: {layer}" if r == 0 or c == 0 else str(layer))
     return fig
+
+
+# The measures shared with the training study (entropy, distances: on activations only) drawn from its
+# stores too: the same recipes, registered for that study under their own ids.
+recipe(study="training", id="transject_fig1", reproduces=f"{PAPER}, Fig. 1 (on the training study's networks)",
+       needs=("pair_euclidean", "pair_cosine"), title="Layer-wise distances between token pairs")(distances)
+recipe(study="training", id="transject_fig5a", reproduces=f"{PAPER}, Fig. 5a (on the training study's networks)",
+       needs=("entropy_quantile",), title="Layer-wise entropy of token representations")(entropy)

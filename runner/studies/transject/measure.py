@@ -4,16 +4,16 @@ A registration (:mod:`runner.measures`) subclasses :class:`EpochMeasure`: ``vari
 what it writes (one ``(network, checkpoint)`` cell per task; the ``layer`` axis holds the
 embedding layer X^(0) and layers 1..L), and ``run(ctx, task, view)`` computes it with the pure
 functions of :mod:`analyses` from a :class:`View`: the network at that checkpoint and its hidden
-states on the analysis examples and on the analysis sentence, computed once for all the measures
-of the checkpoint (they run as one group).
+states on the analysis examples and on the analysis sentence (read through the model's activation
+adapter, :class:`models.transject.TransJectActivations`), computed once for all the measures of the
+checkpoint (they run as one group).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -35,6 +35,8 @@ class Shape:
     """Experts (TransJect) or attention heads (baselines) of the widest network."""
     sentence: list[str]
     """Tokens of the analysis sentence (Figs. 1 and 6)."""
+    names: list[str] = field(default_factory=list)
+    """Network labels."""
 
 
 @dataclass
@@ -58,6 +60,10 @@ class View:
 
 
 class EpochMeasure(Measure):
+    """A measure of TransJect's checkpoints on a :class:`View`. (A measure on activations only is an
+    :class:`~runner.checkpointed.measure.ActivationMeasure` instead: ``run(ctx, task)`` with the session as
+    its context, ``ctx.activations`` and ``ctx.sentence`` from the view's hidden states.)"""
+
     study = "transject"
     when = "checkpoint"
     reference = PAPER
@@ -89,14 +95,6 @@ def knn_sample_problems(method: str, k: int, samples: list[tuple[str, int]]) -> 
         elif method == "gaussian" and n < 2:
             out.append((("method",), f"the Gaussian estimate needs 2 samples or more, but {what} gives {n}"))
     return out[:1]
-
-
-def per_layer(n_layers: int, values: list, fill=np.nan) -> np.ndarray:
-    """Stack per-layer rows into an array padded with ``fill`` up to ``n_layers`` rows."""
-    rows = [np.asarray(v, dtype=np.float64) for v in values]
-    out = np.full((n_layers,) + rows[0].shape, fill, dtype=np.float64)
-    out[: len(rows)] = np.stack(rows)
-    return out
 
 
 def tokens_of(hidden: Tensor, mask: Tensor) -> list[Tensor]:

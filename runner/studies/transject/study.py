@@ -22,10 +22,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from models.activations import token_rows, tokens
 from models.hub import ModelLoadError, load_tokenizer
+from models.transject import TransJectActivations
 from runner.data.classification import (InputError, Split, build_vocab, check_local, encode, hub_cached, hub_splits,
                                         listops_splits, local_files, local_splits, tokenize)
 from runner.checkpointed.axes import write_curves
+from runner.checkpointed.measure import ActivationMeasure
 from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
 from runner.checkpointed.schedule import checkpoint_resource, train_task
 from runner.checkpointed.session import Checkpoints, forked_rng, relative_path, write_cell
@@ -142,12 +145,15 @@ class TransJectStudy(Study):
                          "trained": not m.checkpoint, "train_id": tid})
             for meas in spec.measure:
                 reg = measures("transject")[meas.kind]
+                if getattr(meas, "networks", None) and m.name not in meas.networks:
+                    continue  # a measure shared with the training study names the [[model]] entries it measures
                 for e in epochs:
                     payload = {"measure": meas.kind, "params": meas.params(), "train": tid, "checkpoint": e,
                                "analysis": analysis_key, "v": reg.version}
+                    reads = reg(meas).needs(n, e, epochs[-1], []) if issubclass(reg, ActivationMeasure) else [(n, e)]
                     tasks.append(Task(task_id(payload), meas.kind, meas.kind, n, meas.kind, deps=(tid,), checkpoint=e,
-                                      needs=(checkpoint_resource(n, e),), group=f"measures:{n}:{e}",
-                                      params=meas.params(), key=payload))
+                                      needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(reads)),
+                                      group=f"measures:{n}:{e}", params=meas.params(), key=payload))
         return Prepared(self, spec, sf, tasks, [x["label"] for x in nets], spec.training.device, unmet,
                         state={"nets": nets, "dirs": dirs})
 
@@ -284,9 +290,13 @@ class TransJectSession:
                 for loc, message in self.registrations[m.kind].sentence_problems(list(self.sentence))]
         if late:  # the analysis sentence of ListOps or a hub tokenizer is known only now
             raise SpecError(p.spec_file.path, late)
-        self.layout = build_layout(spec, self.nets, self.spe, Shape(layers, experts, list(self.sentence)),
+        self.layout = build_layout(spec, self.nets, self.spe, Shape(layers, experts, list(self.sentence),
+                                                                    [n["label"] for n in self.nets]),
                                    self.registrations)
         self.n_layers = len(layers)
+        self.layer_names = layers
+        self._current: tuple[tuple[int, int], View] | None = None  # the running group's view
+        self._aside: tuple[tuple[int, int], View] | None = None  # another checkpoint's, read by its measures
         self.seed = spec.experiment.seed
         self.checkpoints = Checkpoints(p.store_path)
         self.paths = self.checkpoints.paths
@@ -395,19 +405,62 @@ class TransJectSession:
         gen_seed = self.seed * 1_000_003 + e
         gen = torch.Generator(device=self.device).manual_seed(gen_seed)
         ids, mask, sent = ids.to(self.device), mask.to(self.device), sent.to(self.device)
-        out = model(ids, mask, output_hidden_states=True, generator=gen)
-        s = model(sent, None, output_hidden_states=True, generator=gen)
+        adapter = TransJectActivations(model, gen)
+        out = adapter.capture(tokens(ids, mask))
+        s = adapter.capture(tokens(sent))
         return View(model, self.nets[n]["variant"], self.nets[n]["params"],
-                    [h.to(torch.float64) for h in out.hidden_states], mask,
-                    [h[0].to(torch.float64) for h in s.hidden_states], gen_seed)
+                    [h.to(torch.float64) for h in out.values()], mask,
+                    [h[0].to(torch.float64) for h in s.values()], gen_seed)
+
+    def _view(self, n: int, e: int) -> View:
+        """The view of (n, e): the one of the running group, else one computed aside (the group's random
+        state kept) and kept for the next group (every epoch of a network compared with its final one)."""
+        for held in (self._current, self._aside):
+            if held is not None and held[0] == (n, e):
+                return held[1]
+        with forked_rng(self.device):
+            self._aside = ((n, e), self.view(n, e))
+        return self._aside[1]
+
+    # the context of measures on activations only (runner.checkpointed.measure.ActivationContext)
+
+    @property
+    def names(self) -> list[str]:
+        return [net["label"] for net in self.nets]
+
+    def activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
+        """X^(0..L) of the analysis examples' tokens (padding left out), ``{layer: (tokens, d)}``, float64."""
+        v = self._view(n, e)
+        return token_rows(dict(zip(self.layer_names, v.hidden)), v.mask)
+
+    @property
+    def sentence_tokens(self) -> list[str]:
+        return list(self.sentence)
+
+    def sentence_activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
+        """X^(0..L) of the analysis sentence, ``{layer: (seq, d)}``, float64."""
+        return dict(zip(self.layer_names, self._view(n, e).sentence))
+
+    def final(self, n: int) -> int:
+        return max(e for (k, e), path in self.paths.items() if k == n and path is not None)
+
+    def layer_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.layer_names)}
 
     def _measure(self, group: list[Task]) -> None:
         n, e = group[0].network, group[0].checkpoint
         if self.paths.get((n, e)) is None:
             return  # after an early stop there are no weights at this epoch: the cell stays NaN
-        view = self.view(n, e)
-        for t in group:
-            self.registrations[t.kind].run(self, t, view)
+        self._current = ((n, e), self.view(n, e))
+        try:
+            for t in group:
+                reg = self.registrations[t.kind]
+                if isinstance(reg, ActivationMeasure):
+                    reg.run(self, t)
+                else:
+                    reg.run(self, t, self._current[1])
+        finally:
+            self._current = None
 
     def write(self, name: str, task: Task, values) -> None:
         write_cell(self.store, name, task, values)

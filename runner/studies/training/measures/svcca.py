@@ -1,4 +1,7 @@
-"""SVCCA, PWCCA and linear CKA of layer activations (Saphra 2021, Ch. 4 Figs. 3-5, 8-11)."""
+"""SVCCA, PWCCA and linear CKA of layer activations (Saphra 2021, Ch. 4 Figs. 3-5, 8-11).
+
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationMeasure`), so TransJect specs
+name it too: each epoch's hidden states against the network's last epoch's, or layer against layer."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
+from runner.checkpointed.measure import ActivationMeasure
 from runner.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
@@ -37,9 +41,28 @@ def _similarities(x, y, keep: float) -> tuple[float, float, float]:
 
 
 @register
-class SVCCA(CheckpointMeasure):
+class SVCCA(CheckpointMeasure, ActivationMeasure):
     Params = Params
     suites = True
+    also = ("transject",)
+
+    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
+        """(TransJect specs) a network is compared with itself: its final epoch, or its other layers."""
+        if self.p.compare in ("seed", "tagger"):
+            return [(("compare",), f"compare = {self.p.compare!r} needs reference networks of a training spec; "
+                     "a TransJect network is compared with its own final epoch ('final') or layers ('layers')")]
+        unknown = super().spec_problems(spec)
+        if unknown:
+            return unknown
+        deepest = max((m.n_layers for m in spec.model if not m.checkpoint), default=None)
+        have = ["embedding"] + [f"layer{i + 1}" for i in range(deepest or 0)]
+        if "layers" not in self.p.model_fields_set:
+            return [(("layers",), "name the layers to compare: embedding, layer1 .. layerL (the LSTM default does "
+                     "not apply)")]
+        bad = [x for x in self.p.layers if x not in have] if deepest is not None else []
+        if bad:
+            return [(("layers",), f"no network has layer(s) {bad}; the deepest has {', '.join(have)}")]
+        return []
 
     def needs(self, n, c, last, refs):
         return {"final": [(n, c), (n, last)], "seed": [(n, c)] + [(r, c) for r in refs],
@@ -76,16 +99,18 @@ class SVCCA(CheckpointMeasure):
         names = ctx.names
         L = len(li)
         if p.compare in ("final", "seed"):
-            ref = ctx.activations(n, ctx.last) if p.compare == "final" else \
+            ref = ctx.activations(n, ctx.final(n)) if p.compare == "final" else \
                 ctx.activations(names.index(p.reference[0]), c)
             out = np.full((3, L), np.nan)
             for layer in p.layers:
-                out[:, li[layer]] = _similarities(acts[layer], ref[layer], p.keep_variance)
+                if layer in acts:  # a shallower network of a TransJect spec lacks the deepest layers: NaN
+                    out[:, li[layer]] = _similarities(acts[layer], ref[layer], p.keep_variance)
         elif p.compare == "layers":
             out = np.full((3, L, L), np.nan)
             for a in p.layers:
                 for b in p.layers:
-                    out[:, li[a], li[b]] = _similarities(acts[a], acts[b], p.keep_variance)
+                    if a in acts and b in acts:
+                        out[:, li[a], li[b]] = _similarities(acts[a], acts[b], p.keep_variance)
         else:
             out = np.full((3, len(p.reference), L), np.nan)
             for k, r in enumerate(p.reference):

@@ -1,18 +1,23 @@
-"""Layer-wise Euclidean and cosine distances between token pairs of the analysis sentence (Fig. 1)."""
+"""Layer-wise Euclidean and cosine distances between token pairs of the analysis sentence (Fig. 1).
+
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationMeasure`), so training specs
+name it too: the pairs of an LSTM's (or a suite's) analysis sentence, the analysis tokens' first sentence."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
 import numpy as np
+import torch
 from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
-from runner.measures import MeasureParams, hints, register
-from runner.studies.transject.measure import EpochMeasure, per_layer
+from runner.checkpointed.measure import ActivationMeasure, ActivationParams
+from runner.measures import hints, register
+from runner.studies.transject.measure import EpochMeasure
 
 
-class Params(MeasureParams):
+class Params(ActivationParams):
     """Euclidean and cosine distances of token pairs at every layer, and relative to layer 0 (Fig. 1)."""
 
     kind: Literal["distances"]
@@ -72,15 +77,36 @@ def resolve_pairs(sentence: list[str], pairs: list[list[str]], max_tokens: int) 
     return [p for p, _ in out], [lab for _, lab in out]
 
 
+def _by_width(states: list, pos: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pair_distances` of each run of layers of one width (an LSTM's logits are wider than its
+    hidden layers), as ``(layers, P)`` arrays."""
+    eu, cos, start = [], [], 0
+    for end in range(1, len(states) + 1):
+        if end == len(states) or states[end].shape[-1] != states[start].shape[-1]:
+            e, c = pair_distances(states[start:end], pos)
+            eu.append(e.cpu().numpy())
+            cos.append(c.cpu().numpy())
+            start = end
+    return np.concatenate(eu), np.concatenate(cos)
+
+
+def at_layers(n_layers: int, rows: list[int], values: np.ndarray) -> np.ndarray:
+    """``values`` (one per layer measured) at their ``rows`` of the store's layer axis, NaN elsewhere."""
+    out = np.full(n_layers, np.nan)
+    out[rows] = values
+    return out
+
+
 @register
-class Distances(EpochMeasure):
+class Distances(ActivationMeasure, EpochMeasure):
     Params = Params
+    also = ("training",)
 
     def spec_problems(self, spec) -> list[tuple[tuple, str]]:
         from runner.data.listops import END, OPERATORS
 
-        if not self.p.pairs:
-            return []
+        if not self.p.pairs or super().spec_problems(spec):
+            return super().spec_problems(spec)
         sentence = spec.analysis_sentence()
         if sentence is not None:
             return self.sentence_problems(sentence)
@@ -101,7 +127,6 @@ class Distances(EpochMeasure):
 
     def variables(self, b, shape) -> None:
         pos, labels = resolve_pairs(shape.sentence, self.p.pairs, self.p.max_tokens)
-        self.positions = pos
         b.coord("pair", labels, long_name="token pair of the analysis sentence")
         b.coord("pair_first", np.array([i for i, _ in pos]), ("pair",), long_name="position of the first token")
         b.coord("pair_second", np.array([j for _, j in pos]), ("pair",), long_name="position of the second token")
@@ -118,19 +143,23 @@ class Distances(EpochMeasure):
               "mean cosine distance of the pairs", "1", "mean over pairs of 1 - cos(x_i^(l), x_j^(l))",
               **hints(plot="curve", order=11))
 
-    def run(self, ctx, task, view) -> None:
-        L = ctx.n_layers
-        pos = [p for p in self.positions if max(p) < view.sentence[0].shape[0]]
-        eu, cos = pair_distances(view.sentence, pos)  # (layers, P)
-        eu, cos = eu.cpu().numpy(), cos.cpu().numpy()
-        n_pairs = len(self.positions)
+    def run(self, ctx, task) -> None:
+        where = ctx.layer_index()
+        L = len(where)
+        sentence = ctx.sentence_activations(task.network, task.checkpoint)  # {layer: (seq, d)}, bottom up
+        states = [s.to(torch.float64) for s in sentence.values()]
+        positions, _ = resolve_pairs(ctx.sentence_tokens, self.p.pairs, self.p.max_tokens)
+        pos = [p for p in positions if max(p) < states[0].shape[0]]
+        eu, cos = _by_width(states, pos)  # (layers, P)
+        n_pairs = len(positions)
         full_eu = np.full((n_pairs, L), np.nan)
         full_cos = np.full((n_pairs, L), np.nan)
-        full_eu[: len(pos), : eu.shape[0]] = eu.T
-        full_cos[: len(pos), : cos.shape[0]] = cos.T
+        rows = [where[layer] for layer in sentence]
+        full_eu[: len(pos), rows] = eu.T
+        full_cos[: len(pos), rows] = cos.T
         ctx.write("pair_euclidean", task, full_eu)
         ctx.write("pair_cosine", task, full_cos)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = eu / eu[:1]
-        ctx.write("euclidean_ratio", task, per_layer(L, list(np.nanmean(np.where(np.isfinite(ratio), ratio, np.nan), 1))))
-        ctx.write("cosine_distance_mean", task, per_layer(L, list(np.nanmean(cos, 1))))
+        ctx.write("euclidean_ratio", task, at_layers(L, rows, np.nanmean(np.where(np.isfinite(ratio), ratio, np.nan), 1)))
+        ctx.write("cosine_distance_mean", task, at_layers(L, rows, np.nanmean(cos, 1)))

@@ -1,19 +1,24 @@
-"""Layer-wise differential entropy of token representations (Eq. 8, Fig. 5a)."""
+"""Layer-wise differential entropy of token representations (Eq. 8, Fig. 5a).
+
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationMeasure`), so training specs
+name it too: the entropy of each analysis token's hidden units at every layer of an LSTM (or a suite)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 import numpy as np
+import torch
 from pydantic import Field
 
 from analyses.entropy import layer_entropy
 from analyses.token_geometry import quantiles
-from runner.measures import MeasureParams, hints, register
+from runner.checkpointed.measure import ActivationMeasure, ActivationParams
+from runner.measures import hints, register
 from runner.studies.transject.measure import QUANTILES, EpochMeasure, knn_sample_problems
 
 
-class Params(MeasureParams):
+class Params(ActivationParams):
     """Entropy of each token's d components at every layer, over the analysis examples (Eq. 8, Fig. 5a)."""
 
     kind: Literal["entropy"]
@@ -23,8 +28,9 @@ class Params(MeasureParams):
 
 
 @register
-class Entropy(EpochMeasure):
+class Entropy(ActivationMeasure, EpochMeasure):
     Params = Params
+    also = ("training",)
 
     def variables(self, b, shape) -> None:
         b.coord("quantile", np.asarray(QUANTILES), long_name="quantile")
@@ -37,18 +43,20 @@ class Entropy(EpochMeasure):
               **hints(plot="curve", order=13))
 
     def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        return knn_sample_problems(self.p.method, self.p.k, [
+        return super().spec_problems(spec) or knn_sample_problems(self.p.method, self.p.k, [
             (f"a token of [[model]] {m.name!r} (its d_model components)", m.d_model)
             for m in spec.model if not m.checkpoint])
 
-    def run(self, ctx, task, view) -> None:
-        L = ctx.n_layers
-        rows = layer_entropy(view.hidden, view.mask, method=self.p.method, k=self.p.k).cpu().numpy()
-        q = np.full((L, len(QUANTILES)), np.nan)
-        mean = np.full(L, np.nan)
-        for layer, row in enumerate(rows):
-            q[layer] = quantiles(row, QUANTILES)
+    def run(self, ctx, task) -> None:
+        where = ctx.layer_index()
+        acts = ctx.activations(task.network, task.checkpoint)  # {layer: (tokens, d)}
+        rows = layer_entropy([a.to(torch.float64)[None] for a in acts.values()], method=self.p.method,
+                             k=self.p.k).cpu().numpy()
+        q = np.full((len(where), len(QUANTILES)), np.nan)
+        mean = np.full(len(where), np.nan)
+        for layer, row in zip(acts, rows):
+            q[where[layer]] = quantiles(row, QUANTILES)
             finite = row[np.isfinite(row)]
-            mean[layer] = finite.mean() if finite.size else np.nan
+            mean[where[layer]] = finite.mean() if finite.size else np.nan
         ctx.write("entropy_quantile", task, q)
         ctx.write("layer_entropy", task, mean)
