@@ -6,12 +6,14 @@ import random
 
 import pytest
 
-from runner.execute.scheduler import DryRun, Scheduler
+from runner.execute.executor import Done
+from runner.execute.scheduler import Bare, DryRun, Scheduler
 from runner.plan import Task
 
 
 class Reference:
-    """The specification: scan the pending tasks in the study's order for the first ready one."""
+    """The specification: scan the pending tasks in the study's order for the first ready one, run
+    it to its end (what waits for a resource it provides runs inside it), then scan again."""
 
     def __init__(self, tasks, done=(), available=()):
         self.pending = [t for t in tasks if t.id not in set(done)]
@@ -27,8 +29,9 @@ class Reference:
             for t in group:
                 self.pending.remove(t)
             self.order += [t.id for t in group]
-            ok = executor.run(group, lambda r: self._provide(r, executor))
-            self.available |= {f"task:{i}" for i in ok}
+            executor.submit(Bare().start(group, lambda r: self._provide(r, executor)))
+            (done,) = executor.poll()
+            self.available |= {f"task:{i}" for i in Bare().finish(done)}
 
     def _provide(self, r, executor):
         self.available.add(r)
@@ -47,14 +50,16 @@ class Flaky(DryRun):
     """Provides what a task produces, but fails some tasks (what depends on them stays pending)."""
 
     def __init__(self, failing):
+        super().__init__()
         self.failing = failing
 
-    def run(self, group, provide):
-        for t in group:
+    def submit(self, job):
+        for t in job.group:
             if t.id not in self.failing:
                 for r in t.produces:
-                    provide(r)
-        return {t.id for t in group} - self.failing
+                    job.report.provide(r)
+        failed = {t.id for t in job.group} & self.failing
+        self._done.append(Done(job, [{}]) if not failed else Done(job, error=f"{sorted(failed)} failed"))
 
 
 def random_plan(rng: random.Random, n: int) -> list[Task]:
