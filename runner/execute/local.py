@@ -18,7 +18,8 @@ class LocalExecutor:
         self._done: list[Done] = []
 
     def submit(self, job: Job) -> None:
-        self._done.append(run_here(job))
+        done = run_here(job)  # before taking the list: a poll of the groups run inside it replaces it
+        self._done.append(done)
 
     def poll(self) -> list[Done]:
         done, self._done = self._done, []

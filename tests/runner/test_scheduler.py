@@ -95,3 +95,38 @@ def test_a_large_plan_is_scheduled_in_linear_time():
     tasks = [Task(f"t{i}", "k", "m", 0, "x", deps=(f"t{i - 1}",) if i % 10 else ()) for i in range(20_000)]
     scheduler = Scheduler(tasks)
     assert scheduler.run(DryRun()) == [] and len(scheduler.order) == 20_000
+
+
+class Pool(Flaky):
+    """Every ready group at once, run elsewhere: a job's resources reach the scheduler when it ends,
+    and jobs end in a random order."""
+
+    capacity = None
+
+    def __init__(self, failing, rng):
+        super().__init__(failing)
+        self.rng, self.jobs = rng, []
+
+    def submit(self, job):
+        self.jobs.append(job)
+
+    def poll(self):
+        if not self.jobs:
+            return []
+        job = self.jobs.pop(self.rng.randrange(len(self.jobs)))
+        provided = [r for t in job.group if t.id not in self.failing for r in t.produces]
+        failed = {t.id for t in job.group} & self.failing
+        return [Done(job, [{}], provided=provided) if not failed else Done(job, error="failed", provided=provided)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_executor_that_runs_groups_at_once_runs_what_the_specification_runs(seed):
+    rng = random.Random(seed)
+    tasks = random_plan(rng, rng.randint(1, 60))
+    done = {t.id for t in tasks if rng.random() < 0.2}
+    # a failed job fails its whole group, and which tasks of a group run together depends on when
+    # they become ready: only tasks outside groups fail here, so that the outcome cannot depend on it
+    failing = {t.id for t in tasks if t.group is None and rng.random() < 0.1}
+    pooled, ref = Scheduler(tasks, done), Reference(tasks, done)
+    assert {t.id for t in pooled.run(Pool(failing, rng))} == {t.id for t in ref.run(Flaky(failing))}
+    assert sorted(pooled.order) == sorted(ref.order)  # each task handed out once
