@@ -127,8 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="override the device the spec asks for (auto, cpu, cuda, cuda:1, ...)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.add_argument("--monitor", action="store_true", help="run and watch it in the terminal monitor")
-    p.add_argument("--executor", default="local", help="where tasks run: local (default, this process) or ray "
-                   "(a Ray cluster; pip install -e '.[ray]')")
+    p.add_argument("--executor", default="local", help="where tasks run: local (default, this process), ray "
+                   "(a Ray cluster; pip install -e '.[ray]') or one an installed plugin names (transient.executors)")
     p.add_argument("--address", help="--executor ray: the cluster to join (auto, ray://host:10001); default: start "
                    "a local one")
     p.add_argument("--shards", type=int, default=1, help="split each group of tasks into this many sample shards (a study "

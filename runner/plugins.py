@@ -8,6 +8,10 @@ The engine names no study, measure or model family. It imports, once:
   ``transient.models`` of installed packages;
 - the modules named in the environment variable ``TRANSIENT_PLUGINS`` (comma-separated, e.g.
   ``TRANSIENT_PLUGINS=my_lab.measures``): a plugin that is not packaged, or one in a test.
+
+Executors are found by name, not imported here: the entry points of ``transient.executors`` are
+read by :func:`runner.execute.registry.executors`, and one is imported only when ``apply`` runs
+with it (so no optional backend is imported by a run that does not use it).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from runner import errors
 from runner.errors import UsageError
@@ -31,6 +31,9 @@ from runner.layout import Layout
 from runner.plugins import load_plugins
 from runner.plan import Task
 from runner.specfile import SpecError, SpecFile, StudySpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.store import Store
 
 _STUDIES: dict[str, type[Study]] = {}
 
@@ -68,12 +71,25 @@ class Prepared:
 
 
 class Reporter(Protocol):
-    """What a running task tells the engine (and the store it writes to, ``store``)."""
+    """What a running group tells the engine, and the store it writes its results to."""
 
-    def progress(self, step: int) -> None: ...
-    def provide(self, resource: str) -> None: ...
-    def note(self, event: str, **fields: Any) -> None: ...
-    def warn(self, message: str) -> None: ...
+    store: Store
+    """The store to write to (``store.write(name, region, values)``; ``store.state_dir`` for files
+    beside it). In ``apply`` it is the locked store; in a worker of a distributed executor, a handle
+    attached to it (:meth:`runner.store.Store.attach`)."""
+
+    def progress(self, step: int) -> None:
+        """The group reached ``step`` (of its tasks' ``steps``)."""
+
+    def provide(self, resource: str) -> None:
+        """``resource`` exists now (a checkpoint); in this process the tasks waiting for it run at
+        once, before this returns; elsewhere they run when the group ends."""
+
+    def note(self, event: str, **fields: Any) -> None:
+        """Write an event of this group to the event log (:mod:`runner.events`)."""
+
+    def warn(self, message: str) -> None:
+        """Show the user a warning."""
 
 
 class Session(Protocol):
@@ -81,16 +97,21 @@ class Session(Protocol):
 
     layout: Layout
 
-    def write_inputs(self, store) -> None:
+    def write_inputs(self, store: Store) -> None:
         """Write what does not belong to a task (input ids, word frequencies), once the arrays exist."""
 
     def available(self) -> set[str]:
         """Resources that already exist (checkpoints on disk)."""
 
-    def run(self, group: list[Task], report: Reporter) -> dict[str, Any]:
-        """Run a group of ready tasks; return extra fields for their records (``resumed_from``).
-        A study whose :meth:`Study.split` splits groups also takes ``run(group, report, shard)`` and
-        ``merge(group, shards, store)`` (the results of all shards into the store)."""
+    def run(self, group: list[Task], report: Reporter, shard: Any = None) -> dict[str, Any] | None:
+        """Run a group of ready tasks, writing through ``report.store``; return extra fields for their
+        records (``resumed_from``, ``device``, ``loop_seconds``). ``shard`` is given only to a study
+        whose :meth:`Study.split` splits groups: one of its shards, whose results the session keeps
+        beside the store for :meth:`merge` (a study that never splits may leave the parameter out)."""
+
+    def merge(self, group: list[Task], shards: list[Any], store: Store, results: list[dict[str, Any]]) -> None:
+        """Only for a study that splits groups: write into ``store`` what every shard of ``group``
+        wrote; ``results`` are the shards' ``run`` results, in the order of ``shards``."""
 
 
 class Study:
@@ -139,7 +160,7 @@ class Study:
     def split(self, p: Prepared, group: list[Task], shards: int) -> list[Any] | None:
         """``shards`` picklable descriptions of parts of ``group`` over sample ranges, which the
         session runs with ``run(group, report, shard)`` (anywhere) and combines with
-        ``merge(group, shards, store)``; None when the group runs whole. Raises :class:`ShardError`
+        ``merge(group, shards, store, results)``; None when the group runs whole. Raises :class:`ShardError`
         when its measures cannot be split. By default nothing is split."""
         return None
 

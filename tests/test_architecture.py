@@ -38,6 +38,7 @@ RULES = [
     ("runner/data", ("runner.apply", "runner.cli", "runner.studies", "runner.execute", "runner.store", "runner.tui",
                      "runner.plan", "runner.study")),
     ("runner/tui", ("runner.studies", "runner.execute", "runner.apply")),
+    ("runner/execute", ("runner.apply", "runner.cli", "runner.api")),  # executors only submit and poll
 ]
 
 

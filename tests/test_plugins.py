@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import signal
 import subprocess
 import time
@@ -71,7 +72,7 @@ kind = "msd"
 
 def runner(*args, cwd: Path, **env) -> subprocess.CompletedProcess:
     return subprocess.run([*RUNNER, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env=cli_env(cwd, TRANSIENT_PLUGINS=PLUGINS, PYTHONPATH=str(ROOT), **env))
+                          env=cli_env(cwd, **{"TRANSIENT_PLUGINS": PLUGINS, "PYTHONPATH": str(ROOT), **env}))
 
 
 def killed_and_resumed(root: Path, text: str, store: str, stall: str) -> xr.Dataset:
@@ -185,3 +186,79 @@ def test_a_checkpointed_study_from_a_plugin_needs_only_its_model_loss_and_data(t
     assert list(ds["step"].values) == [0, 10, 20, 30]  # the initial network and each epoch end
     np.testing.assert_allclose(ds.weight_error.sel(network="gd").values, expected, rtol=1e-9)
     assert np.all(np.diff(ds.train_loss.sel(network="gd").values) < 0)  # a convex loss, a small step: it falls
+
+
+def events_of(store_runner: Path) -> list[dict]:
+    return [json.loads(x) for x in (store_runner / "events.jsonl").read_text().splitlines()]
+
+
+def test_an_executor_from_a_plugin(tmp_path):
+    """tests/plugins/toy_executor.py runs groups in a pool of threads, only submitting and polling:
+    ``runner apply --executor threads`` writes the store the local executor writes, and the engine
+    records every task of it."""
+    stores = {}
+    for name, how in (("local", ()), ("threads", ("--executor", "threads"))):
+        root = tmp_path / name
+        root.mkdir()
+        spec = write_spec(root, MAPS)
+        out = runner("apply", spec, "-q", *how, cwd=root, TRANSIENT_PLUGINS=PLUGINS + ",tests.plugins.toy_executor")
+        assert out.returncode == 0, out.stderr
+        stores[name] = xr.open_zarr(root / "store/plugins.zarr").load()
+        events = events_of(root / "store/plugins.runner")
+        finished = [e for e in events if e["event"] == "task_done"]
+        ran_in = [e for e in events if e["event"] == "ran_in"]
+        planned = json.loads(runner("plan", spec, "--json", cwd=root).stdout)["tasks"]
+        assert {i for e in finished for i in e["task"]} == {t["id"] for t in planned}  # all recorded
+        assert all(e["state"] == "done" for e in json.loads(runner("plan", spec, "--json", cwd=root).stdout)["tasks"])
+        if name == "threads":
+            assert len(ran_in) == len(finished) and all(e["thread"].startswith("toy-executor") for e in ran_in)
+        else:
+            assert ran_in == []
+    xr.testing.assert_equal(stores["threads"].drop_attrs(), stores["local"].drop_attrs())
+
+
+def installed_package(site: Path, entry_points: str) -> Path:
+    """A package installed in ``site`` as pip would (its .dist-info), declaring ``entry_points``."""
+    dist = site / "toy_executors-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-executors\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(entry_points)
+    return site
+
+
+def test_an_executor_from_an_installed_packages_entry_point(tmp_path):
+    """An executor found only through the ``transient.executors`` entry-point group (no plugin module
+    registers it) is offered by name and runs the spec."""
+    site = installed_package(tmp_path / "site", "[transient.executors]\npool = tests.plugins.toy_executor:ThreadExecutor\n")
+    env = {"TRANSIENT_PLUGINS": "tests.plugins.toy_study", "PYTHONPATH": f"{ROOT}{os.pathsep}{site}"}
+    spec = write_spec(tmp_path, WALK)
+    unknown = runner("apply", spec, "--executor", "nope", cwd=tmp_path, **env)
+    assert unknown.returncode == 2 and "pool" in unknown.stderr, unknown.stderr
+    out = runner("apply", spec, "-q", "--executor", "pool", cwd=tmp_path, **env)
+    assert out.returncode == 0, out.stderr
+    events = events_of(tmp_path / "store/walks.runner")
+    assert [e["thread"].startswith("toy-executor") for e in events if e["event"] == "ran_in"] == [True]
+    ds = xr.open_zarr(tmp_path / "store/walks.zarr").load()
+    t = ds.msd_step.values  # the known answer, as in test_a_study_from_a_plugin
+    assert (np.abs(ds.msd.sel(network="walkers").values - t) < 5 * t * math.sqrt(2 / 20000)).all()
+
+
+def test_a_figure_recipe_from_a_plugin(tmp_path):
+    """tests/plugins/toy_figures.py adds a figure to the walk study without touching it: ``runner
+    figures`` draws it from the store, and without the plugin the store gets only fallback plots."""
+    spec = write_spec(tmp_path, WALK)
+    assert runner("apply", spec, "-q", cwd=tmp_path, TRANSIENT_PLUGINS="tests.plugins.toy_study").returncode == 0
+    store = tmp_path / "store/walks.zarr"
+    without = runner("figures", store, "--json", "--out", tmp_path / "without", cwd=tmp_path,
+                     TRANSIENT_PLUGINS="tests.plugins.toy_study")
+    assert without.returncode == 0, without.stderr
+    assert "walk_msd" not in {d["id"] for d in json.loads(without.stdout)["figures"]}
+    drawn = runner("figures", store, "--json", "--out", tmp_path / "with", cwd=tmp_path,
+                   TRANSIENT_PLUGINS="tests.plugins.toy_study,tests.plugins.toy_figures")
+    assert drawn.returncode == 0, drawn.stderr
+    (fig,) = [d for d in json.loads(drawn.stdout)["figures"] if d["id"] == "walk_msd"]
+    assert fig["status"] == "drawn" and fig["reads"] == ["msd"]
+    assert {Path(f).suffix for f in fig["files"]} == {".png", ".svg"}
+    assert all((tmp_path / "with" / f).stat().st_size > 0 for f in fig["files"])
+    manifest = json.loads((tmp_path / "with" / "figures.json").read_text())
+    assert manifest["study"] == "walk" and not manifest["fallback"]

@@ -1,15 +1,16 @@
 """``runner apply --executor ray``: the scheduler's groups run as Ray tasks on a cluster.
 
 The driver (this process) holds the store's lock, opens the study's session (it lays out the
-store and writes the inputs), runs the scheduler, and is the one writer of completion records
-and of the event log. Each ready group becomes a Ray task that asks for one GPU (CUDA runs) or
+store and writes the inputs), runs the scheduler and its recorder, the one writer of completion
+records and of the event log; this executor only submits groups and polls for those that ended. Each ready group becomes a Ray task that asks for one GPU (CUDA runs) or
 one CPU; the worker re-prepares the spec from its file (same code, same ids), opens its own
 session, attaches to the store without the lock and runs the group exactly as the local
 executor would: a group writes its own network's chunks (a chunk has one writing task),
 and saves its durable points beside the store. A worker killed mid-task is retried by Ray
 (``max_retries``) and resumes from the last durable point. A group split into sample shards
 (``--shards``) becomes one Ray task per shard; the shards write files beside the store, and the
-driver merges them into the store when all are done (the session's ``merge``).
+driver's recorder merges them into the store when all are done (the session's ``merge``, given
+every shard's result).
 
 Workers and driver must see the store at the same path (a shared filesystem; see
 docs/architecture.md). Progress bars move when a group ends, not per step.
@@ -18,14 +19,12 @@ docs/architecture.md). Progress bars move when a group ends, not per step.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import ray
 
-from runner import interrupt
-from runner.execute.local import LocalExecutor
+from runner.execute.executor import Collected, Done, Job, error_text
 from runner.store import Store
 from runner.study import Unavailable
 
@@ -36,9 +35,10 @@ LOCAL_CPUS_ENV = "TRANSIENT_RAY_CPUS"
 """CPUs of the local cluster started when no ``--address`` is given (default: all of this machine's)."""
 
 
-class RayExecutor(LocalExecutor):
-    def __init__(self, p, session, store, events, view, device, options):
-        super().__init__(p, session, store, events, view, device, options)
+class RayExecutor:
+    capacity = None  # every ready group at once: the cluster queues what it cannot place yet
+
+    def __init__(self, p, device, options):
         self.owns_cluster = not ray.is_initialized()
         if self.owns_cluster:
             env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
@@ -56,97 +56,55 @@ class RayExecutor(LocalExecutor):
         self.worker_device = "cuda" if gpu else "cpu"
         self.max_retries = int(options.extra.get("max_retries", 3))
         self.where = (str(Path.cwd()), str(Path(p.spec_file.path).absolute()), options.point)
+        self.remote = ray.remote(_run_group)
+        self.running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, part)
+        self.parts: dict[Job, dict] = {}  # job -> {"left", "results" by part, "error"}
+
+    def submit(self, job: Job) -> None:
+        self.parts[job] = {"left": len(job.shards), "results": [None] * len(job.shards), "error": None}
+        for index, shard in enumerate(job.shards):
+            ref = self.remote.options(max_retries=self.max_retries, name=job.group[0].label,
+                                      **self.resources).remote(*self.where, job.ids, shard, self.worker_device)
+            self.running[ref] = (job, index)
+
+    def poll(self) -> list[Done]:
+        if not self.running:
+            return []
+        ready, _ = ray.wait(list(self.running), num_returns=1, timeout=0.5)
+        out = []
+        for ref in ready:
+            job, index = self.running.pop(ref)
+            state = self.parts[job]
+            state["left"] -= 1
+            try:
+                state["results"][index] = ray.get(ref)
+            except ray.exceptions.RayTaskError as err:
+                cause = err.cause if err.cause is not None else err
+                state["error"] = state["error"] or error_text(cause)
+            except ray.exceptions.RayError as err:  # the worker died more often than it may be retried
+                state["error"] = state["error"] or f"{type(err).__name__}: {str(err).splitlines()[0]}"
+            if state["left"] == 0:
+                del self.parts[job]
+                out.append(_done(job, state))
+        return out
 
     def close(self) -> None:
+        for ref in self.running:
+            ray.cancel(ref, force=True)
+        self.running.clear()
         if self.owns_cluster and ray.is_initialized():
             ray.shutdown()
 
-    def schedule(self, scheduler) -> list:
-        running: dict[Any, tuple[str, Any]] = {}  # ref -> (group key, shard)
-        groups: dict[str, dict] = {}
-        remote = ray.remote(_run_group)
-        try:
-            while True:
-                interrupt.check()
-                for group in scheduler.take():
-                    key = group[0].group or group[0].id
-                    shards = self.split(group)
-                    groups[key] = {"group": group, "bar": self.started(group), "t0": time.monotonic(),
-                                   "shards": shards, "left": len(shards or [None]), "results": [], "error": None}
-                    for shard in shards or [None]:
-                        ref = remote.options(max_retries=self.max_retries, name=f"{group[0].label}",
-                                             **self.resources).remote(*self.where, [t.id for t in group], shard,
-                                                                       self.worker_device)
-                        running[ref] = (key, shard)
-                if not running:
-                    return scheduler.pending
-                done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
-                for ref in done:
-                    key, _shard = running.pop(ref)
-                    g = groups[key]
-                    self._collect(ref, g)
-                    if g["left"] == 0:
-                        del groups[key]
-                        scheduler.finished(*self._finish(g))
-        finally:
-            for ref in running:
-                ray.cancel(ref, force=True)
 
-    def _collect(self, ref, g: dict) -> None:
-        g["left"] -= 1
-        try:
-            result = ray.get(ref)
-        except ray.exceptions.RayTaskError as err:
-            cause = err.cause if err.cause is not None else err
-            g["error"] = g["error"] or f"{type(cause).__name__}: {cause}"
-            return
-        except ray.exceptions.RayError as err:  # the worker died more often than it may be retried
-            g["error"] = g["error"] or f"{type(err).__name__}: {str(err).splitlines()[0]}"
-            return
-        g["results"].append(result)
-        for event, fields in result["notes"]:
-            self.events.emit(event, task=[t.id for t in g["group"]], network=g["group"][0].network, **fields)
-        for message in result["warnings"]:
-            self.view.warn(message)
-
-    def _finish(self, g: dict) -> tuple[set[str], list[str]]:
-        """Record a group whose Ray tasks all ended: ``(ids that succeeded, resources they provided)``."""
-        group = g["group"]
-        if g["error"] is None and g["shards"] is not None:
-            try:
-                with self.store.journal([t.id for t in group]):
-                    self.session.merge(group, g["shards"], self.store)
-            except Exception as err:
-                g["error"] = f"{type(err).__name__}: {err}"
-        if g["error"] is not None:
-            self.failed_group(group, g["error"], g["bar"])
-            return set(), []
-        extra = dict(g["results"][0]["extra"])
-        extra["resumed_from"] = min(r["extra"].get("resumed_from", 0) for r in g["results"])
-        provided = [r for result in g["results"] for r in result["provided"]]
-        return self.succeeded(group, time.monotonic() - g["t0"], extra, g["bar"]), provided
-
-
-class _WorkerReport:
-    """What a task tells the driver from a worker: collected and returned with its result."""
-
-    def __init__(self, store: Store):
-        self.store = store
-        self.notes: list[tuple[str, dict]] = []
-        self.warnings: list[str] = []
-        self.provided: list[str] = []
-
-    def progress(self, step: int) -> None:
-        pass
-
-    def provide(self, resource: str) -> None:
-        self.provided.append(resource)
-
-    def note(self, event: str, **fields: Any) -> None:
-        self.notes.append((event, fields))
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
+def _done(job: Job, state: dict) -> Done:
+    """A job whose Ray tasks all ended, with what its parts collected (whatever the error)."""
+    got = [r for r in state["results"] if r is not None]
+    done = Done(job, [r["extra"] for r in got] if state["error"] is None else [], error=state["error"])
+    for r in got:
+        done.provided += r["provided"]
+        done.notes += r["notes"]
+        done.warnings += r["warnings"]
+    return done
 
 
 _SESSIONS: dict[tuple, tuple] = {}
@@ -154,7 +112,7 @@ _SESSIONS: dict[tuple, tuple] = {}
 
 def _session(spec_path: str, point: int, device_name: str):
     """The prepared spec and the study's session in this worker, kept for the worker's next tasks."""
-    from runner.apply import prepare_all
+    from runner.prepare import prepare_all
     from runner.execute.device import make_deterministic, pick_device
 
     key = (spec_path, point, device_name, os.stat(spec_path).st_mtime_ns)
@@ -177,11 +135,11 @@ def _run_group(cwd: str, spec_path: str, point: int, ids: list[str], shard, devi
     group = [t for t in p.tasks if t.id in wanted]
     if len(group) != len(wanted):
         raise RuntimeError(f"{spec_path} changed while it was applied: its tasks are not those the driver planned")
-    report = _WorkerReport(store)
+    report = Collected(store)
     _note_worker(store, ids, shard)
-    with store.journal(ids):  # the driver puts the chunks written into the records
-        extra = session.run(group, report) if shard is None else session.run(group, report, shard)
-    return {"extra": extra or {}, "notes": report.notes, "warnings": report.warnings, "provided": report.provided}
+    job = Job(group, None if shard is None else [shard], report, session, store)
+    extra = job.run(shard)  # the driver's recorder puts the chunks it wrote into the records
+    return {"extra": extra, "notes": report.notes, "warnings": report.warnings, "provided": report.provided}
 
 
 def _note_worker(store: Store, ids: list[str], shard) -> None:

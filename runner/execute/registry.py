@@ -1,11 +1,12 @@
 """Executors by name (``runner apply --executor NAME``): where the scheduler's groups of tasks run.
 
 An executor is named by ``"module:Class"`` and imported only when chosen, so the engine never
-imports an optional backend (Ray) unless asked to. A plugin module (``runner.plugins``) adds one
-with :func:`register_executor`. The class is built with ``(prepared, session, store, events,
-view, device, options)`` and drives a :class:`~runner.execute.scheduler.Scheduler` through
-``schedule(scheduler) -> pending tasks``; it keeps ``ran`` (ids) and ``failed`` (id -> reason)
-and is closed with ``close()``.
+imports an optional backend (Ray) unless asked to. Besides the built-in ones below, an installed
+package names its executors in the entry-point group ``transient.executors`` (the entry point's
+name is the executor's, its value the ``"module:Class"``; nothing is imported until it is chosen),
+and a plugin module (``runner.plugins``) adds one with :func:`register_executor`. The class is
+built with ``(prepared, device, options)`` and only submits groups and polls for those that ended
+(:class:`runner.execute.executor.Executor`); the recorder of ``apply`` does the bookkeeping.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 
 from runner.plugins import load_plugins
 
@@ -21,6 +23,7 @@ _EXECUTORS: dict[str, str] = {
     "ray": "runner.execute.ray_executor:RayExecutor",
 }
 _EXTRAS = {"ray": ("ray", "pip install -e '.[ray]'")}
+GROUP = "transient.executors"
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,11 @@ def register_executor(name: str, target: str) -> None:
 
 
 def executors() -> dict[str, str]:
+    """Every executor by name: the built-in ones, those of installed packages (``transient.executors``)
+    and those plugin modules registered (which take precedence over an entry point of the same name)."""
     load_plugins()
-    return dict(_EXECUTORS)
+    installed = {ep.name: ep.value for ep in entry_points(group=GROUP)}
+    return {**installed, **_EXECUTORS}
 
 
 def executor_problem(name: str) -> str | None:

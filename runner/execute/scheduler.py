@@ -1,11 +1,18 @@
-"""The order in which tasks run, shared by ``apply`` (an executor that runs them) and ``plan`` (one
-that only notes them), so that the two cannot drift.
+"""The order in which tasks run, shared by ``apply`` (an executor runs them) and ``plan`` (one that
+only notes them), so that the two cannot drift; and the loop that drives an executor.
 
 Tasks are taken in the study's order. A task is ready when every resource it needs exists; ready
 tasks of one group run together. While a task runs it may provide resources (a checkpoint); then
 the tasks that were waiting for them run at once, nested in it (only tasks with needs: a task
 that needs nothing never starts inside another). A finished task provides ``task:<id>``; a failed
 one provides nothing, so what depends on it stays pending and is reported.
+
+:meth:`Scheduler.run` drives an executor (:mod:`runner.execute.executor`) by submit and poll:
+each ready group becomes a job (made by the recorder, :mod:`runner.execute.recorder`, which also
+takes each job that ends), at most ``executor.capacity`` at once per level of nesting; a job that
+runs in this process and provides a resource makes the scheduler run the groups waiting for it
+before the job goes on. With capacity 1 (the local executor) the order is exactly the sequential
+one that ``plan`` shows. A stop (Ctrl-C) is taken between polls.
 
 Each resource keeps the tasks waiting for it and ready tasks sit in heaps by their place in the
 study's order, so scheduling n tasks costs O(n log n) (a plan of thousands of checkpoint
@@ -19,12 +26,34 @@ import heapq
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from runner import interrupt
+from runner.execute.executor import Done, Executor, Job
 from runner.plan import Task
 
 
-class Executor(Protocol):
-    def run(self, group: list[Task], provide: Callable[[str], None]) -> set[str]:
-        """Run ``group``; call ``provide(resource)`` as resources appear; return the ids that succeeded."""
+class Recorder(Protocol):
+    """The scheduler's bookkeeper (:class:`runner.execute.recorder.Recorder` in ``apply``)."""
+
+    def start(self, group: list[Task], provide: Callable[[str], None]) -> Job:
+        """The job of a group about to be submitted; its reporter calls ``provide`` in this process."""
+
+    def finish(self, done: Done) -> set[str]:
+        """Take a job that ended; the ids that succeeded."""
+
+
+class Bare:
+    """The recorder of a dry run: jobs with only a ``provide``; a job succeeds unless it failed."""
+
+    def start(self, group: list[Task], provide: Callable[[str], None]) -> Job:
+        return Job(group, None, _Provides(provide))
+
+    def finish(self, done: Done) -> set[str]:
+        return set() if done.error is not None else set(done.job.ids)
+
+
+class _Provides:
+    def __init__(self, provide: Callable[[str], None]):
+        self.provide = provide
 
 
 class Scheduler:
@@ -39,6 +68,8 @@ class Scheduler:
         self._missing = {t.id: set(t.requires) for t in self.tasks}
         self._waiting: dict[str, list[Task]] = {}
         self._groups: dict[str, list[Task]] = {}
+        self._running: set[Job] = set()
+        """Jobs submitted and not yet back."""
         # ready tasks by position: those that need something (may start nested) and those that need nothing
         self._ready_needs: list[tuple[int, str]] = []
         self._ready_free: list[tuple[int, str]] = []
@@ -56,40 +87,43 @@ class Scheduler:
     def pending(self) -> list[Task]:
         return [t for t in self.tasks if t.id not in self._taken]
 
-    def run(self, executor: Executor) -> list[Task]:
+    def run(self, executor: Executor, recorder: Recorder | None = None) -> list[Task]:
         """Run everything that can run; return the tasks left pending (their needs never appeared)."""
-        self._step(executor, nested=False)
+        self._drive(executor, recorder or Bare(), nested=False)
         return self.pending
 
-    def _step(self, executor: Executor, nested: bool) -> None:
-        while (group := self._next(nested)):
-            self._taken.update(t.id for t in group)
-            self.order += [t.id for t in group]
-            succeeded = executor.run(group, lambda resource: self._provide(resource, executor))
-            for i in succeeded:
-                self._add(f"task:{i}")
-
-    def take(self) -> list[list[Task]]:
-        """Every group that is ready now, marked as handed out (for an executor that runs groups at
-        once, e.g. on a cluster; it reports each back with :meth:`finished`)."""
-        groups = []
-        while (group := self._next(nested=False)):
-            self._taken.update(t.id for t in group)
-            self.order += [t.id for t in group]
-            groups.append(group)
-        return groups
+    def _drive(self, executor: Executor, recorder: Recorder, nested: bool) -> None:
+        """Submit ready groups (nested: only those that need something) and take the jobs that end,
+        until nothing of this level runs and nothing more is ready."""
+        limit = getattr(executor, "capacity", None) or float("inf")
+        mine: set[Job] = set()
+        while True:
+            interrupt.check()
+            while len(mine) < limit and (group := self._next(nested)):
+                self._taken.update(t.id for t in group)
+                self.order += [t.id for t in group]
+                job = recorder.start(group, lambda resource: self._provide(resource, executor, recorder))
+                mine.add(job)
+                self._running.add(job)
+                executor.submit(job)
+            mine &= self._running
+            if not mine:
+                return
+            for done in executor.poll():
+                self._running.discard(done.job)
+                self.finished(recorder.finish(done), done.provided)
+            mine &= self._running
 
     def finished(self, succeeded: Iterable[str], provided: Iterable[str] = ()) -> None:
-        """Groups handed out by :meth:`take` are done: ``provided`` resources exist, and ``task:<id>``
-        of each id that succeeded."""
+        """A job ended: ``provided`` resources exist, and ``task:<id>`` of each id that succeeded."""
         for resource in provided:
             self._add(resource)
         for i in succeeded:
             self._add(f"task:{i}")
 
-    def _provide(self, resource: str, executor: Executor) -> None:
+    def _provide(self, resource: str, executor: Executor, recorder: Recorder) -> None:
         self._add(resource)
-        self._step(executor, nested=True)
+        self._drive(executor, recorder, nested=True)
 
     def _add(self, resource: str) -> None:
         if resource in self.available:
@@ -120,11 +154,23 @@ class Scheduler:
 class DryRun:
     """The executor of ``plan``: runs nothing, provides what each task declares it produces."""
 
-    def run(self, group: list[Task], provide: Callable[[str], None]) -> set[str]:
-        for t in group:
+    capacity = 1
+
+    def __init__(self):
+        self._done: list[Done] = []
+
+    def submit(self, job: Job) -> None:
+        for t in job.group:
             for resource in t.produces:
-                provide(resource)
-        return {t.id for t in group}
+                job.report.provide(resource)
+        self._done.append(Done(job, [{}]))
+
+    def poll(self) -> list[Done]:
+        done, self._done = self._done, []
+        return done
+
+    def close(self) -> None:
+        pass
 
 
 def dry_run(tasks: list[Task], done: Iterable[str], available: Iterable[str] = ()) -> dict[str, str]:

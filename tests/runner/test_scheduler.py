@@ -6,12 +6,14 @@ import random
 
 import pytest
 
-from runner.execute.scheduler import DryRun, Scheduler
+from runner.execute.executor import Done
+from runner.execute.scheduler import Bare, DryRun, Scheduler
 from runner.plan import Task
 
 
 class Reference:
-    """The specification: scan the pending tasks in the study's order for the first ready one."""
+    """The specification: scan the pending tasks in the study's order for the first ready one, run
+    it to its end (what waits for a resource it provides runs inside it), then scan again."""
 
     def __init__(self, tasks, done=(), available=()):
         self.pending = [t for t in tasks if t.id not in set(done)]
@@ -27,8 +29,9 @@ class Reference:
             for t in group:
                 self.pending.remove(t)
             self.order += [t.id for t in group]
-            ok = executor.run(group, lambda r: self._provide(r, executor))
-            self.available |= {f"task:{i}" for i in ok}
+            executor.submit(Bare().start(group, lambda r: self._provide(r, executor)))
+            (done,) = executor.poll()
+            self.available |= {f"task:{i}" for i in Bare().finish(done)}
 
     def _provide(self, r, executor):
         self.available.add(r)
@@ -47,14 +50,16 @@ class Flaky(DryRun):
     """Provides what a task produces, but fails some tasks (what depends on them stays pending)."""
 
     def __init__(self, failing):
+        super().__init__()
         self.failing = failing
 
-    def run(self, group, provide):
-        for t in group:
+    def submit(self, job):
+        for t in job.group:
             if t.id not in self.failing:
                 for r in t.produces:
-                    provide(r)
-        return {t.id for t in group} - self.failing
+                    job.report.provide(r)
+        failed = {t.id for t in job.group} & self.failing
+        self._done.append(Done(job, [{}]) if not failed else Done(job, error=f"{sorted(failed)} failed"))
 
 
 def random_plan(rng: random.Random, n: int) -> list[Task]:
@@ -90,3 +95,38 @@ def test_a_large_plan_is_scheduled_in_linear_time():
     tasks = [Task(f"t{i}", "k", "m", 0, "x", deps=(f"t{i - 1}",) if i % 10 else ()) for i in range(20_000)]
     scheduler = Scheduler(tasks)
     assert scheduler.run(DryRun()) == [] and len(scheduler.order) == 20_000
+
+
+class Pool(Flaky):
+    """Every ready group at once, run elsewhere: a job's resources reach the scheduler when it ends,
+    and jobs end in a random order."""
+
+    capacity = None
+
+    def __init__(self, failing, rng):
+        super().__init__(failing)
+        self.rng, self.jobs = rng, []
+
+    def submit(self, job):
+        self.jobs.append(job)
+
+    def poll(self):
+        if not self.jobs:
+            return []
+        job = self.jobs.pop(self.rng.randrange(len(self.jobs)))
+        provided = [r for t in job.group if t.id not in self.failing for r in t.produces]
+        failed = {t.id for t in job.group} & self.failing
+        return [Done(job, [{}], provided=provided) if not failed else Done(job, error="failed", provided=provided)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_executor_that_runs_groups_at_once_runs_what_the_specification_runs(seed):
+    rng = random.Random(seed)
+    tasks = random_plan(rng, rng.randint(1, 60))
+    done = {t.id for t in tasks if rng.random() < 0.2}
+    # a failed job fails its whole group, and which tasks of a group run together depends on when
+    # they become ready: only tasks outside groups fail here, so that the outcome cannot depend on it
+    failing = {t.id for t in tasks if t.group is None and rng.random() < 0.1}
+    pooled, ref = Scheduler(tasks, done), Reference(tasks, done)
+    assert {t.id for t in pooled.run(Pool(failing, rng))} == {t.id for t in ref.run(Flaky(failing))}
+    assert sorted(pooled.order) == sorted(ref.order)  # each task handed out once

@@ -396,6 +396,7 @@ class DepthSession:
         checkpoint.unlink(missing_ok=True)
         return {"resumed_from": start, "loop_seconds": p.loop_seconds, "device": str(self.device)}
 
-    def merge(self, group: list[Task], shards: list[Shard], store) -> None:
-        """Write the results of a pass run as sample shards (:func:`runner.studies.depth.shards.merge`)."""
+    def merge(self, group: list[Task], shards: list[Shard], store, results: list[dict]) -> None:
+        """Write the results of a pass run as sample shards (:func:`runner.studies.depth.shards.merge`);
+        the shards' own results (``resumed_from``) go into the records, not the arrays."""
         merge(store, self.layout, [t.id for t in group], shards)
