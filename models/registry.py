@@ -16,7 +16,6 @@ remote code unless asked for).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,6 +23,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from models.hub import ModelLoadError
+from models.source import Source
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class Family:
     mlm_head: ClassVar[bool] = False
     """Its checkpoints carry a pre-trained masked-LM head (:func:`models.albert.load_mlm_head`)."""
 
-    def matches(self, source: str) -> bool:
+    def matches(self, source: Source) -> bool:
+        """Whether this family builds ``source`` (match on ``source.scheme`` and ``source.rest``)."""
         raise NotImplementedError
 
     def params_model(self, source: str) -> type[BaseModel] | None:
@@ -95,6 +96,7 @@ def register_family(family: Family) -> Family:
 
 
 def family_for(source: str) -> Family | None:
+    source = Source(source)
     return next((f for f in _FAMILIES if f.matches(source)), None)
 
 
@@ -115,15 +117,15 @@ class MapFamily(Family):
 
         self.maps = MAPS
 
-    def matches(self, source: str) -> bool:
-        return source.startswith("map:")
+    def matches(self, source: Source) -> bool:
+        return source.scheme == "map"
 
     def params_model(self, source: str) -> type[BaseModel] | None:
-        cls = self.maps.get(source.removeprefix("map:"))
+        cls = self.maps.get(Source(source).rest)
         return cls.params_model if cls is not None else None
 
     def check(self, source: str, params: dict, init: Any) -> str | None:
-        name = source.removeprefix("map:")
+        name = Source(source).rest
         if name not in self.maps:
             return f"unknown map {name!r}; choose one of {sorted(self.maps)}"
         if init is not None:
@@ -131,7 +133,7 @@ class MapFamily(Family):
         return None
 
     def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
-        cls = self.maps[source.removeprefix("map:")]
+        cls = self.maps[Source(source).rest]
         p = cls.params_model.model_validate(params)
         return Dims(1, int(getattr(p, "n", None) or cls.n_hidden), 0)
 
@@ -139,10 +141,10 @@ class MapFamily(Family):
               implementation="fused"):
         from models.maps import build_map
 
-        return build_map(source.removeprefix("map:"), dict(params or {}), seed=seed, dtype=dtype, device=device)
+        return build_map(Source(source).rest, dict(params or {}), seed=seed, dtype=dtype, device=device)
 
     def weights_nbytes(self, source: str, params: dict, n_hidden: int, itemsize: int) -> int:
-        size = getattr(self.maps[source.removeprefix("map:")], "weights_nbytes", None)  # a plugin map may not say
+        size = getattr(self.maps[Source(source).rest], "weights_nbytes", None)  # a plugin map may not say
         return size(n_hidden, itemsize) if size else 0
 
 
@@ -164,14 +166,16 @@ class AlbertFamily(Family):
     text = True
     mlm_head = True
 
-    def matches(self, source: str) -> bool:
-        return source.startswith(("hf:", "path:")) or not re.match(r"^[a-z]+:", source)
+    def matches(self, source: Source) -> bool:
+        return source.on_hub or source.local
 
     def local_dir(self, source: str) -> Path | None:
-        return None if source.startswith("hf:") else Path(source.removeprefix("path:"))
+        source = Source(source)
+        return None if source.on_hub else Path(source.rest)
 
     def location(self, source: str, build: bool = False) -> str:
-        return source.removeprefix("hf:") if source.startswith("hf:") else str(self.local_dir(source))
+        source = Source(source)
+        return source.hub_id if source.on_hub else str(self.local_dir(source))
 
     def dims(self, source: str, *, revision, params, n_tokens: int) -> Dims:
         from models.albert import load_albert_config
@@ -207,7 +211,7 @@ class TinyAlbertFamily(AlbertFamily):
     mlm_head = False  # built here without the pre-trained head
     SOURCE = "builtin:tiny-albert"
 
-    def matches(self, source: str) -> bool:
+    def matches(self, source: Source) -> bool:
         return source == self.SOURCE
 
     def local_dir(self, source: str) -> Path | None:
@@ -239,7 +243,7 @@ class LSTMFamily(Family):
     name = "lstm"
     role = "trainable"
 
-    def matches(self, source: str) -> bool:
+    def matches(self, source: Source) -> bool:
         return source in ("builtin:lstm-lm", "builtin:lstm-tagger")
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
@@ -266,7 +270,7 @@ class TransJectFamily(Family):
     role = "trainable"
     SOURCES = ("builtin:transject", "builtin:transformer", "builtin:transformer-rezero")
 
-    def matches(self, source: str) -> bool:
+    def matches(self, source: Source) -> bool:
         return source in self.SOURCES
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
@@ -276,7 +280,7 @@ class TransJectFamily(Family):
         from models.transject import build_model, reorthogonalize
 
         torch.manual_seed(seed)
-        model = build_model(source.removeprefix("builtin:"), dict(params or {})).to(device)
+        model = build_model(Source(source).rest, dict(params or {})).to(device)
         return model if dtype is None else reorthogonalize(model.to(dtype))
 
 
@@ -286,8 +290,8 @@ class TransJectLayerFamily(Family):
 
     name = "transject-layer"
 
-    def matches(self, source: str) -> bool:
-        return source.startswith("transject-layer:")
+    def matches(self, source: Source) -> bool:
+        return source.scheme == "transject-layer"
 
     def params_model(self, source: str) -> type[BaseModel] | None:
         from models.transject_map import TransJectMapParams
@@ -300,7 +304,7 @@ class TransJectLayerFamily(Family):
         return None
 
     def local_dir(self, source: str) -> Path | None:
-        where = source.removeprefix("transject-layer:")
+        where = Source(source).rest
         return None if where == "builtin" else Path(where)
 
     def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
@@ -329,8 +333,8 @@ class LayerStackFamily(Family):
     text = True
     autonomous = False
 
-    def matches(self, source: str) -> bool:
-        return source.startswith("layers:")
+    def matches(self, source: Source) -> bool:
+        return source.scheme == "layers"
 
     def params_model(self, source: str) -> type[BaseModel] | None:
         return LayerStackParams
@@ -338,17 +342,17 @@ class LayerStackFamily(Family):
     def check(self, source: str, params: dict, init: Any) -> str | None:
         if init is not None:
             return "init applies to ALBERT models, not to a layers: stack"
-        if source.removeprefix("layers:") in ("", "hf:"):
+        if Source(source).rest in ("", "hf:"):
             return "write layers:hf:<hub id> or layers:<directory>"
         return None
 
     def local_dir(self, source: str) -> Path | None:
-        where = source.removeprefix("layers:")
-        return None if where.startswith("hf:") else Path(where.removeprefix("path:"))
+        where = Source(source).inner
+        return None if where.on_hub else Path(where.rest)
 
     def location(self, source: str, build: bool = False) -> str:
-        where = source.removeprefix("layers:")
-        return where.removeprefix("hf:") if where.startswith("hf:") else str(self.local_dir(source))
+        where = Source(source).inner
+        return where.hub_id if where.on_hub else str(self.local_dir(source))
 
     def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
         from transformers import AutoConfig

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from models.source import Source
 from runner.data.sources import InputError, offline_hub
 
 PAD, UNK = "<pad>", "<unk>"
@@ -162,7 +163,7 @@ def hub_cached(name: str, subset: str | None) -> str | None:
 
 def local_files(source: str, base: Path, splits: tuple[str, str]) -> list[Path]:
     """The file(s) a local source names (one per split with ``{split}``), relative to ``base`` first."""
-    raw = source.removeprefix("path:")
+    raw = Source(source).rest
     names = [raw.replace("{split}", s) for s in splits] if "{split}" in raw else [raw]
     out = []
     for name in names:

@@ -16,14 +16,31 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from runner.errors import Unavailable
+from models.source import Source
 from runner.data.sentences import split_sentences
-from runner.data.sources import (TaggedSentence, anchor, builtin_documents, load_hf_documents, load_hf_text,
-                                  read_conllu, read_gmb, read_text, wikitext_articles)
+from runner.data.sources import (
+    TaggedSentence,
+    anchor,
+    builtin_documents,
+    load_hf_documents,
+    load_hf_text,
+    read_conllu,
+    read_gmb,
+    read_text,
+    wikitext_articles,
+)
+from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_tags
 from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.data.tiny_tagged import sentences as tiny_tagged_sentences
-from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_tags
-from runner.data.tokens import EOS, Vocabulary, build_vocabulary, encode_corpus, preprocess_tagged, split_corpus
+from runner.data.tokens import (
+    EOS,
+    Vocabulary,
+    build_vocabulary,
+    encode_corpus,
+    preprocess_tagged,
+    split_corpus,
+)
+from runner.errors import Unavailable
 
 
 class CorpusError(Unavailable):
@@ -103,17 +120,17 @@ class Corpus:
 
 
 def _sentences(spec, base: Path) -> list[TaggedSentence]:
-    src = spec.source
-    if src.startswith("hf:") and getattr(spec, "doc_field", None):
+    src = Source(spec.source)
+    if src.on_hub and getattr(spec, "doc_field", None):
         try:
-            docs = load_hf_documents(src.removeprefix("hf:"), spec.subset, "train", spec.field, spec.doc_field)
+            docs = load_hf_documents(src.hub_id, spec.subset, "train", spec.field, spec.doc_field)
         except (RuntimeError, KeyError) as err:
             raise CorpusError(f"[corpus] source {src!r}: {err}") from None
         return [TaggedSentence(w, ("_",) * len(w), ("_",) * len(w), doc)
                 for doc, text in docs for sentence in split_sentences(text) if (w := tuple(sentence.split()))]
-    if src.startswith("hf:"):
+    if src.on_hub:
         try:
-            records = load_hf_text(src.removeprefix("hf:"), spec.subset, "train", spec.field)
+            records = load_hf_text(src.hub_id, spec.subset, "train", spec.field)
         except (RuntimeError, KeyError) as err:
             raise CorpusError(f"[corpus] source {src!r}: {err}") from None
         out = []
@@ -122,9 +139,9 @@ def _sentences(spec, base: Path) -> list[TaggedSentence]:
         return out
     if src == TINY_TAGGED:
         return tiny_tagged_sentences()
-    if src.startswith("builtin:"):  # the same English prose as the depth study's inputs
+    if src.scheme == "builtin":  # the same English prose as the depth study's inputs
         out = []
-        for topic, text in builtin_documents(src.removeprefix("builtin:")):
+        for topic, text in builtin_documents(src.name):
             for sentence in split_sentences(text):
                 words = tuple(sentence.split())
                 out.append(TaggedSentence(words, ("_",) * len(words), ("_",) * len(words), topic))

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from models.source import Source
+
 BUILTIN_SOURCES = ("pydoc-topics",)
 LOCAL_EXTENSIONS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
                     ".tsv": "csv"}
@@ -43,16 +45,14 @@ class InputError(Exception):
     """The input source cannot give the requested samples; the message says why and what to do."""
 
 
-def anchor(source: str, base: Path) -> str:
+def anchor(source: str, base: Path) -> Source:
     """A relative local path as seen from the spec's folder ``base`` when it exists there, else as
     typed (relative to the working directory); hub ids and builtins unchanged."""
-    if re.match(r"^[a-z]+:", source) and not source.startswith("path:"):
-        return source
-    prefix = "path:" if source.startswith("path:") else ""
-    local = Path(source.removeprefix("path:"))
-    if local.is_absolute() or not (base / local).exists():
-        return source
-    return prefix + str(base / local)
+    src = Source(source)
+    local = Path(src.rest)
+    if not src.local or local.is_absolute() or not (base / local).exists():
+        return src
+    return Source(("path:" if src.explicit_path else "") + str(base / local))
 
 
 # --------------------------------------------------------------------------- builtin text
@@ -89,50 +89,42 @@ def _reflow(text: str) -> str:
 # --------------------------------------------------------------------------- hub and local files
 
 
-@dataclass(frozen=True)
-class _Source:
-    kind: str  # "hf" | "path" | "builtin"
-    name: str  # hub id, file path as given, or builtin name
-    text: str  # the source string as given
-
-
-def _parse(source: str) -> _Source:
+def _parse(source: str) -> Source:
+    """The input source, checked: a hub dataset id, a known builtin text or a file name."""
     if not isinstance(source, str) or not source.strip():
         raise InputError(
             f"input source {source!r} is empty; give 'hf:<dataset id>', a local "
             "file path (.txt, .jsonl, .json, .parquet) or 'builtin:pydoc-topics'"
         )
-    source = source.strip()
-    if source.startswith("hf:"):
-        name = source[3:].strip()
-        if not _HUB_ID.match(name):
-            raise InputError(
-                f"input source {source!r}: {name!r} is not a Hugging Face dataset id; "
-                "write it as 'hf:<owner>/<name>' (e.g. 'hf:wikimedia/wikipedia')"
-            )
-        return _Source("hf", name, source)
-    if source.startswith("builtin:"):
-        name = source[len("builtin:"):].strip()
-        if name not in BUILTIN_SOURCES:
-            raise InputError(
-                f"unknown builtin input source {source!r}; known: "
-                + ", ".join(f"'builtin:{n}'" for n in BUILTIN_SOURCES)
-            )
-        return _Source("builtin", name, source)
-    name = source[len("path:"):].strip() if source.startswith("path:") else source
-    if not name:
-        raise InputError(f"input source {source!r} names no file")
-    return _Source("path", name, source)
+    src = Source(source.strip())
+    if src.scheme not in ("hf", "builtin", "path"):
+        raise InputError(
+            f"input source {src!r}: unknown scheme {src.scheme + ':'!r}; give 'hf:<dataset id>', "
+            "'builtin:pydoc-topics' or a file path (write 'path:<file>' for a name with a colon)"
+        )
+    if src.on_hub and not _HUB_ID.match(src.name):
+        raise InputError(
+            f"input source {src!r}: {src.name!r} is not a Hugging Face dataset id; "
+            "write it as 'hf:<owner>/<name>' (e.g. 'hf:wikimedia/wikipedia')"
+        )
+    if src.scheme == "builtin" and src.name not in BUILTIN_SOURCES:
+        raise InputError(
+            f"unknown builtin input source {src!r}; known: "
+            + ", ".join(f"'builtin:{n}'" for n in BUILTIN_SOURCES)
+        )
+    if src.local and not src.name:
+        raise InputError(f"input source {src!r} names no file")
+    return src
 
 
-def _check_local(src: _Source, field: str) -> tuple[Path, str]:
+def _check_local(src: Source, field: str) -> tuple[Path, str]:
     """Validate a local file source; return its path and ``datasets`` builder name."""
     path = Path(src.name).expanduser()
     if not path.exists():
         hint = ""
-        if not src.text.startswith("path:") and _HUB_ID.match(src.name) and "/" in src.name:
+        if not src.explicit_path and _HUB_ID.match(src.name) and "/" in src.name:
             hint = f"; for the Hugging Face dataset write 'hf:{src.name}'"
-        raise InputError(f"input file not found: {str(path)!r} (source {src.text!r}){hint}")
+        raise InputError(f"input file not found: {str(path)!r} (source {src!r}){hint}")
     if not path.is_file():
         raise InputError(f"input source {str(path)!r} is not a file; give one .txt, .jsonl, .json or .parquet file")
     suffix = path.suffix.lower()
@@ -181,7 +173,7 @@ def check_source(
     Hub ids: syntax only, no network call.
     """
     src = _parse(source)
-    if src.kind == "path":
+    if src.local:
         for f in [field] if isinstance(field, str) else field:
             _check_local(src, f)
 
@@ -247,7 +239,7 @@ def _offline_from_env() -> Iterator[bool]:
 offline_hub = _offline_from_env
 
 
-def _hub_error(label: str, src: _Source, subset, split, streaming, exc: BaseException, offline: bool) -> InputError:
+def _hub_error(label: str, src: Source, subset, split, streaming, exc: BaseException, offline: bool) -> InputError:
     args = ", ".join(repr(a) for a in (src.name, subset) if a is not None)
     mode = " (offline mode is on: HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)" if offline else ""
     return InputError(
@@ -361,12 +353,12 @@ def load_treebank(source: str, base: Path, subset: str | None = None, split: str
     """Parsed sentences of a local ``.conllu`` file (relative to ``base``) or of a hub dataset with
     the Universal Dependencies columns ``tokens``, ``upos`` (names or class ids) and ``head``
     (``hf:<id>``, with ``subset`` and ``split``). Raises ``InputError`` with the reason."""
-    if source.startswith("hf:"):
+    if Source(source).on_hub:
         try:
             import datasets
 
             with offline_hub():
-                ds = datasets.load_dataset(source.removeprefix("hf:"), subset, split=split)
+                ds = datasets.load_dataset(Source(source).hub_id, subset, split=split)
         except Exception as exc:  # noqa: BLE001 - not cached, no network, unknown id
             raise InputError(f"treebank {source!r} (subset {subset!r}, split {split!r}): {type(exc).__name__}: "
                              f"{exc}") from None

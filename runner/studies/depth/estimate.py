@@ -92,7 +92,7 @@ def _not_built(net: Network) -> str | None:
     where = net.model.family.location(source)
     if Path(where).is_relative_to(cache_dir()) and not Path(where).exists():
         return f"{source} is built by the first `runner apply`"
-    if not source.startswith("hf:"):
+    if not source.on_hub:
         return None
     from huggingface_hub import try_to_load_from_cache
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, create_model, model_validator
 
 from models.registry import family_for
+from models.source import Source, SourceText
 from runner.execute.device import DeviceName
 from runner.measures import measures, params_union
 from runner.specfile import Name, StudySpec, Table, repeated
@@ -33,7 +34,7 @@ class InitScheme(Table):
 class ModelSpec(Table):
     name: Name
     """Label of this model in the store's ``model`` coordinate."""
-    source: str
+    source: SourceText
     """``hf:<hub id>``, ``path:<dir>`` or a plain directory, ``builtin:tiny-albert``, or
     ``map:logistic`` / ``map:henon`` / ``map:tanh`` for the reference maps."""
     revision: str | None = None
@@ -70,8 +71,8 @@ class ModelSpec(Table):
         out = []
         for r in parse_revisions(self.revisions):
             local = self.family.local_dir(self.source)
-            prefix = "layers:" if self.source.startswith("layers:") else "path:"
-            update = {"source": f"{prefix}{local / r}"} if local is not None else {"revision": r}
+            prefix = "layers:" if self.source.scheme == "layers" else "path:"
+            update = {"source": Source(f"{prefix}{local / r}")} if local is not None else {"revision": r}
             out.append((self.model_copy(update={**update, "revisions": None}), r, step_of(r)))
         return out
 
@@ -107,7 +108,7 @@ class ModelSpec(Table):
 
 
 class InputSpec(Table):
-    source: str = "hf:wikimedia/wikipedia"
+    source: SourceText = Source("hf:wikimedia/wikipedia")
     """``hf:<dataset id>``, a local .txt/.jsonl/.parquet file, or ``builtin:pydoc-topics``."""
     subset: str | None = "20231101.en"
     """Dataset configuration (the English Wikipedia dump for the paper)."""

@@ -186,7 +186,7 @@ class DepthStudy(Study):
         device = device_unavailable(spec.dynamics.device)
         if device:
             unmet.append(Requirement("[dynamics] device", device, kind="device", name=spec.dynamics.device))
-        if spec.text_models and spec.input.source.startswith("hf:") and hub_off():
+        if spec.text_models and spec.input.source.on_hub and hub_off():
             unmet.append(Requirement(f"[input] source {spec.input.source!r}", "a hub dataset, streamed, and the hub is "
                                      "switched off or out of reach here", kind="data", name=spec.input.source,
                                      fix="give a local .txt/.jsonl/.parquet file instead (sentence pairs: "

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_validator
 
+from models.source import Source, SourceText
 from runner.data.sources import anchor
 from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.execute.device import DeviceName
@@ -81,7 +82,12 @@ class ScaffoldSpec(Table):
 
     def problems(self) -> list[tuple[tuple, str]]:
         """What the generator could not draw, said with the numbers (it would loop or fail mid-plan)."""
-        from runner.data.scaffold import ScaffoldConfig, fill_problem, scaffold_count, valid_counts
+        from runner.data.scaffold import (
+            ScaffoldConfig,
+            fill_problem,
+            scaffold_count,
+            valid_counts,
+        )
 
         where = ("corpus", "scaffold")
         cfg = ScaffoldConfig(**self.model_dump(exclude={"lengths", "settings"}))
@@ -105,7 +111,7 @@ class ScaffoldSpec(Table):
 
 
 class CorpusSpec(Table):
-    source: str
+    source: SourceText
     """``hf:<dataset id>`` (e.g. ``hf:Salesforce/wikitext``), a local ``.conllu`` file (words, UPOS,
     XPOS and ``# newdoc`` topics), a local ``.txt`` file (one sentence per line),
     ``builtin:pydoc-topics`` (Python's help texts, offline), ``builtin:tiny-tagged`` (a generated
@@ -265,7 +271,7 @@ class NetworkSpec(Table):
     kind: Literal["lm", "tagger", "suite"] = "lm"
     """``lm``: the Ch. 6 2-layer LSTM LM; ``tagger``: the Ch. 4 one-layer LSTM tagger; ``suite``: a published
     checkpoint series (Pythia, MultiBERTs, a local directory), measured instead of trained."""
-    source: str | None = None
+    source: SourceText | None = None
     """Suite: a hub id (``EleutherAI/pythia-160m``) or a local directory of checkpoint folders
     (``path:DIR``, or a path; ``DIR/step1000/config.json``); ``{seed}`` is replaced by each of ``seeds``, and
     ``{revision}`` in a hub id by each revision: one repository per checkpoint, as MultiBERTs publishes them
@@ -374,7 +380,7 @@ class TrainingStudy(StudySpec):
                 continue
             for k, seed in enumerate(n.seeds):
                 one = n.model_copy(update={"name": f"{n.name}-s{seed}", "seeds": None,
-                                           "source": n.source.replace("{seed}", str(seed))})
+                                           "source": Source(n.source.replace("{seed}", str(seed)))})
                 one._entry, one._model, one._replicate = i, n.name, k
                 nets.append(one)
         object.__setattr__(self, "model", nets)
@@ -453,7 +459,7 @@ class TrainingStudy(StudySpec):
             if gmb:
                 out.append((("measure", i, "tagsets"), f"{m.kind} reads tags aligned with the analysis tokens; the "
                             f"GMB tag sets {gmb} are another corpus (train taggers on them instead)"))
-        if self.corpus.tag_articles and not (self.corpus.source.startswith("hf:") or self.corpus.source == TINY_TAGGED
+        if self.corpus.tag_articles and not (self.corpus.source.on_hub or self.corpus.source == TINY_TAGGED
                                              or self.corpus.source.endswith(".conllu")):
             out.append((("corpus", "tag_articles"), f"needs documents: an hf: source, {TINY_TAGGED} or a .conllu "
                         "with # newdoc"))
@@ -528,9 +534,9 @@ TABLES = {"corpus": CorpusSpec, "scaffold": ScaffoldSpec, "training": TrainingSp
 def check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
     src = study.corpus.source
     where = ("corpus", "source")
-    if src.startswith("hf:") or src in ("builtin:pydoc-topics", TINY_TAGGED, "scaffold:"):
+    if src.on_hub or src in ("builtin:pydoc-topics", TINY_TAGGED, "scaffold:"):
         pass
-    elif src.startswith("builtin:"):
+    elif src.scheme == "builtin":
         return [sf.problem(where, f"unknown builtin {src!r}; known: builtin:pydoc-topics, {TINY_TAGGED}")]
     else:
         local = Path(anchor(src, sf.path.parent))
@@ -543,7 +549,7 @@ def check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
         if t in ("upos", "xpos") and not conllu:
             return [sf.problem(where, f"tag set {t!r} needs a .conllu corpus; use spacy_{t} for silver tags "
                                "from spaCy, or 'topic'")]
-        if t == "topic" and not (conllu or src.startswith("hf:")):
+        if t == "topic" and not (conllu or src.on_hub):
             return [sf.problem(where, "tag set 'topic' needs documents (.conllu with # newdoc, or wikitext articles)")]
     return []
 

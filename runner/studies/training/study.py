@@ -21,30 +21,38 @@ from pathlib import Path
 import numpy as np
 
 from models.registry import cache_dir
+from models.source import Source
+from runner import interrupt
+from runner.checkpointed.axes import write_curves
+from runner.checkpointed.files import checkpoint_dir
+from runner.checkpointed.session import Checkpoints, forked_rng
 from runner.data.corpus import Corpus, CorpusError, load_corpus
 from runner.data.scaffold import VERSION as SCAFFOLD_VERSION
 from runner.data.sources import anchor, offline_hub
 from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.data.tiny_tagged import VERSION as TINY_TAGGED_VERSION
-from runner import interrupt
-from runner.checkpointed.axes import write_curves
-from runner.checkpointed.files import checkpoint_dir
-from runner.checkpointed.session import Checkpoints, forked_rng
 from runner.execute.device import device_unavailable, set_precision
 from runner.measures import measures
 from runner.plan import Task
 from runner.requirements import Requirement
 from runner.specfile import SpecError, SpecFile, SpecProblem
-from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training import sizes
 from runner.studies.training.context import Context, sentence_words
 from runner.studies.training.layout import build_layout
 from runner.studies.training.plan import make_tasks, suite_tasks, task_label
+from runner.studies.training.spec import (
+    GMB_TAGSETS,
+    TABLES,
+    TrainingStudy,
+    check_sources,
+    missing_extras,
+    spec_model,
+)
 from runner.studies.training.suite import SuiteContext
 from runner.studies.training.suite import resolve as resolve_suites
-from runner.studies.training.spec import GMB_TAGSETS, TABLES, TrainingStudy, check_sources, missing_extras, spec_model
 from runner.studies.training.train import checkpoint_name, steps_per_epoch, train
+from runner.study import Prepared, Study, Unavailable, register
 
 
 def corpus_key(corpus: Corpus) -> str:
@@ -66,13 +74,13 @@ def corpus_key(corpus: Corpus) -> str:
 
 def _source_identity(study: TrainingStudy, base: Path) -> str:
     src = study.corpus.source
-    if src.startswith("hf:"):
+    if src.on_hub:
         return src
     if src == "scaffold:":  # generated: the generator's code is the identity
         return f"{src} v{SCAFFOLD_VERSION}"
     if src == TINY_TAGGED:  # generated: the generator's version is the identity
         return f"{src} v{TINY_TAGGED_VERSION}"
-    if src.startswith("builtin:"):
+    if src.scheme == "builtin":
         return f"{src} python {platform.python_version()}"  # the builtin text follows Python's version
     path = Path(anchor(src, base))
     return f"{path.resolve()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}"
@@ -114,7 +122,7 @@ def _treebanks_unmet(study: TrainingStudy, base: Path) -> list[str]:
         if not tb:
             continue
         where = f"[[measure]] {i} ({m.kind}) treebank {tb!r}"
-        if not tb.startswith("hf:"):
+        if not Source(tb).on_hub:
             path = Path(anchor(tb, base))
             if not path.is_file():
                 out.append(f"{where}: no file {path}; download {UD_EWT}")
@@ -188,7 +196,7 @@ class TrainingStudyPlugin(Study):
                 stats_file.parent.mkdir(parents=True, exist_ok=True)
                 stats_file.write_text(json.dumps(stats))
             except CorpusError as err:
-                if not spec.corpus.source.startswith("hf:"):
+                if not spec.corpus.source.on_hub:
                     raise Unavailable(str(err)) from None
                 unmet.append(str(err))
         labels = [n.name for n in spec.model]

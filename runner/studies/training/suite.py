@@ -24,8 +24,22 @@ import torch
 from torch import Tensor
 
 from models.hub import ModelLoadError, hub_off
-from models.suites import (Checkpoint, Fetch, adapter_for, fetch_plan, hub_series, layer_names, load_checkpoint, load_config,
-                           lm_loss, load_tokenizer, local_series, local_tokenizer_problem, word_activations)
+from models.source import Source
+from models.suites import (
+    Checkpoint,
+    Fetch,
+    adapter_for,
+    fetch_plan,
+    hub_series,
+    layer_names,
+    lm_loss,
+    load_checkpoint,
+    load_config,
+    load_tokenizer,
+    local_series,
+    local_tokenizer_problem,
+    word_activations,
+)
 from runner.data.corpus import Corpus
 from runner.data.sources import anchor
 from runner.layout import Layout
@@ -35,7 +49,6 @@ from runner.specfile import SpecError, SpecFile
 from runner.store import Store
 from runner.studies.training.context import Context
 from runner.studies.training.spec import NetworkSpec, TrainingStudy
-
 
 #: What to do about a hub checkpoint that cannot be had here.
 HUB_FIX = ("on a machine with network, `runner apply` (or `hf download REPO --revision REV`) fills the cache "
@@ -76,10 +89,9 @@ class Suites:
 
 def _source(net: NetworkSpec, base: Path) -> tuple[str, bool]:
     """(where the series is, whether it is a local directory)."""
-    src = net.source or ""
-    plain = src.removeprefix("path:")
-    path = Path(anchor(plain, base)).expanduser()
-    if src.startswith("path:") or plain.startswith(("/", ".", "~")) or path.is_dir():
+    src = Source(net.source or "")  # a plain name is a hub id here, a path only when it looks like one
+    path = Path(anchor(src.rest, base)).expanduser()
+    if src.explicit_path or src.rest.startswith(("/", ".", "~")) or path.is_dir():
         return str(path), True
     return src, False
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from models.registry import family_for
+from models.source import Source
 from runner.studies.transject.spec import BASELINES, ModelSpec
 
 TRANSJECT_FIELDS = ("d_model", "n_layers", "n_experts", "alpha_init")
@@ -50,13 +51,14 @@ def resolve_checkpoint(source: str, base: Path) -> Path:
     :class:`models.hub.ModelLoadError` naming it."""
     from models.hub import ModelLoadError, hub_off
 
-    raw = source.removeprefix("path:").removeprefix("hf:")
+    source = Source(source)
+    raw = source.rest
     for p in (base / raw, Path(raw).expanduser()):
         if p.is_dir():
             if not (p / "config.json").is_file() or not (p / "model.safetensors").is_file():
                 raise ModelLoadError(f"checkpoint {source!r}: {p} lacks config.json or model.safetensors")
             return p
-    if source.startswith("path:") or raw.startswith((".", "/", "~")) or raw.count("/") > 1:
+    if source.explicit_path or raw.startswith((".", "/", "~")) or raw.count("/") > 1:
         raise ModelLoadError(f"checkpoint {source!r}: no such directory")
     from huggingface_hub import snapshot_download
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model, model_validator
 
+from models.source import SourceText
 from runner.execute.device import DeviceName
 from runner.measures import measures, params_union
 from runner.specfile import Name, StudySpec, Table, repeated
@@ -44,7 +45,7 @@ class ListOpsSpec(Table):
 
 
 class DataSpec(Table):
-    source: str = Field(min_length=1)
+    source: SourceText = Field(min_length=1)
     """``listops:`` (generated), ``hf:<dataset id>`` (``hf:stanfordnlp/imdb``, ``hf:fancyzhx/ag_news``), or a
     local .parquet/.csv/.jsonl file (``{split}`` in the path is replaced by the split name)."""
     subset: str | None = None
@@ -83,8 +84,7 @@ class DataSpec(Table):
 
     @property
     def kind(self) -> str:
-        s = self.source
-        return "listops" if s.startswith("listops:") else "hf" if s.startswith("hf:") else "local"
+        return {"listops": "listops", "hf": "hf"}.get(self.source.scheme, "local")
 
 
 class TrainingSpec(Table):

@@ -94,7 +94,7 @@ class TransJectStudy(Study):
             unmet.append(Requirement("[training] device", device, kind="device", name=spec.training.device))
         d = spec.data
         if d.kind == "hf":
-            why = hub_cached(d.source.removeprefix("hf:"), d.subset)
+            why = hub_cached(d.source.hub_id, d.subset)
             if why:
                 unmet.append(Requirement(f"[data] source {d.source!r}", why, kind="data", name=d.source))
         if d.tokenizer:
@@ -220,7 +220,7 @@ def load_splits(spec: TransJectSpec, base: Path, how=None) -> tuple[Split, Split
         train, test = listops_splits(lo.train, lo.test, spec.experiment.seed, max_depth=lo.max_depth,
                                      max_args=lo.max_args, min_length=lo.min_length, max_length=lo.max_length)
     elif d.kind == "hf":
-        train, test = hub_splits(d.source.removeprefix("hf:"), d.subset, splits, d.text, d.label, how, d.lowercase)
+        train, test = hub_splits(d.source.hub_id, d.subset, splits, d.text, d.label, how, d.lowercase)
     else:
         train, test = local_splits(d.source, base, splits, d.text, d.label, how, d.lowercase,
                                    d.test_fraction, spec.experiment.seed)
