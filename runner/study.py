@@ -117,6 +117,7 @@ class Session(Protocol):
 class Study:
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    """One line for ``runner explain``; a subclass that sets none has its docstring."""
     spec_factory: ClassVar[Callable[[], type[StudySpec]]]
     """Returns the root model of the study's specs (with the measures registered now)."""
     table_models: ClassVar[dict[str, type]] = {}
@@ -126,6 +127,11 @@ class Study:
     figure_recipes: ClassVar[str | None] = None
     """The module that registers the study's figures (:mod:`runner.figures`); imported only when
     figures are drawn, so that no other command pays for matplotlib."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "description" not in cls.__dict__ and cls.__doc__:
+            cls.description = " ".join(cls.__doc__.split())
 
     def spec_model(self) -> type[StudySpec]:
         return type(self).spec_factory()

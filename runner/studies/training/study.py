@@ -169,7 +169,6 @@ class TrainingStudyPlugin(Study):
     """Networks measured while they train (training as time): LSTM language models and taggers."""
 
     name, spec_factory, table_models = "training", staticmethod(spec_model), TABLES
-    description = __doc__.strip()
     figure_recipes = "runner.studies.training.figures"
 
     def check(self, spec: TrainingStudy, sf: SpecFile) -> list[str]:

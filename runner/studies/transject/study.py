@@ -73,7 +73,6 @@ class TransJectStudy(Study):
     """TransJect and its baselines trained on sequence classification, measured at every epoch."""
 
     name, spec_factory, table_models = "transject", staticmethod(spec_model), TABLES
-    description = __doc__.strip()
     figure_recipes = "runner.studies.transject.figures"
 
     def check(self, spec: TransJectSpec, sf: SpecFile) -> list[str]:
