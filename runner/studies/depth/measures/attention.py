@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.measures import register
+from runner.measures import MeasureTags, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 
 
@@ -24,11 +24,8 @@ class Params(DepthParams):
 @register
 class Attention(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    needs = ("attention",)
-
-    def exit_period(self):
-        return 1  # attention_probs(x_t) is a forward of its own, not f's
+    # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
+    tags = MeasureTags("step", requires=("attention",), strides=("every",), exit_period=1)
 
     def variables(self, b, shape) -> None:
         dim = b.axis("attention_step", 0, shape.steps, self.p.every)

@@ -11,7 +11,7 @@ import torch
 from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 
 
@@ -42,14 +42,12 @@ def score_class(scores: torch.Tensor) -> torch.Tensor:
 @register
 class EffectiveDimension(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    shard = "combine"  # a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each
+    # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
+    # exit_period 1: it observes x_t only
+    tags = MeasureTags("step", strides=("every",), shard="combine", exit_period=1)
     STATS = ("n", "sum", "scatter")
     MAX_STATISTIC = 2**28
     """Bytes of one F x F statistic above which shards are refused (256 MiB: F above ~5,800)."""
-
-    def exit_period(self):
-        return 1  # observes x_t only
 
     def variables(self, b, shape) -> None:
         dim = b.axis("neff_step", 0, shape.steps, self.p.every)

@@ -27,7 +27,7 @@ import torch
 from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 
 
@@ -73,13 +73,11 @@ class Params(DepthParams):
 @register
 class HandwritingReadout(TrajectoryMeasure):
     Params = Params
-    needs = ("text",)
+    # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
+    tags = MeasureTags("step", requires=("text",), exit_period=1)
 
     def window(self) -> tuple[int, int]:
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())
-
-    def exit_period(self):
-        return 1  # observes x_t only (its readouts are fitted to the stored states, not through f)
 
     def problems(self, spec):
         out = []

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation, renormalize
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.precision import perturbation_floor
 
@@ -30,13 +30,10 @@ class Lyapunov(TrajectoryMeasure):
     and y is renormalised to distance k (Algorithm A1)."""
 
     Params = Params
-    strides = ("tau",)
-    twin = True
-    twins_in_key = False  # its twins came before the key listed twins: specs with only them keep their ids
-    shard = "samples"  # one twin per sample, drawn for the whole batch and sliced: a shard's lambda is exact
-
-    def exit_period(self):
-        return self.p.tau  # advance renormalises at multiples of tau
+    # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
+    # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
+    # is exact; exit_period tau: advance renormalises at multiples of tau
+    tags = MeasureTags("step", strides=("tau",), twin=True, twins_in_key=False, shard="samples", exit_period="tau")
 
     def variables(self, b, shape) -> None:
         tau = self.p.tau

@@ -34,7 +34,7 @@ from analyses.readout import (
     masked_token_accuracy,
     ridge_readout_accuracy,
 )
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 
@@ -71,14 +71,9 @@ class Params(DepthParams):
 @register
 class MLMReadout(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    needs = ("mlm_head",)
-
-    def exit_period(self):
-        return 1  # reads x_t out with its own head, not through f
-
-    def input_masking(self):
-        return {"fraction": self.p.fraction, "seed": self.p.seed}
+    # exit_period 1: it reads x_t out with its own head, not through f
+    tags = MeasureTags("step", requires=("mlm_head",), strides=("every",), exit_period=1,
+                       input_masking=("fraction", "seed"))
 
     def masked_positions(self, input_ids, special_ids, seed):
         gen = torch.Generator().manual_seed(derive_seed(seed, "mlm_readout", self.p.seed))

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from analyses.orbits import ORBIT_CLASSES, classify_orbits
 from runner.layout import flags
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 
@@ -38,7 +38,7 @@ class Params(DepthParams):
 @register
 class Orbit(TrajectoryMeasure):
     Params = Params
-    shard = "samples"
+    tags = MeasureTags("step", shard="samples")
     reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "
                  "Phys. Rev. A 40, 4028; Marwan, Romano, Thiel & Kurths 2007, Recurrence plots for the analysis of "
                  "complex systems, Phys. Rep. 438, 237")

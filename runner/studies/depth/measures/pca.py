@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.pca import pca_projection
-from runner.measures import register
+from runner.measures import MeasureTags, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 
 
@@ -30,10 +30,7 @@ class Params(DepthParams):
 @register
 class PCA(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-
-    def exit_period(self):
-        return 1  # observes x_t only
+    tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, self.p.stop or steps

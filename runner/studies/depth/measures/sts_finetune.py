@@ -23,7 +23,7 @@ import torch
 from pydantic import Field
 
 from analyses.sts import finetune_readout, minibatch_orders
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, NetworkMeasure
 from runner.studies.depth.measures.sts_readout import minibatch_seed, pair_problems
 
@@ -56,7 +56,7 @@ class Params(DepthParams):
 @register
 class STSFinetune(NetworkMeasure):
     Params = Params
-    needs = ("text",)
+    tags = MeasureTags("network", requires=("text",))
 
     def problems(self, spec):
         out = pair_problems("sts_finetune", self.p, spec)

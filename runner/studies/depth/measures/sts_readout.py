@@ -28,7 +28,7 @@ import torch
 from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 
@@ -85,14 +85,11 @@ def minibatch_seed(spec, p) -> int:
 @register
 class STSReadout(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    needs = ("text",)
+    # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
+    tags = MeasureTags("step", requires=("text",), strides=("every",), exit_period=1)
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop
-
-    def exit_period(self):
-        return 1  # observes x_t only (its readouts are fitted to the stored states, not through f)
 
     def problems(self, spec):
         out = pair_problems("sts_readout", self.p, spec)

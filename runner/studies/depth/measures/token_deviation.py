@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
 from runner.layout import flags, never_as_nan
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.precision import deviation_floor
 
@@ -31,12 +31,7 @@ class Params(DepthParams):
 @register
 class TokenDeviation(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    needs = ("tokens",)
-    shard = "samples"
-
-    def exit_period(self):
-        return 1  # observes x_t only
+    tags = MeasureTags("step", requires=("tokens",), strides=("every",), shard="samples", exit_period=1)
 
     def variables(self, b, shape) -> None:
         p = self.p

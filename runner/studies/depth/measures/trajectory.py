@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.measures import register
+from runner.measures import MeasureTags, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 
 
@@ -25,10 +25,7 @@ class Params(DepthParams):
 @register
 class Trajectory(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-
-    def exit_period(self):
-        return 1  # observes x_t only
+    tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
 
     def state_problem(self, widest):
         beyond = [e for e in self.p.elements if e >= widest]

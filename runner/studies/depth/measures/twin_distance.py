@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
-from runner.measures import register
+from runner.measures import MeasureTags, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 from runner.studies.depth.precision import perturbation_floor
 
@@ -36,10 +36,8 @@ class TwinDistance(TrajectoryMeasure):
     same application of f as x and never renormalised."""
 
     Params = Params
-    twin = True
-
-    def exit_period(self):
-        return 1  # its twins are never renormalised (advance is the identity)
+    # exit_period 1: its twins are never renormalised (advance is the identity)
+    tags = MeasureTags("step", twin=True, exit_period=1)
 
     def problems(self, spec) -> list[tuple[str, str]]:
         out = []

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.diagnostic import train_diagnostic_classifier
-from runner.measures import register
+from runner.measures import MeasureTags, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer, TagSet
 
@@ -26,7 +26,7 @@ class Params(TrainingParams):
 @register
 class Diagnostic(CheckpointMeasure):
     Params = Params
-    suites = True
+    tags = MeasureTags("checkpoint", suites=True)
 
     def variables(self, b, shape) -> None:
         p = self.p

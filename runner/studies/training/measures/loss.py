@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.train import evaluate
 
@@ -29,8 +29,7 @@ class Params(TrainingParams):
 @register
 class Loss(CheckpointMeasure):
     Params = Params
-    suites = True
-    head = True  # reads the language-modelling head of a suite's checkpoints
+    tags = MeasureTags("checkpoint", suites=True, head=True)  # head: it reads a suite's language-modelling head
 
     def variables(self, b, shape) -> None:
         b.var("analysis_loss", "loss", ("network", "checkpoint"), "float64", np.nan,

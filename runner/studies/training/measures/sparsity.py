@@ -11,7 +11,7 @@ from pydantic import Field
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from models.lstm import capture
 from runner.data.tokens import get_batch
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
 
@@ -39,9 +39,8 @@ def frequent_words(corpus, n: int) -> np.ndarray:
 @register
 class Sparsity(CheckpointMeasure):
     Params = Params
-    suites = True
-    head = True  # a suite's gradients need its language-modelling head
-    causal = True  # ... and a next-token loss
+    # a suite's gradients need its language-modelling head and a next-token loss
+    tags = MeasureTags("checkpoint", suites=True, head=True, causal=True)
 
     def variables(self, b, shape) -> None:
         p, corpus = self.p, shape.corpus

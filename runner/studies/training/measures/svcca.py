@@ -12,7 +12,7 @@ from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
 from runner.checkpointed.measure import ActivationMeasure
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
 
@@ -43,7 +43,7 @@ def _similarities(x, y, keep: float) -> tuple[float, float, float]:
 @register
 class SVCCA(CheckpointMeasure, ActivationMeasure):
     Params = Params
-    suites = True
+    tags = MeasureTags("checkpoint", suites=True)
     also = ("transject",)
 
     def spec_problems(self, spec) -> list[tuple[tuple, str]]:
