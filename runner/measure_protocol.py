@@ -6,8 +6,8 @@ scikit-learn's estimators declare theirs, and implements:
 
 - ``variables(builder, shape)``: the variables it writes, on a study's :class:`Shape`;
 - the compute method its ``timing`` requires (:data:`COMPUTE`), which receives that timing's context:
-  ``observe(ctx: StepContext, t, x, bufs, seg)`` along a trajectory, ``run(ctx: CheckpointContext,
-  task)`` at a checkpoint, ``run(ctx: NetworkContext)`` on the network itself, ``derive(ctx:
+  ``observe(ctx: StepContext, t, x, bufs, seg)`` along a trajectory (or ``advance``, for a measure
+  computed on its twins after each step), ``run(ctx: CheckpointContext, task)`` at a checkpoint, ``run(ctx: NetworkContext)`` on the network itself, ``derive(ctx:
   DerivedContext)`` from stored results.
 
 The contexts are Protocols: they name what a measure may use, and each study's own context satisfies
@@ -24,8 +24,8 @@ from typing import Any, Protocol
 #: When a measure runs: along a trajectory (every step), at each checkpoint of a training run, once
 #: per network on the network itself, or from another measure's stored results.
 TIMINGS = ("step", "checkpoint", "network", "derived")
-#: The compute method each timing requires.
-COMPUTE = {"step": "observe", "checkpoint": "run", "network": "run", "derived": "derive"}
+#: The compute methods of each timing; a measure implements one of them at least.
+COMPUTE = {"step": ("observe", "advance"), "checkpoint": ("run",), "network": ("run",), "derived": ("derive",)}
 #: How a per-step measure's pass may be split into sample shards.
 SHARDS = ("samples", "combine")
 

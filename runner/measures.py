@@ -65,6 +65,8 @@ class Measure:
     version: ClassVar[int] = 1
     reference: ClassVar[str] = ""
     Params: ClassVar[type[MeasureParams]]
+    example: ClassVar[dict[str, Any]] = {}
+    """Values for the fields of ``Params`` that have no default (a file), for :func:`runner.checks.check_measure`."""
 
     def __init__(self, params: MeasureParams):
         self.p = params

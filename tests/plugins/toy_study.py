@@ -6,8 +6,8 @@ saves a durable point after each, and resumes from it after a kill.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
@@ -52,13 +52,6 @@ class MSD(Measure):
         bufs.append(float((x * x).mean()))
 
 
-@dataclass(frozen=True)
-class WalkShape:
-    names: tuple[str, ...]
-    steps: int
-    samples: int
-
-
 class WalkSpec(StudySpec):
     walk: Walk = Walk()
     measure: list[params_union("walk")] = Field(min_length=1)  # type: ignore[valid-type]
@@ -92,7 +85,7 @@ class WalkSession:
         b = LayoutBuilder(segment=w.segment)
         network_coords(b, ["walkers"], ["walk"], [0])
         for m in p.spec.measure:
-            declare(measures("walk")[m.kind](m), b, WalkShape(("walkers",), w.steps, w.walkers))
+            declare(measures("walk")[m.kind](m), b, SimpleNamespace(names=["walkers"], steps=w.steps, samples=w.walkers))
         self.layout = b.build()
         self.index, self.S, self.device = 0, w.walkers, torch.device("cpu")  # the StepContext of its measures
 

@@ -204,9 +204,11 @@ class TrajectoryMeasure(DepthMeasure):
     @abstractmethod
     def observe(self, ctx: PassContext, t: int, x: Tensor, bufs: dict, seg: Segment) -> Tensor | None:
         """Record what the measure keeps at step t; may return per-sample finiteness of x (saves
-        the pass its own check)."""
+        the pass its own check). A measure implements this or :meth:`advance` (``check_measure``); the
+        pass calls both, whose defaults do nothing."""
         return None
 
+    @abstractmethod
     def advance(self, ctx: PassContext, t: int, x: Tensor, y: Tensor, bufs: dict, seg: Segment) -> Tensor:
         """After the step that reached t: the twins ``y`` to iterate on (the Lyapunov exponent
         renormalises them every tau steps)."""

@@ -222,6 +222,10 @@ class DepthStudy(Study):
     def open(self, p: Prepared, device, say) -> DepthSession:
         return DepthSession(p, device)
 
+    def example_spec(self) -> dict:
+        return {"experiment": {"name": "example"}, "model": [{"name": "tanh", "source": "map:tanh"}],
+                "input": {"samples": 4}, "dynamics": {"steps": 100}, "measure": [{"kind": "lyapunov"}]}
+
     def variables_of(self, kind: str) -> list:
         """Laid out for one text model (8 tokens, 2 heads; nothing loaded) and 4 scored samples."""
         spec = self.spec_model().model_validate({

@@ -187,6 +187,10 @@ class TransJectStudy(Study):
 
         return estimate(p, device, precision, calibrated)
 
+    def example_spec(self) -> dict:
+        return {"experiment": {"name": "example", "study": "transject"}, "data": {"source": "listops:"},
+                "model": [{"name": "model", "variant": "transject"}], "measure": [{"kind": "entropy"}]}
+
     def variables_of(self, kind: str) -> list:
         """Laid out for one two-layer network of two experts and a three-word sentence (nothing read)."""
         spec = self.spec_model().model_validate({

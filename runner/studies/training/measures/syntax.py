@@ -60,6 +60,7 @@ def _word_class(upos: str) -> str:
 @register
 class SyntaxInterdependence(CheckpointMeasure):
     Params = Params
+    example = {"treebank": "en_ewt-ud-test.conllu"}  # for check_measure: the paper's treebank
     reference = CH5
 
     def variables(self, b, shape) -> None:
