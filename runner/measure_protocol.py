@@ -37,8 +37,8 @@ class MeasureTags:
     timing: str
     """One of :data:`TIMINGS`."""
     requires: tuple[str, ...] = ()
-    """What a network must have for the measure to apply (a study's words: the depth study's
-    ``"tokens"``, ``"attention"``, ``"text"``, ``"mlm_head"``); elsewhere it is "not applicable"."""
+    """What a network must have for the measure to apply, in its study's words (which its study's base
+    class checks, ``Measure.tag_problems``); elsewhere it is "not applicable"."""
     strides: tuple[str, ...] = ()
     """Its parameters that count steps between kept values (``every``, ``tau``): durable points fall on
     multiples of them."""
@@ -46,7 +46,7 @@ class MeasureTags:
     """(step) The pass iterates perturbed twins beside the state (``perturb``, ``advance``)."""
     twins_in_key: bool = True
     """(step, twin) Whether its twins are listed in the pass's trajectory key (False only for a measure
-    whose task ids predate the list, the Lyapunov exponent's)."""
+    whose task ids predate the list)."""
     shard: str | None = None
     """(step) How a pass with it splits into sample shards (:data:`SHARDS`); None: it cannot."""
     exit_period: int | str | None = None

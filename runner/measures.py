@@ -87,7 +87,7 @@ class Measure:
     @classmethod
     def tag_problems(cls) -> list[str]:
         """What its study finds wrong in its tags beyond :meth:`MeasureTags.problems` (a study's base
-        class checks its own words, such as the depth study's ``requires``)."""
+        class checks its own words, such as those of ``requires``)."""
         return []
 
     @abstractmethod

@@ -223,8 +223,10 @@ class DepthStudy(Study):
         return DepthSession(p, device)
 
     def example_spec(self) -> dict:
+        """A reference map measured by the first per-step measure every network allows."""
+        kind = min(k for k, m in measures("depth").items() if m.tags.timing == "step" and not m.tags.requires)
         return {"experiment": {"name": "example"}, "model": [{"name": "tanh", "source": "map:tanh"}],
-                "input": {"samples": 4}, "dynamics": {"steps": 100}, "measure": [{"kind": "lyapunov"}]}
+                "input": {"samples": 4}, "dynamics": {"steps": 100}, "measure": [{"kind": kind}]}
 
     def variables_of(self, kind: str) -> list:
         """Laid out for one text model (8 tokens, 2 heads; nothing loaded) and 4 scored samples."""
