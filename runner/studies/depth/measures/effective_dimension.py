@@ -12,7 +12,7 @@ from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
 from runner.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 
 class Params(DepthParams):
@@ -76,7 +76,7 @@ class EffectiveDimension(TrajectoryMeasure):
                     f"{n_hidden}); too large to combine, run it unsharded")
         return None
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         if ctx.sharded:
             return {k: [] for k in self.STATS}
         out = {"neff": self.nan((seg.kept(self.p.every),), torch.float64, ctx.device)}
@@ -89,7 +89,7 @@ class EffectiveDimension(TrajectoryMeasure):
                                                        for c in range(len(SCORE_CLASSES))]
         return out
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         every = self.p.every
         if t % every == 0 and ctx.sharded:
             for k, v in zip(self.STATS, cloud_statistics(x)):
@@ -100,7 +100,7 @@ class EffectiveDimension(TrajectoryMeasure):
             for c, rows in enumerate(getattr(self, "classes", []) if self.p.by_score else []):
                 bufs["class"][c, i] = effective_dimension(x[rows])
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         if ctx.sharded:
             kept = len(bufs["n"])
             for k in self.STATS:

@@ -35,7 +35,7 @@ from analyses.readout import (
     ridge_readout_accuracy,
 )
 from runner.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 
 
@@ -158,12 +158,12 @@ class MLMReadout(TrajectoryMeasure):
 
         return below(seg.start), below(seg.end + (1 if seg.last else 0))
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         lo, hi = self._kept(seg)
         return {name: self.nan((hi - lo,), torch.float64, ctx.device)
                 for name in ("accuracy", "refit")[: 2 if self.p.refit else 1]}
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         start, stop = self.window(seg.steps)
         if not start <= t <= stop or (t - start) % self.p.every:
             return
@@ -180,7 +180,7 @@ class MLMReadout(TrajectoryMeasure):
                                                       self.vocab, self.p.ridge)
         return
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         lo, hi = self._kept(seg)
         if hi > lo:
             ctx.store.write("mlm_accuracy", (ctx.index, slice(lo, hi)), bufs["accuracy"].cpu().numpy())

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
 from runner.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 
 #: Bytes of staged states per trained block of steps.
@@ -117,12 +117,12 @@ class STSReadout(TrajectoryMeasure):
 
         return below(seg.start), below(seg.end + (1 if seg.last else 0))
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         lo, hi = self._kept(seg)
         self.block: list[torch.Tensor] = []
         return {"r": self.nan((hi - lo,), torch.float64, ctx.device)}
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         start, stop = self.window(seg.steps)
         if ctx.net.model.is_map or ctx.inputs.scores is None or not start <= t <= stop or (t - start) % self.p.every:
             return
@@ -146,7 +146,7 @@ class STSReadout(TrajectoryMeasure):
         bufs["r"][self.first:self.first + len(self.block)] = pearson(readout_predictions(w, x[:, n:]), self.y[n:])
         self.block = []
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         self._fit(ctx, bufs)
         lo, hi = self._kept(seg)
         if hi > lo:

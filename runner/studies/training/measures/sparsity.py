@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -14,6 +14,9 @@ from runner.data.tokens import get_batch
 from runner.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 CLASSES = {"open": 0, "closed": 1}
 
@@ -62,7 +65,7 @@ class Sparsity(CheckpointMeasure):
         b.var("word_chi", "sparsity", cell + ("word",), "float64", np.nan, "mean chi by target word", "1",
               "mu_(t: x_t = w) chi(v_t) for frequent words: the word x checkpoint matrix (Fig. 2)")
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         p = self.p
         suite = hasattr(ctx, "suites")
         layers = list(p.layers) if suite else \
