@@ -103,26 +103,28 @@ def _params(cls: type[Measure], measure) -> tuple[MeasureParams | None, list[str
 
 
 def _variable_problems(measure: Measure, shape: Any) -> list[str]:
-    """The study lays the measure out for its small example (``Study.variables_of``) when ``shape`` is
-    None and the study can; else ``variables(b, shape)`` runs on a sandbox builder."""
-    cls, kind = type(measure), type(measure).kind()
-    variables = None
-    if shape is None and _registered(cls.study, kind) is cls:
-        from runner.study import studies
+    """Each study that registers the measure (its own, and those in ``also``) lays it out for its small
+    example (``Study.variables_of``) when ``shape`` is None and the study can; else ``variables(b,
+    shape)`` runs on a sandbox builder."""
+    from runner.study import studies
 
-        study = studies().get(cls.study)
-        variables = study().variables_of(kind) if study is not None else None
-    if variables is None:
+    cls, kind = type(measure), type(measure).kind()
+    laid_out = []
+    if shape is None:
+        found = studies()
+        laid_out = [found[s]().variables_of(kind) for s in (cls.study, *cls.also)
+                    if s in found and _registered(s, kind) is cls]
+    if not any(v is not None for v in laid_out):
         b = _Sandbox()
         try:
             declare(measure, b, shape)
         except Exception as err:  # noqa: BLE001 - what fails is the finding
             hint = " (its study cannot lay it out: give check_measure a shape)" if shape is None else ""
             return [f"(all): variables(b, shape) raised {type(err).__name__}: {err}{hint}"]
-        variables = [v for v in b.vars.values() if v.measure == kind]
-    if not variables:
+        laid_out = [[v for v in b.vars.values() if v.measure == kind]]
+    if not any(laid_out):
         return [f"(none): it declares no variable written by measure {kind!r}"]
-    return [p for v in variables for p in var_problems(v)]
+    return sorted({p for variables in laid_out if variables for v in variables for p in var_problems(v)})
 
 
 def _registered(study: str, kind: str) -> type[Measure] | None:
