@@ -127,9 +127,10 @@ def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str
 
 def register(cls: type[Measure]) -> type[Measure]:
     """Class decorator: make a measure available to specs of its study (and of the studies in ``also``).
-    Tags that contradict themselves are refused here, where the plugin author sees them."""
-    tags = cls.__dict__.get("tags", getattr(cls, "tags", None))
-    problems = tags.problems() if isinstance(tags, MeasureTags) else ["tags is no MeasureTags"]
+    Tags that contradict themselves, or use words its study does not know, are refused here, where the
+    plugin author sees them."""
+    tags = getattr(cls, "tags", None)
+    problems = (tags.problems() or cls.tag_problems()) if isinstance(tags, MeasureTags) else ["tags is no MeasureTags"]
     if problems:
         raise TypeError(f"measure {cls.__module__}.{cls.__qualname__}: {'; '.join(problems)}")
     for study in (cls.study, *cls.also):
