@@ -22,8 +22,8 @@ class Params(DepthParams):
 @register
 class StateRMS(TrajectoryMeasure):
     Params = Params
-    # kept every `every` steps (durable points fall on its multiples); exit_period 1: it observes x_t only
-    tags = MeasureTags("step", strides=("every",), exit_period=1)
+    # kept every `every` steps: durable points fall on its multiples (no exit_period: early exit is refused)
+    tags = MeasureTags("step", strides=("every",))
 
     def variables(self, b, shape) -> None:
         dim = b.axis("rms_step", 0, shape.steps, self.p.every)
