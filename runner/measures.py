@@ -5,13 +5,16 @@ them) decorated with :func:`register`. It holds:
 
 - ``Params``: its ``[[measure]]`` table, a :class:`MeasureParams` with ``kind: Literal["name"]``
   and the paper's defaults (its docstring and field docstrings are what ``runner explain`` shows);
-- ``when``: ``"step"`` (along a trajectory), ``"checkpoint"`` (at each checkpoint) or
-  ``"derived"`` (from stored results);
+- ``tags``: its capabilities, one :class:`~runner.measure_protocol.MeasureTags` (``timing``:
+  ``"step"``, ``"checkpoint"``, ``"network"`` or ``"derived"``; twins, shards, suites, ...);
 - ``version``: bump it when the code changes what the measure writes (its tasks then rerun);
 - ``reference``: the paper, equation or figure it follows;
-- ``variables(builder, ctx)``: the variables it writes, declared with their dims, units,
+- ``variables(builder, shape)``: the variables it writes, declared with their dims, units,
   ``long_name``, description and, optionally, how ``show`` summarises them (``headline``) and how
-  the monitor plots them (``plot``).
+  the monitor plots them (``plot``);
+- the compute method of its timing, on that timing's typed context (:mod:`runner.measure_protocol`).
+
+:func:`runner.checks.check_measure` verifies all of this for a measure of any study or plugin.
 
 Spec validation (the ``[[measure]]`` union is built from the registry), the plan, the store's
 layout, ``show`` and the monitor all follow from this one registration: ``show`` and the monitor
@@ -21,12 +24,16 @@ read the hints from the variables' attributes in the store, so they need no stud
 from __future__ import annotations
 
 import typing
+from abc import abstractmethod
 from typing import Annotated, Any, ClassVar, Union
 
 from pydantic import Field
 
-from runner.layout import INTERNAL
+from runner.layout import INTERNAL, LayoutBuilder
+from runner.measure_protocol import MeasureTags, Shape
 from runner.specfile import Table
+
+__all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measures", "params_union", "register"]
 
 #: study name -> measure kind -> registration
 _REGISTRY: dict[str, dict[str, type[Measure]]] = {}
@@ -53,10 +60,13 @@ class Measure:
     also: ClassVar[tuple[str, ...]] = ()
     """Other studies whose specs may name it (a measure on activations only:
     ``runner.checkpointed.measure.ActivationMeasure``)."""
-    when: ClassVar[str]
+    tags: ClassVar[MeasureTags]
+    """Its capabilities (:class:`~runner.measure_protocol.MeasureTags`)."""
     version: ClassVar[int] = 1
     reference: ClassVar[str] = ""
     Params: ClassVar[type[MeasureParams]]
+    example: ClassVar[dict[str, Any]] = {}
+    """Values for the fields of ``Params`` that have no default (a file), for :func:`runner.checks.check_measure`."""
 
     def __init__(self, params: MeasureParams):
         self.p = params
@@ -73,6 +83,17 @@ class Measure:
         if owner.__module__.startswith("runner.") and not cls.__module__.startswith("runner."):
             return ""
         return owner.__dict__.get("reference", "")
+
+    @classmethod
+    def tag_problems(cls) -> list[str]:
+        """What its study finds wrong in its tags beyond :meth:`MeasureTags.problems` (a study's base
+        class checks its own words, such as those of ``requires``)."""
+        return []
+
+    @abstractmethod
+    def variables(self, b: LayoutBuilder, shape: Shape) -> None:
+        """Declare the variables it writes on ``b`` (``b.var(...)``, ``b.axis(...)``), for a run of ``shape``."""
+        raise NotImplementedError
 
 
 def declare(measure: Measure, builder, *args) -> None:
@@ -105,7 +126,13 @@ def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str
 
 
 def register(cls: type[Measure]) -> type[Measure]:
-    """Class decorator: make a measure available to specs of its study (and of the studies in ``also``)."""
+    """Class decorator: make a measure available to specs of its study (and of the studies in ``also``).
+    Tags that contradict themselves, or use words its study does not know, are refused here, where the
+    plugin author sees them."""
+    tags = getattr(cls, "tags", None)
+    problems = (tags.problems() or cls.tag_problems()) if isinstance(tags, MeasureTags) else ["tags is no MeasureTags"]
+    if problems:
+        raise TypeError(f"measure {cls.__module__}.{cls.__qualname__}: {'; '.join(problems)}")
     for study in (cls.study, *cls.also):
         _REGISTRY.setdefault(study, {})[cls.kind()] = cls
     return cls

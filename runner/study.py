@@ -157,6 +157,11 @@ class Study:
     def open(self, p: Prepared, device: Any, say: Callable[[str], None]) -> Session:
         raise NotImplementedError
 
+    def example_spec(self) -> dict[str, Any] | None:
+        """A minimal spec of this study (its tables as a dict, one measure at least) that plans without
+        reading data: what :func:`runner.checks.check_study` plans; None when the study gives none."""
+        return None
+
     def variables_of(self, kind: str) -> list | None:
         """The variables (:class:`runner.layout.Var`) measure ``kind`` writes, as a store holds them,
         laid out for a small example spec with no data read (``runner explain``); None when the study

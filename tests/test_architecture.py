@@ -157,3 +157,50 @@ def test_generic_words_are_allowed_only_as_words():
     names = plugin_names()
     assert all(word in names["name"] for word in GENERIC), "an allowed word no plugin uses any more: drop it"
     assert not study_name_uses("def expand(key, depth: int = 0):  # the training loop's map of losses", names)
+
+
+# --------------------------------------------------------------------------- the depth core names no measure
+
+#: The depth study's figure recipes read their measures' variables by name: that is their job.
+DEPTH_RECIPES = ("figures.py", "readout_figures.py")
+#: Measure ids that are also words of the depth core in its own sense.
+DEPTH_WORDS = {
+    "trajectory": "a pass's trajectory key (task ids hash it)",
+    "attention": "what a network has (attention heads), a word of tags.requires",
+}
+
+
+def depth_core_measure_names(text: str, ids: list[str]) -> list[str]:
+    """The measure ids that a module's string literals name (docstrings and other bare strings aside)."""
+    import re
+
+    tree = ast.parse(text)
+    bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+               and id(n) not in bare]
+    return [k for s in strings for k in ids if k not in DEPTH_WORDS and re.search(rf"(?<![\w-]){k}(?![\w-])", s)]
+
+
+def _depth_ids() -> list[str]:
+    from runner.measures import measures
+
+    return sorted(measures("depth"))
+
+
+def test_the_depth_core_names_no_measure():
+    """Outside ``measures/`` (and its figure recipes) the depth study reads what a measure declares
+    (its tags, its methods), never its id: no string of its code names one."""
+    ids = _depth_ids()
+    assert {"lyapunov", "pca", "trajectory", "transient_chaos"} <= set(ids)
+    core = [p for p in (ROOT / "runner" / "studies" / "depth").glob("*.py") if p.name not in DEPTH_RECIPES]
+    assert len(core) > 8
+    offenders = {p.name: uses for p in core if (uses := depth_core_measure_names(p.read_text(), ids))}
+    assert not offenders
+
+
+@pytest.mark.parametrize("planted", ['tau = m.tau if m.kind == "lyapunov" else 1', 'window = spec.measures().get("pca")',
+                                     'SOURCES = {"transient_chaos": "lyapunov"}'])
+def test_the_depth_core_check_finds_a_planted_measure_id(planted):
+    clean = (ROOT / "runner" / "studies" / "depth" / "study.py").read_text()
+    assert not depth_core_measure_names(clean, _depth_ids())
+    assert depth_core_measure_names(clean + "\n" + planted + "\n", _depth_ids())

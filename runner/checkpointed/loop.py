@@ -40,7 +40,8 @@ class Curves:
 
 
 class Trainable(Protocol):
-    """A study's network, data, loss and optimizer, as the loop drives them."""
+    """A study's network, data, loss and optimizer, as the loop drives them. A class that subclasses it
+    inherits the defaults: checkpoints named by step, no early stop, no state beyond the weights."""
 
     model: torch.nn.Module
     steps_per_epoch: int
@@ -49,6 +50,7 @@ class Trainable(Protocol):
 
     def checkpoint_name(self, index: int, step: int) -> str:
         """File name of checkpoint ``index`` (at optimizer step ``step``)."""
+        return f"step_{step:06d}.safetensors"
 
     def begin_epoch(self, epoch: int, batch: int) -> None:
         """Before the batches of epoch ``epoch`` (0-based), from batch ``batch`` (> 0 after a mid-epoch resume)."""
@@ -58,9 +60,11 @@ class Trainable(Protocol):
 
     def end_epoch(self, epochs_done: int, curves: Curves) -> bool:
         """After an epoch's batches: evaluate, adapt (rates, best losses); True stops training early."""
+        return False
 
     def state(self, mid_epoch: bool) -> tuple[dict[str, Tensor], dict[str, str]]:
         """Extra tensors and string metadata the study needs to continue exactly (kept in the resume file)."""
+        return {}, {}
 
     def restore(self, tensors: dict[str, Tensor], meta: dict[str, str], mid_epoch: bool) -> None:
         """Take back :meth:`state` from a resume file (the weights are already loaded)."""

@@ -11,12 +11,14 @@ sentence's tokens) only.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Protocol
 
 from pydantic import Field
 from torch import Tensor
 
-from runner.measures import Measure, MeasureParams
+from runner.measure_protocol import CheckpointContext
+from runner.measures import Measure, MeasureParams, MeasureTags
 
 
 class ActivationParams(MeasureParams):
@@ -32,11 +34,9 @@ class ActivationParams(MeasureParams):
         return out
 
 
-class ActivationContext(Protocol):
-    """What a study gives an :class:`ActivationMeasure` at one (network, checkpoint) task."""
-
-    names: list[str]
-    """Network labels (index: ``task.network``)."""
+class ActivationContext(CheckpointContext, Protocol):
+    """What a study gives an :class:`ActivationMeasure` at one (network, checkpoint) task, beyond
+    ``names`` and ``write`` (:class:`~runner.measure_protocol.CheckpointContext`)."""
 
     def activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
         """Each layer's activations of the analysis tokens at a checkpoint, ``{layer: (tokens, dim)}`` (the
@@ -54,15 +54,11 @@ class ActivationContext(Protocol):
     def layer_index(self) -> dict[str, int]:
         """The store's ``layer`` coordinate: position of each layer name."""
 
-    def write(self, name: str, task, values) -> None:
-        """Write the task's ``(network, checkpoint)`` cell of variable ``name``."""
-
 
 class ActivationMeasure(Measure):
     """Base of a checkpoint measure on activations alone (see the module docstring)."""
 
-    when = "checkpoint"
-    suites = True
+    tags = MeasureTags("checkpoint", suites=True)
     """It measures checkpoint suites too (a suite's context gives word activations)."""
 
     def needs(self, network: int, checkpoint: int, last: int, refs: list[int]) -> list[tuple[int, int]] | None:
@@ -78,5 +74,6 @@ class ActivationMeasure(Measure):
     def sentence_problems(self, sentence: list[str]) -> list[tuple[tuple, str]]:
         return []
 
+    @abstractmethod
     def run(self, ctx: ActivationContext, task) -> None:
         raise NotImplementedError

@@ -7,7 +7,8 @@ Known answer: after k steps, w_k - w* = (I - (2 lr / n) X^T X)^k (w_0 - w*).
 
 from __future__ import annotations
 
-from typing import Literal
+from types import SimpleNamespace
+from typing import Literal, Protocol
 
 import numpy as np
 import torch
@@ -15,11 +16,12 @@ from pydantic import Field
 
 from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_train_loss, write_curves
 from runner.checkpointed.files import load_weights
-from runner.checkpointed.loop import train
+from runner.checkpointed.loop import Trainable, train
 from runner.checkpointed.schedule import checkpoint_resource, checkpoint_steps, train_task
 from runner.checkpointed.session import Checkpoints, write_cell
 from runner.layout import LayoutBuilder, network_coords
-from runner.measures import Measure, MeasureParams, params_union, register
+from runner.measure_protocol import CheckpointContext
+from runner.measures import Measure, MeasureParams, MeasureTags, declare, measures, params_union, register
 from runner.plan import Task, task_id
 from runner.specfile import StudySpec, Table
 from runner.study import Prepared, Study
@@ -36,13 +38,24 @@ class Descent(Table):
 
 class WeightErrorParams(MeasureParams):
     """||w - w*|| of a checkpoint (known answer: the closed form of the module's docstring)."""
-
     kind: Literal["weight_error"]
+
+
+class DescentContext(CheckpointContext, Protocol):  # and the network at a checkpoint, and w*
+    solution: torch.Tensor
+    def model(self, checkpoint: int) -> torch.nn.Linear: ...
 
 
 @register
 class WeightError(Measure):
-    study, when, Params = "descent", "checkpoint", WeightErrorParams
+    study, Params, tags = "descent", WeightErrorParams, MeasureTags("checkpoint")
+    reference = "a known answer: w_k - w* = (I - 2 lr X^T X / n)^k (w_0 - w*)"
+
+    def variables(self, b, shape) -> None:
+        b.var("weight_error", "weight_error", ("network", "checkpoint"), "float64", np.nan, "distance to the solution", "1", "||w - w*||")
+
+    def run(self, ctx: DescentContext, task) -> None:
+        ctx.write("weight_error", task, float(torch.linalg.norm(ctx.model(task.checkpoint).weight[0] - ctx.solution)))
 
 
 class DescentSpec(StudySpec):
@@ -63,8 +76,8 @@ def build(d: Descent, seed: int) -> torch.nn.Linear:
     return torch.nn.Linear(d.features, 1, bias=False, dtype=torch.float64)
 
 
-class Run:
-    """The Trainable: one full-batch gradient step per batch, mean squared error."""
+class Run(Trainable):
+    """One full-batch gradient step per batch, mean squared error (the Trainable's defaults for the rest)."""
 
     curve_names = ("train_loss",)
 
@@ -72,28 +85,12 @@ class Run:
         self.d, self.model, self.steps_per_epoch, self.epochs = d, build(d, seed), d.steps_per_epoch, d.epochs
         self.x, self.y, _ = problem(d, seed)
 
-    def checkpoint_name(self, index, step):
-        return f"step_{step:06d}.safetensors"
-
-    def begin_epoch(self, epoch, batch):
-        pass
-
     def step(self, epoch, batch, step, curves):
         self.model.zero_grad()
         loss = ((self.model(self.x).squeeze(1) - self.y) ** 2).mean()
         loss.backward()
-        with torch.no_grad():
-            self.model.weight -= self.d.lr * self.model.weight.grad
+        self.model.weight.data -= self.d.lr * self.model.weight.grad
         curves.train_loss.append(loss.item())
-
-    def end_epoch(self, epochs_done, curves):
-        return False  # no early stop
-
-    def state(self, mid_epoch):
-        return {}, {}  # plain gradient descent: nothing beyond the weights
-
-    def restore(self, tensors, meta, mid_epoch):
-        pass
 
 
 @register_study
@@ -119,31 +116,34 @@ class DescentStudy(Study):
 class DescentSession:
     def __init__(self, p: Prepared):
         self.p, d, self.steps = p, p.spec.descent, p.state["steps"]
-        b = LayoutBuilder(reference="a known answer: w_k - w* = (I - 2 lr X^T X / n)^k (w_0 - w*)")
-        network_coords(b, ["gd"], ["descent"], [0])
+        b, self.names = LayoutBuilder(reference=WeightError.reference), ["gd"]  # names, write: a CheckpointContext
+        network_coords(b, self.names, ["descent"], [0])
         declare_axes(b, self.steps, d.steps_per_epoch, d.epochs, ["weights"])
         declare_checkpoint_path(b, "the weights at each checkpoint")
         declare_train_loss(b, "1", "mean squared error of the full batch", overlay=None)
-        b.var("weight_error", "weight_error", ("network", "checkpoint"), "float64", np.nan, "distance to the solution",
-              "1", "||w - w*||")
+        for m in p.spec.measure:  # a CheckpointShape: names, layers, sentence
+            declare(measures("descent")[m.kind](m), b, SimpleNamespace(names=self.names, layers=["weights"], sentence=[]))
         self.layout, self.ckpts = b.build(), Checkpoints(p.store_path)
 
     def write_inputs(self, store):
         self.dir = store.state_dir / "checkpoints" / self.p.state["train_id"]
-        files = {c: self.dir / f"step_{s:06d}.safetensors" for c, s in enumerate(self.steps)}
-        self.ckpts.scan(0, files, self.p.state["train_id"])
+        self.ckpts.scan(0, {c: self.dir / f"step_{s:06d}.safetensors" for c, s in enumerate(self.steps)}, self.p.state["train_id"])
 
     def available(self):
         return self.ckpts.available()
 
     def run(self, group, report):
-        (t,) = group
-        d, seed = self.p.spec.descent, self.p.spec.experiment.seed
+        (t,), d, seed = group, self.p.spec.descent, self.p.spec.experiment.seed
         if t.kind == "train":
             items = train(Run(d, seed), seed, self.steps, t.id, "gd", self.dir, torch.device("cpu"), report.progress)
             done = self.ckpts.follow(items, 0, report, lambda c: write_curves(report.store, 0, {"train_loss": c.train_loss}))
             return {"resumed_from": done.resumed_from} if done else {}
-        model = build(d, seed)
-        load_weights(model, self.ckpts.paths[(0, t.checkpoint)], torch.device("cpu"))
-        write_cell(report.store, "weight_error", t, float(torch.linalg.norm(model.weight[0] - problem(d, seed)[2])))
+        self.store, self.solution = report.store, problem(d, seed)[2]
+        measures("descent")[t.kind](next(m for m in self.p.spec.measure if m.kind == t.kind)).run(self, t)
         return {}
+
+    def model(self, checkpoint):  # with `solution`, what WeightError reads beside the CheckpointContext
+        return load_weights(m := build(self.p.spec.descent, self.p.spec.experiment.seed), self.ckpts.paths[(0, checkpoint)], "cpu") or m
+
+    def write(self, name, task, values):
+        write_cell(self.store, name, task, values)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
 
 
@@ -22,7 +22,8 @@ class Params(DepthParams):
 @register
 class StateRMS(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)  # kept every `every` steps: durable points fall on its multiples
+    # kept every `every` steps: durable points fall on its multiples (no exit_period: early exit is refused)
+    tags = MeasureTags("step", strides=("every",))
 
     def variables(self, b, shape) -> None:
         dim = b.axis("rms_step", 0, shape.steps, self.p.every)

@@ -7,6 +7,7 @@ saves a durable point after each, and resumes from it after a kill.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
@@ -16,7 +17,8 @@ from pydantic import Field
 from runner import interrupt
 from runner.execute.checkpoint import load_checkpoint, save_checkpoint
 from runner.layout import LayoutBuilder, network_coords
-from runner.measures import Measure, MeasureParams, hints, measures, params_union, register
+from runner.measure_protocol import StepContext
+from runner.measures import Measure, MeasureParams, MeasureTags, declare, hints, measures, params_union, register
 from runner.plan import Task, task_id
 from runner.specfile import StudySpec, Table
 from runner.study import Prepared, Study
@@ -38,7 +40,16 @@ class MSDParams(MeasureParams):
 
 @register
 class MSD(Measure):
-    study, when, Params = "walk", "step", MSDParams
+    study, Params, tags = "walk", MSDParams, MeasureTags("step")
+    reference = "a known answer: E[x_t^2] = t"
+
+    def variables(self, b, shape) -> None:
+        dim = b.axis("msd_step", 1, shape.steps, 1)
+        b.var("msd", "msd", ("network", dim), "float64", np.nan, "mean squared displacement", "1",
+              "<x_t^2> over walkers", **hints(plot="series", headline=("MSD at the end", "last")))
+
+    def observe(self, ctx: StepContext, t, x, bufs, seg) -> None:
+        bufs.append(float((x * x).mean()))
 
 
 class WalkSpec(StudySpec):
@@ -71,12 +82,15 @@ class WalkStudy(Study):
 class WalkSession:
     def __init__(self, p: Prepared):
         self.p, w = p, p.spec.walk
-        b = LayoutBuilder(segment=w.segment, reference="a known answer: E[x_t^2] = t")
+        b = LayoutBuilder(segment=w.segment)
         network_coords(b, ["walkers"], ["walk"], [0])
-        dim = b.axis("msd_step", 1, w.steps, 1)
-        b.var("msd", "msd", ("network", dim), "float64", np.nan, "mean squared displacement", "1",
-              "<x_t^2> over walkers", **hints(plot="series", headline=("MSD at the end", "last")))
+        for m in p.spec.measure:
+            declare(measures("walk")[m.kind](m), b, SimpleNamespace(names=["walkers"], steps=w.steps, samples=w.walkers))
         self.layout = b.build()
+        self.index, self.S, self.device = 0, w.walkers, torch.device("cpu")  # the StepContext of its measures
+
+    def twin(self, measure):
+        raise NotImplementedError("walks have no twins")
 
     def write_inputs(self, store):
         pass
@@ -87,16 +101,18 @@ class WalkSession:
     def run(self, group, report):
         (t,) = group
         w, store = self.p.spec.walk, report.store
+        self.store = store
+        measure = measures("walk")[t.measure](next(m for m in self.p.spec.measure if m.kind == t.measure))
         path = Path(store.state_dir) / "checkpoints" / f"{t.id}.safetensors"
         saved = load_checkpoint(path, [t.id], store.store_id, torch.device("cpu"))
         x, start = (saved[0]["x"], saved[1]["t"]) if saved else (torch.zeros(w.walkers, dtype=torch.float64), 0)
         for seg in range(start, w.steps, w.segment):
             end = min(seg + w.segment, w.steps)
             gen = torch.Generator().manual_seed(self.p.spec.experiment.seed * 1_000_003 + seg)  # one stream a segment
-            msd = []
+            msd: list[float] = []
             for step in range(seg + 1, end + 1):
                 x = x + (torch.randint(0, 2, (w.walkers,), generator=gen) * 2 - 1)
-                msd.append(float((x * x).mean()))
+                measure.observe(self, step, x, msd, None)
                 report.progress(step)
                 interrupt.check()
                 interrupt.stall_point(store.state_dir, "walkers", step)

@@ -34,7 +34,7 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
     if scale != 1:
         notes.append(f"a step timed on {cal.input.samples} samples, scaled linearly to {spec.input.samples}")
     per_measure, shared = layout_bytes(spec, networks)
-    step_kinds = [m for m in spec.measure if measures("depth")[m.kind].when == "step"]
+    step_kinds = [m for m in spec.measure if measures("depth")[m.kind].tags.timing == "step"]
     units = []
     for net in networks:
         net = replace(net, precision=precision or net.precision)
@@ -60,7 +60,7 @@ def batch_rows(spec: DepthSpec) -> int:
     """Rows of the iterated batch: the samples and every measure's twins."""
     registry = measures("depth")
     return spec.input.samples + sum(registry[m.kind](m).n_twins(spec.input.samples) for m in spec.measure
-                                    if getattr(registry[m.kind], "twin", False))
+                                    if registry[m.kind].tags.twin)
 
 
 def calibration_spec(spec: DepthSpec) -> DepthSpec:
@@ -119,7 +119,7 @@ def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
         masked = (torch.rand(S, N, generator=gen) < 0.15) if maskings(spec) else None
         inputs = PassInputs(torch.randint(5, 100, (S, N), generator=gen), torch.ones(S, N, dtype=torch.int64),
                             masked, 4 if masked is not None else None)
-    kinds = [m.kind for m in spec.measure if measures("depth")[m.kind].when == "step"]
+    kinds = [m.kind for m in spec.measure if measures("depth")[m.kind].tags.timing == "step"]
     make_deterministic(device)
     build_map(spec, net, device)  # once untimed: imports and the file cache are then warm, as in a run
     with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
@@ -159,7 +159,7 @@ def probe_batch(spec: DepthSpec) -> int:
     iterate perturbed twins (the Lyapunov exponent's), or the micro-batch."""
     registry = measures("depth")
     twins = sum(registry[m.kind](m).n_twins(spec.input.samples) for m in spec.measure
-                if registry[m.kind].when == "step" and registry[m.kind].twin)
+                if registry[m.kind].tags.twin)
     return spec.dynamics.batch_size or spec.input.samples + twins
 
 

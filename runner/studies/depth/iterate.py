@@ -76,10 +76,10 @@ class IteratePass:
         self.mask_all = inputs.attention_mask.to(device) if inputs.attention_mask is not None else None
         self.mask_x = self.mask_all[self.rows] if self.mask_all is not None else None
         registry = measures("depth")
-        everything = {m.kind: registry[m.kind](m) for m in spec.measure if registry[m.kind].when == "step"}
+        everything = {m.kind: registry[m.kind](m) for m in spec.measure if registry[m.kind].tags.timing == "step"}
         self.active: list[TrajectoryMeasure] = [everything[k] for k in everything if k in kinds]
         # twins are iterated whenever the spec has a measure that needs them, measured or not this pass
-        self.twins: list[TrajectoryMeasure] = [m for m in everything.values() if m.twin]
+        self.twins: list[TrajectoryMeasure] = [m for m in everything.values() if m.tags.twin]
         self.twin_rows: dict[str, slice] = {}
         lo = self.S
         for m in self.twins:

@@ -52,8 +52,7 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
                     long_name="annotated score of the sentence pair")
         b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", None,
               "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)")
-        if any(registry[m.kind](m).when == "step" and registry[m.kind](m).input_masking() is not None
-               for m in spec.measure):
+        if any(registry[m.kind].tags.timing == "step" and registry[m.kind].tags.input_masking for m in spec.measure):
             b.var("input_masked", "inputs", ("sample", "token"), "int8", -1, "token replaced by [MASK]", None,
                   "1 where the input token was replaced by the tokenizer's mask token in x_0 of every text model "
                   "(the masking of an MLM readout; input_ids keep the original tokens, the labels), 0 elsewhere")
@@ -68,7 +67,7 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
         b.var("exit_period", "*", ("network", "sample"), "float64", np.nan, "period of x_t at exit", "steps",
               "least p with x_{t+p} = x_t bit for bit once the sample exited (1: a fixed point; NaN: never exited)")
     shape = Shape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]),
-                  any(n.precision == "fp64" for n in networks))
+                  any(n.precision == "fp64" for n in networks), tuple(n.label for n in networks))
     registry = measures("depth")
     for m in spec.measure:
         declare(registry[m.kind](m), b, shape)

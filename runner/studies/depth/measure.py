@@ -9,19 +9,23 @@ measure asks for one) and calls, for each of its measures, in order:
 ``advance`` after every application of f, for a measure with twins (e.g. renormalise ``y``)
 ``write``   per segment: region writes of the buffers (and, at the end, the final values)
 
-A :class:`DerivedMeasure` instead runs once per network from the stored results of ``source``.
-Both declare their variables with ``variables`` (see :mod:`runner.measures`).
+A :class:`DerivedMeasure` instead runs once per network from the stored results of
+``tags.derived_from``, and a :class:`NetworkMeasure` on the network itself. All declare their
+capabilities in ``tags`` and their variables with ``variables`` (the protocol of
+:mod:`runner.measure_protocol`); the hooks receive a :class:`PassContext`.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from runner.layout import LayoutBuilder
+from runner.measure_protocol import DerivedContext, MeasureTags, StepContext
+from runner.measure_protocol import NetworkContext as NetworkContextProtocol
 from runner.measures import Measure, MeasureParams
 
 PAPER = "Inoue et al. 2021, Transient chaos in BERT (arXiv:2106.03181)"
@@ -44,6 +48,8 @@ class Shape:
     """Attention heads of the widest network (1 for maps)."""
     float64: bool = False
     """Some network runs in fp64: what is measured in float64 (lambda) is stored in float64."""
+    names: tuple[str, ...] = ()
+    """Network labels."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class Segment:
         return slice(self.start // every, self.start // every + length)
 
 
-#: What a network may lack that a measure needs (``DepthMeasure.needs``), and how plan says so.
+#: What a network may lack that a measure requires (``tags.requires``), and how plan says so.
 NEEDS = {
     "tokens": "several tokens per sample",
     "attention": "attention heads",
@@ -80,30 +86,32 @@ def unmet_needs(needs: tuple[str, ...], net) -> str | None:
 
 
 class DepthMeasure(Measure):
+    """Base of the depth study's measures. Its tags' ``requires`` (keys of :data:`NEEDS`): on a network
+    without it, ``plan`` says "not applicable", no pass computes it, its values stay NaN and
+    :meth:`mark_not_applicable` writes its outcome flags. Its ``strides`` (``every``, ``tau``): durable
+    points fall on multiples of them (``[dynamics] checkpoint_every`` must be one) and
+    :meth:`stride_problems` checks them against the run's length."""
+
     study = "depth"
     reference = PAPER
-    needs: ClassVar[tuple[str, ...]] = ()
-    """What a network must have for this measure to apply (keys of :data:`NEEDS`). On a network
-    without it, ``plan`` says "not applicable", no pass computes it, its values stay NaN and
-    :meth:`mark_not_applicable` writes its outcome flags."""
 
-    strides: ClassVar[tuple[str, ...]] = ()
-    """Its parameters that count steps between kept values or renormalisations (``every``, ``tau``):
-    durable points fall on multiples of them (``[dynamics] checkpoint_every`` must be one) and
-    :meth:`stride_problems` checks them against the run's length."""
+    @classmethod
+    def tag_problems(cls) -> list[str]:
+        unknown = [r for r in cls.tags.requires if r not in NEEDS]
+        return [f"requires {unknown}: the depth study knows {', '.join(NEEDS)}"] if unknown else []
 
     def not_applicable(self, net) -> str | None:
         """Why this measure does not apply to the resolved network ``net``, or None."""
-        return unmet_needs(self.needs, net)
+        return unmet_needs(self.tags.requires, net)
 
     def stride_values(self) -> list[int]:
-        """The values of its :attr:`strides`, in their order."""
-        return [int(getattr(self.p, name)) for name in self.strides]
+        """The values of its tags' ``strides``, in their order."""
+        return [int(getattr(self.p, name)) for name in self.tags.strides]
 
     def stride_problems(self, steps: int) -> list[tuple[str, str]]:
         """(key, message) for each stride longer than the run of ``steps`` steps."""
         return [(name, f"{value} is larger than [dynamics] steps = {steps}; the measure would keep no value")
-                for name, value in zip(self.strides, self.stride_values(), strict=True) if value > steps]
+                for name, value in zip(self.tags.strides, self.stride_values(), strict=True) if value > steps]
 
     def state_nbytes(self, steps: int, sample_nbytes: int) -> int:
         """Memory it holds beside the iterated batch for the whole run (bytes), for a network whose
@@ -119,9 +127,6 @@ class DepthMeasure(Measure):
         """Record in the store that this measure does not apply to ``network``: by default nothing
         (its values stay NaN); a measure with outcome flags writes ``not_applicable`` there."""
 
-    def variables(self, b: LayoutBuilder, shape: Shape) -> None:
-        raise NotImplementedError
-
     def problems(self, spec) -> list[tuple[str, str]]:
         """(key, message) problems of this measure in the context of the whole spec."""
         return []
@@ -132,33 +137,42 @@ class DepthMeasure(Measure):
         return None
 
 
+class PassContext(StepContext, Protocol):
+    """What the depth study's pass gives a :class:`TrajectoryMeasure` (beyond :class:`StepContext`)."""
+
+    spec: Any
+    net: Any
+    """The resolved network (``n_tokens``, ``n_heads``, ``model``)."""
+    model: Any
+    """Its dynamical map."""
+    inputs: Any
+    """The pass inputs (:class:`~runner.studies.depth.iterate.PassInputs`)."""
+    T: int
+    """Steps of the run."""
+    sharded: bool
+    """The pass is one sample shard (a ``shard = "combine"`` measure writes statistics)."""
+    mask_x: Tensor | None
+    layout: Any
+
+
 class TrajectoryMeasure(DepthMeasure):
-    """A measure computed along the trajectory, in a pass (``when = "step"``). One instance per pass."""
+    """A measure computed along the trajectory, in a pass (timing ``"step"``). One instance per pass.
 
-    when = "step"
-    twin: ClassVar[bool] = False
-    """The pass iterates perturbed twins y of ``rows`` beside x (``perturb`` makes them, ``advance``
-    may change them after each step, ``ctx.twin(self)`` reads them in ``observe``)."""
-    twins_in_key: ClassVar[bool] = True
-    """Whether its twins are listed in the pass's trajectory key. False only for the measure whose
-    twins of every sample came before the key listed twins (the Lyapunov exponent): a spec whose
-    only twins are those keeps the task ids it had (the key's ``with_perturbation`` says it all)."""
-    shard: ClassVar[str | None] = None
-    """Whether a pass with this measure can be split into sample shards (``--shards``,
-    :mod:`runner.studies.depth.shards`): ``"samples"``, its values are per sample (written with
-    ``slice(None)`` along ``sample``, joined across shards); ``"combine"``, a value over all samples
-    that ``combine`` computes exactly from statistics each shard writes as ``"<kind>/<stat>"``
-    (``ctx.sharded`` says when); None (the default): it reads all samples at once, refused."""
+    Its tags say whether the pass iterates perturbed twins y of ``rows`` beside x (``twin``:
+    ``perturb`` makes them, ``advance`` may change them after each step, ``ctx.twin(self)`` reads them
+    in ``observe``); whether a pass with it splits into sample shards (``shard``, see
+    :mod:`runner.studies.depth.shards`: ``"samples"``, its values are per sample, written with
+    ``slice(None)`` along ``sample``; ``"combine"``, a value over all samples that ``combine`` computes
+    from statistics each shard writes as ``"<kind>/<stat>"``, ``ctx.sharded`` says when); whether its
+    values stay exact under early exit (``exit_period``, :mod:`runner.studies.depth.exit`: an int p, or
+    the parameter holding it, when it reads the pass only through what ``observe`` and ``advance``
+    receive and ``advance`` depends on t only through t mod p; None forbids early exit); and the
+    parameters of the masking of its input sentences (``input_masking``: the study then replaces the
+    tokens :meth:`masked_positions` chooses by the mask token in x_0 of every text model)."""
 
-    def exit_period(self) -> int | None:
-        """Whether its values stay exact when samples whose state repeats leave f's batch
-        (``[dynamics] early_exit``, :mod:`runner.studies.depth.exit`). None, the default, forbids
-        early exit in any spec that has this measure. An int p allows it: the measure reads the pass
-        only through what ``observe`` and ``advance`` receive (never through f's own forward, e.g. a
-        hook), and ``advance`` depends on t only through t mod p (1: not at all)."""
-        return None
+    tags = MeasureTags("step")
 
-    def start(self, ctx: Any, x0: Tensor) -> None:
+    def start(self, ctx: PassContext, x0: Tensor) -> None:
         """Set up a fresh state at t = 0."""
 
     def state_dict(self) -> dict[str, Tensor]:
@@ -168,18 +182,11 @@ class TrajectoryMeasure(DepthMeasure):
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         pass
 
-    def input_masking(self) -> dict[str, Any] | None:
-        """For a measure that reads masked sentences (an MLM readout): the parameters of its masking,
-        which become part of the text networks' trajectory key. The study then replaces the tokens
-        chosen by :meth:`masked_positions` by the tokenizer's mask token in x_0 of every text model,
-        for every measure of the spec (None, the default: the sentences are not masked)."""
-        return None
-
     def masked_positions(self, input_ids: Tensor, special_ids: list[int], seed: int) -> Tensor:
         """Bool ``(samples, tokens)``: the input tokens to replace by the mask token."""
         raise NotImplementedError
 
-    def rows(self, ctx: Any) -> Tensor:
+    def rows(self, ctx: PassContext) -> Tensor:
         """The samples that get a twin (all by default)."""
         return torch.arange(ctx.S, device=ctx.device)
 
@@ -187,24 +194,27 @@ class TrajectoryMeasure(DepthMeasure):
         """How many twins it adds to a batch of ``samples`` (``len(rows)``), known before any run."""
         return samples
 
-    def perturb(self, ctx: Any, x0: Tensor) -> Tensor:
+    def perturb(self, ctx: PassContext, x0: Tensor) -> Tensor:
         """The twins at t = 0, one per sample in ``rows``."""
         raise NotImplementedError
 
-    def buffers(self, ctx: Any, seg: Segment) -> dict[str, Tensor]:
+    def buffers(self, ctx: PassContext, seg: Segment) -> dict[str, Tensor]:
         return {}
 
-    def observe(self, ctx: Any, t: int, x: Tensor, bufs: dict, seg: Segment) -> Tensor | None:
+    @abstractmethod
+    def observe(self, ctx: PassContext, t: int, x: Tensor, bufs: dict, seg: Segment) -> Tensor | None:
         """Record what the measure keeps at step t; may return per-sample finiteness of x (saves
-        the pass its own check)."""
+        the pass its own check). A measure implements this or :meth:`advance` (``check_measure``); the
+        pass calls both, whose defaults do nothing."""
         return None
 
-    def advance(self, ctx: Any, t: int, x: Tensor, y: Tensor, bufs: dict, seg: Segment) -> Tensor:
+    @abstractmethod
+    def advance(self, ctx: PassContext, t: int, x: Tensor, y: Tensor, bufs: dict, seg: Segment) -> Tensor:
         """After the step that reached t: the twins ``y`` to iterate on (the Lyapunov exponent
         renormalises them every tau steps)."""
         return y
 
-    def write(self, ctx: Any, bufs: dict, seg: Segment) -> None:
+    def write(self, ctx: PassContext, bufs: dict, seg: Segment) -> None:
         pass
 
     def shard_problem(self, n_tokens: int, n_hidden: int) -> str | None:
@@ -213,7 +223,7 @@ class TrajectoryMeasure(DepthMeasure):
 
     @classmethod
     def combine(cls, stats: dict[str, list]) -> dict[str, Any]:
-        """For ``shard = "combine"``: each statistic's arrays, one per shard -> the variables' values."""
+        """For tags' ``shard = "combine"``: each statistic's arrays, one per shard -> the variables' values."""
         raise NotImplementedError
 
     @staticmethod
@@ -222,20 +232,28 @@ class TrajectoryMeasure(DepthMeasure):
 
 
 class DerivedMeasure(DepthMeasure):
-    """A measure computed from another measure's stored results (``when = "derived"``)."""
+    """A measure computed from another measure's stored results (timing ``"derived"``; the other
+    measure's kind is its tags' ``derived_from``)."""
 
-    when = "derived"
-    source: ClassVar[str]
-    """The kind of the measure whose results it reads."""
-
-    def derive(self, store, network: int, spec) -> None:
+    @abstractmethod
+    def derive(self, ctx: DerivedContext) -> None:
         raise NotImplementedError
 
 
 @dataclass
+class Derivation:
+    """What a :class:`DerivedMeasure` sees (a :class:`~runner.measure_protocol.DerivedContext`)."""
+
+    spec: Any
+    index: int
+    store: Any
+
+
+@dataclass
 class NetworkContext:
-    """What a :class:`NetworkMeasure` sees: the spec, its network (``index`` in the store), the
-    device, the pass inputs, the store, and ``build()`` for a fresh copy of the network's map."""
+    """What a :class:`NetworkMeasure` sees (a :class:`~runner.measure_protocol.NetworkContext`): the
+    spec, its network (``index`` in the store), the device, the pass inputs, the store, and ``build()``
+    for a fresh copy of the network's map."""
 
     spec: Any
     net: Any
@@ -247,11 +265,12 @@ class NetworkContext:
 
 
 class NetworkMeasure(DepthMeasure):
-    """A measure that needs the network itself rather than its trajectory (``when = "network"``):
+    """A measure that needs the network itself rather than its trajectory (timing ``"network"``):
     one task per network, e.g. fine-tuning the map. ``run`` may skip the values a stopped run already
     wrote (the task reruns until it completes)."""
 
-    when = "network"
+    tags = MeasureTags("network")
 
-    def run(self, ctx: NetworkContext) -> None:
+    @abstractmethod
+    def run(self, ctx: NetworkContextProtocol) -> None:
         raise NotImplementedError

@@ -8,7 +8,7 @@ done, :func:`merge` (in the process that holds the store's lock) writes each reg
 per-sample values joined along ``sample``, and the values of a measure over all samples
 (N_eff) combined from the shards' sufficient statistics by the measure's ``combine``.
 
-Which measures can be split is declared by each measure (``TrajectoryMeasure.shard``): per-sample
+Which measures can be split is declared by each measure (its tags' ``shard``): per-sample
 measures (``"samples"``, the Lyapunov exponent included: a shard's twins are the whole batch's,
 sliced) and measures with exact per-shard statistics (``"combine"``). A spec with twins of chosen
 samples (``twin_distance``: iterated in every pass), or a measure that reads all samples at once
@@ -54,16 +54,15 @@ def split(spec, networks, group, n: int) -> list[Shard] | None:
     if group[0].kind != "iterate":
         return None
     registry = measures("depth")
-    twins = [m.kind for m in spec.measure if registry[m.kind].when == "step" and registry[m.kind].twin
-             and registry[m.kind].shard is None]
+    twins = [m.kind for m in spec.measure if registry[m.kind].tags.twin and registry[m.kind].tags.shard is None]
     if twins:
         raise ShardError(f"--shards: [[measure]] {twins[0]} iterates perturbed twins of chosen samples beside every "
                          "pass; a spec with it cannot be split into sample shards (run it with --shards 1)")
     net = networks[group[0].network]
     params = {m.kind: m for m in spec.measure}
     for t in group:
-        if registry[t.measure].shard is None:
-            ok = sorted(k for k, r in registry.items() if getattr(r, "shard", None))
+        if registry[t.measure].tags.shard is None:
+            ok = sorted(k for k, r in registry.items() if r.tags.shard)
             raise ShardError(f"--shards: [[measure]] {t.measure} reads all samples at once and cannot be split into "
                              f"sample shards (measures that can: {', '.join(ok)})")
         problem = net.n_hidden and registry[t.measure](params[t.measure]).shard_problem(net.n_tokens, net.n_hidden)

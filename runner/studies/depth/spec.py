@@ -191,7 +191,7 @@ class DepthSpec(StudySpec):
         for i, k in enumerate(kinds):
             if k in kinds[:i]:
                 out.append((("measure", i, "kind"), f"each measure kind may appear once; {k!r} is repeated"))
-            source = getattr(registry[k], "source", None)
+            source = registry[k].tags.derived_from
             if source and source not in kinds:
                 out.append((("measure", i, "kind"), f"measure {k} needs a {source} measure"))
         steps = self.dynamics.steps
@@ -207,7 +207,7 @@ class DepthSpec(StudySpec):
                                 "state does not repeat its future; set [dynamics] early_exit = false"))
             for i, m in enumerate(self.measure):
                 reg = registry[m.kind]
-                if reg.when == "step" and reg(m).exit_period() is None:
+                if reg.tags.timing == "step" and reg.tags.period(m) is None:
                     out.append((("dynamics", "early_exit"), f"measure {m.kind} ([[measure]] #{i + 1}) does not allow "
                                 "early exit (its values could differ from a full run); set early_exit = false"))
         for i, m in enumerate(self.measure):
@@ -231,11 +231,11 @@ class DepthSpec(StudySpec):
         if not self.dynamics.early_exit:
             return None
         registry = measures("depth")
-        steps = [registry[m.kind](m) for m in self.measure if registry[m.kind].when == "step"]
-        return math.lcm(self.dynamics.exit_period, *(m.exit_period() or 1 for m in steps))
+        tags = [(registry[m.kind].tags, m) for m in self.measure]
+        return math.lcm(self.dynamics.exit_period, *(t.period(m) or 1 for t, m in tags if t.timing == "step"))
 
     def stride_lcm(self) -> int:
-        """Least common multiple of the measures' declared strides (``DepthMeasure.strides``)."""
+        """Least common multiple of the measures' declared strides (their tags' ``strides``)."""
         registry = measures("depth")
         return math.lcm(*(s for m in self.measure for s in registry[m.kind](m).stride_values()))
 

@@ -27,7 +27,7 @@ from runner.specfile import SpecError, SpecFile, SpecProblem
 from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
-from runner.studies.depth.measure import NetworkContext
+from runner.studies.depth.measure import Derivation, NetworkContext
 from runner.studies.depth.layout import build_layout, segment_length
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
 from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
@@ -67,8 +67,8 @@ def maskings(spec: DepthSpec) -> list[list]:
     registry = measures("depth")
     out = []
     for m in spec.measure:
-        if registry[m.kind].when == "step":
-            masking = registry[m.kind](m).input_masking()
+        if registry[m.kind].tags.timing == "step":
+            masking = registry[m.kind].tags.masking(m)
             if masking is not None:
                 out.append([m.kind, masking])
     return out
@@ -77,13 +77,13 @@ def maskings(spec: DepthSpec) -> list[list]:
 def _twins(spec: DepthSpec, registry) -> list[list]:
     """[kind, number of twin rows] of each measure that iterates twins, in the batch's order."""
     return [[m.kind, registry[m.kind](m).n_twins(spec.input.samples)] for m in spec.measure
-            if getattr(registry[m.kind], "twin", False)]
+            if registry[m.kind].tags.twin]
 
 
 def _twins_implied(twins: list[list], samples: int, registry) -> bool:
     """No twins, or only the twins of every sample of a measure that keeps them out of the key
-    (``twins_in_key = False``): ``with_perturbation`` alone says what the batch holds."""
-    return not twins or (len(twins) == 1 and not registry[twins[0][0]].twins_in_key and twins[0][1] == samples)
+    (tags' ``twins_in_key = False``): ``with_perturbation`` alone says what the batch holds."""
+    return not twins or (len(twins) == 1 and not registry[twins[0][0]].tags.twins_in_key and twins[0][1] == samples)
 
 
 def check_precision(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> None:
@@ -114,13 +114,14 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
         for m in spec.measure:
             reg = registry[m.kind]
             why = reg(m).not_applicable(net) if net.n_hidden else None  # unknown sizes: decided once resolved
-            if reg.when == "derived" and reg.source in skipped:
-                why = why or f"its source {reg.source} {skipped[reg.source]}"
+            source = reg.tags.derived_from
+            if source in skipped:
+                why = why or f"its source {source} {skipped[source]}"
             if why:
                 skipped[m.kind] = why
         for m in spec.measure:
             reg = registry[m.kind]
-            if reg.when != "step" or m.kind in skipped:
+            if reg.tags.timing != "step" or m.kind in skipped:
                 continue
             params = m.params()
             payload = {"trajectory": key, "measure": m.kind, "params": params, "v": reg.version}
@@ -134,12 +135,13 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
                 payload = {"trajectory": key, "measure": m.kind, "not_applicable": skipped[m.kind], "v": reg.version}
                 tasks.append(Task(task_id(payload), "skip", m.kind, net.index, m.kind, params=params, key=payload,
                                   skip=skipped[m.kind]))
-            elif reg.when == "network":
+            elif reg.tags.timing == "network":
                 payload = {"trajectory": key, "measure": m.kind, "params": params, "v": reg.version}
                 tasks.append(Task(task_id(payload), "network", m.kind, net.index, m.kind, params=params, key=payload))
-            elif reg.when == "derived":
-                payload = {"from": ids[reg.source], "measure": m.kind, "params": params, "v": reg.version}
-                tasks.append(Task(task_id(payload), "derive", m.kind, net.index, m.kind, deps=(ids[reg.source],),
+            elif reg.tags.timing == "derived":
+                source = ids[reg.tags.derived_from]
+                payload = {"from": source, "measure": m.kind, "params": params, "v": reg.version}
+                tasks.append(Task(task_id(payload), "derive", m.kind, net.index, m.kind, deps=(source,),
                                   params=params, key=payload))
     return tasks
 
@@ -219,6 +221,12 @@ class DepthStudy(Study):
 
     def open(self, p: Prepared, device, say) -> DepthSession:
         return DepthSession(p, device)
+
+    def example_spec(self) -> dict:
+        """A reference map measured by the first per-step measure every network allows."""
+        kind = min(k for k, m in measures("depth").items() if m.tags.timing == "step" and not m.tags.requires)
+        return {"experiment": {"name": "example"}, "model": [{"name": "tanh", "source": "map:tanh"}],
+                "input": {"samples": 4}, "dynamics": {"steps": 100}, "measure": [{"kind": kind}]}
 
     def variables_of(self, kind: str) -> list:
         """Laid out for one text model (8 tokens, 2 heads; nothing loaded) and 4 scored samples."""
@@ -319,7 +327,7 @@ class DepthSession:
         masked = torch.zeros(s.input_ids.shape, dtype=torch.bool)
         for m in self.spec.measure:
             reg = registry[m.kind](m)
-            if reg.when == "step" and reg.input_masking() is not None:
+            if reg.tags.timing == "step" and reg.tags.masking(m) is not None:
                 masked |= reg.masked_positions(s.input_ids, list(tokenizer.all_special_ids), self.spec.experiment.seed)
         return PassInputs(s.input_ids, s.attention_mask, masked, int(tokenizer.mask_token_id), self.inputs.scores)
 
@@ -369,7 +377,7 @@ class DepthSession:
         if group[0].kind == "derive":
             (t,) = group
             m = next(m for m in self.spec.measure if m.kind == t.measure)
-            measures("depth")[t.measure](m).derive(report.store, net.index, self.spec)
+            measures("depth")[t.measure](m).derive(Derivation(self.spec, net.index, report.store))
             return {}
         if group[0].kind == "network":
             (t,) = group

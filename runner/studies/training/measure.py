@@ -3,18 +3,24 @@
 A registration (:mod:`runner.measures`) subclasses :class:`CheckpointMeasure`: ``needs`` says
 which checkpoints a task at checkpoint ``c`` reads (its own; the final one; another network's),
 ``variables`` declares what it writes (one ``(network, checkpoint)`` cell per task), and ``run``
-computes it with the pure functions of :mod:`analyses` through a :class:`~.context.Context`.
+computes it with the pure functions of :mod:`analyses` through a :class:`~.context.Context` (a
+:class:`~runner.measure_protocol.CheckpointContext` with the training study's own data). Its tags'
+``suites``: it measures checkpoint suites too (it reads only ``ctx.activations`` and ``ctx.tag_labels``);
+``head``: it needs their LM head; ``causal``: a next-token loss.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from runner.layout import LayoutBuilder
-from runner.measures import Measure, MeasureParams
+from runner.measures import Measure, MeasureParams, MeasureTags
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 PAPER = "Saphra 2021, Training dynamics of neural language models (PhD thesis, Edinburgh), Ch. 4 and 6"
 
@@ -43,17 +49,13 @@ class Shape:
 
 class CheckpointMeasure(Measure):
     study = "training"
-    when = "checkpoint"
+    tags = MeasureTags("checkpoint")
     reference = PAPER
-    suites = False
-    """Whether it measures checkpoint suites too (it reads only ``ctx.activations`` and ``ctx.tag_labels``)."""
-
-    def variables(self, b: LayoutBuilder, shape: Shape) -> None:
-        raise NotImplementedError
 
     def needs(self, network: int, checkpoint: int, last: int, refs: list[int]) -> list[tuple[int, int]] | None:
         """The (network, checkpoint) pairs a task at ``checkpoint`` reads; None: no task there."""
         return [(network, checkpoint)]
 
-    def run(self, ctx, task) -> None:
+    @abstractmethod
+    def run(self, ctx: Context, task) -> None:
         raise NotImplementedError

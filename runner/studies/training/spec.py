@@ -487,8 +487,8 @@ class TrainingStudy(StudySpec):
         out: list[tuple[tuple, str]] = []
         registry = measures("training")
         for i, m in enumerate(self.measure):
-            if not getattr(registry[m.kind], "suites", False):
-                ok = sorted(k for k, r in registry.items() if getattr(r, "suites", False))
+            if not registry[m.kind].tags.suites:
+                ok = sorted(k for k, r in registry.items() if r.tags.suites)
                 out.append((("measure", i, "kind"), f"{m.kind} needs networks this runner trains; a suite takes "
                             f"{', '.join(ok)}"))
             elif "layers" in type(m).model_fields and "layers" not in m.model_fields_set:

@@ -314,6 +314,9 @@ class TrainingStudyPlugin(Study):
                                               for f in todo]}
         return out
 
+    def example_spec(self) -> dict:
+        return {**EXPLAIN_EXAMPLES[0], "measure": [{"kind": "loss"}]}
+
     def variables_of(self, kind: str) -> list | None:
         """Laid out for a small example (the generated tagged corpus, or a scaffold corpus for the
         scaffold measures), whose corpus is generated; None for a measure that needs data of its own

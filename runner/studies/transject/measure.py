@@ -2,23 +2,24 @@
 
 A registration (:mod:`runner.measures`) subclasses :class:`EpochMeasure`: ``variables`` declares
 what it writes (one ``(network, checkpoint)`` cell per task; the ``layer`` axis holds the
-embedding layer X^(0) and layers 1..L), and ``run(ctx, task, view)`` computes it with the pure
-functions of :mod:`analyses` from a :class:`View`: the network at that checkpoint and its hidden
-states on the analysis examples and on the analysis sentence (read through the model's activation
+embedding layer X^(0) and layers 1..L), and ``run(ctx, task)`` computes it with the pure functions
+of :mod:`analyses` from ``ctx.view(task.network, task.checkpoint)``, a :class:`View`: the network at
+that checkpoint and its hidden states on the analysis examples and on the analysis sentence (read through the model's activation
 adapter, :class:`models.transject.TransJectActivations`), computed once for all the measures of the
 checkpoint (they run as one group).
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from runner.layout import LayoutBuilder
-from runner.measures import Measure
+from runner.measure_protocol import CheckpointContext
+from runner.measures import Measure, MeasureTags
 
 PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
          "Secs. 3-4, Figs. 1, 4-6, Tables 2-3")
@@ -59,17 +60,26 @@ class View:
         return self.variant in ("transformer", "transformer-rezero")
 
 
+class EpochContext(CheckpointContext, Protocol):
+    """What the TransJect session gives an :class:`EpochMeasure`, beyond ``names`` and ``write``."""
+
+    n_layers: int
+    """Layers of the store's ``layer`` axis (the embedding and layers 1..L)."""
+    layout: Any
+    seed: int
+
+    def view(self, network: int, checkpoint: int) -> View:
+        """The network at that checkpoint and its hidden states (one per checkpoint, shared by its measures)."""
+
+
 class EpochMeasure(Measure):
     """A measure of TransJect's checkpoints on a :class:`View`. (A measure on activations only is an
-    :class:`~runner.checkpointed.measure.ActivationMeasure` instead: ``run(ctx, task)`` with the session as
-    its context, ``ctx.activations`` and ``ctx.sentence`` from the view's hidden states.)"""
+    :class:`~runner.checkpointed.measure.ActivationMeasure` instead: ``ctx.activations`` and
+    ``ctx.sentence_activations`` from the view's hidden states.)"""
 
     study = "transject"
-    when = "checkpoint"
+    tags = MeasureTags("checkpoint")
     reference = PAPER
-
-    def variables(self, b: LayoutBuilder, shape: Shape) -> None:
-        raise NotImplementedError
 
     def spec_problems(self, spec) -> list[tuple[tuple, str]]:
         """What the spec's other tables make impossible for this measure, as ``(key path in the
@@ -81,7 +91,8 @@ class EpochMeasure(Measure):
         first test sequence and a hub tokenizer's tokens are not known at validation)."""
         return []
 
-    def run(self, ctx, task, view: View) -> None:
+    @abstractmethod
+    def run(self, ctx: EpochContext, task) -> None:
         raise NotImplementedError
 
 

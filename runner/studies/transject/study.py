@@ -186,6 +186,10 @@ class TransJectStudy(Study):
 
         return estimate(p, device, precision, calibrated)
 
+    def example_spec(self) -> dict:
+        return {"experiment": {"name": "example", "study": "transject"}, "data": {"source": "listops:"},
+                "model": [{"name": "model", "variant": "transject"}], "measure": [{"kind": "entropy"}]}
+
     def variables_of(self, kind: str) -> list:
         """Laid out for one two-layer network of two experts and a three-word sentence (nothing read)."""
         spec = self.spec_model().model_validate({
@@ -398,7 +402,7 @@ class TransJectSession:
         return model.eval()
 
     @torch.no_grad()
-    def view(self, n: int, e: int) -> View:
+    def _compute_view(self, n: int, e: int) -> View:
         model = self.model_at(n, e)
         _, (ids, mask), sent = self.encoded(n)
         gen_seed = self.seed * 1_000_003 + e
@@ -411,14 +415,14 @@ class TransJectSession:
                     [h.to(torch.float64) for h in out.values()], mask,
                     [h[0].to(torch.float64) for h in s.values()], gen_seed)
 
-    def _view(self, n: int, e: int) -> View:
-        """The view of (n, e): the one of the running group, else one computed aside (the group's random
+    def view(self, n: int, e: int) -> View:
+        """The view of (n, e) (what :class:`~.measure.EpochContext` gives a measure): the one of the running group, else one computed aside (the group's random
         state kept) and kept for the next group (every epoch of a network compared with its final one)."""
         for held in (self._current, self._aside):
             if held is not None and held[0] == (n, e):
                 return held[1]
         with forked_rng(self.device):
-            self._aside = ((n, e), self.view(n, e))
+            self._aside = ((n, e), self._compute_view(n, e))
         return self._aside[1]
 
     # the context of measures on activations only (runner.checkpointed.measure.ActivationContext)
@@ -429,7 +433,7 @@ class TransJectSession:
 
     def activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
         """X^(0..L) of the analysis examples' tokens (padding left out), ``{layer: (tokens, d)}``, float64."""
-        v = self._view(n, e)
+        v = self.view(n, e)
         return token_rows(dict(zip(self.layer_names, v.hidden)), v.mask)
 
     @property
@@ -438,7 +442,7 @@ class TransJectSession:
 
     def sentence_activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
         """X^(0..L) of the analysis sentence, ``{layer: (seq, d)}``, float64."""
-        return dict(zip(self.layer_names, self._view(n, e).sentence))
+        return dict(zip(self.layer_names, self.view(n, e).sentence))
 
     def final(self, n: int) -> int:
         return max(e for (k, e), path in self.paths.items() if k == n and path is not None)
@@ -450,14 +454,10 @@ class TransJectSession:
         n, e = group[0].network, group[0].checkpoint
         if self.paths.get((n, e)) is None:
             return  # after an early stop there are no weights at this epoch: the cell stays NaN
-        self._current = ((n, e), self.view(n, e))
+        self._current = ((n, e), self._compute_view(n, e))
         try:
             for t in group:
-                reg = self.registrations[t.kind]
-                if isinstance(reg, ActivationMeasure):
-                    reg.run(self, t)
-                else:
-                    reg.run(self, t, self._current[1])
+                self.registrations[t.kind].run(self, t)
         finally:
             self._current = None
 

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.measures import register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 
 class Params(DepthParams):
@@ -24,11 +24,8 @@ class Params(DepthParams):
 @register
 class Attention(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    needs = ("attention",)
-
-    def exit_period(self):
-        return 1  # attention_probs(x_t) is a forward of its own, not f's
+    # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
+    tags = MeasureTags("step", requires=("attention",), strides=("every",), exit_period=1)
 
     def variables(self, b, shape) -> None:
         dim = b.axis("attention_step", 0, shape.steps, self.p.every)
@@ -39,11 +36,11 @@ class Attention(TrajectoryMeasure):
         b.var("attention", "attention", ("network", "attention_sample", dim, "head", "query", "key"), "float32", np.nan,
               "attention probability", "1", "softmax(Q K^T / sqrt(d) + mask) of the shared layer at x_t (Fig. 2A bottom)")
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         shape = ctx.layout.vars["attention"].shape
         return {"attention": self.nan((shape[1], seg.kept(self.p.every), *shape[3:]), torch.float32, ctx.device)}
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         every = self.p.every
         if t % every:
             return
@@ -52,6 +49,6 @@ class Attention(TrajectoryMeasure):
         if probs is not None:
             bufs["attention"][:, t // every - seg.start // every, : probs.shape[1]] = probs
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         a = bufs["attention"].cpu().numpy()
         ctx.store.write("attention", (ctx.index, slice(None), seg.span(self.p.every, a.shape[1])), a)

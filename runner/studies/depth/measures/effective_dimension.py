@@ -11,8 +11,8 @@ import torch
 from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
-from runner.measures import hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, hints, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 
 class Params(DepthParams):
@@ -42,14 +42,12 @@ def score_class(scores: torch.Tensor) -> torch.Tensor:
 @register
 class EffectiveDimension(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    shard = "combine"  # a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each
+    # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
+    # exit_period 1: it observes x_t only
+    tags = MeasureTags("step", strides=("every",), shard="combine", exit_period=1)
     STATS = ("n", "sum", "scatter")
     MAX_STATISTIC = 2**28
     """Bytes of one F x F statistic above which shards are refused (256 MiB: F above ~5,800)."""
-
-    def exit_period(self):
-        return 1  # observes x_t only
 
     def variables(self, b, shape) -> None:
         dim = b.axis("neff_step", 0, shape.steps, self.p.every)
@@ -78,7 +76,7 @@ class EffectiveDimension(TrajectoryMeasure):
                     f"{n_hidden}); too large to combine, run it unsharded")
         return None
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         if ctx.sharded:
             return {k: [] for k in self.STATS}
         out = {"neff": self.nan((seg.kept(self.p.every),), torch.float64, ctx.device)}
@@ -91,7 +89,7 @@ class EffectiveDimension(TrajectoryMeasure):
                                                        for c in range(len(SCORE_CLASSES))]
         return out
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         every = self.p.every
         if t % every == 0 and ctx.sharded:
             for k, v in zip(self.STATS, cloud_statistics(x)):
@@ -102,7 +100,7 @@ class EffectiveDimension(TrajectoryMeasure):
             for c, rows in enumerate(getattr(self, "classes", []) if self.p.by_score else []):
                 bufs["class"][c, i] = effective_dimension(x[rows])
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         if ctx.sharded:
             kept = len(bufs["n"])
             for k in self.STATS:

@@ -27,8 +27,8 @@ import torch
 from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
-from runner.measures import hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, hints, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 
 class Params(DepthParams):
@@ -73,13 +73,11 @@ class Params(DepthParams):
 @register
 class HandwritingReadout(TrajectoryMeasure):
     Params = Params
-    needs = ("text",)
+    # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
+    tags = MeasureTags("step", requires=("text",), exit_period=1)
 
     def window(self) -> tuple[int, int]:
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())
-
-    def exit_period(self):
-        return 1  # observes x_t only (its readouts are fitted to the stored states, not through f)
 
     def problems(self, spec):
         out = []
@@ -129,7 +127,7 @@ class HandwritingReadout(TrajectoryMeasure):
     def _targets(self, n_points: int) -> torch.Tensor:
         return torch.from_numpy(np.stack([pen_directions(self.paths[k], n_points) for k in range(2)]))
 
-    def start(self, ctx, x0) -> None:
+    def start(self, ctx: PassContext, x0) -> None:
         self.states = None
 
     def state_dict(self):
@@ -151,7 +149,7 @@ class HandwritingReadout(TrajectoryMeasure):
         self.paths, self.font = [f[0] for f in found], found[0][1]
         self.result = None
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         first, last = self.window()
         if not first <= t <= last:
             return
@@ -170,7 +168,7 @@ class HandwritingReadout(TrajectoryMeasure):
             self.result = grid, kept
             self.states = None  # the durable points after the window need not carry it
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         last = self.window()[1]
         if not (seg.start <= last < seg.end or (seg.last and last == seg.steps)) or getattr(self, "used", None) is None:
             return

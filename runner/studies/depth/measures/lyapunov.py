@@ -9,8 +9,8 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation, renormalize
-from runner.measures import hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, hints, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.precision import perturbation_floor
 
 
@@ -30,13 +30,10 @@ class Lyapunov(TrajectoryMeasure):
     and y is renormalised to distance k (Algorithm A1)."""
 
     Params = Params
-    strides = ("tau",)
-    twin = True
-    twins_in_key = False  # its twins came before the key listed twins: specs with only them keep their ids
-    shard = "samples"  # one twin per sample, drawn for the whole batch and sliced: a shard's lambda is exact
-
-    def exit_period(self):
-        return self.p.tau  # advance renormalises at multiples of tau
+    # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
+    # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
+    # is exact; exit_period tau: advance renormalises at multiples of tau
+    tags = MeasureTags("step", strides=("tau",), twin=True, twins_in_key=False, shard="samples", exit_period="tau")
 
     def variables(self, b, shape) -> None:
         tau = self.p.tau
@@ -58,14 +55,14 @@ class Lyapunov(TrajectoryMeasure):
                          "fp32/fp64")
         return None
 
-    def perturb(self, ctx, x0):
+    def perturb(self, ctx: PassContext, x0):
         gen = torch.Generator().manual_seed(ctx.net.seed("perturbation"))
         return initial_perturbation(x0, self.p.k, gen)
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         return {"lyapunov": self.nan((ctx.S, (seg.end - seg.start) // self.p.tau), torch.float64, ctx.device)}
 
-    def advance(self, ctx, t, x, y, bufs, seg):
+    def advance(self, ctx: PassContext, t, x, y, bufs, seg):
         tau = self.p.tau
         if t % tau:
             return y
@@ -74,7 +71,7 @@ class Lyapunov(TrajectoryMeasure):
             bufs["lyapunov"][:, t // tau - 1 - seg.start // tau] = lam
         return y
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         tau = self.p.tau
         lam = bufs["lyapunov"].cpu().numpy()
         region = (ctx.index, slice(None), slice(seg.start // tau, seg.start // tau + lam.shape[1]))

@@ -34,8 +34,8 @@ from analyses.readout import (
     masked_token_accuracy,
     ridge_readout_accuracy,
 )
-from runner.measures import hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, hints, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 
 
@@ -71,14 +71,9 @@ class Params(DepthParams):
 @register
 class MLMReadout(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    needs = ("mlm_head",)
-
-    def exit_period(self):
-        return 1  # reads x_t out with its own head, not through f
-
-    def input_masking(self):
-        return {"fraction": self.p.fraction, "seed": self.p.seed}
+    # exit_period 1: it reads x_t out with its own head, not through f
+    tags = MeasureTags("step", requires=("mlm_head",), strides=("every",), exit_period=1,
+                       input_masking=("fraction", "seed"))
 
     def masked_positions(self, input_ids, special_ids, seed):
         gen = torch.Generator().manual_seed(derive_seed(seed, "mlm_readout", self.p.seed))
@@ -163,12 +158,12 @@ class MLMReadout(TrajectoryMeasure):
 
         return below(seg.start), below(seg.end + (1 if seg.last else 0))
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         lo, hi = self._kept(seg)
         return {name: self.nan((hi - lo,), torch.float64, ctx.device)
                 for name in ("accuracy", "refit")[: 2 if self.p.refit else 1]}
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         start, stop = self.window(seg.steps)
         if not start <= t <= stop or (t - start) % self.p.every:
             return
@@ -185,7 +180,7 @@ class MLMReadout(TrajectoryMeasure):
                                                       self.vocab, self.p.ridge)
         return
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         lo, hi = self._kept(seg)
         if hi > lo:
             ctx.store.write("mlm_accuracy", (ctx.index, slice(lo, hi)), bufs["accuracy"].cpu().numpy())

@@ -12,8 +12,8 @@ from pydantic import Field
 
 from analyses.orbits import ORBIT_CLASSES, classify_orbits
 from runner.layout import flags
-from runner.measures import hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, hints, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 
 #: The codes of ``orbit_class``: the classes, and not applicable.
@@ -38,7 +38,7 @@ class Params(DepthParams):
 @register
 class Orbit(TrajectoryMeasure):
     Params = Params
-    shard = "samples"
+    tags = MeasureTags("step", shard="samples")
     reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "
                  "Phys. Rev. A 40, 4028; Marwan, Romano, Thiel & Kurths 2007, Recurrence plots for the analysis of "
                  "complex systems, Phys. Rep. 438, 237")
@@ -70,7 +70,7 @@ class Orbit(TrajectoryMeasure):
         n = len(store.read("orbit_class", (network,)))
         store.write("orbit_class", (network,), np.full(n, OUTCOMES.index("not_applicable"), np.int8))
 
-    def start(self, ctx, x0) -> None:
+    def start(self, ctx: PassContext, x0) -> None:
         W, features = self.window(ctx.T), x0[0].numel()
         k = min(self.p.projection, features)
         self.first = ctx.T + 1 - W  # x_t for t in [first, T] are kept
@@ -89,12 +89,12 @@ class Orbit(TrajectoryMeasure):
         self.kept, self.first = state["kept"], int(state["first"])
         self.project = state.get("project")
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         if t >= self.first:
             flat = x.flatten(1)
             self.kept[t - self.first] = (flat if self.project is None else flat.double() @ self.project).float()
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         if not seg.last:
             return
         orbits = classify_orbits(self.kept, periodic_tol=self.p.periodic_tol, recurrence=self.p.recurrence)

@@ -9,8 +9,8 @@ import torch
 from pydantic import Field
 
 from analyses.pca import pca_projection
-from runner.measures import register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 
 class Params(DepthParams):
@@ -30,10 +30,7 @@ class Params(DepthParams):
 @register
 class PCA(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-
-    def exit_period(self):
-        return 1  # observes x_t only
+    tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, self.p.stop or steps
@@ -69,7 +66,7 @@ class PCA(TrajectoryMeasure):
         b.var("pca_explained_variance", "pca", ("network", "pca_sample", "component"), "float64", np.nan,
               "explained variance ratio", "1", "share of the window's variance along each principal axis")
 
-    def start(self, ctx, x0):
+    def start(self, ctx: PassContext, x0):
         self.kept = torch.full((self.points(ctx.T), len(self.p.samples), *x0.shape[1:]), float("nan"), dtype=x0.dtype,
                                device=ctx.device)
 
@@ -79,14 +76,14 @@ class PCA(TrajectoryMeasure):
     def load_state_dict(self, state):
         self.kept = state["points"]
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         first, last = self.window(ctx.T)
         if first <= t <= last and (t - first) % self.p.every == 0:
             if not hasattr(self, "index"):
                 self.index = torch.tensor(self.p.samples, device=ctx.device)
             self.kept[(t - first) // self.p.every] = x[self.index]
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         if not seg.last:
             return
         points, components = self.kept, self.p.components

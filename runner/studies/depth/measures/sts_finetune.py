@@ -23,9 +23,10 @@ import torch
 from pydantic import Field
 
 from analyses.sts import finetune_readout, minibatch_orders
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, NetworkMeasure
 from runner.studies.depth.measures.sts_readout import minibatch_seed, pair_problems
+from runner.measure_protocol import NetworkContext
 
 DEFAULT_STEPS = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96]
 
@@ -56,7 +57,7 @@ class Params(DepthParams):
 @register
 class STSFinetune(NetworkMeasure):
     Params = Params
-    needs = ("text",)
+    tags = MeasureTags("network", requires=("text",))
 
     def problems(self, spec):
         out = pair_problems("sts_finetune", self.p, spec)
@@ -77,7 +78,7 @@ class STSFinetune(NetworkMeasure):
               readout_lr=self.p.lr if self.p.readout_lr is None else self.p.readout_lr,
               **hints(plot="series", order=43))
 
-    def run(self, ctx) -> None:
+    def run(self, ctx: NetworkContext) -> None:
         if ctx.net.model.is_map or ctx.inputs.scores is None:
             return
         p = self.p

@@ -28,8 +28,8 @@ import torch
 from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
-from runner.measures import hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, hints, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 
 #: Bytes of staged states per trained block of steps.
@@ -85,14 +85,11 @@ def minibatch_seed(spec, p) -> int:
 @register
 class STSReadout(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    needs = ("text",)
+    # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
+    tags = MeasureTags("step", requires=("text",), strides=("every",), exit_period=1)
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop
-
-    def exit_period(self):
-        return 1  # observes x_t only (its readouts are fitted to the stored states, not through f)
 
     def problems(self, spec):
         out = pair_problems("sts_readout", self.p, spec)
@@ -120,12 +117,12 @@ class STSReadout(TrajectoryMeasure):
 
         return below(seg.start), below(seg.end + (1 if seg.last else 0))
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         lo, hi = self._kept(seg)
         self.block: list[torch.Tensor] = []
         return {"r": self.nan((hi - lo,), torch.float64, ctx.device)}
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         start, stop = self.window(seg.steps)
         if ctx.net.model.is_map or ctx.inputs.scores is None or not start <= t <= stop or (t - start) % self.p.every:
             return
@@ -149,7 +146,7 @@ class STSReadout(TrajectoryMeasure):
         bufs["r"][self.first:self.first + len(self.block)] = pearson(readout_predictions(w, x[:, n:]), self.y[n:])
         self.block = []
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         self._fit(ctx, bufs)
         lo, hi = self._kept(seg)
         if hi > lo:

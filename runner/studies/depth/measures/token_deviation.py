@@ -10,8 +10,8 @@ from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
 from runner.layout import flags, never_as_nan
-from runner.measures import hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, hints, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.precision import deviation_floor
 
 #: The codes of ``sync_outcome``, in order.
@@ -31,12 +31,7 @@ class Params(DepthParams):
 @register
 class TokenDeviation(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-    needs = ("tokens",)
-    shard = "samples"
-
-    def exit_period(self):
-        return 1  # observes x_t only
+    tags = MeasureTags("step", requires=("tokens",), strides=("every",), shard="samples", exit_period=1)
 
     def variables(self, b, shape) -> None:
         p = self.p
@@ -64,7 +59,7 @@ class TokenDeviation(TrajectoryMeasure):
         n = len(store.read("sync_outcome", (network,)))
         store.write("sync_outcome", (network, slice(None)), np.full(n, SYNC_OUTCOMES.index("not_applicable"), np.int8))
 
-    def start(self, ctx, x0):
+    def start(self, ctx: PassContext, x0):
         self.tracker = SyncOffsetTracker(ctx.S, self.p.threshold, ctx.device)
         self.finite = torch.ones(ctx.S, dtype=torch.bool, device=ctx.device)
 
@@ -75,10 +70,10 @@ class TokenDeviation(TrajectoryMeasure):
         self.tracker = SyncOffsetTracker(len(state["offset"]), self.p.threshold, state["offset"].device)
         self.tracker.load_state_dict(state)
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         return {"deviation": self.nan((ctx.S, seg.kept(self.p.every)), torch.float32, ctx.device)}
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         D = token_deviation(x)
         self.tracker.update(t, D)
         self.finite = torch.isfinite(D)  # at the last step: whether the sample ended finite
@@ -86,7 +81,7 @@ class TokenDeviation(TrajectoryMeasure):
             bufs["deviation"][:, t // self.p.every - seg.start // self.p.every] = D
         return torch.isfinite(D)  # D is NaN or Inf exactly when the state holds one
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         d = bufs["deviation"].cpu().numpy()
         ctx.store.write("deviation", (ctx.index, slice(None), seg.span(self.p.every, d.shape[1])), d)
         if seg.last:

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.measures import register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 
 class Params(DepthParams):
@@ -25,10 +25,7 @@ class Params(DepthParams):
 @register
 class Trajectory(TrajectoryMeasure):
     Params = Params
-    strides = ("every",)
-
-    def exit_period(self):
-        return 1  # observes x_t only
+    tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
 
     def state_problem(self, widest):
         beyond = [e for e in self.p.elements if e >= widest]
@@ -59,12 +56,12 @@ class Trajectory(TrajectoryMeasure):
         self.where = (torch.tensor(self.p.samples, device=ctx.device), tok.clamp(max=x.shape[1] - 1),
                       el.clamp(max=x.shape[2] - 1), valid)
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         p = self.p
         return {"trace": self.nan((len(p.samples), seg.kept(p.every), len(p.tokens), len(p.elements)), torch.float32,
                                   ctx.device)}
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         every = self.p.every
         if t % every:
             return
@@ -74,6 +71,6 @@ class Trajectory(TrajectoryMeasure):
         out = x[samples][:, tok][:, :, el].float()
         bufs["trace"][:, t // every - seg.start // every] = torch.where(valid, out, torch.full_like(out, float("nan")))
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         tr = bufs["trace"].cpu().numpy()
         ctx.store.write("trace", (ctx.index, slice(None), seg.span(self.p.every, tr.shape[1])), tr)

@@ -9,7 +9,8 @@ import torch
 
 from analyses.transient_chaos import summarize_chaos, transient_chaos
 from runner.layout import flags
-from runner.measures import hints, register
+from runner.measure_protocol import DerivedContext
+from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, DerivedMeasure
 
 #: The codes of ``chaos_outcome``, in order.
@@ -25,7 +26,7 @@ class Params(DepthParams):
 @register
 class TransientChaos(DerivedMeasure):
     Params = Params
-    source = "lyapunov"
+    tags = MeasureTags("derived", derived_from="lyapunov")
 
     def variables(self, b, shape) -> None:
         m = "transient_chaos"
@@ -55,8 +56,9 @@ class TransientChaos(DerivedMeasure):
         n = len(store.read("chaos_outcome", (network,)))
         store.write("chaos_outcome", (network,), np.full(n, CHAOS_OUTCOMES.index("not_applicable"), np.int8))
 
-    def derive(self, store, network: int, spec) -> None:
-        tau = next(m.tau for m in spec.measure if m.kind == self.source)
+    def derive(self, ctx: DerivedContext) -> None:
+        store, network = ctx.store, ctx.index
+        tau = next(m.tau for m in ctx.spec.measure if m.kind == self.tags.derived_from)
         lam = torch.from_numpy(store.read("lyapunov", (network,)).astype(np.float64))
         result = transient_chaos(lam, tau)
         summary = summarize_chaos(result)

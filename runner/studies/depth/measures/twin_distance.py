@@ -9,8 +9,8 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
-from runner.measures import register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.measures import MeasureTags, register
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.precision import perturbation_floor
 
 
@@ -36,10 +36,8 @@ class TwinDistance(TrajectoryMeasure):
     same application of f as x and never renormalised."""
 
     Params = Params
-    twin = True
-
-    def exit_period(self):
-        return 1  # its twins are never renormalised (advance is the identity)
+    # exit_period 1: its twins are never renormalised (advance is the identity)
+    tags = MeasureTags("step", twin=True, exit_period=1)
 
     def problems(self, spec) -> list[tuple[str, str]]:
         out = []
@@ -77,10 +75,10 @@ class TwinDistance(TrajectoryMeasure):
             b.var(name, "twin_distance", dims + ("twin_element",), "float32", np.nan, f"{what}[0, e]", "1",
                   f"selected elements of the first token vector of {what} (Fig. 4A top)")
 
-    def rows(self, ctx) -> torch.Tensor:
+    def rows(self, ctx: PassContext) -> torch.Tensor:
         return torch.as_tensor(self.p.samples, device=ctx.device)
 
-    def perturb(self, ctx, x0):
+    def perturb(self, ctx: PassContext, x0):
         gen = torch.Generator().manual_seed(ctx.net.seed("twin_distance"))
         return initial_perturbation(x0[self.rows(ctx)], self.p.k, gen)
 
@@ -89,14 +87,14 @@ class TwinDistance(TrajectoryMeasure):
         hi = min(seg.end + (1 if seg.last else 0), self._last(seg.steps) + 1)
         return seg.start, max(seg.start, hi)
 
-    def buffers(self, ctx, seg):
+    def buffers(self, ctx: PassContext, seg):
         lo, hi = self._span(seg)
         n, e = len(self.p.samples), len(self.p.elements)
         return {"distance": self.nan((n, hi - lo), torch.float64, ctx.device),
                 "x": self.nan((n, hi - lo, e), torch.float32, ctx.device),
                 "y": self.nan((n, hi - lo, e), torch.float32, ctx.device)}
 
-    def observe(self, ctx, t, x, bufs, seg):
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
         lo, hi = self._span(seg)
         if not lo <= t < hi:
             return None
@@ -111,7 +109,7 @@ class TwinDistance(TrajectoryMeasure):
             bufs[name][:, t - lo] = torch.where(valid, v, torch.full_like(v, float("nan")))
         return None
 
-    def write(self, ctx, bufs, seg):
+    def write(self, ctx: PassContext, bufs, seg):
         lo, hi = self._span(seg)
         if hi == lo:
             return

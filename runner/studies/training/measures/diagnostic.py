@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field
 
 from analyses.diagnostic import train_diagnostic_classifier
-from runner.measures import register
+from runner.measures import MeasureTags, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer, TagSet
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 
 class Params(TrainingParams):
@@ -26,7 +29,7 @@ class Params(TrainingParams):
 @register
 class Diagnostic(CheckpointMeasure):
     Params = Params
-    suites = True
+    tags = MeasureTags("checkpoint", suites=True)
 
     def variables(self, b, shape) -> None:
         p = self.p
@@ -39,7 +42,7 @@ class Diagnostic(CheckpointMeasure):
         b.var("probe_majority", "diagnostic", dims, "float64", np.nan, "majority-class accuracy", "1",
               "held-out accuracy of always predicting the most frequent tag (chance baseline)")
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         p = self.p
         acts = ctx.activations(task.network, task.checkpoint)
         li = ctx.layer_index()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -13,6 +13,9 @@ from analyses.loss_change import group_allocations, loss_change_allocation
 from runner.data.tokens import get_batch
 from runner.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 
 class Params(TrainingParams):
@@ -81,7 +84,7 @@ class LossChange(CheckpointMeasure):
         b.var("loss_change", "lca", ("network", "checkpoint"), "float64", np.nan, "loss change", "nats/token",
               "L(theta_c) - L(theta_c-1) on the analysis tokens (dropout off)")
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         n, c = task.network, task.checkpoint
         a, b = ctx.fresh_model(n, c - 1), ctx.fresh_model(n, c)
         theta_a = {k: v.detach().clone() for k, v in a.named_parameters()}

@@ -7,14 +7,17 @@ tokens' -log p(x_t | x_masked) (Devlin et al. 2019, BERT, Sec. 3.1, 15% of the t
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field
 
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.train import evaluate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 
 class Params(TrainingParams):
@@ -29,8 +32,7 @@ class Params(TrainingParams):
 @register
 class Loss(CheckpointMeasure):
     Params = Params
-    suites = True
-    head = True  # reads the language-modelling head of a suite's checkpoints
+    tags = MeasureTags("checkpoint", suites=True, head=True)  # head: it reads a suite's language-modelling head
 
     def variables(self, b, shape) -> None:
         b.var("analysis_loss", "loss", ("network", "checkpoint"), "float64", np.nan,
@@ -39,7 +41,7 @@ class Loss(CheckpointMeasure):
               "token (causal suite), or the masked tokens (masked suite)", mask_fraction=self.p.mask_fraction,
               **hints(plot="curve", order=5, headline=("final analysis loss", "last")))
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         if hasattr(ctx, "suites"):
             total, n = ctx.lm_loss(task.network, task.checkpoint, self.p.mask_fraction)
             value = total / max(n, 1)

@@ -8,7 +8,7 @@ LSTM layer's hidden state. Entries beyond a network's k are NaN.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from analyses.rule_gradient import gradient_by_distance
 from runner.data.scaffold import OMEGA
 from runner.measures import hints, register
 from runner.studies.training.measures.scaffold import DOMAINS, RuleMeasure, RuleParams, _cases, _domains
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 
 class GradientParams(RuleParams):
@@ -40,7 +43,7 @@ class RuleGradient(RuleMeasure):
               "top LSTM layer's hidden state (dimensionless), d = 0 .. k (Ch. 5 App. C, Fig. 12)",
               **hints(plot="curve", order=34))
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         width = len(ctx.layout.coords["gradient_distance"].values)
         out = np.full((len(DOMAINS), width), np.nan)

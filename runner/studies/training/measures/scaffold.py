@@ -13,7 +13,7 @@ network reads it from a zero state, dropout off. Four registrations:
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -24,6 +24,9 @@ from analyses.rule_probability import cd_target_probability, target_probability
 from runner.data.scaffold import OMEGA, PAPER
 from runner.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 DOMAINS = ("in_domain", "out_domain")
 Focus = Literal["alpha", "scaffold", "rule"]
@@ -66,7 +69,7 @@ class RuleProbability(RuleMeasure):
               "mean over test rules alpha q omega of softmax(model logits at the last scaffold step)[omega] "
               "(Ch. 5 Fig. 7)", **hints(plot="curve", order=30))
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         model = ctx.model(task.network, task.checkpoint)
         out = []
         for domain in DOMAINS:
@@ -97,7 +100,7 @@ class RuleCDProbability(RuleMeasure):
               "of contextual decomposition with cd_focus in focus (Ch. 5 Sec. 2.1, Figs. 8, 11)",
               **hints(plot="curve", order=31))
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         out = np.full((len(DOMAINS), len(self.p.focus)), np.nan)
         for d, domain in enumerate(DOMAINS):
@@ -136,7 +139,7 @@ class RuleCDPrefix(RuleMeasure):
               "mean over test rules of softmax(v_beta)[omega] at the last scaffold step, v_beta the relevant logits "
               "of contextual decomposition with alpha q_1 .. q_i in focus (Ch. 5 Fig. 9)", **hints(plot="curve", order=33))
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         width = len(ctx.layout.coords["prefix_length"].values)
         out = np.full((len(DOMAINS), width), np.nan)
@@ -168,7 +171,7 @@ class RuleInterdependence(RuleMeasure):
               "B = the scaffold, h_X the relevant part of contextual decomposition with X in focus (Ch. 5 Eq. 2, "
               "Fig. 10)", at=self.p.at, **hints(plot="curve", order=32))
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         out = []
         for domain in DOMAINS:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -11,9 +11,12 @@ from pydantic import Field
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from models.lstm import capture
 from runner.data.tokens import get_batch
-from runner.measures import hints, register
+from runner.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 CLASSES = {"open": 0, "closed": 1}
 
@@ -39,9 +42,8 @@ def frequent_words(corpus, n: int) -> np.ndarray:
 @register
 class Sparsity(CheckpointMeasure):
     Params = Params
-    suites = True
-    head = True  # a suite's gradients need its language-modelling head
-    causal = True  # ... and a next-token loss
+    # a suite's gradients need its language-modelling head and a next-token loss
+    tags = MeasureTags("checkpoint", suites=True, head=True, causal=True)
 
     def variables(self, b, shape) -> None:
         p, corpus = self.p, shape.corpus
@@ -63,7 +65,7 @@ class Sparsity(CheckpointMeasure):
         b.var("word_chi", "sparsity", cell + ("word",), "float64", np.nan, "mean chi by target word", "1",
               "mu_(t: x_t = w) chi(v_t) for frequent words: the word x checkpoint matrix (Fig. 2)")
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         p = self.p
         suite = hasattr(ctx, "suites")
         layers = list(p.layers) if suite else \

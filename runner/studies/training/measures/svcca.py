@@ -11,8 +11,8 @@ import numpy as np
 from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
-from runner.checkpointed.measure import ActivationMeasure
-from runner.measures import hints, register
+from runner.checkpointed.measure import ActivationContext, ActivationMeasure
+from runner.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
 
@@ -43,7 +43,7 @@ def _similarities(x, y, keep: float) -> tuple[float, float, float]:
 @register
 class SVCCA(CheckpointMeasure, ActivationMeasure):
     Params = Params
-    suites = True
+    tags = MeasureTags("checkpoint", suites=True)
     also = ("transject",)
 
     def spec_problems(self, spec) -> list[tuple[tuple, str]]:
@@ -91,7 +91,7 @@ class SVCCA(CheckpointMeasure, ActivationMeasure):
                   f"{desc} of the layer's activations on the analysis tokens against {what}",
                   keep_variance=p.keep_variance, **extra)
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: ActivationContext, task) -> None:
         p = self.p
         n, c = task.network, task.checkpoint
         li = ctx.layer_index()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from pydantic import Field
@@ -18,6 +18,9 @@ from runner.data.sources import ParsedSentence, load_treebank
 from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS
 from runner.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+
+if TYPE_CHECKING:  # pragma: no cover
+    from runner.studies.training.context import Context
 
 CH5 = "Saphra 2021, Ch. 5 (Saphra & Lopez 2020), Sec. 3.1, Figs. 3-4"
 CLASS_PAIRS = ("open-open", "open-closed", "closed-open", "closed-closed")
@@ -60,6 +63,7 @@ def _word_class(upos: str) -> str:
 @register
 class SyntaxInterdependence(CheckpointMeasure):
     Params = Params
+    example = {"treebank": "en_ewt-ud-test.conllu"}  # for check_measure: the paper's treebank
     reference = CH5
 
     def variables(self, b, shape) -> None:
@@ -82,7 +86,7 @@ class SyntaxInterdependence(CheckpointMeasure):
         b.var("di_syntactic_count", "syntax_interdependence", base + (syn, pair), "float64", np.nan,
               "word pairs averaged", "1", "number of pairs in di_syntactic's mean")
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: Context, task) -> None:
         p = self.p
         sents = _treebank(p.treebank, str(getattr(ctx, "base", ".")), p.subset, p.split)
         sents = [s for s in sents if len(s.words) <= p.max_length][: p.sentences]

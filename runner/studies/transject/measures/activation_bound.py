@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.token_geometry import activation_ratios, quantiles, sample_pairs
 from runner.measures import MeasureParams, hints, register
-from runner.studies.transject.measure import QUANTILES, EpochMeasure, tokens_of
+from runner.studies.transject.measure import QUANTILES, EpochContext, EpochMeasure, tokens_of
 
 
 class Params(MeasureParams):
@@ -39,7 +39,8 @@ class ActivationBound(EpochMeasure):
               "max over token pairs of ||x_i^(l) - x_j^(l)|| / ||x_i^(l-1) - x_j^(l-1)||",
               **hints(plot="curve", order=12))
 
-    def run(self, ctx, task, view) -> None:
+    def run(self, ctx: EpochContext, task) -> None:
+        view = ctx.view(task.network, task.checkpoint)
         L = ctx.n_layers
         gen = torch.Generator().manual_seed(ctx.seed)
         per_seq = [tokens_of(h, view.mask) for h in view.hidden]  # layer -> examples -> (n, d)

@@ -12,7 +12,7 @@ import torch
 from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
-from runner.checkpointed.measure import ActivationMeasure, ActivationParams
+from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams
 from runner.measures import hints, register
 from runner.studies.transject.measure import EpochMeasure
 
@@ -143,7 +143,7 @@ class Distances(ActivationMeasure, EpochMeasure):
               "mean cosine distance of the pairs", "1", "mean over pairs of 1 - cos(x_i^(l), x_j^(l))",
               **hints(plot="curve", order=11))
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: ActivationContext, task) -> None:
         where = ctx.layer_index()
         L = len(where)
         sentence = ctx.sentence_activations(task.network, task.checkpoint)  # {layer: (seq, d)}, bottom up

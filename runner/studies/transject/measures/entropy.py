@@ -13,7 +13,7 @@ from pydantic import Field
 
 from analyses.entropy import layer_entropy
 from analyses.token_geometry import quantiles
-from runner.checkpointed.measure import ActivationMeasure, ActivationParams
+from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams
 from runner.measures import hints, register
 from runner.studies.transject.measure import QUANTILES, EpochMeasure, knn_sample_problems
 
@@ -47,7 +47,7 @@ class Entropy(ActivationMeasure, EpochMeasure):
             (f"a token of [[model]] {m.name!r} (its d_model components)", m.d_model)
             for m in spec.model if not m.checkpoint])
 
-    def run(self, ctx, task) -> None:
+    def run(self, ctx: ActivationContext, task) -> None:
         where = ctx.layer_index()
         acts = ctx.activations(task.network, task.checkpoint)  # {layer: (tokens, d)}
         rows = layer_entropy([a.to(torch.float64)[None] for a in acts.values()], method=self.p.method,

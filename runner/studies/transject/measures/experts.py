@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from analyses.entropy import token_entropy
 from runner.measures import MeasureParams, hints, register
-from runner.studies.transject.measure import EpochMeasure, knn_sample_problems
+from runner.studies.transject.measure import EpochContext, EpochMeasure, knn_sample_problems
 
 
 class Params(MeasureParams):
@@ -95,7 +95,8 @@ class Experts(EpochMeasure):
             for m in spec.model if not m.checkpoint])
 
     @torch.no_grad()
-    def run(self, ctx, task, view) -> None:
+    def run(self, ctx: EpochContext, task) -> None:
+        view = ctx.view(task.network, task.checkpoint)
         L, E = ctx.n_layers - 1, ctx.layout.coords["expert"].size
         weights = np.full((L, E), np.nan)
         ent = np.full((L, E), np.nan)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from analyses.isomap import isomap_2d
 from runner.measures import MeasureParams, register
-from runner.studies.transject.measure import EpochMeasure
+from runner.studies.transject.measure import EpochContext, EpochMeasure
 
 
 class Params(MeasureParams):
@@ -32,7 +32,8 @@ class IsomapMeasure(EpochMeasure):
               "Isomap coordinate", "1", "2-D Isomap of the sentence's token vectors x_i^(l), each layer on its own "
               "(Fig. 6); unique up to an isometry of the plane", n_neighbors=self.p.n_neighbors)
 
-    def run(self, ctx, task, view) -> None:
+    def run(self, ctx: EpochContext, task) -> None:
+        view = ctx.view(task.network, task.checkpoint)
         L, T = ctx.n_layers, ctx.layout.coords["token"].size
         out = np.full((L, T, 2), np.nan)
         for layer, h in enumerate(view.sentence):
