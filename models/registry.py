@@ -49,6 +49,9 @@ class Family:
     """The same map at every step (False: the map is told the step, :meth:`DynamicalMap.at`)."""
     mlm_head: ClassVar[bool] = False
     """Its checkpoints carry a pre-trained masked-LM head (:func:`models.albert.load_mlm_head`)."""
+    series: ClassVar[bool] = False
+    """A spec may name a checkpoint series of it (``revisions``): hub revisions, or step folders of a
+    local directory (:meth:`checkpoint_source`)."""
 
     def matches(self, source: Source) -> bool:
         """Whether this family builds ``source`` (match on ``source.scheme`` and ``source.rest``)."""
@@ -71,6 +74,10 @@ class Family:
     def location(self, source: str, build: bool = False) -> str:
         """What to load (hub id or directory); ``build``: make builtin assets now if missing."""
         return source
+
+    def checkpoint_source(self, source: Source, folder: Path) -> Source:
+        """The source of one checkpoint of a local series (``series``): its step ``folder``."""
+        raise NotImplementedError
 
     def dims(self, source: str, *, revision: str | None, params: dict, n_tokens: int) -> Dims:
         """State sizes from the configuration; raises :class:`ModelLoadError` when it cannot be read."""
@@ -165,6 +172,7 @@ class AlbertFamily(Family):
     name = "albert"
     text = True
     mlm_head = True
+    series = True
 
     def matches(self, source: Source) -> bool:
         return source.on_hub or source.local
@@ -176,6 +184,9 @@ class AlbertFamily(Family):
     def location(self, source: str, build: bool = False) -> str:
         source = Source(source)
         return source.hub_id if source.on_hub else str(self.local_dir(source))
+
+    def checkpoint_source(self, source: Source, folder: Path) -> Source:
+        return Source(f"path:{folder}")
 
     def dims(self, source: str, *, revision, params, n_tokens: int) -> Dims:
         from models.albert import load_albert_config
@@ -209,6 +220,7 @@ class TinyAlbertFamily(AlbertFamily):
 
     name = "tiny-albert"
     mlm_head = False  # built here without the pre-trained head
+    series = False
     SOURCE = "builtin:tiny-albert"
 
     def matches(self, source: Source) -> bool:
@@ -332,6 +344,7 @@ class LayerStackFamily(Family):
     name = "layers"
     text = True
     autonomous = False
+    series = True
 
     def matches(self, source: Source) -> bool:
         return source.scheme == "layers"
@@ -353,6 +366,9 @@ class LayerStackFamily(Family):
     def location(self, source: str, build: bool = False) -> str:
         where = Source(source).inner
         return where.hub_id if where.on_hub else str(self.local_dir(source))
+
+    def checkpoint_source(self, source: Source, folder: Path) -> Source:
+        return Source(f"layers:{folder}")
 
     def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
         from transformers import AutoConfig

@@ -71,8 +71,8 @@ class ModelSpec(Table):
         out = []
         for r in parse_revisions(self.revisions):
             local = self.family.local_dir(self.source)
-            prefix = "layers:" if self.source.scheme == "layers" else "path:"
-            update = {"source": Source(f"{prefix}{local / r}")} if local is not None else {"revision": r}
+            update = ({"source": self.family.checkpoint_source(self.source, local / r)} if local is not None
+                      else {"revision": r})
             out.append((self.model_copy(update={**update, "revisions": None}), r, step_of(r)))
         return out
 
@@ -87,7 +87,7 @@ class ModelSpec(Table):
         if self.revisions is not None:
             from models.suites import parse_revisions, step_of
 
-            if family.name not in ("albert", "layers"):
+            if not family.series:
                 raise ValueError("revisions name checkpoints on the hub or step folders of a local directory of an "
                                  f"ALBERT (hf:<id>, path:<dir>) or a layers: stack, not of {self.source!r}")
             if self.init is not None:
