@@ -20,6 +20,10 @@ Event kinds and their fields (besides ``ts``, ``event``, ``run``):
 
 A crash can leave a torn last line: the writer starts a new line before its first event, and
 readers skip any line that is not a whole JSON object.
+
+On object storage (:mod:`runner.location`), where an object cannot be appended to, the log is one
+object that the writer rewrites whole: at once for every event but ``progress``, and for those at
+most once a second; a reader fetches only the bytes past its offset (a ranged GET).
 """
 
 from __future__ import annotations
@@ -32,13 +36,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from runner.location import Remote
+
+PROGRESS_UPLOAD_SECONDS = 1.0
+
 
 class EventLog:
     """Appends events; flushes every line so a reader in another process sees it at once."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path | Remote):
         self.path = path
         self.run = uuid.uuid4().hex[:8]
+        self._fd: int | None = None
+        if isinstance(path, Remote):
+            self._remote = RemoteLog(path)
+            return
+        self._remote = None
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         size = os.fstat(self._fd).st_size
@@ -53,7 +66,11 @@ class EventLog:
         """Append one event as one line (one write call). Progress is not worth a run: if the log
         cannot be written (disk full), the run goes on without it."""
         record = {"ts": time.time(), "event": event, "run": self.run, "pid": os.getpid(), **fields}
-        self._write((json.dumps(record, default=str) + "\n").encode())
+        line = (json.dumps(record, default=str) + "\n").encode()
+        if self._remote is not None:
+            self._remote.append(line, urgent=event != "progress")
+            return
+        self._write(line)
 
     def _write(self, data: bytes) -> None:
         if self._fd is None:
@@ -64,25 +81,64 @@ class EventLog:
             self.close()
 
     def close(self) -> None:
+        if self._remote is not None:
+            self._remote.flush()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class RemoteLog:
+    """The event log as one object on object storage, rewritten whole (see the module docstring)."""
+
+    def __init__(self, path: Remote):
+        self.path = path
+        try:
+            self.data = bytearray(path.read_bytes())
+        except (OSError, ValueError):
+            self.data = bytearray()
+        if self.data and not self.data.endswith(b"\n"):
+            self.data += b"\n"
+        self.sent = 0.0
+        self.dirty = False
+
+    def append(self, line: bytes, urgent: bool) -> None:
+        self.data += line
+        self.dirty = True
+        if urgent or time.monotonic() - self.sent >= PROGRESS_UPLOAD_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            self.path.write_bytes(bytes(self.data))
+        except Exception:  # noqa: BLE001 - progress is not worth a run: the next event tries again
+            return
+        self.sent, self.dirty = time.monotonic(), False
 
 
 @dataclass
 class EventReader:
     """Reads the events appended since the last call (complete lines only)."""
 
-    path: Path
+    path: Path | Remote
     offset: int = 0
     _partial: bytes = field(default=b"", repr=False)
 
     def read_new(self) -> list[dict]:
-        if not self.path.exists():
+        if isinstance(self.path, Remote):
+            try:
+                size = self.path.fs.size(self.path.key)
+                chunk = self.path.fs.cat_file(self.path.key, start=self.offset) if size > self.offset else b""
+            except FileNotFoundError:
+                return []
+        elif not self.path.exists():
             return []
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            chunk = f.read()
+        else:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
         self.offset += len(chunk)
         data = self._partial + chunk
         lines = data.split(b"\n")

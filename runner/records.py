@@ -7,6 +7,10 @@ grid and the zarr keys of the chunks, ``c/0/3``, that :mod:`runner.verify` reads
 costs the same however many exist. A record belongs to one store (``store_id``): records of a
 store that was removed and made again are not taken for the new one's. A finished task is known
 only from its record, never inferred from the data.
+
+On object storage (:mod:`runner.location`) a record is one small object, written by one PUT, and
+a journal line is its own object too (objects cannot be appended to); reading all records lists
+the folder and fetches them concurrently.
 """
 
 from __future__ import annotations
@@ -19,41 +23,70 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from runner.location import Location, Remote, append_line, location, write_atomic
+
 RECORDS = "records"
 WRITTEN = "written"
 
 
-def records_dir(state_dir: Path) -> Path:
-    return Path(state_dir) / RECORDS
+KEEP = ".keep"  # on object storage, where an empty folder does not exist: the records folder was made
 
 
-def read_records(state_dir: Path, store_id: str | None) -> dict[str, dict]:
+def records_dir(state_dir: Location) -> Location:
+    return location(state_dir) / RECORDS
+
+
+def make_records_dir(state_dir: Location) -> None:
+    folder = records_dir(state_dir)
+    if isinstance(folder, Remote):
+        if not (folder / KEEP).exists():
+            (folder / KEEP).write_bytes(b"")
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+
+
+def records_exist(state_dir: Location) -> bool:
+    folder = records_dir(state_dir)
+    return (folder / KEEP).exists() if isinstance(folder, Remote) else folder.is_dir()
+
+
+def read_records(state_dir: Location, store_id: str | None) -> dict[str, dict]:
     """The records of the store ``store_id`` (none when the store has no id: it does not exist)."""
     folder = records_dir(state_dir)
-    if store_id is None or not folder.is_dir():
+    if store_id is None:
+        return {}
+    if isinstance(folder, Remote):
+        files = [p for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")]
+        contents = [(p.name, data) for p, data in folder.read_many(files).items()]
+    elif folder.is_dir():
+        contents = []
+        for entry in os.scandir(folder):
+            if not entry.name.endswith(".json") or entry.name.startswith("."):
+                continue
+            try:
+                contents.append((entry.name, Path(entry.path).read_bytes()))
+            except OSError:  # removed meanwhile
+                continue
+    else:
         return {}
     out = {}
-    for entry in os.scandir(folder):
-        if not entry.name.endswith(".json") or entry.name.startswith("."):
-            continue
+    for name, data in contents:
         try:
-            rec = json.loads(Path(entry.path).read_bytes())
-        except (OSError, ValueError):  # removed meanwhile, or not ours: a record is written whole
+            rec = json.loads(data)
+        except ValueError:  # not ours: a record is written whole
             continue
         if isinstance(rec, dict) and rec.get("store_id") == store_id:
-            out[entry.name[:-5]] = rec
+            out[name[:-5]] = rec
     return out
 
 
-def write_records(state_dir: Path, store_id: str, records: dict[str, dict]) -> None:
-    from runner.store import atomic_write_bytes
-
+def write_records(state_dir: Location, store_id: str, records: dict[str, dict]) -> None:
     for task_id, rec in records.items():
-        atomic_write_bytes(records_dir(state_dir) / f"{task_id}.json",
-                           json.dumps({**rec, "store_id": store_id}, sort_keys=True, default=str).encode())
+        write_atomic(records_dir(state_dir) / f"{task_id}.json",
+                     json.dumps({**rec, "store_id": store_id}, sort_keys=True, default=str).encode())
 
 
-def drop_records(state_dir: Path, task_ids: list[str]) -> None:
+def drop_records(state_dir: Location, task_ids: list[str]) -> None:
     from runner.store import writing
 
     folder = records_dir(state_dir)
@@ -75,9 +108,9 @@ def group_key(task_ids: Iterable[str]) -> str:
     return hashlib.sha256("/".join(sorted(task_ids)).encode()).hexdigest()[:16]
 
 
-def journal_file(state_dir: Path, task_ids: Iterable[str]) -> Path:
+def journal_file(state_dir: Location, task_ids: Iterable[str]) -> Location:
     """This process's journal of the chunks the group ``task_ids`` writes."""
-    return Path(state_dir) / WRITTEN / f"{group_key(task_ids)}-{os.getpid()}.jsonl"
+    return location(state_dir) / WRITTEN / f"{group_key(task_ids)}-{os.getpid()}.jsonl"
 
 
 def chunk_coords(shape: tuple[int, ...], chunks: tuple[int, ...], region: Any) -> list[tuple[int, ...]]:
@@ -111,20 +144,28 @@ def decode_key(key: str) -> tuple[int, ...]:
     return tuple(int(x) for x in key.split("/")[1:])
 
 
-def note_written(journal: Path, name: str, array, region: Any) -> None:
-    """Append the chunks ``array[region]`` touched (``array``: the zarr array ``name``) to ``journal``."""
+def note_written(journal: Location, name: str, array, region: Any) -> None:
+    """Append the chunks ``array[region]`` touched (``array``: the zarr array ``name``) to ``journal``
+    (on object storage: a new object beside it, :func:`runner.location.append_line`)."""
     keys = [encode_key(c) for c in chunk_coords(array.shape, array.chunks, region)]
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    with open(journal, "a") as f:
-        f.write(json.dumps({"array": name, "grid": list(array.chunks), "keys": keys}) + "\n")
+    append_line(journal, (json.dumps({"array": name, "grid": list(array.chunks), "keys": keys}) + "\n").encode())
 
 
-def read_written(state_dir: Path, task_ids: Iterable[str]) -> dict[str, dict]:
+def _journals(state_dir: Location, task_ids: Iterable[str]) -> list:
+    folder = location(state_dir) / WRITTEN
+    if isinstance(folder, Remote):
+        return sorted(folder.glob(f"{group_key(task_ids)}-*.jsonl"), key=str)
+    return sorted(folder.glob(f"{group_key(task_ids)}-*.jsonl")) if folder.is_dir() else []
+
+
+def read_written(state_dir: Location, task_ids: Iterable[str]) -> dict[str, dict]:
     """The chunks the group ``task_ids`` wrote, from every journal of it: array -> grid and keys."""
-    folder = Path(state_dir) / WRITTEN
     out: dict[str, dict] = {}
-    for path in sorted(folder.glob(f"{group_key(task_ids)}-*.jsonl")) if folder.is_dir() else []:
-        for line in path.read_text().splitlines():
+    paths = _journals(state_dir, task_ids)
+    texts = location(state_dir).read_many(paths) if isinstance(location(state_dir), Remote) else None
+    for path in paths:
+        text = (texts.get(path, b"").decode() if texts is not None else path.read_text())
+        for line in text.splitlines():
             try:
                 entry = json.loads(line)
             except ValueError:  # a line cut short by a kill: its write is redone on resume
@@ -136,9 +177,8 @@ def read_written(state_dir: Path, task_ids: Iterable[str]) -> dict[str, dict]:
     return out
 
 
-def forget_written(state_dir: Path, task_ids: Iterable[str]) -> None:
-    folder = Path(state_dir) / WRITTEN
-    for path in folder.glob(f"{group_key(task_ids)}-*.jsonl") if folder.is_dir() else []:
+def forget_written(state_dir: Location, task_ids: Iterable[str]) -> None:
+    for path in _journals(state_dir, task_ids):
         path.unlink(missing_ok=True)
 
 
