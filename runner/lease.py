@@ -132,7 +132,7 @@ class Lease:
                     raise StoreLocked(
                         f"{self._store()} is being written by "
                         f"another `runner apply` (pid {info.get('pid', '?')} on {str(info.get('host', '?')).split('/')[0]}; "
-                        f"its lease on {self.obj} is renewed every {info.get('ttl', '?')} s or expires); wait for it "
+                        f"its lease {self.obj} lapses {info.get('ttl', '?')} s after its last renewal); wait for it "
                         "to finish or stop it, then apply again") from None
                 try:
                     self._put(IfMatch=etag)  # take it over: only if nobody renewed or took it meanwhile
