@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load, save
+from safetensors.torch import load, load_file, save
 
 from runner.location import Remote
 from runner.store import atomic_write_bytes
@@ -25,6 +25,13 @@ from runner.store import atomic_write_bytes
 def write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
     """Write ``tensors`` (moved to the CPU) with string ``metadata``, whole or not at all."""
     atomic_write_bytes(path, save({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, metadata=metadata))
+
+
+def read_tensors(path: Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """The tensors of a file (on disk, memory-mapped; on object storage, read whole), on ``device``."""
+    if isinstance(path, Remote):
+        return {k: v.to(device) for k, v in load(path.read_bytes()).items()}
+    return load_file(str(path), device=str(device))
 
 
 def read_metadata(path: Path) -> dict[str, str] | None:
