@@ -347,6 +347,7 @@ def close_run(store: Store, events, view) -> None:
         if store.group is not None:
             store.set_internal(updated_utc=now())
             store.consolidate()
+            store.fold_records()  # on object storage: all records in one object, read in one GET
     except StoreWriteError as err:
         failed = err
     finally:

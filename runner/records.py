@@ -9,8 +9,14 @@ store that was removed and made again are not taken for the new one's. A finishe
 only from its record, never inferred from the data.
 
 On object storage (:mod:`runner.location`) a record is one small object, written by one PUT, and
-a journal line is its own object too (objects cannot be appended to); reading all records lists
-the folder and fetches them concurrently.
+a journal line is its own object too (objects cannot be appended to). A GET per record would make
+reading them all cost a request per task, so when an apply ends the records are *folded* into one
+object, ``<store>.runner/records.folded.json``, and the objects folded are deleted: reading all
+records is then one GET of the fold, one LIST per 1,000 records written since (each also fetched),
+and nothing per folded record. The fold is written before the objects go, so a kill in between
+leaves both, alike. Forgetting a record removes it from the fold and keeps the ETag of its object
+there (``dropped``) until that object is gone: a record object whose ETag is dropped is not read,
+whatever order a kill leaves things in; a task recorded again writes an object with another ETag.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ WRITTEN = "written"
 
 
 KEEP = ".keep"  # on object storage, where an empty folder does not exist: the records folder was made
+FOLDED = "records.folded.json"
 
 
 def records_dir(state_dir: Location) -> Location:
@@ -56,9 +63,8 @@ def read_records(state_dir: Location, store_id: str | None) -> dict[str, dict]:
     if store_id is None:
         return {}
     if isinstance(folder, Remote):
-        files = [p for p in folder.iterdir() if p.name.endswith(".json") and not p.name.startswith(".")]
-        contents = [(p.name, data) for p, data in folder.read_many(files).items()]
-    elif folder.is_dir():
+        return _read_remote(location(state_dir), store_id)[0]
+    if folder.is_dir():
         contents = []
         for entry in os.scandir(folder):
             if not entry.name.endswith(".json") or entry.name.startswith("."):
@@ -80,10 +86,84 @@ def read_records(state_dir: Location, store_id: str | None) -> dict[str, dict]:
     return out
 
 
-def write_records(state_dir: Location, store_id: str, records: dict[str, dict]) -> None:
+def _listed(folder: Remote) -> dict[str, str]:
+    """Record objects under ``folder``: task id -> ETag."""
+    try:
+        found = folder.fs.ls(folder.key, detail=True)
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for entry in found:
+        name = entry["name"].rsplit("/", 1)[-1]
+        if entry.get("type") != "directory" and name.endswith(".json") and not name.startswith("."):
+            out[name[:-5]] = str(entry.get("ETag") or entry.get("etag") or "")
+    return out
+
+
+def _read_fold(state_dir: Remote) -> dict:
+    try:
+        fold = json.loads((state_dir / FOLDED).read_bytes())
+    except (FileNotFoundError, ValueError):
+        return {"records": {}, "dropped": {}}
+    return fold if isinstance(fold, dict) else {"records": {}, "dropped": {}}
+
+
+def _read_remote(state_dir: Remote, store_id: str, known: dict[str, dict] | None = None
+                 ) -> tuple[dict[str, dict], dict[str, str], dict]:
+    """(records, listed objects: task id -> ETag, the fold). Listed first, then the fold: a fold
+    written meanwhile holds every record whose object the listing saw and a later delete removed.
+    ``known``: records this process wrote (under the lock), not fetched again."""
+    folder = records_dir(state_dir)
+    listed = _listed(folder)
+    fold = _read_fold(state_dir)
+    dropped = fold.get("dropped") or {}
+    known = known or {}
+    live = [tid for tid, etag in listed.items() if dropped.get(tid) != etag]
+    wanted = [folder / f"{tid}.json" for tid in live if tid not in known]
+    out = {tid: rec for tid, rec in (fold.get("records") or {}).items()
+           if isinstance(rec, dict) and rec.get("store_id") == store_id}
+    out.update({tid: known[tid] for tid in live if tid in known})
+    for path, data in folder.read_many(wanted).items():
+        try:
+            rec = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("store_id") == store_id:
+            out[path.name[:-5]] = rec
+    return out, listed, fold
+
+
+def fold_records(state_dir: Location, store_id: str, known: dict[str, dict] | None = None) -> None:
+    """On object storage: fold the records into one object and delete the objects folded (under the
+    lock, when an apply ends; ``known``: the records this apply wrote, as written, so that only
+    objects it did not write are fetched); nothing on a disk."""
+    state_dir = location(state_dir)
+    if not isinstance(state_dir, Remote):
+        return
+    records, listed, fold = _read_remote(state_dir, store_id, known)
+    if not listed:
+        return
+    dropped = {tid: etag for tid, etag in (fold.get("dropped") or {}).items() if listed.get(tid) == etag}
+    (state_dir / FOLDED).write_bytes(json.dumps({"records": records, "dropped": dropped}, sort_keys=True,
+                                                default=str).encode())
+    folder = records_dir(state_dir)
+    gone = [f"{folder.key}/{tid}.json" for tid in listed if tid not in dropped]
+    if gone:
+        folder.fs.rm(gone)
+    if dropped:  # their objects after the fold that keeps them dropped: then the tombstones can go
+        folder.fs.rm([f"{folder.key}/{tid}.json" for tid in dropped])
+        (state_dir / FOLDED).write_bytes(json.dumps({"records": records, "dropped": {}}, sort_keys=True,
+                                                    default=str).encode())
+
+
+def write_records(state_dir: Location, store_id: str, records: dict[str, dict]) -> dict[str, dict]:
+    """Write each record (one file or object per task); returns them as written (as JSON reads them back)."""
+    out = {}
     for task_id, rec in records.items():
-        write_atomic(records_dir(state_dir) / f"{task_id}.json",
-                     json.dumps({**rec, "store_id": store_id}, sort_keys=True, default=str).encode())
+        data = json.dumps({**rec, "store_id": store_id}, sort_keys=True, default=str)
+        write_atomic(records_dir(state_dir) / f"{task_id}.json", data.encode())
+        out[task_id] = json.loads(data)
+    return out
 
 
 def drop_records(state_dir: Location, task_ids: list[str]) -> None:
@@ -91,6 +171,16 @@ def drop_records(state_dir: Location, task_ids: list[str]) -> None:
 
     folder = records_dir(state_dir)
     with writing(folder):
+        if isinstance(folder, Remote) and task_ids:
+            state = location(state_dir)
+            fold, listed = _read_fold(state), _listed(folder)
+            forgotten = set(task_ids)
+            if forgotten & (set(fold.get("records") or {}) | set(listed)):
+                # the fold first, with the ETags of the objects to go: read_records skips those objects
+                dropped = {**(fold.get("dropped") or {}), **{t: listed[t] for t in forgotten if t in listed}}
+                kept = {t: r for t, r in (fold.get("records") or {}).items() if t not in forgotten}
+                (state / FOLDED).write_bytes(json.dumps({"records": kept, "dropped": dropped}, sort_keys=True,
+                                                        default=str).encode())
         for task_id in task_ids:
             (folder / f"{task_id}.json").unlink(missing_ok=True)
 

@@ -31,8 +31,8 @@ from filelock import FileLock, Timeout
 from runner.errors import Locked, SpecInvalid, StorageError, Unavailable
 from runner.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
 from runner.location import Location, Remote, location, move_tree, reachable_problem, zarr_store
-from runner.records import (drop_records, journal_file, make_records_dir, note_written, read_records, records_exist,
-                            write_records)
+from runner.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
+                            records_exist, write_records)
 
 if TYPE_CHECKING:  # pragma: no cover
     import zarr
@@ -170,6 +170,9 @@ def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> 
     reachable = reachable_problem(path)
     if reachable:
         return reachable
+    if isinstance(path, Remote) and (sweep or point):
+        return (f"{path}: a spec with a [sweep] writes its store on a local disk only (its points are folders of "
+                "the sweep's store); give a local path, or one spec per point")
     outer = enclosing_store(path)
     if outer is not None and not (point and outer == location(os.path.abspath(path.parent) if isinstance(path, Path)
                                                              else path.parent)):
@@ -264,6 +267,7 @@ class Store:
         self.state_dir = runner_dir(self.path)
         self._lock: FileLock | None = None
         self._lease = None  # on object storage: runner.lease.Lease
+        self._written: dict[str, dict] = {}  # on object storage: the records this apply wrote, for the fold
         self.group: zarr.Group | None = None
         self._journal: Path | None = None
 
@@ -433,9 +437,20 @@ class Store:
     def record_many(self, records: dict[str, dict]) -> None:
         self.check_lease()
         with writing(self.state_dir):
-            write_records(self.state_dir, self.store_id, records)
+            written = write_records(self.state_dir, self.store_id, records)
+        if isinstance(self.state_dir, Remote):
+            self._written.update(written)
+
+    def fold_records(self) -> None:
+        """On object storage, fold the records into one object (:func:`runner.records.fold_records`)."""
+        if isinstance(self.state_dir, Remote):
+            self.check_lease()
+            with writing(self.state_dir):
+                fold_records(self.state_dir, self.store_id, self._written)
 
     def forget(self, task_ids: list[str]) -> None:
+        for task_id in task_ids:
+            self._written.pop(task_id, None)
         drop_records(self.state_dir, task_ids)
 
     def set_attrs(self, **attrs: Any) -> None:

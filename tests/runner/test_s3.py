@@ -59,19 +59,34 @@ def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tm
     code, out, err = in_process("plan", "maps.toml")
     assert code == 0 and url in out, err
     assert not (tmp_path / "s3:").exists()  # never taken as a local folder `s3:/...`
-    ran = run_cli("apply", "maps.toml", "-q", cwd=tmp_path, **server.env)  # the real CLI, in its own process
-    assert ran.returncode == 0, ran.stderr
+    code, _, err = in_process("apply", "maps.toml", "-q")  # (in a subprocess: the next test)
+    assert code == 0, err
     assert in_process("apply", "local.toml", "-q")[0] == 0
     xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
     assert _records(url).keys() == _records(str(tmp_path / "store/local.zarr")).keys()
+    code, out, err = in_process("apply", "maps.toml")
+    assert code == 0 and "nothing to do" in out, err
+    objects = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.runner/records/")
+               .get("Contents", [])]
+    assert objects == ["runs/maps.runner/records/.keep"]  # folded into records.folded.json when the apply ended
+
+
+@pytest.mark.timeout(30)
+def test_status_show_figures_and_the_monitor_read_an_s3_store(s3, tmp_path, in_process):
+    _, bucket = s3
+    url = f"s3://{bucket}/runs/maps.zarr"
+    _spec(tmp_path, "maps", url, steps=30, samples=4, measures='[[measure]]\nkind = "token_deviation"')
+    assert in_process("apply", "maps.toml", "-q")[0] == 0
     code, out, err = in_process("status", url)
-    assert code == 0 and "8/8 tasks done" in out, out + err
+    assert code == 0 and "2/2 tasks done" in out, out + err
     code, out, err = in_process("show", "maps.toml")
     assert code == 0 and f"store {url}" in out, err
     code, out, err = in_process("figures", url, "--out", "figs")
     assert code == 0 and (tmp_path / "figs/figures.json").is_file(), err
-    code, out, err = in_process("apply", "maps.toml")
-    assert code == 0 and "nothing to do" in out, err
+    from runner.tui.reader import StoreWatcher
+
+    watcher = StoreWatcher(url)  # what `runner monitor URL` reads: the event log and the records on S3
+    assert watcher.poll().changed and watcher.status()["state"] == "done" and len(watcher.records) == 2
 
 
 @pytest.mark.timeout(30)
@@ -113,7 +128,7 @@ def test_a_second_apply_is_refused_and_kill_9_then_apply_equals_an_uninterrupted
 
 
 @pytest.mark.timeout(30)
-def test_a_bucket_that_cannot_be_reached_is_named_before_any_compute(s3, tmp_path):
+def test_no_such_bucket_and_no_endpoint_are_named_before_any_compute(s3, tmp_path):
     server, bucket = s3
     _spec(tmp_path, "gone", "s3://no-such-bucket/x.zarr")
     _spec(tmp_path, "here", f"s3://{bucket}/x.zarr")
@@ -124,6 +139,11 @@ def test_a_bucket_that_cannot_be_reached_is_named_before_any_compute(s3, tmp_pat
     unreachable = run_cli("plan", "here.toml", cwd=tmp_path, **{**server.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed}"})
     assert unreachable.returncode == 66 and f"s3://{bucket}/x.zarr" in unreachable.stderr
     assert "nothing answers" in unreachable.stderr and "Traceback" not in unreachable.stderr
+
+
+@pytest.mark.timeout(30)
+def test_no_credentials_and_other_protocols_are_named(s3, tmp_path):
+    server, bucket = s3
     no_credentials = {k: v for k, v in cli_env(tmp_path).items() if not k.startswith("AWS_")}
     no_credentials.update(AWS_ENDPOINT_URL=server.url, AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
                           AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true")
@@ -163,3 +183,26 @@ def test_a_lease_not_renewed_is_taken_over_once_and_its_holder_stops_writing(s3)
     other.check()
     other.release()
     assert not state.glob("apply.lock")
+
+
+def test_records_folded_into_one_object_and_forgotten_whatever_a_kill_leaves(s3, monkeypatch):
+    from runner.location import Remote
+    from runner.records import drop_records, fold_records, make_records_dir, read_records, write_records
+
+    _, bucket = s3
+    state = Remote(f"s3://{bucket}/x.runner")
+    make_records_dir(state)
+    write_records(state, "id", {f"t{i}": {"v": i} for i in range(4)})
+    fold_records(state, "id")
+    assert [p.name for p in (state / "records").iterdir()] == [".keep"]
+    assert read_records(state, "id") == {f"t{i}": {"v": i, "store_id": "id"} for i in range(4)}
+    write_records(state, "id", {"t9": {"v": 9}})
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):  # killed after the fold was rewritten,
+        m.setattr(Remote, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(KeyboardInterrupt))
+        drop_records(state, ["t1", "t9"])  # before any object went
+    assert sorted(read_records(state, "id")) == ["t0", "t2", "t3"]  # t9's object is there, dropped by its ETag
+    fold_records(state, "id")  # the next apply's end: the dropped object goes, and its tombstone
+    assert sorted(read_records(state, "id")) == ["t0", "t2", "t3"] and [p.name for p in (state / "records").iterdir()] == [".keep"]
+    write_records(state, "id", {"t9": {"v": 99}})  # recorded again: a new object, read
+    assert read_records(state, "id")["t9"]["v"] == 99
+    assert read_records(state, "other") == {}  # records of another store with this path are not taken
