@@ -206,3 +206,21 @@ def test_records_folded_into_one_object_and_forgotten_whatever_a_kill_leaves(s3,
     write_records(state, "id", {"t9": {"v": 99}})  # recorded again: a new object, read
     assert read_records(state, "id")["t9"]["v"] == 99
     assert read_records(state, "other") == {}  # records of another store with this path are not taken
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_two_ray_workers_write_an_s3_store_equal_to_a_local_run(s3, tmp_path, in_process):
+    """The driver and 2 workers of a local Ray cluster reach the bucket through the same AWS
+    variables (a worker inherits the driver's environment); no shared filesystem is involved."""
+    pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip install -e '.[ray]'")
+    server, bucket = s3
+    url = f"s3://{bucket}/ray.zarr"
+    _spec(tmp_path, "ray", url, steps=60, samples=8)
+    _spec(tmp_path, "local", "store/local.zarr", steps=60, samples=8)
+    ran = run_cli("apply", "ray.toml", "--executor", "ray", "-q", cwd=tmp_path, TRANSIENT_RAY_CPUS="2", **server.env)
+    assert ran.returncode == 0, ran.stderr
+    assert in_process("apply", "local.toml", "-q")[0] == 0
+    xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
+    assert _records(url).keys() == _records(str(tmp_path / "store/local.zarr")).keys()
