@@ -22,14 +22,16 @@ A crash can leave a torn last line: the writer starts a new line before its firs
 readers skip any line that is not a whole JSON object.
 
 On object storage (:mod:`runner.location`), where an object cannot be appended to, the log is one
-object that the writer rewrites whole: at once for every event but ``progress``, and for those at
-most once a second; a reader fetches only the bytes past its offset (a ranged GET).
+object that the writer rewrites whole, at most once a second (a thread writes what is left a
+second later; closing writes the rest); a reader fetches only the bytes past its offset (a ranged
+GET).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -38,7 +40,7 @@ from typing import Any, Iterator
 
 from runner.location import Remote
 
-PROGRESS_UPLOAD_SECONDS = 1.0
+UPLOAD_SECONDS = 1.0
 
 
 class EventLog:
@@ -68,7 +70,7 @@ class EventLog:
         record = {"ts": time.time(), "event": event, "run": self.run, "pid": os.getpid(), **fields}
         line = (json.dumps(record, default=str) + "\n").encode()
         if self._remote is not None:
-            self._remote.append(line, urgent=event != "progress")
+            self._remote.append(line)
             return
         self._write(line)
 
@@ -82,7 +84,7 @@ class EventLog:
 
     def close(self) -> None:
         if self._remote is not None:
-            self._remote.flush()
+            self._remote.close()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -101,21 +103,39 @@ class RemoteLog:
             self.data += b"\n"
         self.sent = 0.0
         self.dirty = False
+        self._lock, self._upload = threading.Lock(), threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._later, name="event-log", daemon=True)
+        self._thread.start()
 
-    def append(self, line: bytes, urgent: bool) -> None:
-        self.data += line
-        self.dirty = True
-        if urgent or time.monotonic() - self.sent >= PROGRESS_UPLOAD_SECONDS:
+    def append(self, line: bytes) -> None:
+        with self._lock:
+            self.data += line
+            self.dirty = True
+        if time.monotonic() - self.sent >= UPLOAD_SECONDS:
+            self.flush()
+
+    def _later(self) -> None:
+        while not self._stop.wait(UPLOAD_SECONDS):
             self.flush()
 
     def flush(self) -> None:
-        if not self.dirty:
-            return
-        try:
-            self.path.write_bytes(bytes(self.data))
-        except Exception:  # noqa: BLE001 - progress is not worth a run: the next event tries again
-            return
-        self.sent, self.dirty = time.monotonic(), False
+        with self._upload:  # one upload at a time, each of a longer log than the one before
+            with self._lock:
+                if not self.dirty:
+                    return
+                data, self.dirty = bytes(self.data), False
+                self.sent = time.monotonic()
+            try:
+                self.path.write_bytes(data)
+            except Exception:  # noqa: BLE001 - progress is not worth a run: the next flush tries again
+                with self._lock:
+                    self.dirty = True
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.flush()
 
 
 @dataclass

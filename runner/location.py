@@ -15,7 +15,7 @@ Credentials and endpoint come from the standard places, read by botocore: ``AWS_
 ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` for an S3-compatible server (MinIO, Ceph, moto).
 A store whose bucket cannot be reached is refused before any compute, naming the store
 (:func:`reachable_problem`). Only ``s3://`` is written (its lock needs S3's conditional writes,
-:mod:`runner.lease`); other protocols are refused with that reason.
+:mod:`runner.bucket_lock`); other protocols are refused with that reason.
 """
 
 from __future__ import annotations

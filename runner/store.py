@@ -266,7 +266,7 @@ class Store:
         self.path = location(path)
         self.state_dir = runner_dir(self.path)
         self._lock: FileLock | None = None
-        self._lease = None  # on object storage: runner.lease.Lease
+        self._lease = None  # on object storage: runner.bucket_lock.Lease
         self._written: dict[str, dict] = {}  # on object storage: the records this apply wrote, for the fold
         self.group: zarr.Group | None = None
         self._journal: Path | None = None
@@ -274,7 +274,7 @@ class Store:
     # --- locking
     def lock(self) -> None:
         if isinstance(self.state_dir, Remote):
-            from runner.lease import Lease
+            from runner.bucket_lock import Lease
 
             self._lease = Lease(self.state_dir)
             with writing(self.state_dir):
@@ -430,7 +430,7 @@ class Store:
         self.record_many({task_id: record})
 
     def check_lease(self) -> None:
-        """On object storage: stop before a write once this apply's lease is lost (:mod:`runner.lease`)."""
+        """On object storage: stop before a write once this apply's lease is lost (:mod:`runner.bucket_lock`)."""
         if self._lease is not None:
             self._lease.check()
 

@@ -11,7 +11,7 @@ no such lock, but it has conditional writes, and they are enough:
   ``If-Match: <its ETag>``, so the write lands only while the object is still the holder's. A
   renewal refused (412) means the lease was taken over: the lease is *lost*, and
   :meth:`Lease.check`, which the holder calls before it writes a record or a region, raises
-  :class:`LeaseLost`; it raises too once ``ttl`` has passed since the last renewal that landed (an
+  :class:`BucketLockLost`; it raises too once ``ttl`` has passed since the last renewal that landed (an
   unreachable server, a paused process), before anyone may take the lease over.
 - **Stale.** A lease is stale when its last write is older than ``ttl`` by the server's own clock
   (the object's ``Last-Modified`` against the ``Date`` of the response: no clock of two machines
@@ -42,7 +42,7 @@ from runner.location import Remote
 DEFAULT_TTL = 60.0
 
 
-class LeaseLost(Locked):
+class BucketLockLost(Locked):
     """This apply's lease on the store was taken over or could not be renewed: it must not write."""
 
 
@@ -182,12 +182,12 @@ class Lease:
                 continue
 
     def check(self) -> None:
-        """Raise :class:`LeaseLost` if this apply may no longer write the store."""
+        """Raise :class:`BucketLockLost` if this apply may no longer write the store."""
         if self.lost:
-            raise LeaseLost(f"{self._store()}: this apply's lock ({self.obj}) was taken over by another apply; "
+            raise BucketLockLost(f"{self._store()}: this apply's lock ({self.obj}) was taken over by another apply; "
                             "it stopped before writing more. Finished work is kept")
         if time.monotonic() - self.renewed > self.ttl:
-            raise LeaseLost(f"{self._store()}: this apply's lock ({self.obj}) could not be renewed for "
+            raise BucketLockLost(f"{self._store()}: this apply's lock ({self.obj}) could not be renewed for "
                             f"{self.ttl:g} s (is the server reachable?); it stopped before writing more. "
                             "Finished work is kept: apply again to resume")
 
