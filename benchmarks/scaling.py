@@ -4,7 +4,9 @@ Measures (on this machine, see docs/scaling.md for the numbers and the model):
 
 - ``region write``: one segment's chunk written to a zarr array (the per-pass store write);
 - ``record``: one completion record (one small file beside the store, so the cost should not grow
-  with the number of records);
+  with the number of records), and reading all of them (what ``apply``, ``status`` and the monitor
+  do), with 100 to 100,000 records in the store; on local disk, and with ``--s3`` also on an
+  S3-compatible server on 127.0.0.1 (moto's server mode: a local stand-in, its latency is not S3's);
 - ``scheduler``: the scheduler's cost per task, on the plan of ``specs/scaffold.toml``;
 - ``inputs``: drawing and tokenizing the input sentences (each worker does it once);
 - ``ray task``: the round trip of an empty Ray task on a warm local cluster (with ``--ray``).
@@ -13,12 +15,13 @@ Then prints, for each workload and GPU count, the time per pass and which of GPU
 driver (scheduler + record + submit), the store (aggregate write bandwidth) or worker start-up
 (imports + inputs) bounds the throughput.
 
-    python benchmarks/scaling.py [--ray] [--fs-gbps 2]
+    python benchmarks/scaling.py [--ray] [--s3] [--records 100,1000,10000,100000] [--fs-gbps 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -55,8 +58,30 @@ def region_write(folder: Path) -> dict[str, float]:
     return out
 
 
-def record_cost(folder: Path) -> dict[int, float]:
-    """Seconds per completion record with n records already in the store."""
+def _fill(state_dir, store_id: str, n: int) -> dict[str, dict]:
+    """``n`` records in the store, written plainly (the set-up, not what is timed); returns them."""
+    from runner.location import Remote
+    from runner.records import records_dir
+
+    folder = records_dir(state_dir)
+    body = {f"{i:016x}.json": json.dumps({"measure": "m", "seconds": 1.0, "network": i, "store_id": store_id},
+                                         sort_keys=True).encode() for i in range(n)}
+    if isinstance(folder, Remote):
+        names = list(body)
+        for k in range(0, n, 1000):  # s3fs uploads each batch concurrently
+            folder.fs.pipe({f"{folder.key}/{name}": body[name] for name in names[k:k + 1000]})
+    else:
+        for name, data in body.items():
+            (folder / name).write_bytes(data)
+    return {name[:-5]: json.loads(data) for name, data in body.items()}
+
+
+def record_cost(root, counts=(100, 1000, 10_000, 100_000)) -> dict[int, tuple[float, float, float | None]]:
+    """With n records already in a store under ``root`` (a folder or an ``s3://`` prefix): seconds
+    per completion record written (best of 20), seconds to read all n records back, and on S3 the
+    seconds to fold the n records into one object (what the end of the apply that wrote them does: a
+    LIST per 1,000, one PUT, a DELETE per 1,000; the read is then of the fold and the 20 records
+    written since)."""
     from runner.layout import LayoutBuilder
     from runner.store import Store
 
@@ -64,13 +89,38 @@ def record_cost(folder: Path) -> dict[int, float]:
     b.index("network", 1)
     layout = b.build()
     out = {}
-    for n in (100, 1000, 10_000):
-        store = Store(folder / f"r{n}.zarr")
+    for n in counts:
+        store = Store(root / f"r{n}.zarr")
         store.open(layout, {})
-        store.record_many({f"{i:016x}": {"measure": "m", "seconds": 1.0, "network": i} for i in range(n)})
+        filled = _fill(store.state_dir, store.store_id, n)
+        fold = None
+        if not isinstance(store.state_dir, Path):
+            store._written.update(filled)  # as the apply that wrote them holds them: the fold fetches none
+            t = time.perf_counter()
+            store.fold_records()
+            fold = time.perf_counter() - t
         i = iter(range(10_000))
-        out[n] = best(lambda: store.record(f"new{next(i)}", {"measure": "m", "seconds": 1.0}))
+        write = best(lambda: store.record(f"new{next(i)}", {"measure": "m", "seconds": 1.0}), repeat=20)
+        t = time.perf_counter()
+        found = store.tasks()
+        read = time.perf_counter() - t
+        assert len(found) == n + 20, (len(found), n)
+        out[n] = (write, read, fold)
     return out
+
+
+def s3_record_cost(counts) -> dict[int, tuple[float, float]]:
+    """:func:`record_cost` on a bucket of moto's server, started here on 127.0.0.1."""
+    from runner.location import Remote
+    from tests.runner import s3_server
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = s3_server.start(Path(tmp) / "moto.log")
+        try:
+            os.environ.update(server.env)
+            return record_cost(Remote(f"s3://{server.bucket()}/bench"), counts)
+        finally:
+            s3_server.stop(server)
 
 
 def scheduler_cost() -> tuple[int, float]:
@@ -120,14 +170,14 @@ SCENARIOS = {
     "albert_short, 64 sample shards per pass (N_eff, D)": (30, 20.0, 2.0e6, 64),
 }
 RECORDS_PER_PASS = 3
-"""Records of a pass (one per measure), written in one rewrite of the store's records."""
+"""Records of a pass (one per measure), written together when the pass ends (one small file each)."""
 
 
 def model(costs: dict, gpus: int, passes: int, gpu_s: float, nbytes: float, shards: int, fs_bps: float):
     """Seconds of a whole run under each limit (they overlap: the largest binds)."""
     tasks = passes * shards
-    sizes = range(0, passes * RECORDS_PER_PASS, RECORDS_PER_PASS)  # one rewrite per pass
-    record_s = sum(costs["record"](n) for n in sizes)
+    sizes = range(0, passes * RECORDS_PER_PASS, RECORDS_PER_PASS)  # the records already there at each pass
+    record_s = sum(RECORDS_PER_PASS * costs["record"](n) for n in sizes)
     driver = tasks * (costs["scheduler"] + costs["ray_task"]) + record_s
     if shards > 1:  # the driver merges the shards' files into the store
         driver += passes * nbytes / costs["write_bps"]
@@ -139,29 +189,40 @@ def model(costs: dict, gpus: int, passes: int, gpu_s: float, nbytes: float, shar
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ray", action="store_true", help="also time an empty Ray task (starts a local cluster)")
+    ap.add_argument("--s3", action="store_true", help="also time records on moto's S3 server on 127.0.0.1 "
+                                                      "(needs moto[server] and s3fs: the test extras)")
+    ap.add_argument("--records", default="100,1000,10000,100000", help="record counts to time, comma-separated")
+    ap.add_argument("--s3-records", default="100,1000,10000", help="record counts to time on S3 (--s3)")
     ap.add_argument("--fs-gbps", type=float, default=2.0, help="aggregate write bandwidth of the shared store, GB/s")
     ap.add_argument("--worker-start", type=float, default=5.5, help="seconds for a worker's imports (measured apart)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    counts = [int(x) for x in args.records.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         writes = region_write(Path(tmp))
-        records = record_cost(Path(tmp))
+        records = record_cost(Path(tmp), counts)
+    s3_records = s3_record_cost([int(x) for x in args.s3_records.split(",")]) if args.s3 else {}
     n_tasks, sched = scheduler_cost()
     inputs = inputs_cost(500)
     ray_s = ray_task_cost() if args.ray else 2e-3
     print("measured on this machine")
     for size, s in writes.items():
         print(f"  region write {size:>10}: {s * 1e3:8.2f} ms")
-    for n, s in records.items():
-        print(f"  record with {n:>6} records in the store: {s * 1e3:8.2f} ms")
+    print(f"  completion records: {'where':<10} {'in store':>9} {'write one':>11} {'read all':>10} {'read, each':>11}"
+          f" {'fold all':>10}")
+    for where, table in (("local disk", records), ("S3 (moto)", s3_records)):
+        for n, (write, read, fold) in table.items():
+            print(f"  {'':<19} {where:<10} {n:>9,} {write * 1e3:>8.2f} ms {read:>8.3f} s {read / n * 1e6:>8.1f} us"
+                  + (f" {fold:>8.2f} s" if fold is not None else ""))
     print(f"  scheduler: {sched * 1e6:.1f} us per task ({n_tasks} tasks of specs/scaffold.toml)")
     print(f"  inputs: {inputs:.2f} s to draw and tokenize 500 sentences x 32 tokens (builtin:pydoc-topics)")
     print(f"  ray task round trip: {ray_s * 1e3:.2f} ms" + ("" if args.ray else " (assumed; pass --ray)"))
     big = max(writes, key=lambda k: float(k.split()[0]))
-    slope = (records[10_000] - records[1000]) / 9000
+    lo, hi = min(records), max(records)
+    slope = (records[hi][0] - records[lo][0]) / (hi - lo)  # per record already there: about 0 (one file each)
     costs = {"scheduler": sched, "ray_task": ray_s, "worker_start": args.worker_start + inputs,
              "write_bps": float(big.split()[0]) * 2**20 / writes[big],
-             "record": lambda n: records[1000] + slope * (n - 1000) if n > 1000 else records[1000]}
+             "record": lambda n: max(records[lo][0] + slope * (n - lo), 0.0)}
     print(f"\nmodel: worker start {costs['worker_start']:.1f} s (imports + inputs), store at {args.fs_gbps} GB/s "
           f"aggregate, the driver writes merged shards at {costs['write_bps'] / 1e6:.0f} MB/s (this disk)")
     for name, (passes, gpu_s, nbytes, shards) in SCENARIOS.items():

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from runner.location import location, zarr_store
 from runner.apply import Outcome, Unmet, prepare_all, read_spec, states
 from runner.specfile import SpecFile
 
@@ -116,13 +117,13 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     from runner.history import versions
     from runner.sweep import is_sweep
 
-    path = Path(store)
+    path = location(store)
     if not (path / "zarr.json").exists():
         raise FileNotFoundError(f"{path}: no store here (run `runner apply` on its spec first)")
     read = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
         (lambda p: xr.DataTree(xr.open_zarr(p, consolidated=False)))
     if not history:
-        return read(path) if is_sweep(path) else xr.open_zarr(path, consolidated=False)
+        return read(path) if is_sweep(path) else xr.open_zarr(zarr_store(path, read_only=True), consolidated=False)
     tree = xr.DataTree()
     tree["current"] = read(path)
     for v in versions(path):

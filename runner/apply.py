@@ -24,6 +24,7 @@ from runner.execute.registry import ExecutorOptions, executor_class, executor_pr
 from runner.execute.scheduler import Scheduler, dry_run
 from runner.history import history_dir
 from runner.layout import INTERNAL, internal
+from runner.location import Remote, location
 from runner.provenance import now
 from runner.records import renumber_chunks
 from runner.prepare import load_spec, prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.prepare)
@@ -87,7 +88,8 @@ def damage_of(path: Path, quick: bool = False):
     """What :func:`runner.verify.verify` finds in the store at ``path`` (nothing for a new store)."""
     from runner.verify import Damage, verify
 
-    return verify(path, quick) if (Path(path) / "zarr.json").exists() else Damage(Path(path))
+    path = location(path)
+    return verify(path, quick) if (path / "zarr.json").exists() else Damage(path)
 
 
 def states(p: Prepared) -> dict[str, str]:
@@ -225,8 +227,12 @@ class _BuildProgress(logging.Handler):
 def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], lost_records: bool):
     """Keep the store as it is now in its history, saying what is about to be replaced or dropped."""
     from runner.history import snapshot
-    from runner.store import root_attrs
+    from runner.store import StorePathError, root_attrs
 
+    if isinstance(p.store_path, Remote):  # a hard-linked copy needs a disk
+        raise StorePathError(f"{p.store_path}: replacing or dropping finished results keeps a copy of the store in "
+                             "its history, which is made on local disks only; apply the spec to a new store URL, or "
+                             "remove the store first")
     old = internal(root_attrs(p.store_path))
     return snapshot(p.store_path, {
         "created_utc": now(), "reason": "records missing" if lost_records else "replace",
@@ -341,6 +347,7 @@ def close_run(store: Store, events, view) -> None:
         if store.group is not None:
             store.set_internal(updated_utc=now())
             store.consolidate()
+            store.fold_records()  # on object storage: all records in one object, read in one GET
     except StoreWriteError as err:
         failed = err
     finally:
@@ -368,6 +375,8 @@ def _task_info(t, p: Prepared, done: bool) -> dict:
 
 def describe_store(path: Path) -> str:
     """Where the store goes, said plainly when that is outside the working directory."""
+    if isinstance(path, Remote):
+        return f"{path} (object storage)"
     absolute = path.absolute()
     if absolute.is_relative_to(Path.cwd()):
         return str(path)

@@ -31,6 +31,7 @@ from runner.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOCKE
                            UsageError)
 from runner.errors import Unavailable as _Unavailable
 from runner.errors import exit_code as _exit_code
+from runner.location import location
 
 
 SET_HELP = ("change one value of the spec: a dotted key ([i] for an entry of an array of tables) and a TOML value, "
@@ -144,11 +145,11 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("monitor", help="terminal monitor of a store: tasks, progress, live plots",
                        description="Watch a store, whether its run is going, finished or interrupted. A store "
                        "that does not exist yet is waited for: start `runner apply` in another terminal.")
-    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.set_defaults(func=cmd_monitor)
 
     p = sub.add_parser("status", help="progress of a store's tasks (from a store or its spec)")
-    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
 
@@ -156,19 +157,19 @@ def _parser() -> argparse.ArgumentParser:
                        description="Check a store as `git fsck` does: its metadata, and every chunk its finished "
                        "tasks recorded (missing, truncated, or failing its crc32c checksum). Names the damaged "
                        "tasks; `runner apply` recomputes exactly them.")
-    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("show", help="headline results, variables, dimensions, provenance and tasks of a store")
-    p.add_argument("store", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("store", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.add_argument("--json", action="store_true", help="machine-readable output (docs/json.md)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("history", help="earlier versions of a store, kept when apply --replace replaced results",
                        description="List the versions of a store that `apply --replace` kept (each opens with "
                        "xr.open_zarr), or remove one.")
-    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.add_argument("--remove", metavar="VERSION", help="delete this version (its name, as listed)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_history)
@@ -177,7 +178,7 @@ def _parser() -> argparse.ArgumentParser:
                        description="Draw every figure the store's study can draw, from a finished or a partial "
                        "run; a figure whose variables the store lacks, or whose data has no values yet, is listed as skipped "
                        "with the reason. A store no recipe covers gets a fallback plot per numeric variable.")
-    p.add_argument("target", type=Path, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
     p.add_argument("--out", type=Path, help="folder for the figures (default: store/<name>.figures)")
     p.add_argument("--json", action="store_true", help="machine-readable output (docs/json.md)")
     p.add_argument("--only", action="append", metavar="FIG",
@@ -571,7 +572,7 @@ def cmd_monitor(args) -> int:
     from runner.tui.app import run_monitor
 
     path = store_of(args.target)
-    if Path(args.target).suffix != ".toml" and not (path / "zarr.json").exists() and not runner_dir(path).exists():
+    if location(args.target).suffix != ".toml" and not (path / "zarr.json").exists() and not runner_dir(path).exists():
         spec = _spec_of_store(path)
         if spec is None:
             raise NoStore(f"{path}: no such store, and no spec here plans it{_similar_store(path)}; `runner monitor "
@@ -613,7 +614,7 @@ def _existing_store(target: Path) -> Path:
 
     path = store_of(target)
     if not (path / "zarr.json").exists() and not runner_dir(path).exists():
-        hint = f" (run `runner apply {target}`)" if Path(target).suffix == ".toml" else _similar_store(path)
+        hint = f" (run `runner apply {target}`)" if location(target).suffix == ".toml" else _similar_store(path)
         raise NoStore(f"{path}: no such store{hint}")
     return path
 

@@ -20,25 +20,40 @@ Event kinds and their fields (besides ``ts``, ``event``, ``run``):
 
 A crash can leave a torn last line: the writer starts a new line before its first event, and
 readers skip any line that is not a whole JSON object.
+
+On object storage (:mod:`runner.location`), where an object cannot be appended to, the log is one
+object that the writer rewrites whole, at most once a second (a thread writes what is left a
+second later; closing writes the rest); a reader fetches only the bytes past its offset (a ranged
+GET).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from runner.location import Remote
+
+UPLOAD_SECONDS = 1.0
+
 
 class EventLog:
     """Appends events; flushes every line so a reader in another process sees it at once."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path | Remote):
         self.path = path
         self.run = uuid.uuid4().hex[:8]
+        self._fd: int | None = None
+        if isinstance(path, Remote):
+            self._remote = RemoteLog(path)
+            return
+        self._remote = None
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         size = os.fstat(self._fd).st_size
@@ -53,7 +68,11 @@ class EventLog:
         """Append one event as one line (one write call). Progress is not worth a run: if the log
         cannot be written (disk full), the run goes on without it."""
         record = {"ts": time.time(), "event": event, "run": self.run, "pid": os.getpid(), **fields}
-        self._write((json.dumps(record, default=str) + "\n").encode())
+        line = (json.dumps(record, default=str) + "\n").encode()
+        if self._remote is not None:
+            self._remote.append(line)
+            return
+        self._write(line)
 
     def _write(self, data: bytes) -> None:
         if self._fd is None:
@@ -64,25 +83,82 @@ class EventLog:
             self.close()
 
     def close(self) -> None:
+        if self._remote is not None:
+            self._remote.close()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class RemoteLog:
+    """The event log as one object on object storage, rewritten whole (see the module docstring)."""
+
+    def __init__(self, path: Remote):
+        self.path = path
+        try:
+            self.data = bytearray(path.read_bytes())
+        except (OSError, ValueError):
+            self.data = bytearray()
+        if self.data and not self.data.endswith(b"\n"):
+            self.data += b"\n"
+        self.sent = 0.0
+        self.dirty = False
+        self._lock, self._upload = threading.Lock(), threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._later, name="event-log", daemon=True)
+        self._thread.start()
+
+    def append(self, line: bytes) -> None:
+        with self._lock:
+            self.data += line
+            self.dirty = True
+        if time.monotonic() - self.sent >= UPLOAD_SECONDS:
+            self.flush()
+
+    def _later(self) -> None:
+        while not self._stop.wait(UPLOAD_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        with self._upload:  # one upload at a time, each of a longer log than the one before
+            with self._lock:
+                if not self.dirty:
+                    return
+                data, self.dirty = bytes(self.data), False
+                self.sent = time.monotonic()
+            try:
+                self.path.write_bytes(data)
+            except Exception:  # noqa: BLE001 - progress is not worth a run: the next flush tries again
+                with self._lock:
+                    self.dirty = True
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.flush()
 
 
 @dataclass
 class EventReader:
     """Reads the events appended since the last call (complete lines only)."""
 
-    path: Path
+    path: Path | Remote
     offset: int = 0
     _partial: bytes = field(default=b"", repr=False)
 
     def read_new(self) -> list[dict]:
-        if not self.path.exists():
+        if isinstance(self.path, Remote):
+            try:
+                size = self.path.fs.size(self.path.key)
+                chunk = self.path.fs.cat_file(self.path.key, start=self.offset) if size > self.offset else b""
+            except FileNotFoundError:
+                return []
+        elif not self.path.exists():
             return []
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            chunk = f.read()
+        else:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
         self.offset += len(chunk)
         data = self._partial + chunk
         lines = data.split(b"\n")

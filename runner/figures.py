@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner.layout import internal
+from runner.location import location, zarr_store
 
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr
@@ -132,7 +133,10 @@ def study_of(ds: xr.Dataset) -> str | None:
 
 
 def default_out(store: Path) -> Path:
-    """``store/<name>.figures`` next to ``store/<name>.zarr``."""
+    """``store/<name>.figures`` next to ``store/<name>.zarr``; for a store on object storage, in the
+    working directory's ``store/`` (figures are drawn to a local folder)."""
+    if not isinstance(store, Path):
+        return Path("store") / (store.name.removesuffix(".zarr") + ".figures")
     return store.with_name(store.name.removesuffix(".zarr") + ".figures")
 
 
@@ -144,12 +148,12 @@ def open_source(source: str | Path) -> tuple[xr.Dataset, Path]:
     from runner.status import store_of
     from runner.sweep import is_sweep, open_sweep
 
-    path = store_of(Path(source))
+    path = store_of(location(source))
     if not (path / "zarr.json").exists():
         raise FileNotFoundError(f"{path}: no store here (run `runner apply` first)")
     if is_sweep(path):
         return open_sweep(path), path
-    return xr.open_zarr(path, consolidated=False), path
+    return xr.open_zarr(zarr_store(path, read_only=True), consolidated=False), path
 
 
 def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from runner.location import is_url
 from runner.store import atomic_write_bytes, writing
 
 MANIFEST = "manifest.json"
@@ -83,7 +84,9 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 
 def versions(path: Path) -> list[Version]:
-    """The versions kept for the store at ``path``, oldest first."""
+    """The versions kept for the store at ``path``, oldest first (none on object storage: no history is kept there)."""
+    if is_url(path):
+        return []
     folder = history_dir(Path(path))
     if not folder.is_dir():
         return []

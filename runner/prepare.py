@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.specfile import SpecError, SpecFile, SpecProblem, read_toml, validate
-from runner.store import store_path_problem
+from runner.store import check_reachable, store_path_problem
 from runner.study import Prepared, study_for
 from runner.sweep import Sweep, expand, point_problem, split
 
@@ -30,6 +30,7 @@ def load_spec(spec_path: str | Path, overrides=()):
 def _validated(sf, sweep: bool = False, point: bool = False):
     study = study_for(sf)
     spec = validate(study.spec_model(), sf)
+    check_reachable(spec.store_path())  # a bucket that cannot be reached: said before anything else is checked
     problems = study.check(spec, sf)
     store = store_path_problem(spec.store_path(), sweep, point)
     if store:

@@ -289,8 +289,11 @@ class StudySpec(Located):
 
     experiment: Experiment
 
-    def store_path(self) -> Path:
-        return Path(self.experiment.store or f"store/{self.experiment.name}.zarr")
+    def store_path(self):
+        """A ``Path``, or a :class:`runner.location.Remote` for a URL (``s3://bucket/path/name.zarr``)."""
+        from runner.location import location
+
+        return location(self.experiment.store or f"store/{self.experiment.name}.zarr")
 
     def canonical_json(self) -> str:
         import json

@@ -14,12 +14,13 @@ import numpy as np
 
 from runner.events import read_events
 from runner.layout import internal
-from runner.store import read_tasks, runner_dir
+from runner.location import location, zarr_store
+from runner.store import check_reachable, read_tasks, runner_dir
 
 
 def store_of(target: Path) -> Path:
-    """The store a path names: itself, or the store of a spec file."""
-    target = Path(target)
+    """The store a path names: itself, or the store of a spec file (on object storage: reachable)."""
+    target = location(target)
     if target.suffix == ".toml":
         from runner.specfile import read_toml, validate
         from runner.study import study_for
@@ -27,7 +28,8 @@ def store_of(target: Path) -> Path:
         from runner.sweep import split
 
         sf = split(read_toml(target))[0]
-        return validate(study_for(sf).spec_model(), sf).store_path()
+        target = validate(study_for(sf).spec_model(), sf).store_path()
+    check_reachable(target)  # a bucket that cannot be reached: one line naming the store, exit 66
     return target
 
 
@@ -162,10 +164,10 @@ def render_status(status: dict) -> str:
 def render_show(path: Path) -> str:
     import xarray as xr
 
-    path = Path(path)
+    path = location(path)
     if not (path / "zarr.json").exists():
         return f"{path}: not a store (no zarr.json)"
-    ds = xr.open_zarr(path, consolidated=False)
+    ds = xr.open_zarr(zarr_store(path, read_only=True), consolidated=False)
     lines = [f"store {path}", "dimensions: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()), "variables:"]
     for name, v in ds.data_vars.items():
         lines.append(f"  {name:<24} ({', '.join(v.dims)}) {v.dtype}  {v.attrs.get('long_name', '')}"
@@ -262,7 +264,7 @@ def show_json(path: Path) -> dict:
 
     from runner.history import versions
 
-    ds = xr.open_zarr(path, consolidated=False)
+    ds = xr.open_zarr(zarr_store(location(path), read_only=True), consolidated=False)
     prov = internal(ds.attrs)
     return {
         "store": str(path), "dimensions": dict(ds.sizes),

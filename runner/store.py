@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from filelock import FileLock, Timeout
 
-from runner.errors import Locked, SpecInvalid, StorageError
+from runner.errors import Locked, SpecInvalid, StorageError, Unavailable
 from runner.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
-from runner.records import drop_records, journal_file, note_written, read_records, records_dir, write_records
+from runner.location import Location, Remote, location, move_tree, reachable_problem, zarr_store
+from runner.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
+                            records_exist, write_records)
 
 if TYPE_CHECKING:  # pragma: no cover
     import zarr
@@ -50,11 +52,22 @@ class StoreFormatError(SpecInvalid):
     """A store written by an older runner, in a layout this one does not write to."""
 
 
+class StoreUnreachable(Unavailable):
+    """A store on object storage that cannot be reached: no such bucket, no credentials, no endpoint (66)."""
+
+
+def check_reachable(path: Location) -> None:
+    """Raise :class:`StoreUnreachable` for a store URL whose bucket cannot be reached (nothing for a disk)."""
+    problem = reachable_problem(location(path))
+    if problem:
+        raise StoreUnreachable(problem)
+
+
 class StoreWriteError(StorageError):
     """The store (or the runner's folder beside it) cannot be written: disk full, read-only, ...
     Work recorded before the error is kept; applying again after fixing the cause resumes."""
 
-    def __init__(self, path: Path, err: OSError):
+    def __init__(self, path: Location, err: OSError):
         self.errno = err.errno
         reason = err.strerror or str(err)
         super().__init__(f"cannot write {path}: {reason}; finished work is kept: "
@@ -63,7 +76,7 @@ class StoreWriteError(StorageError):
 
 
 @contextmanager
-def writing(path: Path) -> Iterator[None]:
+def writing(path: Location) -> Iterator[None]:
     """Turn an OS error while writing ``path`` into :class:`StoreWriteError`."""
     try:
         yield
@@ -89,10 +102,11 @@ def _write_every_chunk() -> None:
     zarr.config.set({"array.write_empty_chunks": True})
 
 
-def runner_dir(path: Path) -> Path:
+def runner_dir(path: Location) -> Location:
     """The runner's folder beside a store (event log, lock, checkpoints): ``x.zarr`` -> ``x.runner``;
     for a point of a sweep (a store inside a ``.zarr`` group), ``x.runner/<point>``, outside the
     zarr hierarchy."""
+    path = location(path)
     if path.parent.suffix == ".zarr":
         return runner_dir(path.parent) / path.name
     return path.with_suffix(".runner")
@@ -100,7 +114,7 @@ def runner_dir(path: Path) -> Path:
 
 def root_attrs(path: Path) -> dict | None:
     try:
-        meta = json.loads((Path(path) / "zarr.json").read_text())
+        meta = json.loads((location(path) / "zarr.json").read_text())
     except (OSError, ValueError):
         return None
     return meta.get("attributes") or {} if isinstance(meta, dict) else None
@@ -149,11 +163,19 @@ def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> 
     a store inside another zarr store (but a sweep's points), and a symbolic link as the store or
     the runner's folder beside it (the runner never writes through a link it did not create).
     """
+    path = location(path)
     name = path.name
     if str(path).strip() == "" or name in ("", ".", ".."):
         return f"{str(path)!r} names no folder of its own; give a path such as 'store/NAME.zarr'"
+    reachable = reachable_problem(path)
+    if reachable:
+        return reachable
+    if isinstance(path, Remote) and (sweep or point):
+        return (f"{path}: a spec with a [sweep] writes its store on a local disk only (its points are folders of "
+                "the sweep's store); give a local path, or one spec per point")
     outer = enclosing_store(path)
-    if outer is not None and not (point and outer == Path(os.path.abspath(path.parent))):
+    if outer is not None and not (point and outer == location(os.path.abspath(path.parent) if isinstance(path, Path)
+                                                             else path.parent)):
         return (f"{path} is inside the zarr store {outer}; a store is never made inside another one: "
                 "choose a path outside it")
     for link in (path, runner_dir(path)):
@@ -192,16 +214,20 @@ def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> 
     return _unwritable(path)
 
 
-def enclosing_store(path: Path) -> Path | None:
+def enclosing_store(path: Location) -> Location | None:
     """The nearest folder above ``path`` that is a zarr store (has a ``zarr.json``), or None."""
-    for parent in Path(os.path.abspath(path)).parents:
+    path = location(path)
+    for parent in (path.parents if isinstance(path, Remote) else Path(os.path.abspath(path)).parents):
         if (parent / "zarr.json").is_file():
             return parent
     return None
 
 
 def _unwritable(path: Path) -> str | None:
-    """Probe the nearest existing folder with a temporary directory (created and removed)."""
+    """Probe the nearest existing folder with a temporary directory (created and removed); a bucket
+    was probed by :func:`runner.location.reachable_problem`."""
+    if isinstance(path, Remote):
+        return None
     folder = path if path.is_dir() else next((p for p in path.absolute().parents if p.exists()), None)
     if folder is None or not folder.is_dir():
         return f"{path}: no existing folder to create it in"
@@ -212,9 +238,13 @@ def _unwritable(path: Path) -> str | None:
     return None
 
 
-def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
-    """Write ``path`` whole or not at all (temporary file, fsync, rename); :class:`StoreWriteError`
-    on a full or read-only disk, with no partial file left behind."""
+def atomic_write_bytes(path: Location, data: bytes | memoryview) -> None:
+    """Write ``path`` whole or not at all (temporary file, fsync, rename; on object storage one PUT,
+    atomic there); :class:`StoreWriteError` on a full or read-only disk, with no partial file left behind."""
+    if isinstance(path, Remote):
+        with writing(path.parent):
+            path.write_bytes(data)
+        return
     with writing(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -232,15 +262,24 @@ def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
 class Store:
     """An experiment store opened for writing by one ``apply``."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
+    def __init__(self, path: str | Location):
+        self.path = location(path)
         self.state_dir = runner_dir(self.path)
         self._lock: FileLock | None = None
+        self._lease = None  # on object storage: runner.bucket_lock.Lease
+        self._written: dict[str, dict] = {}  # on object storage: the records this apply wrote, for the fold
         self.group: zarr.Group | None = None
         self._journal: Path | None = None
 
     # --- locking
     def lock(self) -> None:
+        if isinstance(self.state_dir, Remote):
+            from runner.bucket_lock import Lease
+
+            self._lease = Lease(self.state_dir)
+            with writing(self.state_dir):
+                self._lease.acquire()
+            return
         with writing(self.state_dir):
             self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(self.state_dir / "apply.lock", timeout=0)
@@ -258,6 +297,9 @@ class Store:
             (self.state_dir / "apply.pid").write_text(str(os.getpid()))
 
     def unlock(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -269,7 +311,8 @@ class Store:
             return Reshape()
         import zarr
 
-        return plan_reshape(zarr.open_group(self.path, mode="r", use_consolidated=False), layout)
+        return plan_reshape(zarr.open_group(zarr_store(self.path, read_only=True), mode="r", use_consolidated=False),
+                            layout)
 
     def open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None = None) -> list[str]:
         """Create or update arrays to match ``layout``; return the variables (re)created.
@@ -290,15 +333,15 @@ class Store:
                 raise StorePathError(f"{self.path} is a zarr store this runner did not create")
             if format_problem(self.path):
                 raise StoreFormatError(format_problem(self.path))
-            self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
-            records_dir(self.state_dir).mkdir(parents=True, exist_ok=True)  # again, after apply --replace kept them
+            self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
+            make_records_dir(self.state_dir)  # again, after apply --replace kept them
         else:
             if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
                 raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             store_id = uuid.uuid4().hex
-            records_dir(self.state_dir).mkdir(parents=True, exist_ok=True)  # before the store: see records_lost
-            self.group = zarr.open_group(self.path, mode="w", zarr_format=3)
+            make_records_dir(self.state_dir)  # before the store: see records_lost
+            self.group = zarr.open_group(zarr_store(self.path), mode="w", zarr_format=3)
             self.group.attrs.update({**with_internal({}, store_id=store_id), "store_format": STORE_FORMAT})
         g = self.group
         _finish_carries(g)
@@ -351,7 +394,7 @@ class Store:
 
         _write_every_chunk()
         with writing(self.path):
-            self.group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
+            self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
         return self
 
     @property
@@ -359,6 +402,7 @@ class Store:
         return internal(self.group.attrs)["store_id"]
 
     def write(self, name: str, region: tuple, values: np.ndarray) -> None:
+        self.check_lease()
         with writing(self.path):
             arr = self.group[name]
             arr[region] = values
@@ -385,11 +429,28 @@ class Store:
     def record(self, task_id: str, record: dict) -> None:
         self.record_many({task_id: record})
 
+    def check_lease(self) -> None:
+        """On object storage: stop before a write once this apply's lease is lost (:mod:`runner.bucket_lock`)."""
+        if self._lease is not None:
+            self._lease.check()
+
     def record_many(self, records: dict[str, dict]) -> None:
+        self.check_lease()
         with writing(self.state_dir):
-            write_records(self.state_dir, self.store_id, records)
+            written = write_records(self.state_dir, self.store_id, records)
+        if isinstance(self.state_dir, Remote):
+            self._written.update(written)
+
+    def fold_records(self) -> None:
+        """On object storage, fold the records into one object (:func:`runner.records.fold_records`)."""
+        if isinstance(self.state_dir, Remote):
+            self.check_lease()
+            with writing(self.state_dir):
+                fold_records(self.state_dir, self.store_id, self._written)
 
     def forget(self, task_ids: list[str]) -> None:
+        for task_id in task_ids:
+            self._written.pop(task_id, None)
         drop_records(self.state_dir, task_ids)
 
     def set_attrs(self, **attrs: Any) -> None:
@@ -410,7 +471,7 @@ class Store:
         with writing(self.path):
             import zarr
 
-            zarr.consolidate_metadata(self.path)
+            zarr.consolidate_metadata(zarr_store(self.path))
 
 
 @dataclass
@@ -507,8 +568,13 @@ def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
 
 
 def _move(g: zarr.Group, src: str, dst: str, attrs: dict) -> None:
-    root = Path(str(g.store.root))
-    os.replace(root / g.path / src, root / g.path / dst)
+    if hasattr(g.store, "fs"):  # an FsspecStore: a copy and a delete (object storage has no rename)
+        protocol = g.store.fs.protocol
+        base = Remote(f"{protocol[0] if isinstance(protocol, tuple) else protocol}://{g.store.path}/{g.path}")
+        move_tree(base / src, base / dst)
+    else:
+        root = Path(str(g.store.root))
+        os.replace(root / g.path / src, root / g.path / dst)
     g[dst].attrs.update({**attrs})  # without the "carried" mark: the copy is in place
 
 
@@ -524,12 +590,12 @@ def _finish_carries(g: zarr.Group) -> None:
             del g[name]
 
 
-def read_tasks(path: Path) -> dict[str, dict]:
+def read_tasks(path: Location) -> dict[str, dict]:
     """Completion records of a store, read without the lock or zarr ({} when there is no store)."""
-    return read_records(runner_dir(Path(path)), store_id(Path(path)))
+    return read_records(runner_dir(location(path)), store_id(location(path)))
 
 
 def records_lost(path: Path) -> bool:
     """A store of this runner whose records folder is gone (its ``.runner`` folder deleted, or the
     store copied without it): which of its results are finished is unknown."""
-    return is_runner_store(path) and not records_dir(runner_dir(Path(path))).is_dir()
+    return is_runner_store(path) and not records_exist(runner_dir(location(path)))

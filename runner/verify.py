@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.errors import StorageError, Unavailable
 from runner.layout import internal
+from runner.location import Location, Remote, location, remove_tree, zarr_store
 from runner.records import chunk_coords, decode_key, encode_key
 from runner.store import read_tasks, store_id
 
@@ -104,7 +104,7 @@ class Damage:
 
 def metadata_problem(path: Path) -> str | None:
     """Why ``path`` is not a store of this project whose metadata reads (one line), or None."""
-    path = Path(path)
+    path = location(path)
     root = path / "zarr.json"
     if not root.is_file():
         return f"{path} is not a zarr store (no zarr.json)"
@@ -120,7 +120,7 @@ def metadata_problem(path: Path) -> str | None:
 def array_metadata_problems(path: Path) -> dict[str, str]:
     """Array name -> why its ``zarr.json`` does not read (arrays of the root group and its sub-groups)."""
     out = {}
-    for name, meta, _node in _nodes(Path(path)):
+    for name, meta, _node in _nodes(location(path)):
         problem = _json_problem(meta)
         if problem:
             out[name] = f"metadata {meta} is corrupt ({problem})"
@@ -130,24 +130,32 @@ def array_metadata_problems(path: Path) -> dict[str, str]:
 def _nodes(path: Path, prefix: str = ""):
     """(name, zarr.json, its parsed content or None) of every array under the group at ``path``; stops
     at nested stores (sweep points)."""
-    try:
-        entries = sorted(os.scandir(path), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        meta = Path(entry.path) / "zarr.json"
-        if not entry.is_dir() or not meta.is_file():
+    if isinstance(path, Remote):
+        try:
+            listed = path.fs.ls(path.key, detail=True)
+        except OSError:
+            return
+        entries = sorted(((path / e["name"].rstrip("/").rsplit("/", 1)[-1], e["type"] == "directory") for e in listed),
+                         key=lambda e: e[0].name)
+    else:
+        try:
+            entries = sorted(((Path(e.path), e.is_dir()) for e in os.scandir(path)), key=lambda e: e[0].name)
+        except OSError:
+            return
+    for folder, is_dir in entries:
+        meta = folder / "zarr.json"
+        if not is_dir or not meta.is_file():
             continue
         try:
             node = json.loads(meta.read_bytes())
         except ValueError:
-            yield prefix + entry.name, meta, None
+            yield prefix + folder.name, meta, None
             continue
         if isinstance(node, dict) and node.get("node_type") == "group":
             if internal(node.get("attributes") or {}).get("store_id") is None:  # a sub-group, not a point's store
-                yield from _nodes(Path(entry.path), prefix + entry.name + "/")
+                yield from _nodes(folder, prefix + folder.name + "/")
         else:
-            yield prefix + entry.name, meta, node
+            yield prefix + folder.name, meta, node
 
 
 def _json_problem(path: Path) -> str | None:
@@ -166,7 +174,7 @@ def verify(path: Path, quick: bool = False) -> Damage:
     only that each recorded chunk file is there and not empty (no read: what ``plan`` checks)."""
     import zarr
 
-    path = Path(path)
+    path = location(path)
     problem = metadata_problem(path)
     if problem:
         raise StoreUnreadable(problem)
@@ -185,7 +193,7 @@ def verify(path: Path, quick: bool = False) -> Damage:
     nodes = {name: node for name, _, node in _nodes(path)}
     bad_meta = array_metadata_problems(path)
     damage.broken = sorted(bad_meta)
-    group = zarr.open_group(path, mode="r", use_consolidated=False)
+    group = zarr.open_group(zarr_store(path, read_only=True), mode="r", use_consolidated=False)
     for name, what in bad_meta.items():
         damage.problems.append((name, "zarr.json", what))
     for name in sorted(set(owners) - set(bad_meta)):
@@ -249,10 +257,11 @@ def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: 
     if list(arr.chunks) != list(grid):  # remade with another chunking since: the same elements, new keys
         keys = {new: tids for key, tids in keys.items() for new in _regrid([key], grid, list(arr.chunks), arr.shape)}
     folder = path / name
+    sizes = _chunk_sizes(folder)
     found, present = [], []
     for key in sorted(keys):
         try:
-            size = os.stat(folder / key).st_size
+            size = sizes(key)
         except FileNotFoundError:
             found.append((key, "missing (its chunk file is gone)"))
             continue
@@ -273,6 +282,24 @@ def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: 
     return found
 
 
+def _chunk_sizes(folder: Location):
+    """A function: chunk key -> its size in bytes (FileNotFoundError when missing); on object storage
+    one listing of the array's chunks rather than a request per chunk."""
+    if isinstance(folder, Remote):
+        try:
+            found = folder.fs.find(f"{folder.key}/c", detail=True)
+        except FileNotFoundError:
+            found = {}
+        sizes = {k[len(folder.key) + 1:]: int(v.get("size") or 0) for k, v in found.items()}
+
+        def remote(key: str) -> int:
+            if key not in sizes:
+                raise FileNotFoundError(key)
+            return sizes[key]
+        return remote
+    return lambda key: os.stat(folder / key).st_size
+
+
 def _read(read) -> str | None:
     """None when ``read()`` succeeds, else what went wrong (a checksum, a decompression error)."""
     try:
@@ -290,19 +317,19 @@ def repair(path: Path, damage: Damage, store) -> list[str]:
     chunks are damaged, and remove arrays whose metadata is corrupt or that no task writes (the
     layout and the inputs are written again by ``apply``). Returns the task ids forgotten."""
     for name in sorted(set(damage.broken) | set(damage.unowned)):
-        shutil.rmtree(Path(path) / name, ignore_errors=True)
+        remove_tree(location(path) / name)
     store.forget(sorted(damage.tasks))
     return sorted(damage.tasks)
 
 
 def spec_of(path: Path, target: Path | None = None) -> str:
     """The spec to name in advice: the one given, else the one the store's last run applied."""
-    if target is not None and Path(target).suffix == ".toml":
+    if target is not None and location(target).suffix == ".toml":
         return str(target)
     from runner.events import read_events
     from runner.store import runner_dir
 
-    runs = [e for e in read_events(runner_dir(Path(path)) / "events.jsonl") if e.get("event") == "run_started"]
+    runs = [e for e in read_events(runner_dir(location(path)) / "events.jsonl") if e.get("event") == "run_started"]
     return str(runs[-1].get("spec", "SPEC")) if runs else "SPEC"
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 from torch import Tensor
 
-from runner.execute.checkpoint import read_metadata, write_tensors
+from runner.execute.checkpoint import read_metadata, read_tensors, write_tensors
 
 RESUME = "resume.safetensors"
 WEIGHTS = "model."
@@ -36,7 +35,7 @@ def weights(model: torch.nn.Module) -> dict[str, Tensor]:
 
 def load_weights(model: torch.nn.Module, path: Path, device) -> None:
     """Load the weights of a checkpoint (or resume) file into ``model``."""
-    state = {k.removeprefix(WEIGHTS): v for k, v in load_file(str(path), device=str(device)).items()
+    state = {k.removeprefix(WEIGHTS): v for k, v in read_tensors(path, device).items()
              if k.startswith(WEIGHTS)}
     model.load_state_dict(state)
 

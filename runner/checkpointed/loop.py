@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-from safetensors.torch import load_file
 from torch import Tensor
 
 from runner import interrupt
+from runner.execute.checkpoint import read_tensors
 from runner.checkpointed.files import RESUME, load_weights, read_metadata, save, weights
 from runner.checkpointed.schedule import by_step
 
@@ -104,7 +104,7 @@ def train(run: Trainable, seed: int, steps: list[int], train_id: str, label: str
     meta = read_metadata(resume)
     resumed = meta is not None and meta.get("train_id") == train_id
     if resumed:
-        t = load_file(str(resume), device=str(device))
+        t = read_tensors(resume, device)
         load_weights(run.model, resume, device)
         epoch = int(meta["epoch"])
         step, batch = int(meta.get("step", epoch * spe)), int(meta.get("batch", 0))

@@ -15,6 +15,8 @@ from runner.checkpointed.schedule import checkpoint_resource
 
 def relative_path(path: Path, store_path: Path) -> np.ndarray:
     """``path`` relative to the store's parent folder (absolute when it lies elsewhere), as stored."""
+    if not isinstance(store_path, Path):  # on object storage: beside the store, under the same URL
+        return np.asarray(str(path).removeprefix(str(store_path.parent) + "/"), dtype=object)
     parent = store_path.parent.resolve()
     try:
         return np.asarray(str(Path(path).resolve().relative_to(parent)), dtype=object)

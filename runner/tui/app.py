@@ -26,6 +26,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
+from runner.location import location
 from runner.tui.reader import StoreData, StoreWatcher, read_summaries
 from runner.tui.state import RunState
 from runner.tui.widgets import CurvePlot, RunHeader, StoreDetails, SummaryPlot, TaskDetail, TaskTable
@@ -86,7 +87,7 @@ class MonitorApp(App):
     def __init__(self, target: Path, *, poll_s: float = 1.0, clock: Callable[[], float] = time.time,
                  process: subprocess.Popen | None = None, spec: Path | None = None):
         super().__init__()
-        self.target = Path(target)
+        self.target = location(target)
         self.poll_s = poll_s
         self.clock = clock
         self.process = process
@@ -316,7 +317,7 @@ class MonitorApp(App):
 
 def run_monitor(target: Path) -> int:
     """Watch a store (or a spec's store); one that does not exist yet is waited for."""
-    MonitorApp(Path(target)).run()
+    MonitorApp(location(target)).run()
     return 0
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from runner.events import EventReader
 from runner.layout import internal
+from runner.location import location, zarr_store
 from runner.status import fold_status, store_of
 from runner.store import read_tasks, runner_dir
 from runner.tui.curves import Curves, is_curve, read_curves, with_units
@@ -52,7 +53,7 @@ class Poll:
 
 class StoreWatcher:
     def __init__(self, target: Path):
-        self.target = Path(target)
+        self.target = location(target)
         self.path = store_of(self.target)
         self.reader = EventReader(runner_dir(self.path) / "events.jsonl")
         self.events: list[dict] = []
@@ -126,7 +127,7 @@ def _segment_of(path: Path) -> int | None:
     try:
         import zarr
 
-        g = zarr.open_group(path, mode="r", use_consolidated=False)
+        g = zarr.open_group(zarr_store(path, read_only=True), mode="r", use_consolidated=False)
         out = []
         for name in g.array_keys():
             arr = g[name]
@@ -197,10 +198,10 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
     """
     import xarray as xr
 
-    path = Path(path)
+    path = location(path)
     if not (path / "zarr.json").exists():
         return None
-    with xr.open_zarr(path, consolidated=False) as ds:
+    with xr.open_zarr(zarr_store(path, read_only=True), consolidated=False) as ds:
         labels = [str(v) for v in ds["network"].values] if "network" in ds.coords else []
         variables = [(n, tuple(v.dims), str(v.dtype), str(v.attrs.get("long_name", "")), str(v.attrs.get("units", "")))
                      for n, v in ds.data_vars.items()]

@@ -20,6 +20,7 @@ import torch
 from models.hub import hub_off
 from runner.execute.device import device_unavailable, set_precision
 from runner.layout import available_memory
+from runner.location import is_url
 from runner.measures import measures
 from runner.plan import Task, task_id
 from runner.requirements import Requirement
@@ -265,8 +266,8 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     sizes = layout.nbytes()
     total = sum(sizes.values())
     path = spec.store_path().absolute()
-    folder = next(p for p in [path, *path.parents] if p.exists())
-    free = shutil.disk_usage(folder).free
+    folder = None if is_url(path) else next(p for p in [path, *path.parents] if p.exists())  # a bucket has no "free"
+    free = shutil.disk_usage(folder).free if folder is not None else float("inf")
     if total > free:
         name, size = max(sizes.items(), key=lambda kv: kv[1])
         where = ("dynamics", "steps") if name in layout.timed else ("input", "samples")
@@ -395,7 +396,7 @@ class DepthSession:
             store = ShardSink(shard_dir(store.state_dir, ids, shard), store.state_dir, store.store_id)
             if store.done:  # finished before the run stopped; its files wait for the merge
                 return {"resumed_from": self.spec.dynamics.steps, "device": str(self.device)}
-        checkpoint = Path(report.store.state_dir) / "checkpoints" / f"{key}.safetensors"
+        checkpoint = report.store.state_dir / "checkpoints" / f"{key}.safetensors"
         p = IteratePass(self.spec, self.layout, net, [t.measure for t in group], ids, store, self.inputs,
                         self.device, checkpoint, report, rows=shard.rows if shard else None)
         start = p.run()

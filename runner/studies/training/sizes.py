@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 
 from runner.layout import available_memory
+from runner.location import is_url
 from runner.specfile import SpecProblem
 
 FLOAT = 4  # bytes of an fp32 value: the thesis' LSTMs and the suites' checkpoints are read in fp32
@@ -112,8 +113,8 @@ def check_training(study, stats: dict, store_folder) -> None:
     n = len(study.model)
     checkpoints = checkpoint_count(study, steps_per_epoch) * per_net * n
     curves = n * (total // t.log_every * 2 + t.epochs * 4) * FLOAT
-    folder = next(p for p in [store_folder, *store_folder.parents] if p.exists())
-    free = shutil.disk_usage(folder).free
+    folder = None if is_url(store_folder) else next(p for p in [store_folder, *store_folder.parents] if p.exists())
+    free = shutil.disk_usage(folder).free if folder is not None else float("inf")  # a bucket has no "free"
     if checkpoints + curves > free:
         raise SpecProblem(("training", "epochs"), f"the run would write about {_decimal(checkpoints + curves)} "
                           f"(up to {checkpoint_count(study, steps_per_epoch):,} checkpoints of {_decimal(per_net)} per "

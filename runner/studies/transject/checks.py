@@ -19,6 +19,7 @@ from pathlib import Path
 
 from runner.data.classification import LOCAL_BUILDERS, local_files
 from runner.layout import available_memory
+from runner.location import is_url
 from runner.specfile import SpecProblem
 from runner.studies.transject.spec import BASELINES, LISTOPS_CLASSES, TransJectSpec
 
@@ -222,8 +223,8 @@ def check_sizes(spec: TransJectSpec, classes: int | None) -> None:
     n_classes = d.n_classes or (LISTOPS_CLASSES if d.kind == "listops" else classes or 2)
     memory, where = device_memory(spec.training.device)
     path = spec.store_path().absolute()
-    folder = next(p for p in [path, *path.parents] if p.exists())
-    free = shutil.disk_usage(folder).free
+    folder = None if is_url(path) else next(p for p in [path, *path.parents] if p.exists())  # a bucket has no "free"
+    free = shutil.disk_usage(folder).free if folder is not None else float("inf")
     disk = 0
     for i, m in enumerate(spec.model):
         if m.checkpoint:

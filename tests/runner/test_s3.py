@@ -1,0 +1,230 @@
+"""Stores on object storage (issue 26): a real S3-compatible server (moto's server mode) on
+127.0.0.1, the real CLI in a subprocess, and the same spec applied to a local store as reference."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import xarray as xr
+
+from tests.runner import s3_server
+from tests.runner.helpers import RUNNER, cli_env, maps_spec, popen_cli, run_cli, wait_for, write_spec
+
+pytest.importorskip("moto.server", reason="the S3 tests need moto's server: pip install -e '.[test]'")
+pytest.importorskip("s3fs", reason="stores on S3 need s3fs: pip install -e '.[s3]'")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = s3_server.start(tmp_path_factory.mktemp("s3") / "moto.log")
+    yield s
+    s3_server.stop(s)
+
+
+@pytest.fixture
+def s3(server, monkeypatch):
+    """The server, a new bucket, and this process's AWS variables pointing at it."""
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    return server, server.bucket()
+
+
+def _spec(tmp_path, name: str, store: str, **kw) -> None:
+    write_spec(tmp_path, maps_spec(name, **kw).replace(f'store = "store/{name}.zarr"', f'store = "{store}"'),
+               f"{name}.toml")
+
+
+def _data(store: str):
+    from runner.location import location, zarr_store
+
+    return xr.open_zarr(zarr_store(location(store), read_only=True), consolidated=False).drop_attrs().load()
+
+
+def _records(store: str) -> dict:
+    from runner.store import read_tasks
+
+    return read_tasks(store)
+
+
+@pytest.mark.timeout(30)
+def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tmp_path, in_process):
+    server, bucket = s3
+    url = f"s3://{bucket}/runs/maps.zarr"
+    _spec(tmp_path, "maps", url, steps=100, samples=8)
+    _spec(tmp_path, "local", "store/local.zarr", steps=100, samples=8)
+    code, out, err = in_process("plan", "maps.toml")
+    assert code == 0 and url in out, err
+    assert not (tmp_path / "s3:").exists()  # never taken as a local folder `s3:/...`
+    code, _, err = in_process("apply", "maps.toml", "-q")  # (in a subprocess: the next test)
+    assert code == 0, err
+    assert in_process("apply", "local.toml", "-q")[0] == 0
+    xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
+    assert _records(url).keys() == _records(str(tmp_path / "store/local.zarr")).keys()
+    code, out, err = in_process("apply", "maps.toml")
+    assert code == 0 and "nothing to do" in out, err
+    objects = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.runner/records/")
+               .get("Contents", [])]
+    assert objects == ["runs/maps.runner/records/.keep"]  # folded into records.folded.json when the apply ended
+
+
+@pytest.mark.timeout(30)
+def test_status_show_figures_and_the_monitor_read_an_s3_store(s3, tmp_path, in_process):
+    _, bucket = s3
+    url = f"s3://{bucket}/runs/maps.zarr"
+    _spec(tmp_path, "maps", url, steps=30, samples=4, measures='[[measure]]\nkind = "token_deviation"')
+    assert in_process("apply", "maps.toml", "-q")[0] == 0
+    code, out, err = in_process("status", url)
+    assert code == 0 and "2/2 tasks done" in out, out + err
+    code, out, err = in_process("show", "maps.toml")
+    assert code == 0 and f"store {url}" in out, err
+    code, out, err = in_process("figures", url, "--out", "figs")
+    assert code == 0 and (tmp_path / "figs/figures.json").is_file(), err
+    from runner.tui.reader import StoreWatcher
+
+    watcher = StoreWatcher(url)  # what `runner monitor URL` reads: the event log and the records on S3
+    assert watcher.poll().changed and watcher.status()["state"] == "done" and len(watcher.records) == 2
+
+
+@pytest.mark.timeout(30)
+def test_a_second_apply_is_refused_and_kill_9_then_apply_equals_an_uninterrupted_run(s3, tmp_path, in_process):
+    server, bucket = s3
+    url = f"s3://{bucket}/kill.zarr"
+    _spec(tmp_path, "kill", url, steps=120, samples=8, checkpoint_every=20)
+    _spec(tmp_path, "local", "store/local.zarr", steps=120, samples=8, checkpoint_every=20)
+    client = server.client()
+    proc = popen_cli("apply", "kill.toml", "-q", cwd=tmp_path, RUNNER_TEST_STALL="tanh@50", **server.env)
+    try:
+        def stalled() -> bool:
+            try:
+                client.head_object(Bucket=bucket, Key="kill.runner/stalled")
+                return True
+            except client.exceptions.ClientError:
+                return False
+        wait_for(stalled, proc, timeout=25)
+        code, _, err = in_process("apply", "kill.toml")
+        assert code == 75, err
+        assert url in err and "another `runner apply`" in err and "Traceback" not in err
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    listed = client.list_objects_v2(Bucket=bucket, Prefix="kill.runner/")
+    assert "kill.runner/apply.lock" in [o["Key"] for o in listed["Contents"]]  # left by the killed apply
+    code, _, err = in_process("apply", "kill.toml", "-q")  # takes over the lock of the dead process
+    assert code == 0, err
+    assert in_process("apply", "local.toml", "-q")[0] == 0
+    xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
+    records = _records(url)
+    assert records.keys() == _records(str(tmp_path / "store/local.zarr")).keys()
+    assert {r["network_label"]: r["resumed_from"] for r in records.values() if r["kind"] == "iterate"} == \
+        {"logistic": 0, "tanh": 40}  # tanh's pass resumed from its durable point at step 40, on S3
+    assert in_process("verify", url)[0] == 0
+
+
+@pytest.mark.timeout(30)
+def test_no_such_bucket_and_no_endpoint_are_named_before_any_compute(s3, tmp_path):
+    server, bucket = s3
+    _spec(tmp_path, "gone", "s3://no-such-bucket/x.zarr")
+    _spec(tmp_path, "here", f"s3://{bucket}/x.zarr")
+    no_bucket = run_cli("apply", "gone.toml", cwd=tmp_path, **server.env)
+    assert no_bucket.returncode == 66 and "s3://no-such-bucket/x.zarr" in no_bucket.stderr
+    assert "does not exist" in no_bucket.stderr and "Traceback" not in no_bucket.stderr
+    closed = s3_server._free_port()  # nothing listens there
+    unreachable = run_cli("plan", "here.toml", cwd=tmp_path, **{**server.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed}"})
+    assert unreachable.returncode == 66 and f"s3://{bucket}/x.zarr" in unreachable.stderr
+    assert "nothing answers" in unreachable.stderr and "Traceback" not in unreachable.stderr
+
+
+@pytest.mark.timeout(30)
+def test_no_credentials_and_other_protocols_are_named(s3, tmp_path):
+    server, bucket = s3
+    no_credentials = {k: v for k, v in cli_env(tmp_path).items() if not k.startswith("AWS_")}
+    no_credentials.update(AWS_ENDPOINT_URL=server.url, AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+                          AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true")
+    nobody = subprocess.run([*RUNNER, "status", f"s3://{bucket}/x.zarr"], cwd=tmp_path, env=no_credentials,
+                            capture_output=True, text=True, timeout=120)
+    assert nobody.returncode == 66 and "credentials" in nobody.stderr and "Traceback" not in nobody.stderr
+    other = run_cli("show", "gs://bucket/x.zarr", cwd=tmp_path, **server.env)
+    assert other.returncode == 66 and "gs:// is not supported" in other.stderr
+
+
+@pytest.mark.timeout(30)
+def test_a_lease_not_renewed_is_taken_over_once_and_its_holder_stops_writing(s3):
+    from runner.bucket_lock import BucketLockLost, Lease
+    from runner.location import Remote
+    from runner.store import StoreLocked
+
+    _, bucket = s3
+    state = Remote(f"s3://{bucket}/x.runner")
+    holder, other = Lease(state, ttl=1.0), Lease(state, ttl=1.0)
+    holder.acquire()
+    holder._stop.set()  # the holder stops renewing (paused, cut off): its lease runs out
+    holder._thread.join()
+    with pytest.raises(StoreLocked, match="another `runner apply`"):
+        Lease(state, ttl=1.0).acquire()  # still within the lease (this process is alive)
+    deadline = time.monotonic() + 20
+    while True:  # wait for the lease to lapse by the server's clock, then take it over
+        try:
+            other.acquire()
+            break
+        except StoreLocked:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    with pytest.raises(BucketLockLost):
+        holder.check()  # past its ttl without a renewal: it must not write
+    with pytest.raises(OSError):
+        holder._put(IfMatch=holder.etag)  # and a late renewal is refused by the server (fencing)
+    first = other.renewed
+    while other.renewed == first:  # its thread renews it (If-Match on its own ETag)
+        assert time.monotonic() < deadline and not other.lost
+        time.sleep(0.05)
+    other.check()
+    other.release()
+    assert not state.glob("apply.lock")
+
+
+def test_records_folded_into_one_object_and_forgotten_whatever_a_kill_leaves(s3, monkeypatch):
+    from runner.location import Remote
+    from runner.records import drop_records, fold_records, make_records_dir, read_records, write_records
+
+    _, bucket = s3
+    state = Remote(f"s3://{bucket}/x.runner")
+    make_records_dir(state)
+    write_records(state, "id", {f"t{i}": {"v": i} for i in range(4)})
+    fold_records(state, "id")
+    assert [p.name for p in (state / "records").iterdir()] == [".keep"]
+    assert read_records(state, "id") == {f"t{i}": {"v": i, "store_id": "id"} for i in range(4)}
+    write_records(state, "id", {"t9": {"v": 9}})
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):  # killed after the fold was rewritten,
+        m.setattr(Remote, "unlink", lambda self, missing_ok=False: (_ for _ in ()).throw(KeyboardInterrupt))
+        drop_records(state, ["t1", "t9"])  # before any object went
+    assert sorted(read_records(state, "id")) == ["t0", "t2", "t3"]  # t9's object is there, dropped by its ETag
+    fold_records(state, "id")  # the next apply's end: the dropped object goes, and its tombstone
+    assert sorted(read_records(state, "id")) == ["t0", "t2", "t3"] and [p.name for p in (state / "records").iterdir()] == [".keep"]
+    write_records(state, "id", {"t9": {"v": 99}})  # recorded again: a new object, read
+    assert read_records(state, "id")["t9"]["v"] == 99
+    assert read_records(state, "other") == {}  # records of another store with this path are not taken
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_two_ray_workers_write_an_s3_store_equal_to_a_local_run(s3, tmp_path, in_process):
+    """The driver and 2 workers of a local Ray cluster reach the bucket through the same AWS
+    variables (a worker inherits the driver's environment); no shared filesystem is involved."""
+    pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip install -e '.[ray]'")
+    server, bucket = s3
+    url = f"s3://{bucket}/ray.zarr"
+    _spec(tmp_path, "ray", url, steps=60, samples=8)
+    _spec(tmp_path, "local", "store/local.zarr", steps=60, samples=8)
+    ran = run_cli("apply", "ray.toml", "--executor", "ray", "-q", cwd=tmp_path, TRANSIENT_RAY_CPUS="2", **server.env)
+    assert ran.returncode == 0, ran.stderr
+    assert in_process("apply", "local.toml", "-q")[0] == 0
+    xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
+    assert _records(url).keys() == _records(str(tmp_path / "store/local.zarr")).keys()
