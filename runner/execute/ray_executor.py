@@ -24,12 +24,17 @@ from typing import Any
 
 import ray
 
+from runner.execute import lease
 from runner.execute.executor import Collected, Done, Job, error_text
-from runner.store import Store
+from runner.execute.ray_cluster import forget_cluster, note_cluster, start_reaper
+from runner.store import Store, guard_writes, runner_dir, writing
 from runner.study import Unavailable
 
 ENV_PREFIXES = ("TRANSIENT_", "HF_", "RUNNER_TEST_", "OMP_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")
 """Environment variables the workers get from the driver (plugins, caches, the hub switch, test hooks)."""
+
+NO_REAPER_ENV = "RUNNER_TEST_NO_REAPER"
+"""Test hook: start no reaper, so that a test sees what the lease alone refuses (and what a resume stops)."""
 
 LOCAL_CPUS_ENV = "TRANSIENT_RAY_CPUS"
 """CPUs of the local cluster started when no ``--address`` is given (default: all of this machine's)."""
@@ -50,12 +55,22 @@ class RayExecutor:
             except (ConnectionError, RuntimeError, ValueError) as err:
                 where = f"the Ray cluster at {options.address}" if options.address else "a local Ray cluster"
                 raise Unavailable(f"--executor ray: cannot start or join {where}: {str(err).splitlines()[0]}") from None
+        self.state_dir = runner_dir(Path(p.store_path))
+        self.reaper = None
+        if self.owns_cluster and not options.address:  # ours: it ends with this process, however it ends
+            session_dir = ray._private.worker._global_node.get_session_dir_path()
+            if not os.environ.get(NO_REAPER_ENV):
+                self.reaper = start_reaper(session_dir)
+            note_cluster(self.state_dir, session_dir)
+        held = lease.read(self.state_dir) or {}
+        self.token = held.get("token") if held.get("pid") == os.getpid() else lease.take(self.state_dir)
+        self.renewer = lease.Renewer(self.state_dir, self.token)
         requested = options.extra.get("device", p.device)  # the workers' devices, not this machine's
         gpu = device.type == "cuda" or (requested == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
         self.resources = {"num_gpus": 1} if gpu else {"num_cpus": 1}
         self.worker_device = "cuda" if gpu else "cpu"
         self.max_retries = int(options.extra.get("max_retries", 3))
-        self.where = (str(Path.cwd()), str(Path(p.spec_file.path).absolute()), options.point)
+        self.where = (str(Path.cwd()), str(Path(p.spec_file.path).absolute()), options.point, self.token)
         self.remote = ray.remote(_run_group)
         self.running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, part)
         self.parts: dict[Job, dict] = {}  # job -> {"left", "results" by part, "error"}
@@ -92,8 +107,13 @@ class RayExecutor:
         for ref in self.running:
             ray.cancel(ref, force=True)
         self.running.clear()
+        self.renewer.stop()
         if self.owns_cluster and ray.is_initialized():
             ray.shutdown()
+        if self.reaper is not None:
+            self.reaper.terminate()
+            self.reaper.wait()
+            forget_cluster(self.state_dir)
 
 
 def _done(job: Job, state: dict) -> Done:
@@ -126,10 +146,12 @@ def _session(spec_path: str, point: int, device_name: str):
     return _SESSIONS[key]
 
 
-def _run_group(cwd: str, spec_path: str, point: int, ids: list[str], shard, device_name: str) -> dict:
-    """A Ray task: run one group (or one shard of it) of the spec's tasks against the shared store."""
+def _run_group(cwd: str, spec_path: str, point: int, token: str, ids: list[str], shard, device_name: str) -> dict:
+    """A Ray task: run one group (or one shard of it) of the spec's tasks against the shared store,
+    every write checked against the driver's lease (:mod:`runner.execute.lease`)."""
     os.chdir(cwd)  # the spec's relative paths (its store) mean what they mean to the driver
     p, session = _session(spec_path, point, device_name)
+    guard_writes(lease.checker(runner_dir(Path(p.store_path)), token))
     store = Store(p.store_path).attach()
     wanted = set(ids)
     group = [t for t in p.tasks if t.id in wanted]
@@ -149,5 +171,6 @@ def _note_worker(store: Store, ids: list[str], shard) -> None:
 
     name = hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16] + (f"-{getattr(shard, 'name', shard)}" if shard else "")
     folder = store.state_dir / "workers"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.pid").write_text(f"{os.getpid()}\n")
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.pid").write_text(f"{os.getpid()}\n")
