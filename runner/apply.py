@@ -166,6 +166,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
             session.write_inputs(store)
+            interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the store
             done = store.tasks()  # without the tasks whose arrays were remade
             _renumber(store, p, done, session.layout)
             todo = [t for t in p.tasks if t.id not in done]

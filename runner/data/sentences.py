@@ -142,12 +142,12 @@ def draw_samples(
         raise ValueError(f"shuffle_buffer must be an integer >= 1, got {shuffle_buffer!r}")
 
     src = _parse(source)
-    if src.kind == "hf":
+    if src.on_hub:
         return _draw_hub(src, tokenizer, samples, tokens, seed, subset, split, field, streaming, shuffle_buffer)
 
-    if src.kind == "builtin":
-        docs = ((f"{src.text}: topic {label!r}", text) for label, text in builtin_documents(src.name))
-        label = src.text
+    if src.scheme == "builtin":
+        docs = ((f"{src}: topic {label!r}", text) for label, text in builtin_documents(src.name))
+        label = src
     else:
         path, builder = _check_local(src, field)
         column = "text" if builder == "text" else field
@@ -257,7 +257,7 @@ def draw_pairs(
         return [(f"{a} [SEP] {b}", list(ids), origin, s)
                 for ((a, b, s), origin), ids in zip(rows, enc["input_ids"]) if len(ids) == tokens]
 
-    if src.kind == "hf":
+    if src.on_hub:
         label = f"hf:{src.name}" + (f"/{subset}" if subset else "") + f"[{split}]"
         chosen: list[tuple[str, list[int], str, float]] = []
         scanned = 0
@@ -282,7 +282,7 @@ def draw_pairs(
         if len(chosen) < samples:
             raise _not_enough(label, len(chosen), samples, tokens, what=f"pairs (of {scanned} rows)")
     else:
-        if src.kind != "path":
+        if not src.local:
             raise InputError(f"input {source!r} holds no sentence pairs; give 'hf:<id>' or a .jsonl/.csv/.tsv/.parquet file")
         path, builder = _check_local(src, fields[0])
         for f in (fields[1], score):
