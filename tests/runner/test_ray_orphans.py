@@ -82,11 +82,21 @@ def test_a_worker_whose_driver_is_gone_writes_nothing_and_the_resume_stops_its_c
     _kill(driver)
     files = _files(tmp_path / "store")
     (state / "stalled").unlink()  # the orphaned worker goes on to its next write (step 30)
+    # Ray ends the worker a second or two after its raylet (which follows the driver); until then
+    # it goes on, and its next write is refused (tests/runner/test_lease.py: a worker that lives on)
+    def worker_ended() -> bool:
+        try:
+            return not _alive([psutil.Process(worker)])
+        except psutil.Error:
+            return True
+
     deadline = time.monotonic() + 120
-    while not refused.exists() and time.monotonic() < deadline:
-        assert psutil.pid_exists(worker)
+    while not refused.exists() and not worker_ended() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert "refused: the apply that holds the store" in refused.read_text()
+    assert refused.exists() or worker_ended()
+    if refused.exists():
+        assert "refused: the apply that holds the store" in refused.read_text()
+    print("the orphaned worker's write was refused" if refused.exists() else "Ray ended the orphaned worker first")
     del files[str(state / "stalled")]
     assert _files(tmp_path / "store") == files  # nothing written, nothing made, after the kill
     assert _alive(cluster)  # without the reaper the cluster outlives its driver...
