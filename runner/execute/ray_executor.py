@@ -62,7 +62,8 @@ class RayExecutor:
                 raise Unavailable(f"--executor ray: cannot start or join {where}: {str(err).splitlines()[0]}") from None
         self.state_dir = runner_dir(Path(p.store_path))
         self.reaper = None
-        if self.owns_cluster and not options.address:  # ours: it ends with this process, however it ends
+        self.local_cluster = self.owns_cluster and not options.address
+        if self.local_cluster:  # ours: it ends with this process, however it ends
             session_dir = ray._private.worker._global_node.get_session_dir_path()
             if not os.environ.get(NO_REAPER_ENV):
                 self.reaper = start_reaper(session_dir)
@@ -118,6 +119,7 @@ class RayExecutor:
         if self.reaper is not None:
             self.reaper.terminate()
             self.reaper.wait()
+        if self.local_cluster:
             forget_cluster(self.state_dir)
 
 
