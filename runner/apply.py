@@ -114,6 +114,10 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     problem = executor_problem(options.name)
     if p.unmet or problem:
         raise Unmet(p.unmet + ([problem] if problem else []))
+    if options.address:  # a cluster that does not answer is said in seconds, before anything is loaded
+        from runner.execute.ray_cluster import check_address
+
+        check_address(options.address)
     check_shards(p, options.shards)
     consent = replace or p.spec.experiment.replace
     done = read_tasks(p.store_path)
@@ -164,6 +168,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
             session.write_inputs(store)
+            interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the store
             done = store.tasks()  # without the tasks whose arrays were remade
             _renumber(store, p, done, session.layout)
             todo = [t for t in p.tasks if t.id not in done]
@@ -330,8 +335,14 @@ def open_run(store_path: Path, quiet: bool):
     from runner.events import EventLog
     from runner.progress import ProgressView
 
+    from runner.execute import lease
+    from runner.execute.ray_cluster import stop_leftover
+
     store = Store(store_path)
     store.lock()
+    stop_leftover(store.state_dir)  # the local Ray cluster of an earlier apply whose driver was killed
+    with writing(store.state_dir):
+        lease.take(store.state_dir)  # workers of an earlier holder may not write from now on
     return store, EventLog(store.state_dir / "events.jsonl"), ProgressView(quiet=quiet)
 
 

@@ -19,7 +19,7 @@ import os
 import tempfile
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,9 +75,22 @@ class StoreWriteError(StorageError):
                          + " and run apply again to resume")
 
 
+_write_guard: Callable[[], None] | None = None
+
+
+def guard_writes(check: Callable[[], None] | None) -> None:
+    """Run ``check`` before every write of this process that goes through :func:`writing` (region
+    writes, records, checkpoints, shard files); it raises to refuse the write. A worker of a
+    distributed executor installs its lease check here (:mod:`runner.execute.lease`); None removes it."""
+    global _write_guard
+    _write_guard = check
+
+
 @contextmanager
 def writing(path: Location) -> Iterator[None]:
-    """Turn an OS error while writing ``path`` into :class:`StoreWriteError`."""
+    """Turn an OS error while writing ``path`` into :class:`StoreWriteError` (after the write guard)."""
+    if _write_guard is not None:
+        _write_guard()
     try:
         yield
     except OSError as err:

@@ -162,6 +162,12 @@ class Study:
         reading data: what :func:`runner.checks.check_study` plans; None when the study gives none."""
         return None
 
+    def open_worker(self, p: Prepared, device: Any, store: Store) -> Session:
+        """The session of a worker of a distributed executor, on the store the driver laid out and
+        wrote the inputs into (:meth:`Session.write_inputs`): a study that can reads its inputs from
+        there instead of drawing them again from their source. By default: :meth:`open`."""
+        return self.open(p, device, lambda _message: None)
+
     def variables_of(self, kind: str) -> list | None:
         """The variables (:class:`runner.layout.Var`) measure ``kind`` writes, as a store holds them,
         laid out for a small example spec with no data read (``runner explain``); None when the study

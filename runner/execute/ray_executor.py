@@ -2,15 +2,20 @@
 
 The driver (this process) holds the store's lock, opens the study's session (it lays out the
 store and writes the inputs), runs the scheduler and its recorder, the one writer of completion
-records and of the event log; this executor only submits groups and polls for those that ended. Each ready group becomes a Ray task that asks for one GPU (CUDA runs) or
-one CPU; the worker re-prepares the spec from its file (same code, same ids), opens its own
-session, attaches to the store without the lock and runs the group exactly as the local
-executor would: a group writes its own network's chunks (a chunk has one writing task),
-and saves its durable points beside the store. A worker killed mid-task is retried by Ray
-(``max_retries``) and resumes from the last durable point. A group split into sample shards
-(``--shards``) becomes one Ray task per shard; the shards write files beside the store, and the
-driver's recorder merges them into the store when all are done (the session's ``merge``, given
-every shard's result).
+records and of the event log; this executor only submits groups and polls for those that ended.
+Each ready group becomes a Ray task that asks for one GPU (CUDA runs) or one CPU. The worker gets
+the driver's plan (its :class:`runner.study.Prepared`, put into the object store once: the spec is
+not read again), attaches to the store without the lock, opens the study's session there
+(:meth:`runner.study.Study.open_worker`: a study reads the inputs the driver wrote into the
+store instead of drawing them from their source) and runs the group exactly as the local executor
+would: a group writes its own network's chunks (a chunk has one writing task), and saves its
+durable points beside the store. Every write of a worker is checked against the driver's lease
+(:mod:`runner.execute.lease`): a worker whose driver is gone writes nothing more. A local cluster
+started here ends with this process, ``kill -9`` included (:mod:`runner.execute.ray_cluster`).
+A worker killed mid-task is retried by Ray (``max_retries``) and resumes from the last durable
+point. A group split into sample shards (``--shards``) becomes one Ray task per shard; the shards
+write files beside the store, and the driver's recorder merges them into the store when all are
+done (the session's ``merge``, given every shard's result).
 
 Workers and driver must see the store at the same path (a shared filesystem; see
 docs/architecture.md). Progress bars move when a group ends, not per step.
@@ -24,12 +29,17 @@ from typing import Any
 
 import ray
 
+from runner.execute import lease
 from runner.execute.executor import Collected, Done, Job, error_text
-from runner.store import Store
+from runner.execute.ray_cluster import forget_cluster, note_cluster, start_reaper
+from runner.store import Store, guard_writes, runner_dir, writing
 from runner.study import Unavailable
 
 ENV_PREFIXES = ("TRANSIENT_", "HF_", "RUNNER_TEST_", "OMP_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")
 """Environment variables the workers get from the driver (plugins, caches, the hub switch, test hooks)."""
+
+NO_REAPER_ENV = "RUNNER_TEST_NO_REAPER"
+"""Test hook: start no reaper, so that a test sees what the lease alone refuses (and what a resume stops)."""
 
 LOCAL_CPUS_ENV = "TRANSIENT_RAY_CPUS"
 """CPUs of the local cluster started when no ``--address`` is given (default: all of this machine's)."""
@@ -50,12 +60,23 @@ class RayExecutor:
             except (ConnectionError, RuntimeError, ValueError) as err:
                 where = f"the Ray cluster at {options.address}" if options.address else "a local Ray cluster"
                 raise Unavailable(f"--executor ray: cannot start or join {where}: {str(err).splitlines()[0]}") from None
+        self.state_dir = runner_dir(Path(p.store_path))
+        self.reaper = None
+        self.local_cluster = self.owns_cluster and not options.address
+        if self.local_cluster:  # ours: it ends with this process, however it ends
+            session_dir = ray._private.worker._global_node.get_session_dir_path()
+            if not os.environ.get(NO_REAPER_ENV):
+                self.reaper = start_reaper(session_dir)
+            note_cluster(self.state_dir, session_dir)
+        held = lease.read(self.state_dir) or {}
+        self.token = held.get("token") if held.get("pid") == os.getpid() else lease.take(self.state_dir)
+        self.renewer = lease.Renewer(self.state_dir, self.token)
         requested = options.extra.get("device", p.device)  # the workers' devices, not this machine's
         gpu = device.type == "cuda" or (requested == "auto" and ray.cluster_resources().get("GPU", 0) > 0)
         self.resources = {"num_gpus": 1} if gpu else {"num_cpus": 1}
         self.worker_device = "cuda" if gpu else "cpu"
         self.max_retries = int(options.extra.get("max_retries", 3))
-        self.where = (str(Path.cwd()), str(Path(p.spec_file.path).absolute()), options.point)
+        self.where = (str(Path.cwd()), self.token, options.point, ray.put(p))  # the plan itself: never re-read
         self.remote = ray.remote(_run_group)
         self.running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, part)
         self.parts: dict[Job, dict] = {}  # job -> {"left", "results" by part, "error"}
@@ -92,8 +113,14 @@ class RayExecutor:
         for ref in self.running:
             ray.cancel(ref, force=True)
         self.running.clear()
+        self.renewer.stop()
         if self.owns_cluster and ray.is_initialized():
             ray.shutdown()
+        if self.reaper is not None:
+            self.reaper.terminate()
+            self.reaper.wait()
+        if self.local_cluster:
+            forget_cluster(self.state_dir)
 
 
 def _done(job: Job, state: dict) -> Done:
@@ -107,34 +134,35 @@ def _done(job: Job, state: dict) -> Done:
     return done
 
 
-_SESSIONS: dict[tuple, tuple] = {}
+_SESSIONS: dict[tuple, Any] = {}
 
 
-def _session(spec_path: str, point: int, device_name: str):
-    """The prepared spec and the study's session in this worker, kept for the worker's next tasks."""
-    from runner.prepare import prepare_all
+def _session(p, token: str, point: int, device_name: str, store: Store):
+    """The study's session in this worker, on the store the driver laid out (the inputs read from
+    there, :meth:`runner.study.Study.open_worker`), kept for this apply's next tasks in this worker."""
     from runner.execute.device import make_deterministic, pick_device
+    from runner.plugins import load_plugins
 
-    key = (spec_path, point, device_name, os.stat(spec_path).st_mtime_ns)
+    load_plugins()  # the registries the session looks measures up in
+    key = (token, point, device_name)
     if key not in _SESSIONS:
-        _, prepared = prepare_all(spec_path)
-        p = prepared[point]
         device = pick_device(device_name)
         make_deterministic(device)
         _SESSIONS.clear()
-        _SESSIONS[key] = (p, p.study.open(p, device, lambda _message: None))
+        _SESSIONS[key] = p.study.open_worker(p, device, store)
     return _SESSIONS[key]
 
 
-def _run_group(cwd: str, spec_path: str, point: int, ids: list[str], shard, device_name: str) -> dict:
-    """A Ray task: run one group (or one shard of it) of the spec's tasks against the shared store."""
+def _run_group(cwd: str, token: str, point: int, p, ids: list[str], shard, device_name: str) -> dict:
+    """A Ray task: run one group (or one shard of it) of the planned tasks ``p`` (the driver's
+    :class:`runner.study.Prepared`) against the shared store, every write checked against the
+    driver's lease (:mod:`runner.execute.lease`)."""
     os.chdir(cwd)  # the spec's relative paths (its store) mean what they mean to the driver
-    p, session = _session(spec_path, point, device_name)
+    guard_writes(lease.checker(runner_dir(Path(p.store_path)), token))
     store = Store(p.store_path).attach()
+    session = _session(p, token, point, device_name, store)
     wanted = set(ids)
     group = [t for t in p.tasks if t.id in wanted]
-    if len(group) != len(wanted):
-        raise RuntimeError(f"{spec_path} changed while it was applied: its tasks are not those the driver planned")
     report = Collected(store)
     _note_worker(store, ids, shard)
     job = Job(group, None if shard is None else [shard], report, session, store)
@@ -149,5 +177,6 @@ def _note_worker(store: Store, ids: list[str], shard) -> None:
 
     name = hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16] + (f"-{getattr(shard, 'name', shard)}" if shard else "")
     folder = store.state_dir / "workers"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.pid").write_text(f"{os.getpid()}\n")
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.pid").write_text(f"{os.getpid()}\n")

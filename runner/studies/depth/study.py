@@ -229,6 +229,9 @@ class DepthStudy(Study):
         return {"experiment": {"name": "example"}, "model": [{"name": "tanh", "source": "map:tanh"}],
                 "input": {"samples": 4}, "dynamics": {"steps": 100}, "measure": [{"kind": kind}]}
 
+    def open_worker(self, p: Prepared, device, store) -> DepthSession:
+        return DepthSession(p, device, store)
+
     def variables_of(self, kind: str) -> list:
         """Laid out for one text model (8 tokens, 2 heads; nothing loaded) and 4 scored samples."""
         spec = self.spec_model().model_validate({
@@ -308,9 +311,11 @@ def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:
 class DepthSession:
     """A depth run: the input sentences drawn, the store's layout, and the passes."""
 
-    def __init__(self, p: Prepared, device):
+    def __init__(self, p: Prepared, device, store=None):
+        """``store``: a store the driver wrote the inputs into (a worker's session), read instead of
+        drawing the sentences from ``[input] source`` again."""
         self.p, self.spec, self.networks, self.device = p, p.spec, p.state, device
-        self.samples, tokenizer = self._draw_inputs()
+        self.samples, tokenizer = self._draw_inputs() if store is None else self._stored_inputs(store)
         s = self.samples
         self.layout = build_layout(self.spec, self.networks, s.texts if s else None, s.origins if s else None,
                                    s.scores if s else None)
@@ -354,6 +359,31 @@ class DepthSession:
                                 streaming=inp.streaming), tokenizer
         except (InputError, ModelLoadError) as err:
             raise Unavailable(f"[input] source {inp.source!r}: {err}") from None
+
+    def _stored_inputs(self, store):
+        """The input sentences as the driver wrote them into ``store`` (:meth:`write_inputs`: ids,
+        texts, origins, scores), and the tokenizer when a measure masks tokens (None, None for specs
+        with reference maps only)."""
+        from runner.data.sentences import Samples
+
+        spec = self.spec
+        for net in self.networks:
+            net.model.family.location(net.model.source, build=True)
+        if not spec.text_models:
+            return None, None
+        ids = torch.from_numpy(np.asarray(store.read("input_ids"), dtype=np.int64))
+        if (ids < 0).any():
+            raise Unavailable(f"{store.path}: its input_ids are not all written; apply it from the driver again")
+        names = set(store.group.array_keys())
+        samples = Samples([str(t) for t in store.read("text")], ids, torch.ones_like(ids),
+                          [str(o) for o in store.read("origin")],
+                          [float(x) for x in store.read("score")] if "score" in names else None)
+        tokenizer = None
+        if maskings(spec):
+            from models.hub import load_tokenizer
+
+            tokenizer = load_tokenizer(tokenizer_location(spec))  # the model's files, not the input source
+        return samples, tokenizer
 
     def write_inputs(self, store) -> None:
         if self.samples is not None:
