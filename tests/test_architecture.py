@@ -101,7 +101,10 @@ def plugin_names() -> dict[str, list[str]]:
 
     registered = studies()
     tables = [set(cls().tables()) for cls in registered.values()]
-    shared = set.intersection(*tables) | {"experiment", "measure"}
+    # shared: the tables every built-in study has (a plugin study loaded by another test, with tables
+    # of its own only, does not make them study-specific)
+    builtin = [set(cls().tables()) for cls in registered.values() if cls.__module__.startswith("runner.studies.")]
+    shared = set.intersection(*builtin) | {"experiment", "measure"}
     return {
         "study": sorted(registered),
         "table": sorted(set.union(*tables) - shared),
