@@ -60,7 +60,7 @@ class RayExecutor:
             except (ConnectionError, RuntimeError, ValueError) as err:
                 where = f"the Ray cluster at {options.address}" if options.address else "a local Ray cluster"
                 raise Unavailable(f"--executor ray: cannot start or join {where}: {str(err).splitlines()[0]}") from None
-        self.state_dir = runner_dir(Path(p.store_path))
+        self.state_dir = runner_dir(p.store_path)
         self.reaper = None
         self.local_cluster = self.owns_cluster and not options.address
         if self.local_cluster:  # ours: it ends with this process, however it ends
@@ -158,7 +158,7 @@ def _run_group(cwd: str, token: str, point: int, p, ids: list[str], shard, devic
     :class:`runner.study.Prepared`) against the shared store, every write checked against the
     driver's lease (:mod:`runner.execute.lease`)."""
     os.chdir(cwd)  # the spec's relative paths (its store) mean what they mean to the driver
-    guard_writes(lease.checker(runner_dir(Path(p.store_path)), token))
+    guard_writes(lease.checker(runner_dir(p.store_path), token))
     store = Store(p.store_path).attach()
     session = _session(p, token, point, device_name, store)
     wanted = set(ids)

@@ -214,17 +214,48 @@ def test_records_folded_into_one_object_and_forgotten_whatever_a_kill_leaves(s3,
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_two_ray_workers_write_an_s3_store_equal_to_a_local_run(s3, tmp_path, in_process):
+@pytest.mark.timeout(300)
+def test_two_ray_workers_on_an_s3_store_killed_with_their_driver_then_applied_equal_a_local_run(s3, tmp_path, in_process):
     """The driver and 2 workers of a local Ray cluster reach the bucket through the same AWS
-    variables (a worker inherits the driver's environment); no shared filesystem is involved."""
+    variables (a worker inherits the driver's environment); no shared filesystem is involved. A
+    worker stalls, the driver gets ``kill -9``: its cluster goes with it, and an apply at once (the
+    local executor) takes over the dead driver's lock and finishes what it left."""
     pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip install -e '.[ray]'")
+    psutil = pytest.importorskip("psutil")
     server, bucket = s3
     url = f"s3://{bucket}/ray.zarr"
-    _spec(tmp_path, "ray", url, steps=60, samples=8)
-    _spec(tmp_path, "local", "store/local.zarr", steps=60, samples=8)
-    ran = run_cli("apply", "ray.toml", "--executor", "ray", "-q", cwd=tmp_path, TRANSIENT_RAY_CPUS="2", **server.env)
-    assert ran.returncode == 0, ran.stderr
+    _spec(tmp_path, "ray", url, steps=60, samples=8, checkpoint_every=10)
+    _spec(tmp_path, "local", "store/local.zarr", steps=60, samples=8, checkpoint_every=10)
+    client = server.client()
+
+    def there(key: str) -> bool:
+        try:
+            client.head_object(Bucket=bucket, Key=f"ray.runner/{key}")
+            return True
+        except client.exceptions.ClientError:
+            return False
+
+    driver = popen_cli("apply", "ray.toml", "--executor", "ray", "-q", cwd=tmp_path, RUNNER_TEST_STALL="tanh@25",
+                       TRANSIENT_RAY_CPUS="2", **server.env)
+    try:
+        wait_for(lambda: there("stalled") and there("ray_cluster.json"), driver, timeout=240)
+        cluster = psutil.Process(driver.pid).children(recursive=True)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.communicate()
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.communicate()
+    code, _, err = in_process("apply", "ray.toml", "-q")  # at once: the lock of a dead process of this host
+    assert code == 0, err
+
+    def gone() -> bool:
+        return not [p for p in cluster if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    deadline = time.monotonic() + 20
+    while not gone() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone()
     assert in_process("apply", "local.toml", "-q")[0] == 0
     xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
     assert _records(url).keys() == _records(str(tmp_path / "store/local.zarr")).keys()
+    assert not there("ray_cluster.json")
