@@ -259,3 +259,26 @@ def test_two_ray_workers_on_an_s3_store_killed_with_their_driver_then_applied_eq
     xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
     assert _records(url).keys() == _records(str(tmp_path / "store/local.zarr")).keys()
     assert not there("ray_cluster.json")
+
+
+@pytest.mark.timeout(60)
+async def test_the_monitor_app_shows_an_s3_store_it_is_given_by_url(s3, tmp_path, in_process):
+    """`runner monitor s3://...`: the real Textual app, driven headless, on the store in the bucket."""
+    from runner.tui.app import MonitorApp
+    from runner.tui.widgets import SummaryPlot, TaskTable
+    from tests.tui.test_monitor import loaded, settle, static_text, table_states
+
+    _, bucket = s3
+    url = f"s3://{bucket}/runs/seen.zarr"
+    _spec(tmp_path, "seen", url, steps=30, samples=4)
+    assert in_process("apply", "seen.toml", "-q")[0] == 0
+    app = MonitorApp(url)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, loaded(app))
+        n = len(_records(url))
+        assert app.query_one(TaskTable).row_count == n > 1 and set(table_states(app).values()) == {"done"}
+        assert f"{n}/{n} done" in static_text(app.query_one("#run-header"))
+        await pilot.press("2")
+        assert app.query_one(SummaryPlot).series is not None
+        await pilot.press("q")
+    assert app.return_code == 0
