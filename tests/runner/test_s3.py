@@ -282,3 +282,59 @@ async def test_the_monitor_app_shows_an_s3_store_it_is_given_by_url(s3, tmp_path
         assert app.query_one(SummaryPlot).series is not None
         await pilot.press("q")
     assert app.return_code == 0
+
+
+@pytest.mark.timeout(60)
+def test_sample_shards_on_an_s3_store_are_merged_from_their_objects(s3, tmp_path, in_process):
+    """``--shards``: each shard writes its files beside the store, here objects in the bucket; the
+    merge reads them back and removes them. The values equal an unsharded run on a local disk."""
+    server, bucket = s3
+    url = f"s3://{bucket}/sharded.zarr"
+    _spec(tmp_path, "sharded", url, steps=40, samples=9)
+    _spec(tmp_path, "local", "store/local.zarr", steps=40, samples=9)
+    code, _, err = in_process("apply", "sharded.toml", "-q", "--shards", "2")
+    assert code == 0, err
+    assert in_process("apply", "local.toml", "-q")[0] == 0
+    xr.testing.assert_allclose(_data(url), _data(str(tmp_path / "store/local.zarr")), rtol=1e-5, atol=1e-6)
+    left = server.client().list_objects_v2(Bucket=bucket, Prefix="sharded.runner/shards/").get("Contents", [])
+    assert not [o["Key"] for o in left if o["Key"].endswith(".safetensors")]
+
+
+@pytest.mark.timeout(120)
+def test_a_transject_run_trains_checkpoints_and_exports_into_the_bucket(s3, tmp_path, in_process):
+    """The TransJect study's checkpoints and its export of the best epoch (read back to write the
+    export) live beside an S3 store like any of its files."""
+    server, bucket = s3
+    url = f"s3://{bucket}/tj.zarr"
+    (tmp_path / "tj.toml").write_text(f"""
+[experiment]
+name = "tj"
+study = "transject"
+store = "{url}"
+
+[data]
+source = "listops:"
+listops = {{ train = 48, test = 16, max_depth = 3, max_args = 4, min_length = 4, max_length = 40 }}
+max_length = 40
+analysis_examples = 4
+
+[training]
+epochs = 2
+batch_size = 16
+
+[[model]]
+name = "transject"
+variant = "transject"
+d_model = 16
+n_layers = 2
+n_experts = 2
+
+[[measure]]
+kind = "entropy"
+""")
+    code, _, err = in_process("apply", "tj.toml", "-q")
+    assert code == 0, err
+    code, out, err = in_process("status", url)
+    assert code == 0 and "failed" not in out, out + err
+    keys = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="tj.runner/export/")["Contents"]]
+    assert any(k.endswith("/model.safetensors") for k in keys) and any(k.endswith("/vocab.json") for k in keys)

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file, save
+from safetensors.numpy import load, load_file, save
 
+from runner.execute.checkpoint import read_metadata
+from runner.location import Location, Remote, location, remove_tree
 from runner.measures import measures
 from runner.store import atomic_write_bytes
 from runner.study import ShardError
@@ -78,8 +79,8 @@ def pass_key(ids: list[str]) -> str:
     return hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16]
 
 
-def shard_dir(state_dir: Path, ids: list[str], shard: Shard) -> Path:
-    return Path(state_dir) / "shards" / pass_key(ids) / shard.name
+def shard_dir(state_dir: Location, ids: list[str], shard: Shard) -> Location:
+    return location(state_dir) / "shards" / pass_key(ids) / shard.name
 
 
 def _region_json(region: tuple) -> list:
@@ -110,14 +111,11 @@ class ShardSink:
         return (self.folder / "done").is_file()
 
 
-def _written(folder: Path) -> dict[tuple[str, str], np.ndarray]:
-    from safetensors import safe_open
-
+def _written(folder: Location) -> dict[tuple[str, str], np.ndarray]:
     out = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        with safe_open(f, "np") as h:
-            meta = h.metadata()
-        out[(meta["name"], meta["region"])] = load_file(f)["values"]
+    for f in sorted(folder.glob("*.safetensors"), key=str):
+        meta = read_metadata(f)
+        out[(meta["name"], meta["region"])] = (load(f.read_bytes()) if isinstance(f, Remote) else load_file(f))["values"]
     return out
 
 
@@ -142,4 +140,4 @@ def merge(store, layout, ids: list[str], shards: list[Shard]) -> None:
     for (kind, region), stats in combined.items():
         for name, values in registry[kind].combine(stats).items():
             store.write(name, _region(json.loads(region)), values)
-    shutil.rmtree(Path(store.state_dir) / "shards" / pass_key(ids), ignore_errors=True)
+    remove_tree(location(store.state_dir) / "shards" / pass_key(ids))

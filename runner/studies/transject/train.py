@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save
+from safetensors.torch import save
 from torch import Tensor
 from torch.nn import functional as F
 
 from runner.checkpointed import loop as checkpointed
 from runner.checkpointed.loop import Finished, Saved
 from runner.data.classification import Encoded
+from runner.execute.checkpoint import read_tensors
 from runner.store import atomic_write_bytes
 from runner.studies.transject.models import build
 from runner.studies.transject.spec import TrainingSpec
@@ -132,7 +133,7 @@ def train(variant: str, params: dict, seed: int, tr: TrainingSpec, train: Encode
 def export(dir: Path, variant: str, params: dict, weights: Path, vocab: list[str]) -> None:
     """The format a ``[[model]] checkpoint`` reads: config.json, model.safetensors, vocab.json."""
     dir.mkdir(parents=True, exist_ok=True)
-    tensors = {k.removeprefix("model."): v for k, v in load_file(str(weights)).items() if k.startswith("model.")}
+    tensors = {k.removeprefix("model."): v for k, v in read_tensors(weights).items() if k.startswith("model.")}
     atomic_write_bytes(dir / "model.safetensors", save(tensors, metadata={"format": "pt"}))
     atomic_write_bytes(dir / "config.json", json.dumps({"variant": variant, "params": params}, indent=1).encode())
     atomic_write_bytes(dir / "vocab.json", json.dumps(vocab).encode())
