@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from runner.location import Location, Remote, location, zarr_store
+
 #: Trackers ``--log-to`` knows, with the package each needs.
 TRACKERS = {"mlflow": "mlflow"}
 INSTALL = "pip install -e '.[tracker]'"
@@ -80,7 +82,7 @@ def curves(ds) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
 
 def export(store: str | Path, target: str) -> str:
     """Log ``store`` to the tracker ``target`` names, whole; returns where it went (one line)."""
-    exporter = Exporter(Path(store), target)
+    exporter = Exporter(store, target)
     return exporter.finish()
 
 
@@ -88,15 +90,18 @@ class Exporter:
     """One store's runs in MLflow: created once, then each :meth:`update` logs the curves' points
     that are new since the last, and :meth:`finish` the headline numbers and figures."""
 
-    def __init__(self, store: Path, target: str):
+    def __init__(self, store: str | Location, target: str):
         name, uri = parse(target)
         import logging
 
         from mlflow.tracking import MlflowClient
 
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # its database set-up lines are not ours to print
-        self.store = store
-        self.uri = uri or f"sqlite:///{(store.parent / 'mlflow.db').resolve()}"
+        self.store = location(store)
+        # beside the store; for a store on object storage, in the working directory (SQLite needs a disk)
+        db = Path("mlflow.db") if isinstance(self.store, Remote) else self.store.parent / "mlflow.db"
+        self.uri = uri or f"sqlite:///{db.resolve()}"
+        self.where = str(self.store if isinstance(self.store, Remote) else self.store.resolve())
         self.client = MlflowClient(tracking_uri=self.uri)
         self.runs: dict[str, str] = {}
         self.logged: dict[tuple[str, str], float] = {}  # (network, variable) -> last step logged
@@ -109,10 +114,10 @@ class Exporter:
         self.experiment = str(ds.attrs.get("title", self.store.stem)).split(":")[0] or self.store.stem
         found = client.get_experiment_by_name(self.experiment)
         exp_id = found.experiment_id if found is not None else client.create_experiment(self.experiment)
-        store_id = str(prov.get("store_id", self.store.resolve()))
+        store_id = str(prov.get("store_id", self.where))
         for old in client.search_runs([exp_id], f"tags.`transient.store_id` = '{store_id}'"):
             client.delete_run(old.info.run_id)
-        tags = {"transient.store_id": store_id, "transient.store": str(self.store.resolve()),
+        tags = {"transient.store_id": store_id, "transient.store": self.where,
                 "transient.spec_sha256": str(prov.get("spec_sha256", "")), "transient.study": str(prov.get("study", "")),
                 "mlflow.source.git.commit": str(prov.get("git_commit", ""))}
         self.parent = client.create_run(exp_id, run_name=self.store.stem, tags=tags).info.run_id
@@ -132,7 +137,7 @@ class Exporter:
 
         if not (self.store / "zarr.json").exists():
             return
-        ds = xr.open_zarr(self.store, consolidated=False)
+        ds = xr.open_zarr(zarr_store(self.store, read_only=True), consolidated=False)
         if self.parent is None:
             self._start(ds)
         for net, series in curves(ds).items():
@@ -159,7 +164,7 @@ class Exporter:
         self.update()
         if self.parent is None:
             return f"nothing logged to MLflow: {self.store} was not created"
-        ds = xr.open_zarr(self.store, consolidated=False)
+        ds = xr.open_zarr(zarr_store(self.store, read_only=True), consolidated=False)
         for label, _, values in headlines(ds):
             for net, value in values.items():
                 if value is not None:
@@ -173,7 +178,7 @@ class Exporter:
                 f"{len(self.runs)} network runs")
 
 
-def stream(store: Path, target: str, stop, every: float = EVERY_S) -> Exporter:
+def stream(store: str | Location, target: str, stop, every: float = EVERY_S) -> Exporter:
     """Update an :class:`Exporter` of ``store`` every ``every`` seconds until ``stop`` (a
     :class:`threading.Event`) is set; the caller then calls its ``finish``."""
     exporter = Exporter(store, target)

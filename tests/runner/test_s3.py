@@ -338,3 +338,23 @@ kind = "entropy"
     assert code == 0 and "failed" not in out, out + err
     keys = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="tj.runner/export/")["Contents"]]
     assert any(k.endswith("/model.safetensors") for k in keys) and any(k.endswith("/vocab.json") for k in keys)
+
+
+@pytest.mark.timeout(60)
+def test_apply_of_an_s3_store_logs_to_mlflow(s3, tmp_path, in_process, monkeypatch):
+    """--log-to mlflow reads the store in the bucket; the default database is in the working
+    directory (SQLite needs a disk)."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    _, bucket = s3
+    url = f"s3://{bucket}/logged.zarr"
+    _spec(tmp_path, "logged", url, steps=30, samples=4)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = in_process("apply", "logged.toml", "-q", "--log-to", "mlflow")
+    assert code == 0 and "logged to MLflow" in err, err
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("logged").experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert parent.data.tags["transient.store"] == url
+    assert {r.info.run_name for r in runs if "mlflow.parentRunId" in r.data.tags} == {"logistic", "tanh"}
