@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 import xarray as xr
@@ -42,6 +44,27 @@ def _data(store: str):
     from runner.location import location, zarr_store
 
     return xr.open_zarr(zarr_store(location(store), read_only=True), consolidated=False).drop_attrs().load()
+
+
+def _exists(client, bucket: str, key: str) -> bool:
+    try:
+        client.head_object(Bucket=bucket, Key=key)
+        return True
+    except client.exceptions.ClientError:
+        return False
+
+
+@contextlib.contextmanager
+def _killed_when_stalled(proc, stalled, timeout: float) -> Iterator[None]:
+    """Wait until ``stalled()``, run the body while ``proc`` still runs, then ``kill -9`` it."""
+    try:
+        wait_for(stalled, proc, timeout=timeout)
+        yield
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 def _records(store: str) -> dict:
@@ -97,23 +120,10 @@ def test_a_second_apply_is_refused_and_kill_9_then_apply_equals_an_uninterrupted
     _spec(tmp_path, "local", "store/local.zarr", steps=120, samples=8, checkpoint_every=20)
     client = server.client()
     proc = popen_cli("apply", "kill.toml", "-q", cwd=tmp_path, RUNNER_TEST_STALL="tanh@50", **server.env)
-    try:
-        def stalled() -> bool:
-            try:
-                client.head_object(Bucket=bucket, Key="kill.runner/stalled")
-                return True
-            except client.exceptions.ClientError:
-                return False
-        wait_for(stalled, proc, timeout=25)
+    with _killed_when_stalled(proc, lambda: _exists(client, bucket, "kill.runner/stalled"), timeout=25):
         code, _, err = in_process("apply", "kill.toml")
         assert code == 75, err
         assert url in err and "another `runner apply`" in err and "Traceback" not in err
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     listed = client.list_objects_v2(Bucket=bucket, Prefix="kill.runner/")
     assert "kill.runner/apply.lock" in [o["Key"] for o in listed["Contents"]]  # left by the killed apply
     code, _, err = in_process("apply", "kill.toml", "-q")  # takes over the lock of the dead process
@@ -229,23 +239,12 @@ def test_two_ray_workers_on_an_s3_store_killed_with_their_driver_then_applied_eq
     client = server.client()
 
     def there(key: str) -> bool:
-        try:
-            client.head_object(Bucket=bucket, Key=f"ray.runner/{key}")
-            return True
-        except client.exceptions.ClientError:
-            return False
+        return _exists(client, bucket, f"ray.runner/{key}")
 
     driver = popen_cli("apply", "ray.toml", "--executor", "ray", "-q", cwd=tmp_path, RUNNER_TEST_STALL="tanh@25",
                        TRANSIENT_RAY_CPUS="2", **server.env)
-    try:
-        wait_for(lambda: there("stalled") and there("ray_cluster.json"), driver, timeout=240)
+    with _killed_when_stalled(driver, lambda: there("stalled") and there("ray_cluster.json"), timeout=240):
         cluster = psutil.Process(driver.pid).children(recursive=True)
-        os.kill(driver.pid, signal.SIGKILL)
-        driver.communicate()
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.communicate()
     code, _, err = in_process("apply", "ray.toml", "-q")  # at once: the lock of a dead process of this host
     assert code == 0, err
 
