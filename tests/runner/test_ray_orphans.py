@@ -32,6 +32,13 @@ def _start(tmp_path, **env):
     driver = popen_cli("apply", "ray.toml", "--executor", "ray", "-q", cwd=tmp_path, RUNNER_TEST_STALL=STALL,
                        TRANSIENT_RAY_CPUS="2", **env)
     wait_for(lambda: (state / "stalled").exists() and (state / "ray_cluster.json").exists(), driver, timeout=240)
+    # logistic's tasks run beside the stalled tanh; once they are recorded only tanh's worker can write, so
+    # no write checked before the kill can land after it (the one race the lease leaves open)
+    from runner.prepare import prepare
+
+    plan = prepare(tmp_path / "ray.toml")
+    others = {t.id for t in plan.tasks if plan.labels[t.network] != "tanh"}
+    wait_for(lambda: others <= {f.stem for f in (state / "records").glob("*.json")}, driver, timeout=240)
     cluster = psutil.Process(driver.pid).children(recursive=True)  # gcs_server, raylet, workers, the reaper
     worker = int((state / "stalled").read_text().split()[0])
     assert worker in {p.pid for p in cluster}
