@@ -694,6 +694,7 @@ def cmd_show(args) -> int:
 
 def cmd_history(args) -> int:
     from runner.history import history_dir, remove, versions
+    from runner.location import is_url
     from runner.status import store_of
 
     path = store_of(args.target)
@@ -710,7 +711,9 @@ def cmd_history(args) -> int:
                            ("created_utc", "reason", "spec_sha256", "replaced", "dropped")}} for v in found], indent=2))
         return EXIT_OK
     if not found:
-        print(f"{path}: no earlier versions (apply --replace keeps one in {history_dir(path)}/)")
+        kept = ("a store on object storage keeps none: apply --replace is refused there" if is_url(path)
+                else f"apply --replace keeps one in {history_dir(path)}/")
+        print(f"{path}: no earlier versions ({kept})")
         return EXIT_OK
     print(f"{len(found)} earlier version(s) of {path}, oldest first (open one with xr.open_zarr(STORE)):")
     for v in found:

@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from runner.location import is_url
+from runner.location import Location, is_url, location
 from runner.store import atomic_write_bytes, writing
 
 MANIFEST = "manifest.json"
 PARTIAL = ".partial-"
 
 
-def history_dir(path: Path) -> Path:
+def history_dir(path: Location) -> Location:
     """``x.zarr`` -> ``x.history``; for a point of a sweep (``x.zarr/p``) ``x.history/p``."""
-    path = Path(path)
+    path = location(path)
     if path.parent.suffix == ".zarr":
         return history_dir(path.parent) / path.name
     return path.with_suffix(".history")
@@ -87,7 +87,7 @@ def versions(path: Path) -> list[Version]:
     """The versions kept for the store at ``path``, oldest first (none on object storage: no history is kept there)."""
     if is_url(path):
         return []
-    folder = history_dir(Path(path))
+    folder = history_dir(path)
     if not folder.is_dir():
         return []
     out = []
@@ -106,7 +106,7 @@ def remove(path: Path, name: str) -> Version:
     """Delete one version (``runner history STORE --remove NAME``); KeyError naming the versions."""
     found = {v.name: v for v in versions(path)}
     if name not in found:
-        raise KeyError(f"{history_dir(Path(path))} has no version {name!r}; versions: {', '.join(found) or 'none'}")
-    with writing(history_dir(Path(path))):
-        shutil.rmtree(history_dir(Path(path)) / name)
+        raise KeyError(f"{history_dir(path)} has no version {name!r}; versions: {', '.join(found) or 'none'}")
+    with writing(history_dir(path)):
+        shutil.rmtree(history_dir(path) / name)
     return found[name]

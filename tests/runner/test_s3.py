@@ -106,6 +106,10 @@ def test_status_show_figures_and_the_monitor_read_an_s3_store(s3, tmp_path, in_p
     assert code == 0 and f"store {url}" in out, err
     code, out, err = in_process("figures", url, "--out", "figs")
     assert code == 0 and (tmp_path / "figs/figures.json").is_file(), err
+    code, out, err = in_process("history", url)
+    assert code == 0 and "no earlier versions (a store on object storage keeps none" in out, out + err
+    code, _, err = in_process("history", url, "--remove", "2026-01-01T00-00-00Z")
+    assert code != 0 and "has no version '2026-01-01T00-00-00Z'" in err and "Traceback" not in err, err
     from runner.tui.reader import StoreWatcher
 
     watcher = StoreWatcher(url)  # what `runner monitor URL` reads: the event log and the records on S3
