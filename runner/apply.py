@@ -24,7 +24,7 @@ from runner.execute.registry import ExecutorOptions, executor_class, executor_pr
 from runner.execute.scheduler import Scheduler, dry_run
 from runner.history import history_dir
 from runner.layout import INTERNAL, internal
-from runner.location import Remote, location
+from runner.location import Remote, is_url, location
 from runner.provenance import now
 from runner.records import renumber_chunks
 from runner.prepare import load_spec, prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.prepare)
@@ -60,9 +60,11 @@ class ReplaceRefused(ConsentNeeded):
         shown = lines[:12] + ([f"  ... and {len(lines) - 12} more (runner plan {spec})"] if len(lines) > 12 else [])
         super().__init__(
             f"{store} holds finished results that this spec would replace:\n" + "\n".join(shown) + "\n"
-            f"Nothing was run. To replace them, keeping the store as it is now readable in {history_dir(store)}/: "
-            f"`runner apply {spec} --replace` (or [experiment] replace = true). To keep both, give the changed spec "
-            "another [experiment] name or store.")
+            + ("Nothing was run. A store on object storage keeps no earlier version, so they cannot be replaced "
+               "there: give the changed spec another [experiment] name or store URL." if is_url(store) else
+               f"Nothing was run. To replace them, keeping the store as it is now readable in {history_dir(store)}/: "
+               f"`runner apply {spec} --replace` (or [experiment] replace = true). To keep both, give the changed "
+               "spec another [experiment] name or store."))
 
 
 class Unmet(errors.Unavailable):
