@@ -101,6 +101,10 @@ class Exporter:
         # beside the store; for a store on object storage, in the working directory (SQLite needs a disk)
         db = Path("mlflow.db") if isinstance(self.store, Remote) else self.store.parent / "mlflow.db"
         self.uri = uri or f"sqlite:///{db.resolve()}"
+        # a SQLite database keeps its artifacts (figures, the spec) in a folder beside it, not in MLflow's
+        # default ./mlruns of whatever directory apply runs in; a tracking server chooses its own
+        local_db = self.uri.removeprefix("sqlite:///") if self.uri.startswith("sqlite:///") else None
+        self.artifacts = Path(local_db).parent.joinpath("mlartifacts").resolve().as_uri() if local_db else None
         self.where = str(self.store if isinstance(self.store, Remote) else self.store.resolve())
         self.client = MlflowClient(tracking_uri=self.uri)
         self.runs: dict[str, str] = {}
@@ -113,7 +117,7 @@ class Exporter:
         client, prov = self.client, internal(ds.attrs)
         self.experiment = str(ds.attrs.get("title", self.store.stem)).split(":")[0] or self.store.stem
         found = client.get_experiment_by_name(self.experiment)
-        exp_id = found.experiment_id if found is not None else client.create_experiment(self.experiment)
+        exp_id = found.experiment_id if found is not None else client.create_experiment(self.experiment, artifact_location=self.artifacts)
         store_id = str(prov.get("store_id", self.where))
         for old in client.search_runs([exp_id], f"tags.`transient.store_id` = '{store_id}'"):
             client.delete_run(old.info.run_id)

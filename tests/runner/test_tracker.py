@@ -44,6 +44,9 @@ def test_apply_logs_curves_headlines_and_figures_to_mlflow(in_process, spec, tmp
     assert children["logistic"].data.metrics[headline["label"]] == pytest.approx(
         headline["per_network"]["logistic"])
     assert any(a.path.endswith(".png") for a in client.list_artifacts(parent.info.run_id, "figures"))
+    # artifacts beside the database, never in an ./mlruns of the directory apply ran in
+    assert client.get_experiment_by_name("maps").artifact_location == (tmp_path / "mlartifacts").as_uri()
+    assert list((tmp_path / "mlartifacts").rglob("*.png"))
     assert client.download_artifacts(parent.info.run_id, "spec.toml")  # the spec as it ran
 
     code, out, err = in_process("apply", spec, "-q", "--log-to", f"mlflow:{uri}")  # nothing to do: logged again
