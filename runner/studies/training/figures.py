@@ -346,24 +346,31 @@ def rule_cd_probability(ds: xr.Dataset) -> Figure:
               "largest k): in-domain (left) and random (right) scaffolds")
 def rule_cd_prefix(ds: xr.Dataset) -> Figure:
     """The paper draws k = 8 (its largest); solid unfamiliar, dashed familiar, seeds averaged."""
-    p = ds["rule_cd_prefix_probability"]
     groups = _scaffold_groups(ds)
     k = max(g[1] for g in groups)
+    fig, axes, drawn = _domain_panels(ds, ds["rule_cd_prefix_probability"], "prefix_length",
+                                      [g for g in groups if g[1] == k], lambda _k: "C0")
+    for ax in axes:
+        ax.set(xlabel="i (scaffold words after alpha in focus)")
+    axes[0].set_ylabel("P(omega | alpha q_1..q_i) by CD")
+    if not drawn:
+        raise NotDrawable(f"no prefix CD probability has been computed yet for k = {k}")
+    return fig
+
+
+def _domain_panels(ds: xr.Dataset, var: xr.DataArray, dim: str, groups: list, colour) -> tuple[Figure, list, int]:
+    """Two panels sharing y, in-domain (left) and random (right) scaffolds: each group's ``var`` over
+    ``dim`` at its last measured checkpoint (:func:`_at_last_checkpoint`, ``colour(k)``); the number drawn."""
     fig = new_figure(10, 4)
     axes = fig.subplots(1, 2, sharey=True)
     drawn = 0
     for ax, domain, title in zip(axes, ("in_domain", "out_domain"), ("in-domain scaffolds", "random scaffolds"),
                                  strict=True):
-        for label, gk, fam, nets in groups:
-            if gk == k:
-                drawn += _at_last_checkpoint(ax, ds, p.sel(test_domain=domain), "prefix_length", k, label, fam, nets,
-                                             "C0")
-        ax.set(xlabel="i (scaffold words after alpha in focus)", title=title)
+        for label, k, fam, nets in groups:
+            drawn += _at_last_checkpoint(ax, ds, var.sel(test_domain=domain), dim, k, label, fam, nets, colour(k))
+        ax.set(title=title)
         mean_legend(ax, "seeds", band="se", fontsize="x-small")
-    axes[0].set_ylabel("P(omega | alpha q_1..q_i) by CD")
-    if not drawn:
-        raise NotDrawable(f"no prefix CD probability has been computed yet for k = {k}")
-    return fig
+    return fig, axes, drawn
 
 
 def _at_last_checkpoint(ax, ds: xr.Dataset, var: xr.DataArray, dim: str, k: int, label: str, familiar: bool,
@@ -396,20 +403,12 @@ def rule_di(ds: xr.Dataset) -> Figure:
 def rule_gradient(ds: xr.Dataset) -> Figure:
     """||d e_omega / d h_{alpha+d}|| against d = 0 .. k, one line per (k, setting): solid unfamiliar
     (unpredictable) scaffolds, dashed familiar (predictable), as in App. C; seeds averaged."""
-    g = ds["rule_gradient_norm"]
     groups = _scaffold_groups(ds)
     lengths = sorted({k for _, k, _, _ in groups})
     colours = {k: f"C{i}" for i, k in enumerate(lengths)}
-    fig = new_figure(10, 4)
-    axes = fig.subplots(1, 2, sharey=True)
-    drawn = 0
-    for ax, domain, title in zip(axes, ("in_domain", "out_domain"), ("in-domain scaffolds", "random scaffolds"),
-                                 strict=True):
-        for label, k, fam, nets in groups:
-            drawn += _at_last_checkpoint(ax, ds, g.sel(test_domain=domain), "gradient_distance", k, label, fam, nets,
-                                         colours[k])
-        ax.set(xlabel="d (steps after alpha)", yscale="log", title=title, xticks=range(max(lengths) + 1))
-        mean_legend(ax, "seeds", band="se", fontsize="x-small")
+    fig, axes, drawn = _domain_panels(ds, ds["rule_gradient_norm"], "gradient_distance", groups, colours.get)
+    for ax in axes:
+        ax.set(xlabel="d (steps after alpha)", yscale="log", xticks=range(max(lengths) + 1))
     axes[0].set_ylabel("||d e_omega / d h_(alpha+d)||")
     if not drawn:
         raise NotDrawable("no gradient magnitude has been computed yet")

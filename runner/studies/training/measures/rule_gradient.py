@@ -16,7 +16,15 @@ from analyses.contextual_decomposition import lstm_weights
 from analyses.rule_gradient import gradient_by_distance
 from runner.data.scaffold import OMEGA
 from runner.measures import hints, register
-from runner.studies.training.measures.scaffold import DOMAINS, RuleMeasure, RuleParams, _cases, _domains
+from runner.studies.training.measures.scaffold import (
+    DOMAINS,
+    RuleMeasure,
+    RuleParams,
+    by_domain_and_step,
+    domain_coord,
+    rule_cases,
+    step_coord,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.studies.training.context import Context
@@ -34,10 +42,8 @@ class RuleGradient(RuleMeasure):
     Params = GradientParams
 
     def variables(self, b, shape) -> None:
-        lengths = [int(v.coords.get("scaffold_length", 0)) for v in getattr(shape.corpus, "variants", {}).values()]
-        b.coord("gradient_distance", list(range(max(lengths, default=0) + 1)),
-                long_name="steps d from alpha to the hidden state the gradient is taken at")
-        b.var("rule_gradient_norm", "rule_gradient", ("network", "checkpoint", _domains(b), "gradient_distance"),
+        steps = step_coord(b, shape, "gradient_distance", "steps d from alpha to the hidden state the gradient is taken at")
+        b.var("rule_gradient_norm", "rule_gradient", ("network", "checkpoint", domain_coord(b), steps),
               "float64", np.nan, "magnitude of the error gradient at omega, by distance from alpha", "nats",
               "mean over test rules alpha q omega of ||d e / d h_{alpha+d}||, e = -log P(omega) at its step, h the "
               "top LSTM layer's hidden state (dimensionless), d = 0 .. k (Ch. 5 App. C, Fig. 12)",
@@ -45,10 +51,9 @@ class RuleGradient(RuleMeasure):
 
     def run(self, ctx: Context, task) -> None:
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
-        width = len(ctx.layout.coords["gradient_distance"].values)
-        out = np.full((len(DOMAINS), width), np.nan)
+        out = by_domain_and_step(ctx, "gradient_distance")
         for d, domain in enumerate(DOMAINS):
-            x, tests = _cases(ctx, task, domain, self.p.cases)
+            x, tests = rule_cases(ctx, task, domain, self.p.cases)
             norms = gradient_by_distance(x, tests.alpha, tests.omega - 1, OMEGA, **weights)
             out[d, : tests.k + 1] = norms.mean(dim=0).cpu().numpy()
         ctx.write("rule_gradient_norm", task, out)

@@ -38,15 +38,27 @@ class RuleParams(TrainingParams):
     """Test cases used per domain (default: all of ``[corpus.scaffold] test_cases``)."""
 
 
-def _cases(ctx, task, domain: str, limit: int | None):
+def rule_cases(ctx, task, domain: str, limit: int | None):
     variant = ctx.study.model[task.network].corpus_variant
     tests = ctx.corpus.variants[variant].tests[domain]
     inputs = torch.as_tensor(tests.inputs[:limit] if limit else tests.inputs, device=ctx.device)
     return inputs[:, : tests.omega], tests  # omega itself is never read
 
 
-def _domains(b) -> str:
+def domain_coord(b) -> str:
     return b.coord("test_domain", list(DOMAINS), long_name="test scaffolds: the training phrases (in) or random (out)")
+
+
+def step_coord(b, shape, name: str, long_name: str) -> str:
+    """A coordinate 0 .. k for the largest scaffold length k of the spec's corpora (a measure by the
+    steps after alpha; entries beyond a network's own k stay NaN)."""
+    lengths = [int(v.coords.get("scaffold_length", 0)) for v in getattr(shape.corpus, "variants", {}).values()]
+    return b.coord(name, list(range(max(lengths, default=0) + 1)), long_name=long_name)
+
+
+def by_domain_and_step(ctx, name: str) -> np.ndarray:
+    """NaNs of one task's (test_domain, ``name``) cell, for a measure over steps after alpha."""
+    return np.full((len(DOMAINS), len(ctx.layout.coords[name].values)), np.nan)
 
 
 class RuleMeasure(CheckpointMeasure):
@@ -64,7 +76,7 @@ class RuleProbability(RuleMeasure):
     Params = ProbabilityParams
 
     def variables(self, b, shape) -> None:
-        b.var("rule_target_probability", "rule_probability", ("network", "checkpoint", _domains(b)), "float64",
+        b.var("rule_target_probability", "rule_probability", ("network", "checkpoint", domain_coord(b)), "float64",
               np.nan, "marginal probability of the close symbol", "1",
               "mean over test rules alpha q omega of softmax(model logits at the last scaffold step)[omega] "
               "(Ch. 5 Fig. 7)", **hints(plot="curve", order=30))
@@ -73,7 +85,7 @@ class RuleProbability(RuleMeasure):
         model = ctx.model(task.network, task.checkpoint)
         out = []
         for domain in DOMAINS:
-            x, tests = _cases(ctx, task, domain, self.p.cases)
+            x, tests = rule_cases(ctx, task, domain, self.p.cases)
             with torch.no_grad():
                 logits, _ = model(x)
             out.append(float(target_probability(logits, tests.omega - 1, OMEGA).mean()))
@@ -94,7 +106,7 @@ class RuleCDProbability(RuleMeasure):
 
     def variables(self, b, shape) -> None:
         b.coord("cd_focus", list(self.p.focus), long_name="words in focus of contextual decomposition")
-        b.var("rule_cd_probability", "rule_cd_probability", ("network", "checkpoint", _domains(b), "cd_focus"),
+        b.var("rule_cd_probability", "rule_cd_probability", ("network", "checkpoint", domain_coord(b), "cd_focus"),
               "float64", np.nan, "probability of the close symbol from the words in focus", "1",
               "mean over test rules of softmax(v_beta)[omega] at the last scaffold step, v_beta the relevant logits "
               "of contextual decomposition with cd_focus in focus (Ch. 5 Sec. 2.1, Figs. 8, 11)",
@@ -104,7 +116,7 @@ class RuleCDProbability(RuleMeasure):
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         out = np.full((len(DOMAINS), len(self.p.focus)), np.nan)
         for d, domain in enumerate(DOMAINS):
-            x, tests = _cases(ctx, task, domain, self.p.cases)
+            x, tests = rule_cases(ctx, task, domain, self.p.cases)
             for f, focus in enumerate(self.p.focus):
                 mask = torch.zeros(x.shape, dtype=torch.bool)
                 if focus in ("alpha", "rule"):
@@ -131,20 +143,17 @@ class RuleCDPrefix(RuleMeasure):
     Params = PrefixParams
 
     def variables(self, b, shape) -> None:
-        lengths = [int(v.coords.get("scaffold_length", 0)) for v in getattr(shape.corpus, "variants", {}).values()]
-        b.coord("prefix_length", list(range(max(lengths, default=0) + 1)),
-                long_name="scaffold words after alpha in focus (i)")
-        b.var("rule_cd_prefix_probability", "rule_cd_prefix", ("network", "checkpoint", _domains(b), "prefix_length"),
+        steps = step_coord(b, shape, "prefix_length", "scaffold words after alpha in focus (i)")
+        b.var("rule_cd_prefix_probability", "rule_cd_prefix", ("network", "checkpoint", domain_coord(b), steps),
               "float64", np.nan, "probability of the close symbol from alpha and the first i scaffold words", "1",
               "mean over test rules of softmax(v_beta)[omega] at the last scaffold step, v_beta the relevant logits "
               "of contextual decomposition with alpha q_1 .. q_i in focus (Ch. 5 Fig. 9)", **hints(plot="curve", order=33))
 
     def run(self, ctx: Context, task) -> None:
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
-        width = len(ctx.layout.coords["prefix_length"].values)
-        out = np.full((len(DOMAINS), width), np.nan)
+        out = by_domain_and_step(ctx, "prefix_length")
         for d, domain in enumerate(DOMAINS):
-            x, tests = _cases(ctx, task, domain, self.p.cases)
+            x, tests = rule_cases(ctx, task, domain, self.p.cases)
             for i in range(tests.k + 1):
                 mask = torch.zeros(x.shape, dtype=torch.bool)
                 mask[:, tests.alpha: tests.alpha + 1 + i] = True
@@ -165,7 +174,7 @@ class RuleInterdependence(RuleMeasure):
     Params = DIParams
 
     def variables(self, b, shape) -> None:
-        b.var("rule_di", "rule_interdependence", ("network", "checkpoint", _domains(b)), "float64", np.nan,
+        b.var("rule_di", "rule_interdependence", ("network", "checkpoint", domain_coord(b)), "float64", np.nan,
               "DI(alpha, scaffold)", "1",
               "mean over test rules of ||h_AuB - (h_A + h_B)|| / ||h_AuB|| at the last scaffold step, A = {alpha}, "
               "B = the scaffold, h_X the relevant part of contextual decomposition with X in focus (Ch. 5 Eq. 2, "
@@ -175,7 +184,7 @@ class RuleInterdependence(RuleMeasure):
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         out = []
         for domain in DOMAINS:
-            x, tests = _cases(ctx, task, domain, self.p.cases)
+            x, tests = rule_cases(ctx, task, domain, self.p.cases)
             a = torch.zeros(x.shape, dtype=torch.bool)
             a[:, tests.alpha] = True
             b = torch.zeros(x.shape, dtype=torch.bool)
