@@ -126,28 +126,24 @@ def test_prefix_cd_probability_ends_where_the_other_cd_measures_stand(ds):
     prefix = ds["rule_cd_prefix_probability"]
     np.testing.assert_allclose(prefix.sel(prefix_length=0).values, ds["rule_cd_probability"].sel(cd_focus="alpha").values,
                                rtol=1e-12)
-    axes = _lines("ch5_fig9", ds)
-    assert len(axes) == 2
-    for lines, domain in zip(axes, ("in_domain", "out_domain")):
-        assert {label.split(",")[0] for label in lines} == {"k=3 unfamiliar", "k=3 familiar"}
-        for label, line in lines.items():
-            familiar = label.split(",")[0].endswith(" familiar")
-            want = scaffold_mean(prefix.sel(test_domain=domain), _group(ds, familiar)).isel(checkpoint=-1)
-            np.testing.assert_array_equal(line.get_ydata(), want.values)
-            np.testing.assert_array_equal(line.get_xdata(), [0, 1, 2, 3])
-            assert line.get_linestyle() == ("--" if familiar else "-")
+    _assert_last_checkpoint_panels(ds, "ch5_fig9", prefix)
 
 
 def test_gradient_figure_draws_the_last_checkpoint_against_distance(ds):
     """Ch. 5 Fig. 12: ||d e_omega / d h_(alpha+d)|| against d, the seeds' mean at the last checkpoint."""
-    axes = _lines("ch5_fig12", ds)
+    _assert_last_checkpoint_panels(ds, "ch5_fig12", ds["rule_gradient_norm"])
+
+
+def _assert_last_checkpoint_panels(ds, figure: str, var) -> None:
+    """In-domain and random panels: a line per group, the seeds' mean of ``var`` at the last
+    checkpoint against 0 .. k, dashed for familiar scaffolds."""
+    axes = _lines(figure, ds)
     assert len(axes) == 2
-    g = ds["rule_gradient_norm"]
     for lines, domain in zip(axes, ("in_domain", "out_domain")):
         assert {label.split(",")[0] for label in lines} == {"k=3 unfamiliar", "k=3 familiar"}
         for label, line in lines.items():
             familiar = label.split(",")[0].endswith(" familiar")
-            want = scaffold_mean(g.sel(test_domain=domain), _group(ds, familiar)).isel(checkpoint=-1)
+            want = scaffold_mean(var.sel(test_domain=domain), _group(ds, familiar)).isel(checkpoint=-1)
             np.testing.assert_array_equal(line.get_ydata(), want.values)
             np.testing.assert_array_equal(line.get_xdata(), [0, 1, 2, 3])
             assert line.get_linestyle() == ("--" if familiar else "-")
