@@ -29,13 +29,13 @@ from __future__ import annotations
 import errno
 import json
 import os
-import socket
 import threading
 import time
 import uuid
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from runner import processes
 from runner.errors import Locked
 from runner.location import Remote
 
@@ -58,35 +58,6 @@ def _refused(err: BaseException) -> bool:
     return isinstance(err, FileExistsError) or (isinstance(err, OSError) and err.errno == errno.EINVAL)
 
 
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def _start_time(pid: int) -> str | None:
-    """The start time of process ``pid`` in clock ticks since boot (Linux), "" where unknown, None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except FileNotFoundError:
-        return None
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return ""
-
-
-def _host() -> str:
-    return f"{socket.gethostname()}/{_boot_id()}"
-
-
 class Lease:
     """The lock of the store whose runner folder is ``state_dir`` (on object storage)."""
 
@@ -105,8 +76,7 @@ class Lease:
         return self.obj.fs.call_s3(method, Bucket=self.obj.bucket, Key=self.obj.key.split("/", 1)[1], **kwargs)
 
     def _body(self) -> bytes:
-        return json.dumps({"owner": self.owner, "host": _host(), "pid": os.getpid(),
-                           "started": _start_time(os.getpid()) or "", "ttl": self.ttl, "ts": time.time()}).encode()
+        return json.dumps({"owner": self.owner, **processes.me(), "ttl": self.ttl, "ts": time.time()}).encode()
 
     def _put(self, **condition: str) -> None:
         sent = time.monotonic()
@@ -164,10 +134,8 @@ class Lease:
         ttl = float(info.get("ttl", DEFAULT_TTL)) if isinstance(info.get("ttl"), (int, float)) else DEFAULT_TTL
         if age > ttl:
             return info, head["ETag"], f"not renewed for {age:.0f} s (lease {ttl:g} s)"
-        if info.get("host") == _host() and isinstance(info.get("pid"), int):
-            started = _start_time(info["pid"])
-            if started is None or (started and info.get("started") and started != info["started"]):
-                return info, head["ETag"], f"its process {info['pid']} on this host is gone"
+        if processes.gone_here(info):
+            return info, head["ETag"], f"its process {info['pid']} on this host is gone"
         return info, head["ETag"], None
 
     def _renew(self) -> None:

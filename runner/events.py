@@ -3,7 +3,8 @@
 ``apply`` is the only writer (it holds the store's lock); ``status`` and the monitor read the file
 from another process, tracking a byte offset and ignoring a trailing partial line.
 
-Event kinds and their fields (besides ``ts``, ``event``, ``run``):
+Event kinds and their fields (besides ``ts``, ``event``, ``run``, ``pid``; the first two also
+``host`` and ``started``, the writer's start time):
 
 - ``run_started``: ``spec``, ``spec_sha256``, ``device``, ``tasks`` (list of {id, network, measure, kind, steps, state}),
   ``estimate`` (the plan's, from cached calibrations: ``runner.estimate.Estimate.to_json``, ``device``,
@@ -22,8 +23,8 @@ A crash can leave a torn last line: the writer starts a new line before its firs
 readers skip any line that is not a whole JSON object.
 
 On object storage (:mod:`runner.location`), where an object cannot be appended to, the log is one
-object that the writer rewrites whole, at most once a second (a thread writes what is left a
-second later; closing writes the rest); a reader fetches only the bytes past its offset (a ranged
+object that the writer rewrites whole, at most once a second, from a thread of its own (closing
+writes the rest); a reader fetches only the bytes past its offset (a ranged
 GET).
 """
 
@@ -38,9 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from runner import processes
 from runner.location import Remote
 
 UPLOAD_SECONDS = 1.0
+WRITER_EVENTS = ("run_preparing", "run_started")
+"""Events that also name their writer's ``host`` and ``started`` (:func:`runner.processes.me`)."""
 
 
 class EventLog:
@@ -68,6 +72,8 @@ class EventLog:
         """Append one event as one line (one write call). Progress is not worth a run: if the log
         cannot be written (disk full), the run goes on without it."""
         record = {"ts": time.time(), "event": event, "run": self.run, "pid": os.getpid(), **fields}
+        if event in WRITER_EVENTS:  # who writes: status tells a live run from a dead one by it
+            record.update(processes.me())
         line = (json.dumps(record, default=str) + "\n").encode()
         if self._remote is not None:
             self._remote.append(line)
@@ -97,11 +103,10 @@ class RemoteLog:
         self.path = path
         try:
             self.data = bytearray(path.read_bytes())
-        except (OSError, ValueError):
+        except FileNotFoundError:  # a first run (any other failure is raised: the log is never lost)
             self.data = bytearray()
         if self.data and not self.data.endswith(b"\n"):
             self.data += b"\n"
-        self.sent = 0.0
         self.dirty = False
         self._lock, self._upload = threading.Lock(), threading.Lock()
         self._stop = threading.Event()
@@ -109,11 +114,10 @@ class RemoteLog:
         self._thread.start()
 
     def append(self, line: bytes) -> None:
+        """Add ``line``; the thread uploads it within :data:`UPLOAD_SECONDS` (never the caller's thread)."""
         with self._lock:
             self.data += line
             self.dirty = True
-        if time.monotonic() - self.sent >= UPLOAD_SECONDS:
-            self.flush()
 
     def _later(self) -> None:
         while not self._stop.wait(UPLOAD_SECONDS):
@@ -125,7 +129,6 @@ class RemoteLog:
                 if not self.dirty:
                     return
                 data, self.dirty = bytes(self.data), False
-                self.sent = time.monotonic()
             try:
                 self.path.write_bytes(data)
             except Exception:  # noqa: BLE001 - progress is not worth a run: the next flush tries again

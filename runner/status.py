@@ -6,12 +6,13 @@ Shared by ``runner status``, ``runner show`` and the monitor.
 
 from __future__ import annotations
 
-import os
 import re
+import socket
 from pathlib import Path
 
 import numpy as np
 
+from runner import processes
 from runner.events import read_events
 from runner.layout import internal
 from runner.location import location, zarr_store
@@ -33,14 +34,11 @@ def store_of(target: Path) -> Path:
     return target
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _alive(event: dict) -> bool:
+    """The writer of ``event`` still runs. A writer on another host (a store on S3 or a shared
+    folder) is taken to run until its run says it finished; an event before writers were named, to
+    be of this host."""
+    return not processes.gone_here({"host": socket.gethostname(), **event})
 
 
 def load_status(target: Path) -> dict:
@@ -55,8 +53,8 @@ def load_status(target: Path) -> dict:
 def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_alive=None) -> dict:
     """The status of a store from its events (oldest first) and completion records.
 
-    ``is_alive(pid) -> bool`` tells whether the writer of the last run still lives (default: this host's
-    process table). The monitor calls this with the events it has read so far, incrementally.
+    ``is_alive(event) -> bool`` tells whether the writer of the last run still lives (default: this
+    host's process table, :func:`_alive`). The monitor calls this with the events it has read so far, incrementally.
     """
     is_alive = is_alive or _alive
     runs = [e for e in events if e["event"] == "run_started"]
@@ -72,7 +70,7 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
         tasks[tid].update(state="done", seconds=rec.get("seconds"), resumed_from=rec.get("resumed_from"))
     run_events = [e for e in events if last_run and e.get("run") == last_run["run"]]
     finished = next((e for e in reversed(run_events) if e["event"] == "run_finished"), None)
-    alive = bool(last_run) and is_alive(int(last_run.get("pid", 0))) and finished is None
+    alive = bool(last_run) and is_alive(last_run) and finished is None
     for e in run_events:
         ids = e.get("task", [])
         for tid in ids if isinstance(ids, list) else [ids]:
@@ -117,7 +115,7 @@ def _preparing(events: list[dict], last_run: dict | None, is_alive) -> tuple[str
                     None)
     if finished is not None:
         return None if finished["status"] == "done" else (finished["status"], "the run ended before its tasks started")
-    if not is_alive(int(prep.get("pid", 0))):
+    if not is_alive(prep):
         return "interrupted", "the run ended before its tasks started"
     return "preparing", f"apply (pid {prep.get('pid')}) is {prep.get('stage', 'preparing')}"
 

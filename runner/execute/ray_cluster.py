@@ -93,7 +93,8 @@ def stop_leftover(state_dir: Location) -> int:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         return 0
-    from runner.execute.reaper import alive, stop_cluster
+    from runner.execute.reaper import stop_cluster
+    from runner.processes import alive
 
     if info.get("host") != socket.gethostname() or alive(info["driver_pid"], info["driver_started"]):
         return 0  # another machine's cluster, or its driver still runs (then it holds the lock: not here)
@@ -104,11 +105,12 @@ def stop_leftover(state_dir: Location) -> int:
 
 def start_reaper(session_dir: str) -> subprocess.Popen:
     """The process that stops the cluster of ``session_dir`` once this process is gone, whatever
-    ends it. Run by file path: it imports psutil only, not the runner."""
+    ends it. Run by file path: it imports psutil and runner.processes only."""
     import psutil
 
     me = psutil.Process()
-    script = Path(__file__).with_name("reaper.py")
+    script = Path(__file__).resolve().with_name("reaper.py")
+    root = str(script.parents[2])  # where runner.processes is found, installed or not
     return subprocess.Popen([sys.executable, str(script), str(me.pid), repr(me.create_time()), session_dir],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, close_fds=True, env={**os.environ, "PYTHONPATH": ""})
+                            start_new_session=True, close_fds=True, env={**os.environ, "PYTHONPATH": root})

@@ -7,8 +7,8 @@ Which processes: the driver's descendants, as last seen (the snapshot is refresh
 while the driver lives: ``gcs_server``, ``raylet`` and the monitors are the driver's children, the
 agents and workers the raylet's; when the driver dies, Ray stops some of them itself but not the
 agents, which are then nobody's children), and the processes whose command line names the
-cluster's Ray session folder, with their descendants. This file imports psutil only, so that it
-starts in a fraction of a second.
+cluster's Ray session folder, with their descendants. It imports psutil and :mod:`runner.processes`
+only, so that it starts in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -19,24 +19,14 @@ import time
 
 import psutil
 
+from runner.processes import alive
+
 POLL_SECONDS = 0.1
 SNAPSHOT_SECONDS = 1.0
 
 
-def alive(pid: int, started: float) -> bool:
-    """The process ``pid`` runs and is the one that started at ``started`` (not a reused pid)."""
-    try:
-        return abs(psutil.Process(pid).create_time() - started) < 0.01
-    except psutil.Error:
-        return False
-
-
 def _same(pid: int, started: float) -> psutil.Process | None:
-    try:
-        proc = psutil.Process(pid)
-        return proc if abs(proc.create_time() - started) < 0.01 else None
-    except psutil.Error:
-        return None
+    return psutil.Process(pid) if alive(pid, started) else None
 
 
 def descendants(pid: int) -> dict[int, float]:
