@@ -15,7 +15,7 @@ from dataclasses import replace as replace_fields
 from pathlib import Path
 
 from runner import errors
-from runner.errors import ConsentNeeded
+from runner.errors import ConsentNeeded, Locked
 from runner import interrupt
 from runner.changes import Changes, compare, summary
 from runner.estimate import Calibrator
@@ -27,7 +27,7 @@ from runner.layout import INTERNAL, internal
 from runner.location import Remote, is_url, location
 from runner.provenance import now
 from runner.records import renumber_chunks
-from runner.prepare import load_spec, prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.prepare)
+from runner.prepare import prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.prepare)
 from runner.verify import repair
 from runner.store import Store, StoreWriteError, read_tasks, records_lost, runner_dir, writing
 from runner.study import Prepared, ShardError
@@ -355,13 +355,13 @@ def close_run(store: Store, events, view) -> None:
     (a full disk), a failed refresh says nothing more: that error is the one message, and the next
     apply refreshes the metadata. Otherwise the refresh's own error is raised."""
     view.stop()
-    failed: StoreWriteError | None = None
+    failed: StoreWriteError | Locked | None = None
     try:
         if store.group is not None:
             store.set_internal(updated_utc=now())
             store.consolidate()
             store.fold_records()  # on object storage: all records in one object, read in one GET
-    except StoreWriteError as err:
+    except (StoreWriteError, Locked) as err:  # a lost lock (object storage) refuses these writes too
         failed = err
     finally:
         events.close()

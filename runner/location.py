@@ -182,10 +182,14 @@ class Remote:
         return [Remote(f"{self.protocol}://{p}") for p in self.fs.glob(f"{self.key}/{pattern}")]
 
     def read_many(self, paths: list[Remote]) -> dict[Remote, bytes]:
-        """The bytes of many objects at once (fetched concurrently); those gone meanwhile are left out."""
+        """The bytes of many objects at once (fetched concurrently); those gone meanwhile are left out,
+        any other failure raised (a caller never takes an object it could not read for a missing one)."""
         if not paths:
             return {}
-        got = self.fs.cat([p.key for p in paths], on_error="omit")
+        got = self.fs.cat([p.key for p in paths], on_error="return")
+        for value in got.values():
+            if isinstance(value, BaseException) and not isinstance(value, FileNotFoundError):
+                raise value
         return {Remote(f"{self.protocol}://{k}"): v for k, v in got.items() if isinstance(v, bytes)}
 
 
@@ -193,14 +197,25 @@ Location = Union[Path, Remote]
 
 
 def write_atomic(path: Location, data: bytes | memoryview) -> None:
-    """Write ``path`` whole or not at all (see :func:`runner.store.atomic_write_bytes` for a disk;
-    a single PUT is atomic on S3)."""
+    """Write ``path`` whole or not at all: a temporary file, fsync and a rename on a disk (no partial
+    file left behind), one PUT on S3 (atomic there). Writes of the store go through
+    :func:`runner.store.atomic_write_bytes`, which adds the write guard and :class:`StoreWriteError`."""
     if isinstance(path, Remote):
         path.write_bytes(data)
         return
-    from runner.store import atomic_write_bytes
+    import tempfile
 
-    atomic_write_bytes(path, data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def append_line(path: Location, line: bytes) -> None:

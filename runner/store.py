@@ -30,7 +30,7 @@ from filelock import FileLock, Timeout
 
 from runner.errors import Locked, SpecInvalid, StorageError, Unavailable
 from runner.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
-from runner.location import Location, Remote, location, move_tree, reachable_problem, zarr_store
+from runner.location import Location, Remote, location, move_tree, reachable_problem, write_atomic, zarr_store
 from runner.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
                             records_exist, write_records)
 
@@ -174,15 +174,13 @@ def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> 
     created. An existing file, a folder holding anything else, or another program's zarr store is
     refused (the runner never deletes what it did not create), and so is a place it cannot write,
     a store inside another zarr store (but a sweep's points), and a symbolic link as the store or
-    the runner's folder beside it (the runner never writes through a link it did not create).
+    the runner's folder beside it (the runner never writes through a link it did not create). A
+    bucket is assumed reachable: :func:`check_reachable` says so first.
     """
     path = location(path)
     name = path.name
     if str(path).strip() == "" or name in ("", ".", ".."):
         return f"{str(path)!r} names no folder of its own; give a path such as 'store/NAME.zarr'"
-    reachable = reachable_problem(path)
-    if reachable:
-        return reachable
     if isinstance(path, Remote) and (sweep or point):
         return (f"{path}: a spec with a [sweep] writes its store on a local disk only (its points are folders of "
                 "the sweep's store); give a local path, or one spec per point")
@@ -254,22 +252,8 @@ def _unwritable(path: Path) -> str | None:
 def atomic_write_bytes(path: Location, data: bytes | memoryview) -> None:
     """Write ``path`` whole or not at all (temporary file, fsync, rename; on object storage one PUT,
     atomic there); :class:`StoreWriteError` on a full or read-only disk, with no partial file left behind."""
-    if isinstance(path, Remote):
-        with writing(path.parent):
-            path.write_bytes(data)
-        return
     with writing(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, data)
 
 
 class Store:
@@ -292,6 +276,7 @@ class Store:
             self._lease = Lease(self.state_dir)
             with writing(self.state_dir):
                 self._lease.acquire()
+            guard_writes(self._lease.check)  # no write of this process once the lease is lost
             return
         with writing(self.state_dir):
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -311,6 +296,7 @@ class Store:
 
     def unlock(self) -> None:
         if self._lease is not None:
+            guard_writes(None)
             self._lease.release()
             self._lease = None
         if self._lock is not None:
@@ -415,7 +401,6 @@ class Store:
         return internal(self.group.attrs)["store_id"]
 
     def write(self, name: str, region: tuple, values: np.ndarray) -> None:
-        self.check_lease()
         with writing(self.path):
             arr = self.group[name]
             arr[region] = values
@@ -439,16 +424,7 @@ class Store:
     def tasks(self) -> dict[str, dict]:
         return read_records(self.state_dir, self.store_id)
 
-    def record(self, task_id: str, record: dict) -> None:
-        self.record_many({task_id: record})
-
-    def check_lease(self) -> None:
-        """On object storage: stop before a write once this apply's lease is lost (:mod:`runner.bucket_lock`)."""
-        if self._lease is not None:
-            self._lease.check()
-
     def record_many(self, records: dict[str, dict]) -> None:
-        self.check_lease()
         with writing(self.state_dir):
             written = write_records(self.state_dir, self.store_id, records)
         if isinstance(self.state_dir, Remote):
@@ -457,7 +433,6 @@ class Store:
     def fold_records(self) -> None:
         """On object storage, fold the records into one object (:func:`runner.records.fold_records`)."""
         if isinstance(self.state_dir, Remote):
-            self.check_lease()
             with writing(self.state_dir):
                 fold_records(self.state_dir, self.store_id, self._written)
 

@@ -13,8 +13,8 @@ executor is only where and how a group runs:
   reporter on a store of its own (:meth:`Job.collecting`); the resources, notes and warnings it
   collected come back in :class:`Done`, and the scheduler learns the resources when the job ends.
 
-Stops (:class:`KeyboardInterrupt`) and store write errors (:class:`runner.store.StoreWriteError`)
-end the whole run: an executor lets them through (from ``submit`` or ``poll``); any other error
+Stops (:class:`KeyboardInterrupt`), store write errors (:class:`runner.store.StoreWriteError`) and
+a lost lock (:class:`runner.errors.Locked`: this apply may no longer write the store) end the whole run: an executor lets them through (from ``submit`` or ``poll``); any other error
 fails only its job (its dependents stay pending).
 """
 
@@ -23,10 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runner.errors import Locked
 from runner.plan import Task
 from runner.study import Reporter, Session
 
-FATAL: tuple[type[BaseException], ...] = (KeyboardInterrupt,)
+FATAL: tuple[type[BaseException], ...] = (KeyboardInterrupt, Locked)
 """Errors that end the whole run rather than fail one job (with :class:`runner.store.StoreWriteError`)."""
 
 

@@ -34,8 +34,10 @@ import time
 import uuid
 from collections.abc import Callable
 
+from runner import processes
 from runner.errors import Locked
-from runner.location import Location, location, write_atomic
+from runner.location import Location, location
+from runner.store import atomic_write_bytes
 
 LEASE_FILE = "lease.json"
 TTL = 30.0
@@ -48,19 +50,8 @@ class LeaseLost(Locked):
     """This process no longer writes for the store's lock holder (75)."""
 
 
-def _started(pid: int) -> float | None:
-    try:
-        import psutil
-
-        return psutil.Process(pid).create_time()
-    except ImportError:  # pragma: no cover - psutil comes with the ray extra
-        return None
-    except Exception:  # noqa: BLE001 - psutil.NoSuchProcess, AccessDenied
-        return None
-
-
 def _write(state_dir, lease: dict) -> None:
-    write_atomic(location(state_dir) / LEASE_FILE, (json.dumps(lease) + "\n").encode())
+    atomic_write_bytes(location(state_dir) / LEASE_FILE, (json.dumps(lease) + "\n").encode())
 
 
 def read(state_dir) -> dict | None:
@@ -74,9 +65,7 @@ def take(state_dir: Location) -> str:
     """A new lease for this process (the lock holder); its token. Workers of an earlier holder are
     refused from now on."""
     token = uuid.uuid4().hex
-    pid = os.getpid()
-    _write(state_dir, {"token": token, "host": socket.gethostname(), "pid": pid,
-                                          "started": _started(pid), "renewed": time.time()})
+    _write(state_dir, {"token": token, **processes.me(), "renewed": time.time()})
     return token
 
 
@@ -94,11 +83,9 @@ def problem(state_dir: Location, token: str) -> str | None:
     lease = read(state_dir)
     if lease is None or lease.get("token") != token:
         return "another `runner apply` took the store"
-    if lease.get("host") == socket.gethostname():
-        started = _started(int(lease["pid"]))
-        if started is None or (lease.get("started") is not None and abs(started - lease["started"]) > 0.01):
-            return f"the apply that holds the store (pid {lease['pid']}) is gone"
-    elif time.time() - float(lease.get("renewed", 0)) > TTL:
+    if processes.gone_here(lease):
+        return f"the apply that holds the store (pid {lease['pid']}) is gone"
+    if lease.get("host") != socket.gethostname() and time.time() - float(lease.get("renewed", 0)) > TTL:
         return f"the apply that holds the store (pid {lease['pid']} on {lease['host']}) stopped renewing its lease"
     return None
 
@@ -134,7 +121,9 @@ class Renewer:
             try:
                 if not renew(self.state_dir, self.token):
                     return
-            except OSError:  # a full disk: the run's own writes say so
+            except Locked:  # this apply lost the store's lock (object storage): its lease is not to be kept
+                return
+            except Exception:  # a full disk, a server that did not answer: the run's own writes say so
                 continue
 
     def stop(self) -> None:

@@ -73,7 +73,7 @@ def _records(store: str) -> dict:
     return read_tasks(store)
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)
 def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tmp_path, in_process):
     server, bucket = s3
     url = f"s3://{bucket}/runs/maps.zarr"
@@ -98,7 +98,7 @@ def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tm
     assert objects == ["runs/maps.runner/records/.keep"]  # folded into records.folded.json when the apply ended
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)
 def test_status_show_figures_and_the_monitor_read_an_s3_store(s3, tmp_path, in_process):
     _, bucket = s3
     url = f"s3://{bucket}/runs/maps.zarr"
@@ -120,7 +120,7 @@ def test_status_show_figures_and_the_monitor_read_an_s3_store(s3, tmp_path, in_p
     assert watcher.poll().changed and watcher.status()["state"] == "done" and len(watcher.records) == 2
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)
 def test_a_second_apply_is_refused_and_kill_9_then_apply_equals_an_uninterrupted_run(s3, tmp_path, in_process):
     server, bucket = s3
     url = f"s3://{bucket}/kill.zarr"
@@ -145,7 +145,41 @@ def test_a_second_apply_is_refused_and_kill_9_then_apply_equals_an_uninterrupted
     assert in_process("verify", url)[0] == 0
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)
+def test_an_apply_whose_lock_was_taken_over_writes_nothing_more_and_ends_75(s3, tmp_path, in_process):
+    """Another apply took the lock (its object rewritten): the holder's next write is refused, the run
+    ends at once (exit 75, not one failed group after another), and the lock stays the taker's."""
+    server, bucket = s3
+    url = f"s3://{bucket}/taken.zarr"
+    _spec(tmp_path, "taken", url, steps=120, samples=8, checkpoint_every=20)
+    _spec(tmp_path, "local", "store/local.zarr", steps=120, samples=8, checkpoint_every=20)
+    client = server.client()
+    ttl = 3.0
+    proc = popen_cli("apply", "taken.toml", "-q", cwd=tmp_path, RUNNER_TEST_STALL="tanh@50",
+                     TRANSIENT_LEASE_SECONDS=str(ttl), **server.env)
+    try:
+        wait_for(lambda: _exists(client, bucket, "taken.runner/stalled"), proc, timeout=40)
+        client.put_object(Bucket=bucket, Key="taken.runner/apply.lock", Body=b'{"owner": "another apply"}')
+        taken = time.monotonic()
+        while time.monotonic() - taken <= ttl:  # by then the holder knows: its renewal was refused, or lapsed
+            time.sleep(0.1)
+        client.delete_object(Bucket=bucket, Key="taken.runner/stalled")  # it goes on, to its next write
+        _, err = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 75, err
+    assert "taken over by another apply" in err and "Traceback" not in err
+    assert client.get_object(Bucket=bucket, Key="taken.runner/apply.lock")["Body"].read() == b'{"owner": "another apply"}'
+    done = {r["network_label"] for r in _records(url).values() if r["kind"] == "iterate"}
+    assert "tanh" not in done  # its pass wrote nothing past the takeover
+    client.delete_object(Bucket=bucket, Key="taken.runner/apply.lock")  # the other apply is gone
+    assert in_process("apply", "taken.toml", "-q")[0] == 0
+    assert in_process("apply", "local.toml", "-q")[0] == 0
+    xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
+
+
+@pytest.mark.timeout(120)
 def test_no_such_bucket_and_no_endpoint_are_named_before_any_compute(s3, tmp_path):
     server, bucket = s3
     _spec(tmp_path, "gone", "s3://no-such-bucket/x.zarr")
@@ -159,7 +193,7 @@ def test_no_such_bucket_and_no_endpoint_are_named_before_any_compute(s3, tmp_pat
     assert "nothing answers" in unreachable.stderr and "Traceback" not in unreachable.stderr
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)
 def test_no_credentials_and_other_protocols_are_named(s3, tmp_path):
     server, bucket = s3
     no_credentials = {k: v for k, v in cli_env(tmp_path).items() if not k.startswith("AWS_")}
@@ -172,7 +206,7 @@ def test_no_credentials_and_other_protocols_are_named(s3, tmp_path):
     assert other.returncode == 66 and "gs:// is not supported" in other.stderr
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)
 def test_a_lease_not_renewed_is_taken_over_once_and_its_holder_stops_writing(s3):
     from runner.bucket_lock import BucketLockLost, Lease
     from runner.location import Remote
@@ -268,7 +302,7 @@ def test_two_ray_workers_on_an_s3_store_killed_with_their_driver_then_applied_eq
     assert not there("ray_cluster.json")
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 async def test_the_monitor_app_shows_an_s3_store_it_is_given_by_url(s3, tmp_path, in_process):
     """`runner monitor s3://...`: the real Textual app, driven headless, on the store in the bucket."""
     from runner.tui.app import MonitorApp
@@ -291,7 +325,7 @@ async def test_the_monitor_app_shows_an_s3_store_it_is_given_by_url(s3, tmp_path
     assert app.return_code == 0
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_sample_shards_on_an_s3_store_are_merged_from_their_objects(s3, tmp_path, in_process):
     """``--shards``: each shard writes its files beside the store, here objects in the bucket; the
     merge reads them back and removes them. The values equal an unsharded run on a local disk."""
@@ -347,7 +381,7 @@ kind = "entropy"
     assert any(k.endswith("/model.safetensors") for k in keys) and any(k.endswith("/vocab.json") for k in keys)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_apply_of_an_s3_store_logs_to_mlflow(s3, tmp_path, in_process, monkeypatch):
     """--log-to mlflow reads the store in the bucket; the default database is in the working
     directory (SQLite needs a disk)."""
