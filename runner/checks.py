@@ -20,7 +20,7 @@ import numpy as np
 
 from runner.layout import LayoutBuilder, Var
 from runner.measure_protocol import COMPUTE, MeasureTags
-from runner.measures import Measure, MeasureParams, declare, measures
+from runner.measures import Measure, MeasureParams, declare, measures, tag_problems
 
 
 class ConformanceError(AssertionError):
@@ -57,7 +57,7 @@ def check_measure(measure: type[Measure] | Measure, shape: Any = None) -> None:
     lays it out for its small example, :meth:`runner.study.Study.variables_of`)."""
     cls = measure if isinstance(measure, type) else type(measure)
     what = f"measure {cls.__module__}.{cls.__qualname__}"
-    problems = _tag_problems(cls)
+    problems = tag_problems(cls)
     params, more = _params(cls, measure)
     problems += more
     if not isinstance(getattr(cls, "reference", None), str):
@@ -72,13 +72,6 @@ def check_measure(measure: type[Measure] | Measure, shape: Any = None) -> None:
     _fail(what, problems)
     instance = measure if isinstance(measure, Measure) else cls(params)
     _fail(what, [f"variable {p}" for p in _variable_problems(instance, shape)])
-
-
-def _tag_problems(cls: type[Measure]) -> list[str]:
-    tags = getattr(cls, "tags", None)
-    if not isinstance(tags, MeasureTags):
-        return [f"tags must be a runner.measures.MeasureTags, not {type(tags).__name__}"]
-    return [f"tags: {p}" for p in tags.problems()] or [f"tags: {p}" for p in cls.tag_problems()]
 
 
 def _params(cls: type[Measure], measure) -> tuple[MeasureParams | None, list[str]]:

@@ -125,12 +125,20 @@ def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str
     return {f"{INTERNAL}.{k}": v for k, v in out.items()}  # flat keys: hints(...) dicts merge with {**a, **b}
 
 
+def tag_problems(cls: type[Measure]) -> list[str]:
+    """What is wrong with a measure's tags: not a :class:`MeasureTags`, contradicting themselves, or
+    using words its study does not know (``cls.tag_problems``)."""
+    tags = getattr(cls, "tags", None)
+    if not isinstance(tags, MeasureTags):
+        return [f"tags must be a runner.measures.MeasureTags, not {type(tags).__name__}"]
+    return [f"tags: {p}" for p in tags.problems() or cls.tag_problems()]
+
+
 def register(cls: type[Measure]) -> type[Measure]:
     """Class decorator: make a measure available to specs of its study (and of the studies in ``also``).
     Tags that contradict themselves, or use words its study does not know, are refused here, where the
     plugin author sees them."""
-    tags = getattr(cls, "tags", None)
-    problems = (tags.problems() or cls.tag_problems()) if isinstance(tags, MeasureTags) else ["tags is no MeasureTags"]
+    problems = tag_problems(cls)
     if problems:
         raise TypeError(f"measure {cls.__module__}.{cls.__qualname__}: {'; '.join(problems)}")
     for study in (cls.study, *cls.also):

@@ -13,14 +13,16 @@ from runner.study import Prepared, study_for
 from runner.sweep import Sweep, expand, point_problem, split
 
 
-def read_spec(spec_path: str | Path, overrides=()) -> SpecFile:
-    """A spec file's tables with ``overrides`` (``"model[0].seed=3"`` texts, :mod:`runner.overrides`) set."""
+def read_spec(spec_path: str | Path | SpecFile, overrides=()) -> SpecFile:
+    """A spec file's tables (or a :class:`SpecFile` read before) with ``overrides``
+    (``"model[0].seed=3"`` texts, :mod:`runner.overrides`) set."""
     from runner import overrides as ov
 
-    return ov.apply(read_toml(spec_path), [o if isinstance(o, ov.Override) else ov.parse(o) for o in overrides])
+    sf = spec_path if isinstance(spec_path, SpecFile) else read_toml(spec_path)
+    return ov.apply(sf, [o if isinstance(o, ov.Override) else ov.parse(o) for o in overrides])
 
 
-def load_spec(spec_path: str | Path, overrides=()):
+def validate_spec(spec_path: str | Path, overrides=()):
     """Read and validate a spec of any study (its files and store path checked); no resolution.
     For a spec with a sweep, the spec without it (its store: the sweep's)."""
     base, axes = split(read_spec(spec_path, overrides))
@@ -42,17 +44,17 @@ def _validated(sf, sweep: bool = False, point: bool = False):
 
 def prepare(spec_path: str | Path | SpecFile, overrides=()) -> Prepared:
     """Validate a spec without a sweep and resolve it into tasks (see :func:`prepare_all`)."""
-    sweep, prepared = prepare_all(spec_path, overrides)
-    if sweep is not None:
-        raise SpecError(spec_path, [f"{spec_path}: this spec has a [sweep]; run its points with `runner apply`"])
-    return prepared[0]
+    sf = read_spec(spec_path, overrides)
+    if split(sf)[1] is not None:
+        raise SpecError(sf.path, [f"{sf.path}: this spec has a [sweep]; run its points with `runner apply`"])
+    return _prepare(sf)
 
 
 def prepare_all(spec_path: str | Path | SpecFile, overrides=()) -> tuple[Sweep | None, list[Prepared]]:
     """Validate a spec (a file, with ``overrides`` set; or a :class:`SpecFile`) and resolve it into
     tasks: one :class:`Prepared`, or one per point of its sweep. Raises :class:`SpecError` listing
     every problem; requirements this machine does not meet are collected in ``unmet``, not raised."""
-    sf = spec_path if isinstance(spec_path, SpecFile) else read_spec(spec_path, overrides)
+    sf = read_spec(spec_path, overrides)
     base, axes = split(sf)
     if axes is None:
         return None, [_prepare(sf)]

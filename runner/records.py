@@ -75,15 +75,17 @@ def read_records(state_dir: Location, store_id: str | None) -> dict[str, dict]:
                 continue
     else:
         return {}
-    out = {}
-    for name, data in contents:
-        try:
-            rec = json.loads(data)
-        except ValueError:  # not ours: a record is written whole
-            continue
-        if isinstance(rec, dict) and rec.get("store_id") == store_id:
-            out[name[:-5]] = rec
-    return out
+    return {name[:-5]: rec for name, data in contents if (rec := _record(data, store_id)) is not None}
+
+
+def _record(data: bytes, store_id: str) -> dict | None:
+    """The record in ``data`` if it is one of the store ``store_id`` (a record is written whole:
+    anything else is not ours)."""
+    try:
+        rec = json.loads(data)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) and rec.get("store_id") == store_id else None
 
 
 def _listed(folder: Remote) -> dict[str, str]:
@@ -124,11 +126,7 @@ def _read_remote(state_dir: Remote, store_id: str, known: dict[str, dict] | None
            if isinstance(rec, dict) and rec.get("store_id") == store_id}
     out.update({tid: known[tid] for tid in live if tid in known})
     for path, data in folder.read_many(wanted).items():
-        try:
-            rec = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and rec.get("store_id") == store_id:
+        if (rec := _record(data, store_id)) is not None:
             out[path.name[:-5]] = rec
     return out, listed, fold
 
@@ -144,16 +142,20 @@ def fold_records(state_dir: Location, store_id: str, known: dict[str, dict] | No
     if not listed:
         return
     dropped = {tid: etag for tid, etag in (fold.get("dropped") or {}).items() if listed.get(tid) == etag}
-    (state_dir / FOLDED).write_bytes(json.dumps({"records": records, "dropped": dropped}, sort_keys=True,
-                                                default=str).encode())
+    _write_fold(state_dir, records, dropped)
     folder = records_dir(state_dir)
     gone = [f"{folder.key}/{tid}.json" for tid in listed if tid not in dropped]
     if gone:
         folder.fs.rm(gone)
     if dropped:  # their objects after the fold that keeps them dropped: then the tombstones can go
         folder.fs.rm([f"{folder.key}/{tid}.json" for tid in dropped])
-        (state_dir / FOLDED).write_bytes(json.dumps({"records": records, "dropped": {}}, sort_keys=True,
-                                                    default=str).encode())
+        _write_fold(state_dir, records, {})
+
+
+def _write_fold(state_dir: Remote, records: dict[str, dict], dropped: dict[str, str]) -> None:
+    """The fold: every record, and the ETags of record objects it drops (not yet deleted)."""
+    (state_dir / FOLDED).write_bytes(json.dumps({"records": records, "dropped": dropped}, sort_keys=True,
+                                                default=str).encode())
 
 
 def write_records(state_dir: Location, store_id: str, records: dict[str, dict]) -> dict[str, dict]:
@@ -179,8 +181,7 @@ def drop_records(state_dir: Location, task_ids: list[str]) -> None:
                 # the fold first, with the ETags of the objects to go: read_records skips those objects
                 dropped = {**(fold.get("dropped") or {}), **{t: listed[t] for t in forgotten if t in listed}}
                 kept = {t: r for t, r in (fold.get("records") or {}).items() if t not in forgotten}
-                (state / FOLDED).write_bytes(json.dumps({"records": kept, "dropped": dropped}, sort_keys=True,
-                                                        default=str).encode())
+                _write_fold(state, kept, dropped)
         for task_id in task_ids:
             (folder / f"{task_id}.json").unlink(missing_ok=True)
 

@@ -17,8 +17,8 @@ point. A group split into sample shards (``--shards``) becomes one Ray task per 
 write files beside the store, and the driver's recorder merges them into the store when all are
 done (the session's ``merge``, given every shard's result).
 
-Workers and driver must see the store at the same path (a shared filesystem; see
-docs/architecture.md). Progress bars move when a group ends, not per step.
+Workers and driver must see the store at the same place: a shared filesystem, or the same
+``s3://`` URL (see docs/architecture.md). Progress bars move when a group ends, not per step.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import ray
 from runner.execute import lease
 from runner.execute.executor import Collected, Done, Job, error_text
 from runner.execute.ray_cluster import forget_cluster, note_cluster, start_reaper
+from runner.records import group_key
 from runner.store import Store, guard_writes, runner_dir, writing
 from runner.study import Unavailable
 
@@ -50,6 +51,11 @@ class RayExecutor:
 
     def __init__(self, p, device, options):
         self.owns_cluster = not ray.is_initialized()
+        self.local_cluster = self.owns_cluster and not options.address
+        self.state_dir = runner_dir(p.store_path)
+        self.reaper = self.renewer = None
+        self.running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, part)
+        self.parts: dict[Job, dict] = {}  # job -> {"left", "results" by part, "error"}
         if self.owns_cluster:
             env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
             local = {} if options.address else {"num_cpus": int(os.environ.get(LOCAL_CPUS_ENV, os.cpu_count() or 1)),
@@ -60,9 +66,13 @@ class RayExecutor:
             except (ConnectionError, RuntimeError, ValueError) as err:
                 where = f"the Ray cluster at {options.address}" if options.address else "a local Ray cluster"
                 raise Unavailable(f"--executor ray: cannot start or join {where}: {str(err).splitlines()[0]}") from None
-        self.state_dir = runner_dir(p.store_path)
-        self.reaper = None
-        self.local_cluster = self.owns_cluster and not options.address
+        try:
+            self._start(p, device, options)
+        except BaseException:  # a cluster this process started ends with it, whatever failed
+            self.close()
+            raise
+
+    def _start(self, p, device, options) -> None:
         if self.local_cluster:  # ours: it ends with this process, however it ends
             session_dir = ray._private.worker._global_node.get_session_dir_path()
             if not os.environ.get(NO_REAPER_ENV):
@@ -78,8 +88,6 @@ class RayExecutor:
         self.max_retries = int(options.extra.get("max_retries", 3))
         self.where = (str(Path.cwd()), self.token, options.point, ray.put(p))  # the plan itself: never re-read
         self.remote = ray.remote(_run_group)
-        self.running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, part)
-        self.parts: dict[Job, dict] = {}  # job -> {"left", "results" by part, "error"}
 
     def submit(self, job: Job) -> None:
         self.parts[job] = {"left": len(job.shards), "results": [None] * len(job.shards), "error": None}
@@ -113,7 +121,8 @@ class RayExecutor:
         for ref in self.running:
             ray.cancel(ref, force=True)
         self.running.clear()
-        self.renewer.stop()
+        if self.renewer is not None:
+            self.renewer.stop()
         if self.owns_cluster and ray.is_initialized():
             ray.shutdown()
         if self.reaper is not None:
@@ -173,9 +182,7 @@ def _run_group(cwd: str, token: str, point: int, p, ids: list[str], shard, devic
 def _note_worker(store: Store, ids: list[str], shard) -> None:
     """``<store>.runner/workers/<task>.pid``: which process runs a task now (for an operator, or a
     test that kills it)."""
-    import hashlib
-
-    name = hashlib.sha256("/".join(sorted(ids)).encode()).hexdigest()[:16] + (f"-{getattr(shard, 'name', shard)}" if shard else "")
+    name = group_key(ids) + (f"-{getattr(shard, 'name', shard)}" if shard else "")
     folder = store.state_dir / "workers"
     with writing(folder):
         folder.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ class ExecutorOptions:
     shards: int = 1
     """Split each splittable group (``Study.split``) into this many sample shards."""
     point: int = 0
-    """Which point of the spec's sweep this run is (workers re-prepare the spec and take it)."""
+    """Which point of the spec's sweep this run is (a worker keeps one session per point)."""
     extra: dict = field(default_factory=dict)
 
 

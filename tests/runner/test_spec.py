@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.apply import load_spec
+from runner.prepare import validate_spec
 from runner.specfile import SpecError
 
 from tests.runner.helpers import maps_spec, run_cli, write_spec
@@ -16,12 +16,12 @@ SPECS = sorted(p for p in Path(__file__).resolve().parents[2].glob("specs/**/*.t
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.name)
 def test_every_shipped_spec_validates(path):
-    spec = load_spec(path)
+    spec = validate_spec(path)
     assert spec.experiment.name
 
 
 def test_defaults_are_the_papers_parameters(tmp_path):
-    spec = load_spec(write_spec(tmp_path, """
+    spec = validate_spec(write_spec(tmp_path, """
         [experiment]
         name = "d"
         [[model]]
@@ -41,7 +41,7 @@ def test_defaults_are_the_papers_parameters(tmp_path):
 
 def _problems(tmp_path, text) -> list[str]:
     with pytest.raises(SpecError) as info:
-        load_spec(write_spec(tmp_path, text))
+        validate_spec(write_spec(tmp_path, text))
     return info.value.problems
 
 
@@ -166,7 +166,7 @@ def test_coordinates_are_lazy_so_sizes_are_known_before_anything_is_allocated():
     from runner.studies.depth.layout import build_layout
     from runner.studies.depth.resolve import resolve
 
-    spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / "reference_maps.toml")
+    spec = validate_spec(Path(__file__).resolve().parents[2] / "specs" / "reference_maps.toml")
     spec = spec.model_copy(update={"dynamics": spec.dynamics.model_copy(update={"steps": 10**15})})
     layout = build_layout(spec, resolve(spec)[0])  # an allocated axis of 1e15 steps would not fit in memory
     assert layout.nbytes()["lyapunov"] == 6 * 64 * 10**15 * 8  # its maps run in fp64, and keep lambda in fp64

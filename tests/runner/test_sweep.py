@@ -87,3 +87,17 @@ def test_a_sweep_never_writes_into_a_store_without_one(tmp_path):
     plain_on_sweep = write_spec(tmp_path, maps_spec("other", steps=20, samples=4), "plain.toml")
     out = run_cli("apply", plain_on_sweep, cwd=tmp_path)
     assert out.returncode == 65 and "holds a sweep" in out.stderr
+
+
+def test_prepare_refuses_a_sweep_naming_its_file_whether_given_a_path_or_a_read_spec(tmp_path, monkeypatch):
+    from runner.prepare import prepare, prepare_all, read_spec
+    from runner.specfile import SpecError
+
+    monkeypatch.chdir(tmp_path)
+    spec = write_spec(tmp_path, spec_text([4, 8]))
+    for given in (spec, read_spec(spec)):
+        with pytest.raises(SpecError) as err:
+            prepare(given)
+        assert str(spec) in str(err.value) and "[sweep]" in str(err.value) and "SpecFile(" not in str(err.value)
+    sweep, points = prepare_all(read_spec(spec), ["model[1].params.g=0.75"])  # overrides apply to a read spec too
+    assert len(points) == 4 and all(p.attrs["overrides"] == ["model[1].params.g=0.75"] for p in points)

@@ -10,7 +10,8 @@ import sys
 import pytest
 import xarray as xr
 
-from runner.apply import apply, load_spec, prepare
+from runner.apply import apply, prepare
+from runner.prepare import validate_spec
 from runner.data.corpus import CorpusError, load_corpus, longest_documents
 from runner.data.sources import SEM_CATEGORIES, SEM_COARSE, GmbSentence, TaggedSentence, parse_gmb, read_gmb, sem_coarse
 from runner.data.tokens import EOS, UNK, build_vocabulary
@@ -173,12 +174,12 @@ def test_a_missing_gmb_file_is_an_unmet_requirement_and_a_missing_key_a_spec_err
     assert not (tmp_path / "gmb.zarr").exists()
     bad = tiny_spec(tmp_path, "nokey", replace={'tagset = "upos"\nshuffled = true': 'tagset = "sem_fine"'})
     with pytest.raises(SpecError) as err:
-        load_spec(bad)
+        validate_spec(bad)
     assert any("[corpus] gmb_sem" in p and "needs a GMB-style tagged file" in p for p in err.value.problems)
     probe = _gmb_spec(tmp_path, tmp_path / "absent.txt", "probe")
     probe.write_text(probe.read_text().replace('tagsets = ["upos", "topic"]', 'tagsets = ["upos", "sem_fine"]'))
     with pytest.raises(SpecError) as err:
-        load_spec(probe)
+        validate_spec(probe)
     assert any("GMB tag sets ['sem_fine'] are another corpus" in p for p in err.value.problems)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.apply import load_spec
+from runner.prepare import validate_spec
 from runner.specfile import SpecError
 from runner.studies.training.spec import ScaffoldSpec
 from training_helpers import ROOT
@@ -14,12 +14,12 @@ TINY = ROOT / "specs" / "tiny" / "scaffold_tiny.toml"
 
 @pytest.mark.parametrize("name", ["scaffold.toml", "tiny/scaffold_tiny.toml", "di_syntax.toml"])
 def test_shipped_specs_load(name):
-    study = load_spec(ROOT / "specs" / name)
+    study = validate_spec(ROOT / "specs" / name)
     assert study.model and study.measure
 
 
 def test_scaffold_spec_is_the_paper():
-    s = load_spec(ROOT / "specs" / "scaffold.toml")
+    s = validate_spec(ROOT / "specs" / "scaffold.toml")
     t = s.training  # Sec. 4.1: one 200-unit layer, lr 1 throughout, clip 0.25, no momentum
     assert (t.num_layers, t.hidden_dim, t.lr, t.lr_decay, t.clip, t.momentum) == (1, 200, 1.0, 1.0, 0.25, 0.0)
     sc = s.corpus.scaffold
@@ -37,7 +37,7 @@ def _errors(tmp_path, replace):
     path = tmp_path / "s.toml"
     path.write_text(text)
     with pytest.raises(SpecError) as err:
-        load_spec(path)
+        validate_spec(path)
     return err.value.problems
 
 
@@ -57,7 +57,7 @@ def test_default_scaffold_table(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(text[:start] + text[end:])
     with pytest.raises(SpecError) as err:  # the default lengths are 2, 4, 6, 8: no k3 variant
-        load_spec(path)
+        validate_spec(path)
     assert all("corpus_variant" in p and "unfamiliar_k2" in p for p in err.value.problems)
 
 
@@ -68,7 +68,7 @@ def test_rule_measure_without_scaffold_corpus(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(text)
     with pytest.raises(SpecError) as err:
-        load_spec(path)
+        validate_spec(path)
     problems = err.value.problems
     assert any("rule_probability measures the scaffold test sets" in p for p in problems)
     assert any("corpus_variant needs [corpus] source" in p for p in problems)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.apply import load_spec as load_training_spec
+from runner.prepare import validate_spec as load_training_spec
 from runner.specfile import SpecError, read_toml
 from runner.study import study_for
 from runner.studies.training.plan import checkpoint_steps
