@@ -7,35 +7,24 @@ selected network and group is :func:`runner.tui.curves.lines`. NaN (unfinished) 
 
 from __future__ import annotations
 
-from textual_plotext import PlotextPlot
-
 from runner.tui.curves import Curves, lines
-from runner.tui.widgets.summary_plot import COLORS
+from runner.tui.widgets.plot import COLORS, Plot
 
 
-class CurvePlot(PlotextPlot):
+class CurvePlot(Plot):
     def __init__(self, **kw):
         super().__init__(**kw)
-        self.curves: Curves | None = None
-        self.network: int | None = None
         self.group: str | None = None
-        self.note = ""
 
-    def on_mount(self) -> None:
-        self.draw()
+    @property
+    def curves(self) -> Curves | None:
+        return self.data
 
     def show(self, curves: Curves | None, network: int | None, group: str | None, note: str = "") -> None:
-        self.curves, self.network, self.group, self.note = curves, network, group, note
+        self.data, self.network, self.group, self.note = curves, network, group, note
         self.draw()
 
-    def draw(self) -> None:
-        plt = self.plt
-        plt.clear_figure()
-        c = self.curves
-        if c is None:
-            plt.title(self.note or "no data yet")
-            self.refresh()
-            return
+    def plot(self, plt, c: Curves) -> None:
         what, drawn = lines(c, self.network, self.group)
         drawn = [ln for ln in drawn if ln.x.size]
         for ln in drawn:
@@ -48,4 +37,3 @@ class CurvePlot(PlotextPlot):
         plt.ylabel(c.units)
         title = f"{c.long_name} [{c.units}], {what}"
         plt.title(title if drawn else f"{title}: no values yet")
-        self.refresh()

@@ -7,35 +7,21 @@ reading the store happens in a worker. NaN (not yet written) is skipped.
 from __future__ import annotations
 
 import numpy as np
-from textual_plotext import PlotextPlot
 
 from runner.tui.reader import Series, with_units
+from runner.tui.widgets.plot import COLORS, Plot
 
-COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "gray")
 
-
-class SummaryPlot(PlotextPlot):
-    def __init__(self, **kw):
-        super().__init__(**kw)
-        self.series: Series | None = None
-        self.network: int | None = None  # None: all networks
-        self.note = ""
-
-    def on_mount(self) -> None:
-        self.draw()
+class SummaryPlot(Plot):
+    @property
+    def series(self) -> Series | None:
+        return self.data
 
     def show(self, series: Series | None, network: int | None, note: str = "") -> None:
-        self.series, self.network, self.note = series, network, note
+        self.data, self.network, self.note = series, network, note
         self.draw()
 
-    def draw(self) -> None:
-        plt = self.plt
-        plt.clear_figure()
-        s = self.series
-        if s is None:
-            plt.title(self.note or "no data yet")
-            self.refresh()
-            return
+    def plot(self, plt, s: Series) -> None:
         nets = range(len(s.networks)) if self.network is None else [self.network]
         band = self.network is not None
         drawn = 0
@@ -71,4 +57,3 @@ class SummaryPlot(PlotextPlot):
             title += f": not applicable ({'; '.join(sorted(why))})" if why and len(why) == len(
                 [i for i in nets if i in s.not_applicable]) == len(list(nets)) else ": no values yet"
         plt.title(title)
-        self.refresh()
