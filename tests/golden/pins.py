@@ -8,9 +8,11 @@ purpose (a change of task ids comes with a new ``store_format``, see docs/archit
   network and dependencies, and the unmet requirements.
 - values: small real runs (``quickstart``, ``reference_maps``, the tiny LSTM study, which has
   every training measure kind) through ``runner apply``: per variable and coordinate its dims,
-  shape, dtype and a SHA-256 of its values. Floating-point bits depend on the machine, so values
-  are compared only where the fingerprint (Python, torch, CPU capability) is the one they were
-  pinned on, with one thread.
+  shape, dtype and a SHA-256 of its values. Floating-point bits depend on the machine (BLAS picks
+  its kernels by CPU generation), so values are pinned per machine: each pin names the
+  fingerprint (Python, torch, CPU capability and model) it was taken on, and a run is compared with
+  the most specific pin that matches it, with one thread. ``--values`` adds the pin of this machine
+  (take it from a commit whose values an existing pin verified, then check the newer one against it).
 """
 
 from __future__ import annotations
@@ -47,7 +49,27 @@ def fingerprint() -> dict[str, str]:
     import torch
 
     return {"python": platform.python_version(), "torch": torch.__version__,
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine()}
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
+            "cpu_model": cpu_model()}
+
+
+def cpu_model() -> str:
+    """Vendor, family and model of this CPU (``GenuineIntel 6/207``): what BLAS chooses its kernels by."""
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return platform.processor() or "unknown"
+    return f"{fields.get('vendor_id', '?')} {fields.get('cpu family', '?')}/{fields.get('model', '?')}"
+
+
+def pin_for(pins: list[dict], here: dict[str, str]) -> dict | None:
+    """The pin taken on this machine: its fingerprint's every key matches, the most keys first (a
+    pin taken before fingerprints named the CPU model matches any CPU of its capability)."""
+    matching = [p for p in pins if all(here.get(k) == v for k, v in p["fingerprint"].items())]
+    return max(matching, key=lambda p: len(p["fingerprint"]), default=None)
 
 
 def runner(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
@@ -115,9 +137,17 @@ def run_values(name: str, work: Path) -> dict:
 
 def main(argv: list[str]) -> None:
     """No arguments: pin every plan and the values. ``--plans SPEC...``: pin (or re-pin) the plans
-    of these specs only (paths relative to specs/), for a new spec or one changed on purpose."""
+    of these specs only (paths relative to specs/), for a new spec or one changed on purpose.
+    ``--values``: add (or replace) the values of this machine only."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        pins = json.loads((HERE / "values.json").read_text())["pins"] if argv[:1] == ["--values"] else []
+        if argv[:1] == ["--values"]:
+            here = fingerprint()
+            pins = [p for p in pins if p["fingerprint"] != here]
+            pins.append({"fingerprint": here, "runs": {name: run_values(name, work) for name in RUNS}})
+            (HERE / "values.json").write_text(json.dumps({"pins": pins}, indent=1, sort_keys=True) + "\n")
+            return
         if argv[:1] == ["--plans"]:
             plans = json.loads((HERE / "plans.json").read_text())
             plans.update({name: plan_of(ROOT / "specs" / name, work) for name in argv[1:]})
@@ -127,7 +157,7 @@ def main(argv: list[str]) -> None:
         (HERE / "plans.json").write_text(json.dumps(plans, indent=1, sort_keys=True) + "\n")
         if argv:
             return
-        values = {"fingerprint": fingerprint(), "runs": {name: run_values(name, work) for name in RUNS}}
+        values = {"pins": [{"fingerprint": fingerprint(), "runs": {name: run_values(name, work) for name in RUNS}}]}
         (HERE / "values.json").write_text(json.dumps(values, indent=1, sort_keys=True) + "\n")
 
 
