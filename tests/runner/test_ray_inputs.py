@@ -72,3 +72,83 @@ def test_workers_run_without_the_input_file_and_equal_a_local_run(tmp_path, tiny
     assert local.returncode == 0, local.stderr
     xr.testing.assert_equal(xr.open_zarr(tmp_path / "store/ray.zarr").drop_attrs(),
                             xr.open_zarr(tmp_path / "store/local.zarr").drop_attrs())
+
+
+def _stalled_then_moved_away(tmp_path, spec: str, sources: list[str]) -> None:
+    """Apply ``spec`` on a Ray cluster; once the driver has written the store's inputs, move
+    ``sources`` away (no worker exists yet), let it go on, and move them back."""
+    stalled = tmp_path / f"store/{spec}.runner/stalled"
+    driver = popen_cli("apply", f"{spec}.toml", "--executor", "ray", "-q", cwd=tmp_path, RUNNER_TEST_STALL="inputs@1",
+                       TRANSIENT_RAY_CPUS="2")
+    wait_for(stalled.exists, driver, timeout=240)
+    for name in sources:
+        (tmp_path / name).rename(tmp_path / f"away-{name}")
+    stalled.unlink()
+    _, err = driver.communicate(timeout=240)
+    for name in sources:
+        (tmp_path / f"away-{name}").rename(tmp_path / name)
+    assert driver.returncode == 0, err
+
+
+@pytest.mark.timeout(300)
+def test_training_workers_never_read_the_corpus_and_equal_a_local_run(tmp_path):
+    """The corpus the driver read goes to the workers with the plan (the corpus file is gone while
+    they train and measure); the spec was planned first, so apply itself did not read the corpus."""
+    from tests.training.training_helpers import CORPUS, TINY
+
+    (tmp_path / "corpus.conllu").write_text(CORPUS.read_text())
+    text = TINY.read_text().replace('source = "builtin:tiny-tagged"', 'source = "corpus.conllu"')
+    text = text[:text.index("[[model]]\nname = \"tagger_upos\"")] + text[text.index("[[measure]]"):]
+    text = text[:text.index("[[measure]]", text.index("[[measure]]") + 1)]  # the first measure: SVCCA
+    for name in ("ray", "local"):
+        write_spec(tmp_path, text.replace('name = "lstm_tiny"', f'name = "{name}"\nstore = "store/{name}.zarr"'),
+                   f"{name}.toml")
+        assert run_cli("plan", f"{name}.toml", cwd=tmp_path).returncode == 0
+    _stalled_then_moved_away(tmp_path, "ray", ["corpus.conllu"])
+    assert run_cli("apply", "local.toml", "-q", cwd=tmp_path).returncode == 0
+    ray_ds = xr.open_zarr(tmp_path / "store/ray.zarr").drop_attrs().drop_vars("checkpoint_path")
+    xr.testing.assert_equal(ray_ds, xr.open_zarr(tmp_path / "store/local.zarr").drop_attrs().drop_vars("checkpoint_path"))
+
+
+@pytest.mark.timeout(300)
+def test_transject_workers_never_read_the_data_or_tokenizer_and_equal_a_local_run(tmp_path):
+    from models.tiny import _train_tokenizer
+
+    texts = ["the film was great and the actors were great", "an awful script and awful actors", "great characters",
+             "the script is awful", "great great film", "awful film", "the characters are unlikeable", "a great cast"]
+    _train_tokenizer(texts * 4, 200).save_pretrained(tmp_path / "tok")
+    for split, rows in (("train", texts), ("test", texts[:4])):
+        (tmp_path / f"r_{split}.csv").write_text("text,label\n" + "".join(f"{t},{int('great' in t)}\n" for t in rows))
+    for name in ("ray", "local"):
+        write_spec(tmp_path, f"""
+[experiment]
+name = "{name}"
+study = "transject"
+store = "store/{name}.zarr"
+
+[data]
+source = "r_{{split}}.csv"
+tokenizer = "tok"
+max_length = 12
+analysis_examples = 2
+analysis_text = "The characters are unlikeable and the script is awful."
+
+[training]
+epochs = 2
+batch_size = 4
+
+[[model]]
+name = "tj"
+d_model = 8
+n_layers = 1
+n_experts = 2
+
+[[measure]]
+kind = "distances"
+pairs = [["characters", "script"]]
+""", f"{name}.toml")
+    _stalled_then_moved_away(tmp_path, "ray", ["r_train.csv", "r_test.csv", "tok"])
+    assert run_cli("apply", "local.toml", "-q", cwd=tmp_path).returncode == 0
+    drop = [v for v in ("checkpoint_path", "export_path") if v in xr.open_zarr(tmp_path / "store/ray.zarr")]
+    xr.testing.assert_equal(xr.open_zarr(tmp_path / "store/ray.zarr").drop_attrs().drop_vars(drop),
+                            xr.open_zarr(tmp_path / "store/local.zarr").drop_attrs().drop_vars(drop))

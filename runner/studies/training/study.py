@@ -338,6 +338,12 @@ class TrainingStudyPlugin(Study):
     def open(self, p: Prepared, device, say) -> TrainingSession:
         return TrainingSession(p, device)
 
+    def open_worker(self, p: Prepared, device, store) -> TrainingSession:
+        session = TrainingSession(p, device)
+        session.worker = True
+        session.attach(store)
+        return session
+
     def estimate(self, p: Prepared, device, precision, calibrated):
         from runner.studies.training.estimate import estimate
 
@@ -365,6 +371,7 @@ class TrainingSession:
             st["stats_file"].unlink(missing_ok=True)
             raise Unavailable(f"[corpus] source {self.spec.corpus.source!r} changed since it was planned; run apply "
                               "again to plan it anew")
+        st["corpus"] = corpus  # a distributed executor's workers get it with the plan: they never read the source
         set_precision("fp32")  # the thesis' LSTMs in IEEE fp32 (cuDNN would otherwise use TF32 on CUDA)
         self.corpus, self.steps = corpus, st["steps"]
         self.spe = st["stats"]["steps_per_epoch"]
@@ -378,24 +385,35 @@ class TrainingSession:
         self.train_ids = {t.network: t.id for t in p.tasks if t.kind == "train"}
         self.checkpoints = Checkpoints(p.store_path)
         self.ctx: Context | None = None
+        self.worker = False
 
     def _dir(self, store, network: int) -> Path:
         return checkpoint_dir(store.state_dir, self.spec.model[network].name, self.train_ids[network])
 
     def write_inputs(self, store) -> None:
-        self.store = store
         store.write("word_frequency", (slice(None),), np.asarray(self.corpus.frequencies(), dtype=np.float64))
         if self.corpus.word_class:
             store.write("word_class", (slice(None),), np.asarray(self.corpus.word_class, dtype=object))
+        self.attach(store)
+
+    def attach(self, store) -> None:
+        """Measure on ``store``, laid out and its inputs written (by this process or a distributed
+        executor's driver): the measures' context, and the checkpoints saved so far."""
+        self.store = store
         if self.suites is not None:
             self.ctx = SuiteContext(self.spec, self.suites, self.corpus, self.layout, store, self.device)
             return
-        for n in range(len(self.spec.model)):
-            files = {c: self._dir(store, n) / checkpoint_name(c, s) for c, s in enumerate(self.steps)}
-            self.checkpoints.scan(n, files, self.train_ids[n])
+        self._scan()
         self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device,
                            self.checkpoints.paths)
         self.ctx.base = self.p.spec_file.path.parent  # relative paths of measures (treebanks)
+
+    def _scan(self) -> None:
+        """Take the checkpoints saved since the last look (those not known yet)."""
+        for n in range(len(self.spec.model)):
+            files = {c: self._dir(self.store, n) / checkpoint_name(c, s) for c, s in enumerate(self.steps)
+                     if (n, c) not in self.checkpoints.paths}
+            self.checkpoints.scan(n, files, self.train_ids[n])
 
     def available(self) -> set[str]:
         return self.checkpoints.available()
@@ -407,6 +425,8 @@ class TrainingSession:
         reg = measures("training")[t.kind]
         if self.suites is not None:
             interrupt.stall_point(self.store.state_dir, self.p.labels[t.network], self.steps[t.checkpoint])
+        elif self.worker:  # the checkpoints it reads were saved since it opened, by another process
+            self._scan()
         with forked_rng(self.device):
             reg(reg.Params(kind=t.kind, **t.params)).run(self.ctx, t)
         return {}

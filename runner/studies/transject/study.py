@@ -17,6 +17,7 @@ file's bytes, a hub id, the generator's parameters).
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -204,6 +205,12 @@ class TransJectStudy(Study):
     def open(self, p: Prepared, device, say) -> TransJectSession:
         return TransJectSession(p, device)
 
+    def open_worker(self, p: Prepared, device, store) -> TransJectSession:
+        session = TransJectSession(p, device)
+        session.worker = True
+        session.attach(store)
+        return session
+
 
 def tokenizer_problem(source: str) -> ModelLoadError | None:
     """None when the hub tokenizer loads now (online, cached or a local directory); else why not."""
@@ -231,48 +238,68 @@ def load_splits(spec: TransJectSpec, base: Path, how=None) -> tuple[Split, Split
     return cut(train, d.max_train), cut(test, d.max_test)
 
 
+@dataclass
+class Data:
+    """What a run reads from its data source: both splits, the vocabulary and the analysis sentence."""
+
+    train: Split
+    test: Split
+    vocab: list[str]
+    unk: str
+    sentence: list[str]
+
+
+def read_data(p: Prepared) -> Data:
+    """The spec's splits (tokenized by its hub tokenizer, if it names one), vocabulary and analysis
+    sentence (``max_length`` tokens at most)."""
+    d = p.spec.data
+    hub_tokenizer = None
+    if d.tokenizer and d.kind != "listops":
+        try:
+            hub_tokenizer = load_tokenizer(d.tokenizer)
+        except ModelLoadError as err:
+            raise Unavailable(str(err)) from None
+    how = hub_tokenizer.tokenize if hub_tokenizer is not None else d.tokenize
+    try:
+        train, test = load_splits(p.spec, p.spec_file.path.parent, how)
+    except InputError as err:
+        raise Unavailable(str(err)) from None
+    if not train.labels or not test.labels:
+        raise Unavailable(f"[data] source {d.source!r}: an empty split (train {len(train.labels)}, "
+                          f"test {len(test.labels)} examples)")
+    if hub_tokenizer is not None:
+        vocab, unk = list(hub_tokenizer.convert_ids_to_tokens(list(range(len(hub_tokenizer))))), hub_tokenizer.unk_token or "<unk>"
+    else:
+        vocab, unk = build_vocab(train.tokens, d.vocab_size), "<unk>"
+    if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
+        sentence = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, how, d.lowercase)
+    elif d.kind == "listops":
+        sentence = test.tokens[0]
+    else:
+        sentence = tokenize(PAPER_SENTENCE, how, d.lowercase)
+    return Data(train, test, vocab, unk, sentence[: d.max_length])
+
+
 class TransJectSession:
     """A run: the data, the store's layout, training, loading saved weights and measuring."""
 
     def __init__(self, p: Prepared, device):
         self.p, self.spec, self.device = p, p.spec, device
         spec, d = p.spec, p.spec.data
-        base = p.spec_file.path.parent
-        hub_tokenizer = None
-        if d.tokenizer and d.kind != "listops":
-            try:
-                hub_tokenizer = load_tokenizer(d.tokenizer)
-            except ModelLoadError as err:
-                raise Unavailable(str(err)) from None
-        how = hub_tokenizer.tokenize if hub_tokenizer is not None else d.tokenize
-        try:
-            train, test = load_splits(spec, base, how)
-        except InputError as err:
-            raise Unavailable(str(err)) from None
-        if not train.labels or not test.labels:
-            raise Unavailable(f"[data] source {d.source!r}: an empty split (train {len(train.labels)}, "
-                              f"test {len(test.labels)} examples)")
-        set_precision("fp32")
-        if hub_tokenizer is not None:
-            self.vocab = list(hub_tokenizer.convert_ids_to_tokens(list(range(len(hub_tokenizer)))))
-            self.unk = hub_tokenizer.unk_token or "<unk>"
-        else:
-            self.vocab, self.unk = build_vocab(train.tokens, d.vocab_size), "<unk>"
+        data = p.state.get("data") or read_data(p)
+        p.state["data"] = data  # a distributed executor's workers get it with the plan: they never read the source
+        train, test = data.train, data.test
+        self.vocab, self.unk = data.vocab, data.unk
         self.n_classes = d.n_classes or (10 if d.kind == "listops" else max(train.labels + test.labels) + 1)
         labels = set(train.labels + test.labels)
         if min(labels) < 0 or max(labels) >= self.n_classes:  # a hub set's labels are first seen here
             raise SpecError(p.spec_file.path, [p.spec_file.problem(
                 ("data", "n_classes"), f"labels are classes 0..{self.n_classes - 1}, but {d.source!r} holds "
                 f"{min(labels) if min(labels) < 0 else max(labels)}")])
+        set_precision("fp32")
         self.train = encode(train.tokens, train.labels, self.vocab, d.max_length, self.unk)
         self.test_split = test
-        if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
-            sentence = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, how, d.lowercase)
-        elif d.kind == "listops":
-            sentence = test.tokens[0]
-        else:
-            sentence = tokenize(PAPER_SENTENCE, how, d.lowercase)
-        self.sentence = sentence[: d.max_length]
+        self.sentence = data.sentence
         self.spe = steps_per_epoch(len(self.train.labels), spec.training.batch_size)
         self.nets = p.state["nets"]
         self.dirs = p.state["dirs"]
@@ -304,6 +331,7 @@ class TransJectSession:
         self.checkpoints = Checkpoints(p.store_path)
         self.paths = self.checkpoints.paths
         self._encoded: dict[int, tuple] = {}
+        self.worker = False
 
     # ---------------------------------------------------------------- data per network
 
@@ -327,14 +355,24 @@ class TransJectSession:
         return checkpoint_dir(store.state_dir, self.nets[n]["label"], self.nets[n]["train_id"])
 
     def write_inputs(self, store) -> None:
+        self.attach(store)
+
+    def attach(self, store) -> None:
+        """Measure on ``store`` (laid out by this process or a distributed executor's driver): the
+        checkpoints saved so far."""
         self.store = store
+        self._scan()
+
+    def _scan(self) -> None:
+        """Take the checkpoints saved since the last look, and those an early stop says never come."""
         E = self.spec.training.epochs
         for n, net in enumerate(self.nets):
             if not net["trained"]:
                 self.paths[(n, 0)] = self.dirs[n] / "model.safetensors"
                 continue
-            ckpt = self._dir(store, n)
-            self.checkpoints.scan(n, {e: ckpt / checkpoint_name(e, 0) for e in range(E + 1)}, net["train_id"])
+            ckpt = self._dir(self.store, n)
+            self.checkpoints.scan(n, {e: ckpt / checkpoint_name(e, 0) for e in range(E + 1) if (n, e) not in self.paths},
+                                  net["train_id"])
             meta = read_metadata(ckpt / RESUME)
             if meta is not None and meta.get("train_id") == net["train_id"] and meta.get("done") == "1":
                 self.checkpoints.never(n, range(int(meta["epoch"]) + 1, E + 1))  # after an early stop
@@ -452,6 +490,8 @@ class TransJectSession:
 
     def _measure(self, group: list[Task]) -> None:
         n, e = group[0].network, group[0].checkpoint
+        if self.worker:  # the checkpoints it reads were saved since it opened, by another process
+            self._scan()
         if self.paths.get((n, e)) is None:
             return  # after an early stop there are no weights at this epoch: the cell stays NaN
         self._current = ((n, e), self._compute_view(n, e))
