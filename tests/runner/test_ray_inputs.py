@@ -112,41 +112,12 @@ def test_training_workers_never_read_the_corpus_and_equal_a_local_run(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_transject_workers_never_read_the_data_or_tokenizer_and_equal_a_local_run(tmp_path):
-    from models.tiny import _train_tokenizer
+    from tests.transject.tokenized import write_data
+    from tests.transject.tokenized import write_spec as write_transject_spec
 
-    texts = ["the film was great and the actors were great", "an awful script and awful actors", "great characters",
-             "the script is awful", "great great film", "awful film", "the characters are unlikeable", "a great cast"]
-    _train_tokenizer(texts * 4, 200).save_pretrained(tmp_path / "tok")
-    for split, rows in (("train", texts), ("test", texts[:4])):
-        (tmp_path / f"r_{split}.csv").write_text("text,label\n" + "".join(f"{t},{int('great' in t)}\n" for t in rows))
+    write_data(tmp_path)
     for name in ("ray", "local"):
-        write_spec(tmp_path, f"""
-[experiment]
-name = "{name}"
-study = "transject"
-store = "store/{name}.zarr"
-
-[data]
-source = "r_{{split}}.csv"
-tokenizer = "tok"
-max_length = 12
-analysis_examples = 2
-analysis_text = "The characters are unlikeable and the script is awful."
-
-[training]
-epochs = 2
-batch_size = 4
-
-[[model]]
-name = "tj"
-d_model = 8
-n_layers = 1
-n_experts = 2
-
-[[measure]]
-kind = "distances"
-pairs = [["characters", "script"]]
-""", f"{name}.toml")
+        write_transject_spec(tmp_path, name, f"store/{name}.zarr", epochs=2)
     _stalled_then_moved_away(tmp_path, "ray", ["r_train.csv", "r_test.csv", "tok"])
     assert run_cli("apply", "local.toml", "-q", cwd=tmp_path).returncode == 0
     drop = [v for v in ("checkpoint_path", "export_path") if v in xr.open_zarr(tmp_path / "store/ray.zarr")]

@@ -10,47 +10,13 @@ import xarray as xr
 
 from runner.apply import apply, prepare
 
-TEXTS = ["the film was great and the actors were great", "an awful script and awful actors",
-         "great characters", "the script is awful", "a waste of the talents of the actors",
-         "great great film", "awful film", "the characters are unlikeable"]
+from .tokenized import write_data, write_spec
 
 
-def test_a_tokenizer_directory_gives_tokens_and_vocabulary(tmp_path):
-    from models.tiny import _train_tokenizer
-
-    tok = _train_tokenizer(TEXTS * 4, 200)
-    tok.save_pretrained(tmp_path / "tok")
-    for split, rows in (("train", TEXTS), ("test", TEXTS[:4])):
-        (tmp_path / f"r_{split}.csv").write_text("text,label\n" + "".join(
-            f"{t},{int('great' in t)}\n" for t in rows))
-    spec = tmp_path / "tok.toml"
-    spec.write_text(f"""
-[experiment]
-name = "tok"
-study = "transject"
-store = "{tmp_path / 'tok.zarr'}"
-
-[data]
-source = "r_{{split}}.csv"
-tokenizer = "{tmp_path / 'tok'}"
-max_length = 12
-analysis_examples = 2
-analysis_text = "The characters are unlikeable and the script is awful."
-
-[training]
-epochs = 1
-batch_size = 4
-
-[[model]]
-name = "tj"
-d_model = 8
-n_layers = 1
-n_experts = 2
-
-[[measure]]
-kind = "distances"
-pairs = [["characters", "script"]]
-""")
+def test_a_tokenizer_directory_gives_tokens_and_vocabulary(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the spec's relative paths (tok/, the csv files) read from here
+    tok = write_data(tmp_path)
+    spec = write_spec(tmp_path, "tok", str(tmp_path / "tok.zarr"))
     p = prepare(spec)
     assert p.unmet == []
     out = apply(p, quiet=True)
