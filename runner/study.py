@@ -165,8 +165,14 @@ class Study:
     def open_worker(self, p: Prepared, device: Any, store: Store) -> Session:
         """The session of a worker of a distributed executor, on the store the driver laid out and
         wrote the inputs into (:meth:`Session.write_inputs`): a study that can reads its inputs from
-        there instead of drawing them again from their source. By default: :meth:`open`."""
-        return self.open(p, device, lambda _message: None)
+        there instead of drawing them again from their source. By default: :meth:`open`, then the
+        session's ``attach(store, worker=True)`` where it has one (measure on that store, and look
+        for what other workers saved since)."""
+        session = self.open(p, device, lambda _message: None)
+        attach = getattr(session, "attach", None)
+        if attach is not None:
+            attach(store, worker=True)
+        return session
 
     def variables_of(self, kind: str) -> list | None:
         """The variables (:class:`runner.layout.Var`) measure ``kind`` writes, as a store holds them,

@@ -338,11 +338,6 @@ class TrainingStudyPlugin(Study):
     def open(self, p: Prepared, device, say) -> TrainingSession:
         return TrainingSession(p, device)
 
-    def open_worker(self, p: Prepared, device, store) -> TrainingSession:
-        session = TrainingSession(p, device)
-        session.worker = True
-        session.attach(store)
-        return session
 
     def estimate(self, p: Prepared, device, precision, calibrated):
         from runner.studies.training.estimate import estimate
@@ -396,10 +391,11 @@ class TrainingSession:
             store.write("word_class", (slice(None),), np.asarray(self.corpus.word_class, dtype=object))
         self.attach(store)
 
-    def attach(self, store) -> None:
+    def attach(self, store, worker: bool = False) -> None:
         """Measure on ``store``, laid out and its inputs written (by this process or a distributed
-        executor's driver): the measures' context, and the checkpoints saved so far."""
-        self.store = store
+        executor's driver): the measures' context, and the checkpoints saved so far (``worker``: and
+        before each measure, those other processes saved since)."""
+        self.store, self.worker = store, worker
         if self.suites is not None:
             self.ctx = SuiteContext(self.spec, self.suites, self.corpus, self.layout, store, self.device)
             return

@@ -205,11 +205,6 @@ class TransJectStudy(Study):
     def open(self, p: Prepared, device, say) -> TransJectSession:
         return TransJectSession(p, device)
 
-    def open_worker(self, p: Prepared, device, store) -> TransJectSession:
-        session = TransJectSession(p, device)
-        session.worker = True
-        session.attach(store)
-        return session
 
 
 def tokenizer_problem(source: str) -> ModelLoadError | None:
@@ -357,10 +352,10 @@ class TransJectSession:
     def write_inputs(self, store) -> None:
         self.attach(store)
 
-    def attach(self, store) -> None:
+    def attach(self, store, worker: bool = False) -> None:
         """Measure on ``store`` (laid out by this process or a distributed executor's driver): the
-        checkpoints saved so far."""
-        self.store = store
+        checkpoints saved so far (``worker``: and before each measure, those saved since)."""
+        self.store, self.worker = store, worker
         self._scan()
 
     def _scan(self) -> None:
