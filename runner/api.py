@@ -32,15 +32,10 @@ DICT_SPEC = Path("<dict>")
 def load_spec(spec: str | Path | dict | SpecFile, overrides: list[str] = ()) -> SpecFile:
     """A spec's tables (a file's, or a dict's) with ``overrides`` (``"model[0].seed=3"``) set.
     Validation happens in :func:`plan` and :func:`apply`, as in the CLI."""
-    from runner import overrides as ov
-
-    if isinstance(spec, SpecFile):
-        return ov.apply(spec, [ov.parse(o) for o in overrides])
     if isinstance(spec, dict):
         import tomli_w
 
-        sf = SpecFile(DICT_SPEC, tomli_w.dumps(spec), spec, located=False)  # the text: for the provenance
-        return ov.apply(sf, [ov.parse(o) for o in overrides])
+        spec = SpecFile(DICT_SPEC, tomli_w.dumps(spec), spec, located=False)  # the text: for the provenance
     return read_spec(spec, overrides)
 
 

@@ -85,7 +85,11 @@ def _record(data: bytes, store_id: str) -> dict | None:
         rec = json.loads(data)
     except ValueError:
         return None
-    return rec if isinstance(rec, dict) and rec.get("store_id") == store_id else None
+    return rec if _ours(rec, store_id) else None
+
+
+def _ours(rec: Any, store_id: str) -> bool:
+    return isinstance(rec, dict) and rec.get("store_id") == store_id
 
 
 def _listed(folder: Remote) -> dict[str, str]:
@@ -122,8 +126,7 @@ def _read_remote(state_dir: Remote, store_id: str, known: dict[str, dict] | None
     known = known or {}
     live = [tid for tid, etag in listed.items() if dropped.get(tid) != etag]
     wanted = [folder / f"{tid}.json" for tid in live if tid not in known]
-    out = {tid: rec for tid, rec in (fold.get("records") or {}).items()
-           if isinstance(rec, dict) and rec.get("store_id") == store_id}
+    out = {tid: rec for tid, rec in (fold.get("records") or {}).items() if _ours(rec, store_id)}
     out.update({tid: known[tid] for tid in live if tid in known})
     for path, data in folder.read_many(wanted).items():
         if (rec := _record(data, store_id)) is not None:

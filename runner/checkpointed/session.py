@@ -44,9 +44,11 @@ class Checkpoints:
         self.paths: dict[tuple[int, int], Path | None] = {}
 
     def scan(self, network: int, files: dict[int, Path], train_id: str) -> None:
-        """Take the files (index -> path) that a finished or interrupted run of ``train_id`` left."""
+        """Take the files (index -> path) that a finished or interrupted run of ``train_id`` left;
+        those known already are not looked at again (a distributed executor's worker scans before
+        each measure for what other workers saved)."""
         for index, path in files.items():
-            if belongs(path, train_id):
+            if (network, index) not in self.paths and belongs(path, train_id):
                 self.paths[(network, index)] = path
 
     def available(self) -> set[str]:

@@ -14,8 +14,9 @@ executor is only where and how a group runs:
   collected come back in :class:`Done`, and the scheduler learns the resources when the job ends.
 
 Stops (:class:`KeyboardInterrupt`), store write errors (:class:`runner.store.StoreWriteError`) and
-a lost lock (:class:`runner.errors.Locked`: this apply may no longer write the store) end the whole run: an executor lets them through (from ``submit`` or ``poll``); any other error
-fails only its job (its dependents stay pending).
+a lost lock (:class:`runner.errors.Locked`: this apply may no longer write the store) end the whole
+run: an executor lets them through (from ``submit`` or ``poll``); any other error fails only its
+job (its dependents stay pending).
 """
 
 from __future__ import annotations

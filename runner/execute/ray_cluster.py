@@ -24,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runner import processes
 from runner.errors import Unavailable
 from runner.location import Location, location, write_atomic
 
@@ -71,13 +72,11 @@ def check_address(address: str | None, timeout: float = CONNECT_SECONDS) -> None
 
 def note_cluster(state_dir: Location, session_dir: str) -> None:
     """Say in ``state_dir`` which local cluster this driver started (for :func:`stop_leftover`)."""
-    import psutil
-
     from runner.execute.reaper import descendants
 
-    me = psutil.Process()
-    info = {"session_dir": session_dir, "driver_pid": me.pid, "driver_started": me.create_time(),
-            "host": socket.gethostname(), "processes": descendants(me.pid)}
+    me = processes.me()
+    info = {"session_dir": session_dir, "driver_pid": me["pid"], "driver_started": me["started"],
+            "host": me["host"], "processes": descendants(me["pid"])}
     write_atomic(location(state_dir) / CLUSTER_FILE, (json.dumps(info) + "\n").encode())
 
 
@@ -94,9 +93,8 @@ def stop_leftover(state_dir: Location) -> int:
     except (OSError, ValueError):
         return 0
     from runner.execute.reaper import stop_cluster
-    from runner.processes import alive
 
-    if info.get("host") != socket.gethostname() or alive(info["driver_pid"], info["driver_started"]):
+    if info.get("host") != socket.gethostname() or processes.alive(info["driver_pid"], info["driver_started"]):
         return 0  # another machine's cluster, or its driver still runs (then it holds the lock: not here)
     stopped = stop_cluster(info["session_dir"], {int(pid): t for pid, t in info.get("processes", {}).items()})
     path.unlink(missing_ok=True)
@@ -106,11 +104,9 @@ def stop_leftover(state_dir: Location) -> int:
 def start_reaper(session_dir: str) -> subprocess.Popen:
     """The process that stops the cluster of ``session_dir`` once this process is gone, whatever
     ends it. Run by file path: it imports psutil and runner.processes only."""
-    import psutil
-
-    me = psutil.Process()
+    me = processes.me()
     script = Path(__file__).resolve().with_name("reaper.py")
     root = str(script.parents[2])  # where runner.processes is found, installed or not
-    return subprocess.Popen([sys.executable, str(script), str(me.pid), repr(me.create_time()), session_dir],
+    return subprocess.Popen([sys.executable, str(script), str(me["pid"]), repr(me["started"]), session_dir],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, close_fds=True, env={**os.environ, "PYTHONPATH": root})

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 from runner import processes
 
@@ -32,7 +33,14 @@ def test_a_holder_is_gone_once_its_process_ends_and_a_reused_pid_is_not_it():
 
 def test_a_holder_on_another_host_is_never_taken_for_gone_here():
     assert not processes.gone_here({"host": f"not-{socket.gethostname()}", "pid": 2**22 + 7, "started": 1.0})
-    assert processes.me() == {"host": socket.gethostname(), "pid": os.getpid(), "started": processes.start_time(os.getpid())}
+    me = processes.me()
+    assert me["host"] == socket.gethostname() and me["pid"] == os.getpid() and processes.alive(os.getpid(), me["started"])
+    child = _sleeper()
+    try:  # started after this process, and before now
+        assert me["started"] <= processes.start_time(child.pid) <= time.time() + 1
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_status_tells_a_dead_run_here_from_a_run_on_another_host(tmp_path):

@@ -338,7 +338,6 @@ class TrainingStudyPlugin(Study):
     def open(self, p: Prepared, device, say) -> TrainingSession:
         return TrainingSession(p, device)
 
-
     def estimate(self, p: Prepared, device, precision, calibrated):
         from runner.studies.training.estimate import estimate
 
@@ -405,10 +404,9 @@ class TrainingSession:
         self.ctx.base = self.p.spec_file.path.parent  # relative paths of measures (treebanks)
 
     def _scan(self) -> None:
-        """Take the checkpoints saved since the last look (those not known yet)."""
+        """Take the checkpoints saved since the last look."""
         for n in range(len(self.spec.model)):
-            files = {c: self._dir(self.store, n) / checkpoint_name(c, s) for c, s in enumerate(self.steps)
-                     if (n, c) not in self.checkpoints.paths}
+            files = {c: self._dir(self.store, n) / checkpoint_name(c, s) for c, s in enumerate(self.steps)}
             self.checkpoints.scan(n, files, self.train_ids[n])
 
     def available(self) -> set[str]:

@@ -206,7 +206,6 @@ class TransJectStudy(Study):
         return TransJectSession(p, device)
 
 
-
 def tokenizer_problem(source: str) -> ModelLoadError | None:
     """None when the hub tokenizer loads now (online, cached or a local directory); else why not."""
     try:
@@ -366,8 +365,7 @@ class TransJectSession:
                 self.paths[(n, 0)] = self.dirs[n] / "model.safetensors"
                 continue
             ckpt = self._dir(self.store, n)
-            self.checkpoints.scan(n, {e: ckpt / checkpoint_name(e, 0) for e in range(E + 1) if (n, e) not in self.paths},
-                                  net["train_id"])
+            self.checkpoints.scan(n, {e: ckpt / checkpoint_name(e, 0) for e in range(E + 1)}, net["train_id"])
             meta = read_metadata(ckpt / RESUME)
             if meta is not None and meta.get("train_id") == net["train_id"] and meta.get("done") == "1":
                 self.checkpoints.never(n, range(int(meta["epoch"]) + 1, E + 1))  # after an early stop
