@@ -1,7 +1,7 @@
 """Training throughput of a training spec run by the runner (checkpoints + measures at checkpoints)
 against the same networks trained by a plain PyTorch loop, in the same process.
 
-Usage: python benchmarks/training.py [--spec specs/tiny/lstm_tiny.toml] [--device cpu|cuda] [--epochs N]
+Usage: python benchmarks/training.py [--spec specs/tiny/lstm_tiny.toml] [--device cpu|cuda] [--epochs N] [--json F]
 
 The plain loop is pytorch/examples word_language_model: same model class, batches, TBPTT,
 clipping and torch.optim.SGD, no checkpoints, no measures. Reported: tokens/s of each and the
@@ -11,6 +11,7 @@ runner's overhead, (t_runner - t_plain) / t_plain (target: < 10% with measures a
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import tempfile
 import time
@@ -64,6 +65,7 @@ def main() -> None:
     ap.add_argument("--spec", default="specs/tiny/lstm_tiny.toml")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--epochs", type=int, help="override [training] epochs")
+    ap.add_argument("--json", type=Path, help="also write the times here")
     args = ap.parse_args()
     src = Path(args.spec).resolve()
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,6 +104,11 @@ def main() -> None:
     print(f"runner (with all)  : {t_runner:8.2f} s  {tokens / t_runner:12.0f} tokens/s")
     print(f"overhead           : {100 * (t_runner - t_plain) / t_plain:+.1f}% (checkpoints, validation, measures, store)")
     t_train = t_runner - t_measures
+    if args.json:
+        args.json.write_text(json.dumps({
+            "spec": args.spec, "device": str(device), "tokens": tokens, "plain_s": t_plain, "runner_s": t_runner,
+            "plain_default_flags_s": t_default, "measures_s": t_measures, "overhead": (t_runner - t_plain) / t_plain,
+            "training_overhead": (t_train - t_plain) / t_plain}, indent=2))
     print(f"  of which measures: {t_measures:8.2f} s ({t_measures / max(n_checkpoints, 1):.2f} s per checkpoint)")
     print(f"  training alone   : {100 * (t_train - t_plain) / t_plain:+.1f}% (validation each epoch, checkpoint files, curves)")
     for label, epoch_tokens in (("this corpus", corpus.train.numel()), ("thesis (227M tokens/epoch)", 227e6)):

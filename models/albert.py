@@ -190,6 +190,7 @@ class AlbertMap(DynamicalMap):
         add = torch.zeros(keep.shape, dtype=x.dtype, device=x.device).masked_fill_(~keep, torch.finfo(x.dtype).min)
         return add[:, None, None, :]
 
+    @torch.compiler.disable  # a compiled step guarded on the cache would recompile once it is filled
     def _layer_mask(self, attention_mask: Tensor | None, x: Tensor) -> Tensor | None:
         """The mask the layer of this implementation takes, built once per mask tensor."""
         if attention_mask is None:

@@ -284,7 +284,7 @@ def test_views_layout_is_checked_and_numpy_accepted():
     assert math.isnan(pwcca(np.ones((10, 3)), y[:10], convention="google").item())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.requires_gpu
 def test_cuda_matches_cpu():
     x = _anisotropic(5000, 20, 18).float()
     y = x[:, :10] + torch.randn(5000, 10, generator=_gen(19))

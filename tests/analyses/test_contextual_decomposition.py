@@ -364,7 +364,7 @@ def test_interdependence_is_di_of_three_cd_runs_at_the_later_word():
         interdependence(ids, a, [[3], [], [6]], **weights)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.requires_gpu
 def test_cuda_matches_cpu():
     model = _model(13)
     ids = _ids(14, 3, 6)

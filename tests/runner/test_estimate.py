@@ -91,6 +91,7 @@ def test_a_pass_scales_with_steps_and_batch(tmp_path, monkeypatch):
     small, large = prepare(_spec(tmp_path, 64)), prepare(_spec(tmp_path, 512))
     assert batch_rows(small.spec) == 128  # the samples and their Lyapunov twins
     assert calibration_spec(large.spec).input.samples == 128
+    assert calibration_spec(large.spec, torch.device("cuda")).input.samples == 512  # a GPU: the whole batch
     units, notes = small.study.estimate(small, torch.device("cpu"), None, calibrated)
     passes = [u for u in units if u.runs]
     assert [u.label for u in passes] == ["tanh/0", "tanh/1"]
@@ -119,7 +120,8 @@ def test_plan_prints_the_estimate_or_why_not(in_process, tmp_path, monkeypatch):
     est = json.loads(out)["estimate"]
     assert {u["label"] for u in est["units"]} >= {"tanh/0", "tanh/1"}
     assert set(est["other_precisions"]) == {"fp64", "fp32", "tf32", "bf16"} and est["bytes"] > 0
-    before = {f: json.loads(f.read_text())["utc"] for f in (tmp_path / "cache" / "calibration").iterdir()}
+    before = {f: json.loads(f.read_text())["utc"] for f in (tmp_path / "cache" / "calibration").iterdir()
+              if "what" not in json.loads(f.read_text())["key"]}  # not the thread probe's (when threads > 1)
     assert len(before) == 3  # fp32 (both networks), fp64, bf16
     code, out, _ = in_process("plan", spec, "--recalibrate")
     assert code == 0 and all(json.loads(f.read_text())["utc"] > t for f, t in before.items())

@@ -277,7 +277,7 @@ def test_figures_of_a_suite_run_over_training_steps(neox_store):
     np.testing.assert_array_equal(line.get_ydata(), ds.svcca_final.sel(network="neox", layer="embedding").values)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="checks CUDA against the CPU")
+@pytest.mark.requires_gpu
 def test_a_suite_measured_on_cuda_equals_the_cpu_run(suites, neox_store, tmp_path, in_process):
     code, out, err = in_process("apply", "-q", "--device", "cuda", write_spec(tmp_path, suites, "cuda", NEOX))
     assert code == 0, err

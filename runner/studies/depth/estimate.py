@@ -4,8 +4,8 @@ The calibration runs :class:`IteratePass` itself (the map, every trajectory meas
 and the twins' ``advance``, micro-batches included) on a scratch store, with token ids drawn
 arbitrarily (the cost of a step does not depend on which tokens), and stops it after a few timed
 steps. It is cached per device, model, precision, batch shape and measures. A batch of more than
-``CALIBRATION_SAMPLES`` samples is calibrated on that many and scaled linearly, when the spec's
-measures allow it; disk sizes come from the store's layout.
+``CALIBRATION_SAMPLES`` samples is calibrated on that many and scaled linearly on the CPU, when the
+spec's measures allow it (on a GPU, on the whole batch); disk sizes come from the store's layout.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ CALIBRATION_SAMPLES = 128
 def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
     spec: DepthSpec = p.spec
     networks: list[Network] = p.state
-    cal = calibration_spec(spec)
+    cal = calibration_spec(spec, device)
     scale = batch_rows(spec) / batch_rows(cal)
     notes = ["segment writes and checkpoints are not timed; derived measures and network measures (fine-tuning) count as 0 s"]
     if scale != 1:
@@ -63,9 +63,10 @@ def batch_rows(spec: DepthSpec) -> int:
                                     if registry[m.kind].tags.twin)
 
 
-def calibration_spec(spec: DepthSpec) -> DepthSpec:
-    """The spec with at most ``CALIBRATION_SAMPLES`` samples, if its measures allow it."""
-    if spec.input.samples <= CALIBRATION_SAMPLES:
+def calibration_spec(spec: DepthSpec, device: torch.device | None = None) -> DepthSpec:
+    """The spec with at most ``CALIBRATION_SAMPLES`` samples, if its measures allow it; on a GPU the
+    spec itself: a GPU's step time is far from linear in the batch until the batch fills it."""
+    if spec.input.samples <= CALIBRATION_SAMPLES or (device is not None and device.type == "cuda"):
         return spec
     small = spec.model_copy(update={"input": spec.input.model_copy(update={"samples": CALIBRATION_SAMPLES})})
     return spec if small.problems() else small
