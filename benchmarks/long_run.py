@@ -2,7 +2,8 @@
 ``plan``'s estimate of the whole spec on the same device.
 
 The shipped spec with its hub sources swapped for offline ones (a random ALBERT of the chosen
-width, ``benchmarks.iterate.make_model``; sentences from ``builtin:pydoc-topics``) and its other
+width, ``benchmarks.iterate.make_model``; English sentences from the standard library,
+``benchmarks.iterate.english_text``) and its other
 tables as shipped: the paper's batch (1000 samples x 32 tokens, the Lyapunov twins beside them),
 every measure, ``checkpoint_every``. One network (the pre-trained one) is run for ``--steps``
 steps at each ``--precisions``; its steady rate (:func:`benchmarks.precision.loop_rates`)
@@ -29,18 +30,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.iterate import PRESETS, make_model  # noqa: E402
+from benchmarks.iterate import PRESETS, english_text, make_model  # noqa: E402
 from benchmarks.precision import loop_rates  # noqa: E402
 
 SHIPPED = ROOT / "specs" / "albert_long.toml"
 
 
-def offline_spec(model: Path, store: Path, samples: int | None) -> str:
+def offline_spec(model: Path, text_source: Path, store: Path, samples: int | None) -> str:
     """The shipped spec with offline sources, writing to ``store``."""
     text = SHIPPED.read_text()
     text = text.replace('source = "hf:albert-large-v2"', f'source = "path:{model}"')
     text = re.sub(r'source = "hf:wikimedia/wikipedia"\n(subset|field) = .*\n(subset|field) = .*\n',
-                  'source = "builtin:pydoc-topics"\n', text)
+                  f'source = "{text_source}"\n', text)
     assert "hf:" not in text, "albert_long.toml gained a hub source this benchmark does not replace"
     text = text.replace("[experiment]\n", f'[experiment]\nstore = "{store}"\n', 1)
     if samples is not None:
@@ -92,7 +93,7 @@ def main() -> None:
         tmp = Path(tmp)
         model = make_model(tmp, args.preset)
         full = tmp / "albert_long.toml"
-        full.write_text(offline_spec(model, tmp / "full.zarr", args.samples))
+        full.write_text(offline_spec(model, english_text(tmp), tmp / "full.zarr", args.samples))
         t0 = time.perf_counter()
         plan, _ = runner("plan", str(full), "--calibrate", "--json", "--set", f'dynamics.device="{args.device}"', cwd=tmp)
         plan = json.loads(plan.stdout)
@@ -104,7 +105,7 @@ def main() -> None:
         for precision in args.precisions:
             store = tmp / f"{precision}.zarr"
             spec = tmp / f"{precision}.toml"
-            spec.write_text(one_network(offline_spec(model, store, args.samples)))
+            spec.write_text(one_network(offline_spec(model, tmp / "english.txt", store, args.samples)))
             overrides = ["--set", f"dynamics.steps={args.steps}", "--set", f'dynamics.precision="{precision}"',
                          "--set", f"dynamics.checkpoint_every={200 * max(args.steps // 400, 1)}",  # lcm of every/tau
                          "--set", f"measure[4].stop={args.steps}",  # the PCA window: within the run

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.iterate import PRESETS, flops_per_token_step, make_model  # noqa: E402
+from benchmarks.iterate import PRESETS, english_text, flops_per_token_step, make_model  # noqa: E402
 
 #: variant -> (the spec's precision, compiled)
 VARIANTS = {"fp64": ("fp64", False), "fp32": ("fp32", False), "tf32": ("tf32", False), "bf16": ("bf16", False),
@@ -52,7 +52,7 @@ source = "path:{model}"
 init = {{ scheme = "truncated_normal", std = 0.02, clip = 2.0 }}
 
 [input]
-source = "builtin:pydoc-topics"
+source = "{text}"
 samples = {samples}
 tokens = {tokens}
 
@@ -159,7 +159,8 @@ def run_variant(variant: str, model: Path, tmp: Path, args) -> dict:
 
     precision, compiled = VARIANTS[variant]
     store, spec = tmp / f"{variant}.zarr", tmp / f"{variant}.toml"
-    spec.write_text(SPEC.format(name=variant, store=store, model=model, samples=args.samples, tokens=args.tokens,
+    spec.write_text(SPEC.format(name=variant, store=store, model=model, text=tmp / "english.txt", samples=args.samples,
+                                tokens=args.tokens,
                                 steps=args.steps, precision=precision, compile=str(compiled).lower(),
                                 device=args.device))
     t0 = time.perf_counter()
@@ -194,6 +195,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model = make_model(tmp, args.preset)
+        english_text(tmp)
         for variant in args.precisions:
             results["variants"][variant] = run_variant(variant, model, tmp, args)
             ref = results["variants"].get("fp32")
