@@ -12,6 +12,7 @@ the run ended first, as in the paper's Fig. 4D), and a trajectory that diverged
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -19,7 +20,7 @@ from torch import Tensor
 
 from analyses._arrays import tensor
 
-__all__ = ["TransientChaos", "transient_chaos", "summarize_chaos"]
+__all__ = ["TransientChaos", "transient_chaos", "transient_chaos_of_chunks", "summarize_chaos"]
 
 
 @dataclass(frozen=True)
@@ -72,24 +73,62 @@ def transient_chaos(lam: Tensor, tau: int) -> TransientChaos:
     TransientChaos
     """
     lam = tensor(lam, "lam (..., intervals)", min_ndim=1).to(torch.float64)
+    if lam.shape[-1] == 0:  # no interval: nothing measured
+        nan = torch.full(lam.shape[:-1], float("nan"), dtype=torch.float64, device=lam.device)
+        no = torch.zeros(lam.shape[:-1], dtype=torch.bool, device=lam.device)
+        return TransientChaos(length=nan, chaotic=no, mean_exponent=nan.clone(), censored=no.clone(), measured=no.clone())
+    return transient_chaos_of_chunks([lam], tau)
+
+
+def transient_chaos_of_chunks(chunks: Iterable[Tensor], tau: int) -> TransientChaos:
+    """:func:`transient_chaos` of the series given as consecutive chunks along its interval axis.
+
+    Memory is that of one chunk and a few numbers per sample, whatever the run's length: a
+    million-step run need not be held at once. One chunk gives :func:`transient_chaos`'s values
+    bit for bit; several sum the mean exponent chunk by chunk (its last bits may differ).
+    """
     if tau < 1:
         raise ValueError(f"tau must be >= 1, got {tau}")
-    n_intervals = lam.shape[-1]
-    positive = lam > 0  # NaN > 0 is False
-    chaotic = positive.any(dim=-1)
-    # Index of the last positive interval: first maximum of the reversed mask.
-    j_last = (n_intervals - 1) - positive.flip(-1).to(torch.uint8).argmax(dim=-1)
-    length = torch.where(chaotic, tau * (j_last + 1), torch.zeros_like(j_last))
-    j = torch.arange(n_intervals, device=lam.device)
-    use = (j <= j_last.unsqueeze(-1)) & ~torch.isnan(lam)
-    total = torch.where(use, lam, torch.zeros_like(lam)).sum(dim=-1)
-    count = use.sum(dim=-1)
-    mean = total / count.to(torch.float64)
-    measured = ~torch.isnan(lam[..., -1]) if n_intervals else torch.zeros_like(chaotic)
+    seen = 0
+    state = None
+    last = None
+    for lam in chunks:
+        lam = tensor(lam, "lam (..., intervals)", min_ndim=1).to(torch.float64)
+        n = lam.shape[-1]
+        if n == 0:
+            continue
+        if state is None:
+            zeros = torch.zeros(lam.shape[:-1], dtype=torch.float64, device=lam.device)
+            state = {"chaotic": torch.zeros(lam.shape[:-1], dtype=torch.bool, device=lam.device),
+                     "j_last": torch.zeros(lam.shape[:-1], dtype=torch.int64, device=lam.device),
+                     "total": zeros, "count": torch.zeros_like(zeros, dtype=torch.int64),
+                     "total_all": zeros.clone(), "count_all": torch.zeros_like(zeros, dtype=torch.int64)}
+        positive = lam > 0  # NaN > 0 is False
+        here = positive.any(dim=-1)
+        # index in this chunk of its last positive interval: first maximum of the reversed mask
+        j_here = (n - 1) - positive.flip(-1).to(torch.uint8).argmax(dim=-1)
+        finite = ~torch.isnan(lam)
+        j = torch.arange(n, device=lam.device)
+        use = (j <= j_here.unsqueeze(-1)) & finite
+        upto = torch.where(use, lam, torch.zeros_like(lam)).sum(dim=-1)
+        state["total"] = torch.where(here, state["total_all"] + upto, state["total"])
+        state["count"] = torch.where(here, state["count_all"] + use.sum(dim=-1), state["count"])
+        state["j_last"] = torch.where(here, seen + j_here, state["j_last"])
+        state["chaotic"] |= here
+        state["total_all"] = state["total_all"] + torch.where(finite, lam, torch.zeros_like(lam)).sum(dim=-1)
+        state["count_all"] = state["count_all"] + finite.sum(dim=-1)
+        seen += n
+        last = lam[..., -1]
+    if state is None:
+        raise ValueError("lam has no intervals")
+    chaotic = state["chaotic"]
+    length = torch.where(chaotic, tau * (state["j_last"] + 1), torch.zeros_like(state["j_last"]))
+    mean = state["total"] / state["count"].to(torch.float64)
+    measured = ~torch.isnan(last)
     nan = torch.full_like(mean, float("nan"))
     mean = torch.where(chaotic & measured, mean, nan)
     length = torch.where(measured, length.to(torch.float64), nan)
-    censored = positive[..., -1] & measured if n_intervals else torch.zeros_like(chaotic)
+    censored = (last > 0) & measured
     return TransientChaos(length=length, chaotic=chaotic & measured, mean_exponent=mean, censored=censored,
                           measured=measured)
 

@@ -7,11 +7,15 @@ from typing import Literal
 import numpy as np
 import torch
 
-from analyses.transient_chaos import summarize_chaos, transient_chaos
+from analyses.transient_chaos import summarize_chaos, transient_chaos, transient_chaos_of_chunks
 from runner.layout import flags
 from runner.measure_protocol import DerivedContext
 from runner.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, DerivedMeasure
+
+#: Intervals of lambda read at once (rounded to whole stored chunks): the memory of a derivation,
+#: whatever the run's length (1000 samples x 2048 intervals in float64: 16 MB).
+CHUNK_INTERVALS = 2048
 
 #: The codes of ``chaos_outcome``, in order.
 CHAOS_OUTCOMES = ("chaotic_transient", "never_chaotic", "censored", "diverged", "not_applicable")
@@ -59,8 +63,13 @@ class TransientChaos(DerivedMeasure):
     def derive(self, ctx: DerivedContext) -> None:
         store, network = ctx.store, ctx.index
         tau = next(m.tau for m in ctx.spec.measure if m.kind == self.tags.derived_from)
-        lam = torch.from_numpy(store.read("lyapunov", (network,)).astype(np.float64))
-        result = transient_chaos(lam, tau)
+        array = store.group["lyapunov"]
+        intervals, stored = array.shape[-1], array.chunks[-1]
+        step = max(1, CHUNK_INTERVALS // stored) * stored  # whole stored chunks: each is decoded once
+        chunks = (torch.from_numpy(store.read("lyapunov", (network, slice(None), slice(a, a + step))).astype(np.float64))
+                  for a in range(0, intervals, step))
+        result = transient_chaos_of_chunks(chunks, tau) if intervals else transient_chaos(
+            torch.from_numpy(store.read("lyapunov", (network,)).astype(np.float64)), tau)
         summary = summarize_chaos(result)
         store.write("chaos_length", (network,), result.length.numpy())
         store.write("chaos_censored", (network,), result.censored.numpy())
