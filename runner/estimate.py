@@ -60,6 +60,10 @@ class Estimate:
     """What is approximate."""
     missing: str | None = None
     """Why there is no estimate (then ``units`` is empty)."""
+    memory: dict[str, int] | None = None
+    """Bytes a run holds at once (:meth:`runner.study.Study.footprint`), when the study says."""
+    validity: dict[str, str] = field(default_factory=dict)
+    """What is known of the spec's results in each other precision (:meth:`runner.study.Study.precision_validity`)."""
 
     @property
     def seconds(self) -> float:
@@ -70,11 +74,13 @@ class Estimate:
         return sum(u.nbytes for u in self.units)
 
     def to_json(self) -> dict[str, Any]:
+        memory = {"memory": self.memory} if self.memory else {}
+        memory.update({"precision_validity": self.validity} if self.validity else {})
         if self.missing:
-            return {"device": self.device, "missing": self.missing}
+            return {"device": self.device, "missing": self.missing, **memory}
         return {"device": self.device, "seconds": round(self.seconds, 3), "device_hours": self.seconds / 3600,
                 "bytes": self.nbytes, "units": [{**asdict(u), "seconds": round(u.seconds, 3)} for u in self.units],
-                "other_precisions": self.others, "notes": self.notes}
+                "other_precisions": self.others, "notes": self.notes, **memory}
 
 
 def precisions(device) -> dict[str, str | None]:
@@ -116,6 +122,11 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
             return Estimate(p.device, missing=problem)
         device = pick_device(p.device)
     est = Estimate(describe(device))
+    try:
+        est.memory = p.study.footprint(p)
+        est.validity = p.study.precision_validity(p, device)
+    except Exception:  # noqa: BLE001 - a plan is never refused for want of a figure
+        est.memory = None
     if p.unmet:
         est.missing = "requirements not met here"
         return est
@@ -298,8 +309,13 @@ def render(est: Estimate, state: dict[str, str] | None = None) -> list[str]:
     """The lines ``plan`` prints (``state``: the plan's task states, for what is left to run)."""
     from rich.filesize import decimal
 
+    memory = []
+    if est.memory:
+        on = "the host" if est.device.startswith("cpu") else est.device
+        memory = [f"memory     about {decimal(est.memory['host'] + est.memory['device'])} at once" if on == "the host" else
+                  f"memory     about {decimal(est.memory['host'])} on the host, {decimal(est.memory['device'])} on {on}"]
     if est.missing:
-        return [f"estimate   no estimate ({est.missing})"]
+        return [f"estimate   no estimate ({est.missing})"] + memory
     lines = [f"estimate   on {est.device}: device time, from a few timed steps of each task, and disk"]
     for u in est.units:
         lines.append(f"  {u.label:<28} {_at_least(u.lower_bound) + duration(u.seconds):>10}  {decimal(u.nbytes):>10}")
@@ -314,8 +330,10 @@ def render(est: Estimate, state: dict[str, str] | None = None) -> list[str]:
         else:
             shown = f"{duration(value):>10}  {'':>10}  ({value / 3600:.3g} device-hours)"
         lines.append(f"  {'all in ' + other:<28} {shown}")
+        if other in est.validity:
+            lines.append(f"  {'':<28} {est.validity[other]}")
     lines += [f"  approximate: {n}" for n in est.notes]
-    return lines
+    return lines + memory
 
 
 def _at_least(lower_bound: bool) -> str:

@@ -196,6 +196,19 @@ class Study:
 
         raise NoEstimate(f"the {self.name} study does not estimate its tasks")
 
+    def footprint(self, p: Prepared) -> dict[str, int] | None:
+        """Memory a run of the spec holds at once, in bytes: ``host`` (what stays in this process's
+        memory whatever the device: coordinates, one segment of results, what measures keep) and
+        ``device`` (the iterated batch and weights, on the GPU when the run uses one); None when
+        the study does not say."""
+        return None
+
+    def precision_validity(self, p: Prepared, device: Any) -> dict[str, str]:
+        """For each precision other than the spec's that ``plan`` estimates: one line on whether the
+        spec's results were found to hold in it (validated against fp32, or not); empty when the
+        study says nothing."""
+        return {}
+
     def thread_probe(self, p: Prepared, device: Any) -> Callable[[], Any] | None:
         """One step of the study's heaviest work on the model and batch at hand (a function of no
         arguments), which the thread policy (:mod:`runner.threads`) times at each thread count;

@@ -268,3 +268,22 @@ def test_calibrating_stops_at_its_budget_and_says_how_to_get_an_estimate(tmp_pat
         cal({"model": "other"}, lambda: {"step_s": 0.1})
     assert Calibrator(directory=tmp_path)({"model": "other"}, lambda: {"step_s": 0.1}) == {"step_s": 0.1}
 
+
+
+def test_plan_says_what_each_precision_was_validated_for_and_the_memory(in_process, tmp_path, monkeypatch):
+    from runner.measures import measures
+    from runner.studies.depth.precision import validity
+
+    registry = measures("depth")
+    made = {k: registry[k](registry[k].Params(kind=k)) for k in ("lyapunov", "token_deviation", "pca")}
+    text = validity("tf32", [made["lyapunov"], made["token_deviation"], made["pca"]])
+    assert text.startswith("validated for lyapunov; NOT validated for token_deviation (ALBERT-large width")
+    assert validity("fp32", list(made.values())) is None and validity("tf32", [made["pca"]]) is None
+    monkeypatch.setenv("TRANSIENT_CACHE", str(tmp_path / "cache"))
+    code, out, _ = in_process("plan", _spec(tmp_path), "--json")
+    est = json.loads(out)["estimate"]
+    assert est["precision_validity"]["bf16"].startswith("NOT validated for lyapunov")
+    assert "tf32" not in est["precision_validity"]  # = fp32 on the CPU
+    assert est["memory"]["host"] > 0 and est["memory"]["device"] >= 2 * 64 * 32 * 4  # x and its twins, fp32
+    code, out, _ = in_process("plan", _spec(tmp_path))
+    assert "memory     about" in out and "NOT validated for lyapunov" in out

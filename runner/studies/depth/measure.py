@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
@@ -112,6 +112,10 @@ class DepthMeasure(Measure):
         """(key, message) for each stride longer than the run of ``steps`` steps."""
         return [(name, f"{value} is larger than [dynamics] steps = {steps}; the measure would keep no value")
                 for name, value in zip(self.tags.strides, self.stride_values(), strict=True) if value > steps]
+
+    #: Precisions in which ``benchmarks/precision.py`` compared this measure's statistics with fp32's,
+    #: and whether they agreed (:data:`runner.studies.depth.precision.VALIDATED_ON`); ``plan`` says so.
+    precision_checked: ClassVar[dict[str, bool]] = {}
 
     def state_nbytes(self, steps: int, sample_nbytes: int) -> int:
         """Memory it holds beside the iterated batch for the whole run (bytes), for a network whose

@@ -31,3 +31,25 @@ def perturbation_floor(precision: str, n_tokens: int, n_hidden: int) -> float:
 def deviation_floor(precision: str, n_hidden: int) -> float:
     """The smallest D(t) threshold that stays above the rounding of token vectors (x 100)."""
     return 100 * UNIT_ROUNDOFF[precision] ** 2 * n_hidden
+
+
+#: Where the precisions were compared (each measure's ``precision_checked``): at ALBERT-large
+#: width, 1000 x 32-token samples, 200 steps; agreement is overlapping 95% bootstrap intervals (N_eff:
+#: within 5%).
+VALIDATED_ON = "ALBERT-large width on an NVIDIA H200, benchmarks/precision.py, 2026-11-26; docs/performance.md"
+
+
+def validity(precision: str, measures: list) -> str | None:
+    """What is known of a spec's ``measures`` (instances) in ``precision`` against fp32; None for
+    fp32 and fp64 (the references) and where none of them was compared in it."""
+    if precision in ("fp32", "fp64"):
+        return None
+    checked = {m.kind(): type(m).precision_checked[precision] for m in measures
+               if precision in type(m).precision_checked}
+    if not checked:
+        return None
+    agreed = [k for k, ok in checked.items() if ok]
+    differed = [k for k, ok in checked.items() if not ok]
+    parts = [f"validated for {', '.join(agreed)}"] if agreed else []
+    parts += [f"NOT validated for {', '.join(differed)}"] if differed else []
+    return f"{'; '.join(parts)} ({VALIDATED_ON})"

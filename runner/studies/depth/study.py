@@ -254,6 +254,19 @@ class DepthStudy(Study):
 
         return thread_probe(p.spec, p.state, device)
 
+    def footprint(self, p: Prepared) -> dict[str, int]:
+        return footprint(p.spec, p.state)
+
+    def precision_validity(self, p: Prepared, device) -> dict[str, str]:
+        from runner.estimate import precisions
+        from runner.studies.depth.precision import validity
+
+        registry = measures("depth")
+        instances = [registry[m.kind](m) for m in p.spec.measure]
+        found = {precision: validity(precision, instances) for precision, why in precisions(device).items()
+                 if why is None}
+        return {precision: text for precision, text in found.items() if text}
+
     def thread_key(self, p: Prepared) -> dict:
         from runner.studies.depth.estimate import thread_key
 
@@ -276,8 +289,8 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
         where = ("dynamics", "steps") if name in layout.timed else ("input", "samples")
         raise SpecProblem(where, f"the store would need {decimal(total)} ({name}: {decimal(size)}) but {folder} has "
                           f"{decimal(free)} free; fewer steps, samples or networks, or a larger `every`")
-    state = _state_nbytes(spec, networks)
-    host = layout.host_nbytes()
+    held = footprint(spec, networks)
+    state, host = held["device"], held["host"]
     memory = available_memory()
     if host + state > memory:
         where = ("input", "samples") if state > host else ("dynamics", "steps")
@@ -290,6 +303,13 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
         found = registry[m.kind](m).state_problem(widest) if widest else None
         if found:
             raise SpecProblem(("measure", i, found[0]), found[1])
+
+
+def footprint(spec: DepthSpec, networks: list[Network]) -> dict[str, int]:
+    """Bytes a network's pass holds at once: ``device`` (:func:`_state_nbytes`) and ``host`` (the
+    coordinates and one segment's results)."""
+    layout = build_layout(spec, networks)  # lazy: nothing is allocated
+    return {"host": layout.host_nbytes(), "device": _state_nbytes(spec, networks)}
 
 
 def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:

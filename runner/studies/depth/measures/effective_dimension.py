@@ -42,6 +42,7 @@ def score_class(scores: torch.Tensor) -> torch.Tensor:
 @register
 class EffectiveDimension(TrajectoryMeasure):
     Params = Params
+    precision_checked = {"tf32": True, "bf16": False}
     # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
     # exit_period 1: it observes x_t only
     tags = MeasureTags("step", strides=("every",), shard="combine", exit_period=1)

@@ -30,6 +30,7 @@ class Lyapunov(TrajectoryMeasure):
     and y is renormalised to distance k (Algorithm A1)."""
 
     Params = Params
+    precision_checked = {"tf32": True, "bf16": False}
     # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
     # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
     # is exact; exit_period tau: advance renormalises at multiples of tau

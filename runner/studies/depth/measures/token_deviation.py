@@ -31,6 +31,7 @@ class Params(DepthParams):
 @register
 class TokenDeviation(TrajectoryMeasure):
     Params = Params
+    precision_checked = {"tf32": False, "bf16": False}
     tags = MeasureTags("step", requires=("tokens",), strides=("every",), shard="samples", exit_period=1)
 
     def variables(self, b, shape) -> None:

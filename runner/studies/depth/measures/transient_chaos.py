@@ -30,6 +30,7 @@ class Params(DepthParams):
 @register
 class TransientChaos(DerivedMeasure):
     Params = Params
+    precision_checked = {"tf32": True, "bf16": False}
     tags = MeasureTags("derived", derived_from="lyapunov")
 
     def variables(self, b, shape) -> None:
