@@ -10,26 +10,26 @@ As TransformerLens puts hook points on every model, every model the runner build
 
 The adapters, each beside its architecture:
 
-- ALBERT and every depth map: :class:`models.base.MapActivations` (``embedding`` = x_0, ``layerT`` = x_T);
+- ALBERT and every depth map: :class:`MapActivations` (here: every map is one) (``embedding`` = x_0, ``layerT`` = x_T);
 - the LSTM LM and taggers: :class:`models.lstm.LSTMActivations` (``embedding``, ``lstm1`` .., ``logits``);
 - TransJect and its baselines: :class:`models.transject.TransJectActivations` (``embedding`` = X^(0),
   ``layer1`` ..);
 - the transformers families of checkpoint suites: :class:`models.suites.SuiteActivations` (``embedding``,
   ``layer1`` .., where :data:`models.suites.ADAPTERS` says).
 
-:func:`activations_of` picks the adapter of a model; :func:`token_rows` flattens a capture to the
+:func:`models.adapters.activations_of` picks the adapter of a model; :func:`token_rows` flattens a capture to the
 ``(tokens, dim)`` rows that checkpoint measures read (padding left out).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
-from models.base import MapInputs
+from models.base import DynamicalMap, MapInputs
 
 
 @runtime_checkable
@@ -67,23 +67,30 @@ def token_rows(captured: dict[str, Tensor], attention_mask: Tensor | None = None
     return {k: v[keep.to(v.device)] for k, v in captured.items()}
 
 
-def activations_of(model: Any, *, depth: int | None = None, generator: torch.Generator | None = None) -> Activations:
-    """The adapter of ``model``: a depth map (``depth`` steps: ``num_hidden_layers`` for ALBERT), an LSTM, a
-    TransJect encoder or baseline (``generator`` draws the entropic u), or a transformers model of a family
-    in :data:`models.suites.ADAPTERS`."""
-    from models.base import DynamicalMap, MapActivations
-    from models.lstm import LSTMActivations, _LSTMStack
-    from models.suites import SuiteActivations
-    from models.transject import TransformerClassifier, TransJect, TransJectActivations
+class MapActivations:
+    """Named hook points of a depth map (:mod:`models.activations`): ``embedding`` is x_0 and ``layerT``
+    is x_T = f^T(x_0), the states the depth study's pass iterates (``at(t)`` before each step; ALBERT
+    with ``depth = num_hidden_layers`` gives transformers' hidden states)."""
 
-    if isinstance(model, DynamicalMap):
-        if depth is None:
-            depth = getattr(getattr(model, "config", None), "num_hidden_layers", None)
-        if depth is None:
-            raise ValueError(f"{type(model).__name__} is a map: say how many steps to capture (depth=...)")
-        return MapActivations(model, depth)
-    if isinstance(model, _LSTMStack):
-        return LSTMActivations(model)
-    if isinstance(model, (TransJect, TransformerClassifier)):
-        return TransJectActivations(model, generator)
-    return SuiteActivations(model)
+    def __init__(self, model: DynamicalMap, depth: int):
+        self.model, self.depth = model, depth
+
+    def layer_names(self) -> tuple[str, ...]:
+        return ("embedding",) + tuple(f"layer{t + 1}" for t in range(self.depth))
+
+    def capture(self, inputs: MapInputs, names=None) -> dict[str, Tensor]:
+        names = chosen(self.layer_names(), names)
+        out: dict[str, Tensor] = {}
+        if not names:
+            return out
+        with torch.no_grad():
+            x = self.model.initial_state(inputs)
+            for t, name in enumerate(self.layer_names()):
+                if t:
+                    self.model.at(t - 1)
+                    x = self.model.step(x, inputs.attention_mask)
+                if name in names:
+                    out[name] = x
+                if name == names[-1]:
+                    break
+        return out

@@ -54,32 +54,3 @@ class DynamicalMap(nn.Module):
         return None
 
 
-class MapActivations:
-    """Named hook points of a depth map (:mod:`models.activations`): ``embedding`` is x_0 and ``layerT``
-    is x_T = f^T(x_0), the states the depth study's pass iterates (``at(t)`` before each step; ALBERT
-    with ``depth = num_hidden_layers`` gives transformers' hidden states)."""
-
-    def __init__(self, model: DynamicalMap, depth: int):
-        self.model, self.depth = model, depth
-
-    def layer_names(self) -> tuple[str, ...]:
-        return ("embedding",) + tuple(f"layer{t + 1}" for t in range(self.depth))
-
-    def capture(self, inputs: MapInputs, names=None) -> dict[str, Tensor]:
-        from models.activations import chosen
-
-        names = chosen(self.layer_names(), names)
-        out: dict[str, Tensor] = {}
-        if not names:
-            return out
-        with torch.no_grad():
-            x = self.model.initial_state(inputs)
-            for t, name in enumerate(self.layer_names()):
-                if t:
-                    self.model.at(t - 1)
-                    x = self.model.step(x, inputs.attention_mask)
-                if name in names:
-                    out[name] = x
-                if name == names[-1]:
-                    break
-        return out

@@ -38,6 +38,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from models.activations import chosen
+
 #: Targets with this value are skipped by ``F.cross_entropy`` (its default ``ignore_index``).
 IGNORE_INDEX = -100
 
@@ -343,8 +345,6 @@ class LSTMActivations:
         self.hidden = None
 
     def capture(self, inputs, names: Sequence[str] | None = None) -> dict[str, Tensor]:
-        from models.activations import chosen
-
         names = chosen(self.layer_names(), names)
         ids = inputs.input_ids
         if self.hidden is None:

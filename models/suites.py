@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from models.activations import chosen, tokens
 from models.hub import ModelLoadError, hf_load
 
 #: ``step{0..143000:1000}``: a prefix, first..last (inclusive) and the stride, and a suffix.
@@ -321,8 +322,6 @@ class SuiteActivations:
 
     def hook_points(self, names=None) -> dict[str, nn.Module]:
         """The modules whose outputs are the named hook points (for hooks of one's own: gradients)."""
-        from models.activations import chosen
-
         return {k: self.modules[k] for k in chosen(self.layer_names(), names)}
 
     def capture(self, inputs, names=None) -> dict[str, Tensor]:
@@ -337,8 +336,6 @@ def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor |
                    layers: list[str] | None = None) -> dict[str, Tensor]:
     """Each named layer's output ``(batch, seq, hidden)`` for one batch (:class:`SuiteActivations`: one
     forward pass, no gradients); ``layers`` picks some (default: all, ``embedding`` first)."""
-    from models.activations import tokens
-
     return SuiteActivations(model).capture(tokens(input_ids, attention_mask), layers)
 
 

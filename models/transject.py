@@ -66,6 +66,8 @@ from torch.nn import functional as F
 from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 
+from models.activations import chosen
+
 Variant = Literal["transject", "random-transject", "entropic-transject", "random-entropic-transject"]
 #: Expert weights of Eq. 5: learned constants per layer (the paper) or per sample from the experts'
 #: outputs (the authors' code).
@@ -444,8 +446,6 @@ class TransJectActivations:
         return ("embedding",) + tuple(f"layer{i + 1}" for i in range(len(self.model.layers)))
 
     def capture(self, inputs, names=None) -> dict[str, Tensor]:
-        from models.activations import chosen
-
         names = chosen(self.layer_names(), names)
         gen = inputs.generator if inputs.generator is not None else self.generator
         with torch.no_grad():

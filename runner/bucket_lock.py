@@ -21,7 +21,7 @@ no such lock, but it has conditional writes, and they are enough:
   two applies that found it stale, one wins and the other is refused as locked.
 - **Release.** The holder deletes the object if it is still its own (a stop of the renewals first).
 
-The second apply on a store is refused with :class:`runner.store.StoreLocked` (exit 75), as on disk.
+The second apply on a store is refused with :class:`runner.store_errors.StoreLocked` (exit 75), as on disk.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any
 from runner import processes
 from runner.errors import Locked
 from runner.location import Remote
+from runner.store_errors import StoreLocked
 
 DEFAULT_TTL = 60.0
 
@@ -85,9 +86,7 @@ class Lease:
 
     # --- taking and giving back
     def acquire(self) -> None:
-        """Take the lease, or raise :class:`runner.store.StoreLocked` naming its holder."""
-        from runner.store import StoreLocked
-
+        """Take the lease, or raise :class:`runner.store_errors.StoreLocked` naming its holder."""
         try:
             self._put(IfNoneMatch="*")
         except OSError as err:

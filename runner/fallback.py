@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
-from runner.figures import NoValues, Recipe
+from runner.recipes import NoValues, Recipe
 from runner.plotting import axis_label, mean_band, mean_legend, new_figure
 
 PREFIX = "var:"

@@ -41,17 +41,3 @@ def load_plugins() -> None:
             ep.load()
     for name in filter(None, (n.strip() for n in os.environ.get(ENV, "").split(","))):
         importlib.import_module(name)
-
-
-def plugin_modules() -> set[str]:
-    """The modules that define a registered study, measure, model family or reference map, and
-    those named in ``TRANSIENT_PLUGINS`` (what provenance hashes beside the project's own code)."""
-    from models.maps import MAPS
-    from models.registry import families
-    from runner.measures import _REGISTRY
-    from runner.study import studies
-
-    classes = [*studies().values(), *(m for by_kind in _REGISTRY.values() for m in by_kind.values()),
-               *(type(f) for f in families()), *MAPS.values()]
-    names = {c.__module__ for c in classes}
-    return names | {n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()}

@@ -11,12 +11,19 @@ still changes the recorded identity of the code.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import subprocess
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+
+from models.maps import MAPS
+from models.registry import families
+from runner.measures import _REGISTRY
+from runner.plugins import ENV
+from runner.study import studies
 
 PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "xarray", "zarr", "numpy", "pydantic", "transient")
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,8 +64,6 @@ def code_files() -> dict[str, str]:
     """sha256 of the source of each imported module of this project (``runner``, ``analyses``,
     ``models``) and of each plugin module (the module of every registered study, measure and
     model family, wherever it lives), by path (relative to the project when inside it)."""
-    from runner.plugins import plugin_modules
-
     names = {n for n in sys.modules if n.split(".")[0] in ("runner", "analyses", "models")} | plugin_modules()
     out = {}
     for name in sorted(names):
@@ -99,3 +104,12 @@ def root_attrs(title: str, references: list[str], commit: str, dirty: bool) -> d
     where = "" if commit == "unknown" else f" (git {commit[:12]}{', with changes' if dirty else ''})"
     return {"title": title, "Conventions": CONVENTIONS, "source": f"transient runner {version}{where}",
             "references": "\n".join(dict.fromkeys(r for r in references if r)), "comment": UNITS_NOTE}
+
+
+def plugin_modules() -> set[str]:
+    """The modules that define a registered study, measure, model family or reference map, and
+    those named in ``TRANSIENT_PLUGINS`` (what provenance hashes beside the project's own code)."""
+    classes = [*studies().values(), *(m for by_kind in _REGISTRY.values() for m in by_kind.values()),
+               *(type(f) for f in families()), *MAPS.values()]
+    names = {c.__module__ for c in classes}
+    return names | {n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()}

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.location import Location, Remote, append_line, location, write_atomic
+from runner.store_errors import writing
 
 RECORDS = "records"
 WRITTEN = "written"
@@ -172,8 +173,6 @@ def write_records(state_dir: Location, store_id: str, records: dict[str, dict]) 
 
 
 def drop_records(state_dir: Location, task_ids: list[str]) -> None:
-    from runner.store import writing
-
     folder = records_dir(state_dir)
     with writing(folder):
         if isinstance(folder, Remote) and task_ids:

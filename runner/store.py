@@ -13,13 +13,12 @@ whose values it could not keep are forgotten.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import tempfile
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from filelock import FileLock, Timeout
 
-from runner.errors import Locked, SpecInvalid, StorageError, Unavailable
 from runner.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
 from runner.location import Location, Remote, location, move_tree, reachable_problem, write_atomic, zarr_store
 from runner.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
                             records_exist, write_records)
+from runner.store_errors import (StoreFormatError, StoreLocked, StorePathError, StoreUnreachable,  # noqa: F401
+                                  StoreWriteError, guard_writes, writing)
 
 if TYPE_CHECKING:  # pragma: no cover
     import zarr
@@ -40,61 +40,11 @@ if TYPE_CHECKING:  # pragma: no cover
 warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
 
 
-class StoreLocked(Locked):
-    """Another process is applying a spec to this store."""
-
-
-class StorePathError(SpecInvalid):
-    """The store path names something the runner must not write to; the message says what."""
-
-
-class StoreFormatError(SpecInvalid):
-    """A store written by an older runner, in a layout this one does not write to."""
-
-
-class StoreUnreachable(Unavailable):
-    """A store on object storage that cannot be reached: no such bucket, no credentials, no endpoint (66)."""
-
-
 def check_reachable(path: Location) -> None:
     """Raise :class:`StoreUnreachable` for a store URL whose bucket cannot be reached (nothing for a disk)."""
     problem = reachable_problem(location(path))
     if problem:
         raise StoreUnreachable(problem)
-
-
-class StoreWriteError(StorageError):
-    """The store (or the runner's folder beside it) cannot be written: disk full, read-only, ...
-    Work recorded before the error is kept; applying again after fixing the cause resumes."""
-
-    def __init__(self, path: Location, err: OSError):
-        self.errno = err.errno
-        reason = err.strerror or str(err)
-        super().__init__(f"cannot write {path}: {reason}; finished work is kept: "
-                         + ("free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "fix this")
-                         + " and run apply again to resume")
-
-
-_write_guard: Callable[[], None] | None = None
-
-
-def guard_writes(check: Callable[[], None] | None) -> None:
-    """Run ``check`` before every write of this process that goes through :func:`writing` (region
-    writes, records, checkpoints, shard files); it raises to refuse the write. A worker of a
-    distributed executor installs its lease check here (:mod:`runner.execute.lease`); None removes it."""
-    global _write_guard
-    _write_guard = check
-
-
-@contextmanager
-def writing(path: Location) -> Iterator[None]:
-    """Turn an OS error while writing ``path`` into :class:`StoreWriteError` (after the write guard)."""
-    if _write_guard is not None:
-        _write_guard()
-    try:
-        yield
-    except OSError as err:
-        raise StoreWriteError(path, err) from None
 
 
 def chunk_codecs() -> dict[str, Any]:

@@ -6,7 +6,7 @@ would go on writing chunks, checkpoints and shard files while a new ``apply`` al
 store. So the lock holder writes a lease beside the store when it takes the lock
 (:func:`take`, ``<store>.runner/lease.json``): a fresh token, who holds it (host, pid and the
 process's start time) and when it was last renewed. A worker gets the token with each task and
-installs :func:`checker` as the store's write guard (:func:`runner.store.guard_writes`), which runs
+installs :func:`checker` as the store's write guard (:func:`runner.store_errors.guard_writes`), which runs
 before every write that goes through the store (region writes, checkpoints, shard files, the
 chunk journal). A write is refused (:class:`LeaseLost`, the task fails) when:
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from models import load_albert
-from models.activations import Activations, activations_of, token_rows, tokens
-from models.base import MapActivations
+from models.activations import Activations, MapActivations, token_rows, tokens
+from models.adapters import activations_of
 from models.lstm import LSTMActivations, LSTMLanguageModel, LSTMLanguageModelConfig
 from models.suites import SuiteActivations
 from models.transject import TransJectActivations, build_model

@@ -68,7 +68,8 @@ def _adapters():
 
 @pytest.mark.parametrize("family", ["albert", "lstm", "transject", "gpt2"])
 def test_activation_adapters_read_cuda_models_as_cpu_ones(family):
-    from models.activations import activations_of, tokens
+    from models.activations import tokens
+    from models.adapters import activations_of
 
     model = _adapters()[family]
     ids = torch.randint(5, 64, (3, 10), generator=torch.Generator().manual_seed(1))

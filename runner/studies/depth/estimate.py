@@ -18,7 +18,7 @@ import torch
 
 from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.measures import measures
-from runner.studies.depth.layout import build_layout, segment_length
+from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network
 from runner.studies.depth.spec import DepthSpec
 
@@ -110,7 +110,6 @@ def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
     from runner.execute.device import make_deterministic
     from runner.store import Store
     from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
-    from runner.studies.depth.study import maskings
 
     net = replace(net, index=0)
     S, N = spec.input.samples, net.n_tokens

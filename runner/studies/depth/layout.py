@@ -72,3 +72,15 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
     for m in spec.measure:
         declare(registry[m.kind](m), b, shape)
     return b.build()
+
+
+def maskings(spec: DepthSpec) -> list[list]:
+    """[kind, masking parameters] of each measure of the spec that reads masked sentences."""
+    registry = measures("depth")
+    out = []
+    for m in spec.measure:
+        if registry[m.kind].tags.timing == "step":
+            masking = registry[m.kind].tags.masking(m)
+            if masking is not None:
+                out.append([m.kind, masking])
+    return out

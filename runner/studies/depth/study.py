@@ -11,7 +11,6 @@ only that measure's task ids.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,8 @@ from runner.study import Prepared, Study, Unavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.measure import Derivation, NetworkContext
-from runner.studies.depth.layout import build_layout, segment_length
+from runner.studies.depth.estimate import estimate, thread_key, thread_probe
+from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
 from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
@@ -61,18 +61,6 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         # samples leaving f's batch change its shapes; in the key only when on
         **({"early_exit": spec.exit_period()} if spec.dynamics.early_exit else {}),
     }
-
-
-def maskings(spec: DepthSpec) -> list[list]:
-    """[kind, masking parameters] of each measure of the spec that reads masked sentences."""
-    registry = measures("depth")
-    out = []
-    for m in spec.measure:
-        if registry[m.kind].tags.timing == "step":
-            masking = registry[m.kind].tags.masking(m)
-            if masking is not None:
-                out.append([m.kind, masking])
-    return out
 
 
 def _twins(spec: DepthSpec, registry) -> list[list]:
@@ -245,13 +233,9 @@ class DepthStudy(Study):
         return split(p.spec, p.state, group, shards)
 
     def estimate(self, p: Prepared, device, precision, calibrated):
-        from runner.studies.depth.estimate import estimate
-
         return estimate(p, device, precision, calibrated)
 
     def thread_probe(self, p: Prepared, device):
-        from runner.studies.depth.estimate import thread_probe
-
         return thread_probe(p.spec, p.state, device)
 
     def footprint(self, p: Prepared) -> dict[str, int]:
@@ -268,8 +252,6 @@ class DepthStudy(Study):
         return {precision: text for precision, text in found.items() if text}
 
     def thread_key(self, p: Prepared) -> dict:
-        from runner.studies.depth.estimate import thread_key
-
         return thread_key(p.spec, p.state)
 
 

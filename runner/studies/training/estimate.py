@@ -26,6 +26,7 @@ import torch
 from runner.data.corpus import Corpus, TagStreams, Variant
 from runner.data.tokens import Vocabulary, batchify
 from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
+from runner.studies.training.session import read_corpus
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
 from runner.checkpointed.files import save, weights
 from runner.studies.training.train import build_model, evaluate, train
@@ -111,11 +112,8 @@ class _MeasureTimer:
 
     def corpus(self):
         if self._corpus is None:
-            from runner.studies.training.study import TrainingStudyPlugin
-
             p = self.p
-            p.state["corpus"] = p.state["corpus"] or TrainingStudyPlugin._load(p.spec, p.state["tagsets"],
-                                                                               p.spec_file.path.parent)
+            p.state["corpus"] = p.state["corpus"] or read_corpus(p.spec, p.state["tagsets"], p.spec_file.path.parent)
             self._corpus = p.state["corpus"]
         return self._corpus
 

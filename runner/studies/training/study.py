@@ -18,28 +18,20 @@ import json
 import platform
 from pathlib import Path
 
-import numpy as np
-
 from models.registry import cache_dir
 from models.source import Source
-from runner import interrupt
-from runner.checkpointed.axes import write_curves
-from runner.checkpointed.files import checkpoint_dir
-from runner.checkpointed.session import Checkpoints, forked_rng
-from runner.data.corpus import Corpus, CorpusError, load_corpus
+from runner.data.corpus import Corpus, CorpusError
 from runner.data.scaffold import VERSION as SCAFFOLD_VERSION
-from runner.data.sources import anchor, offline_hub
+from runner.data.sources import anchor
 from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.data.tiny_tagged import VERSION as TINY_TAGGED_VERSION
-from runner.execute.device import device_unavailable, set_precision
-from runner.measures import measures
+from runner.execute.device import device_unavailable
 from runner.plan import Task
 from runner.requirements import Requirement
-from runner.specfile import SpecError, SpecFile, SpecProblem
+from runner.specfile import SpecError, SpecFile
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training import sizes
-from runner.studies.training.context import Context, sentence_words
-from runner.studies.training.layout import build_layout
+from runner.studies.training.estimate import estimate, thread_key, thread_probe
 from runner.studies.training.plan import make_tasks, suite_tasks, task_label
 from runner.studies.training.spec import (
     GMB_TAGSETS,
@@ -49,27 +41,10 @@ from runner.studies.training.spec import (
     missing_extras,
     spec_model,
 )
-from runner.studies.training.suite import SuiteContext
 from runner.studies.training.suite import resolve as resolve_suites
-from runner.studies.training.train import checkpoint_name, steps_per_epoch, train
+from runner.studies.training.session import TrainingSession, corpus_key, read_corpus
+from runner.studies.training.train import steps_per_epoch
 from runner.study import Prepared, Study, Unavailable, register
-
-
-def corpus_key(corpus: Corpus) -> str:
-    h = hashlib.sha256()
-    for t in (corpus.train, corpus.valid, corpus.test):
-        h.update(t.numpy().tobytes())
-    h.update("\n".join(corpus.vocab.itos).encode())
-    for name in sorted(corpus.tags):
-        s = corpus.tags[name]
-        h.update(name.encode() + s.train.numpy().tobytes() + s.valid.numpy().tobytes())
-        if s.words is not None:  # tags of another corpus (GMB, the longest documents): its words and test tags
-            h.update(s.test.numpy().tobytes() + b"".join(w.numpy().tobytes() for w in s.words))
-    for name, v in corpus.variants.items():  # scaffold corpora: each variant's streams and test sets
-        h.update(name.encode() + v.train.numpy().tobytes() + v.valid.numpy().tobytes())
-        for test, cases in sorted(v.tests.items()):
-            h.update(test.encode() + np.ascontiguousarray(cases.inputs).tobytes())
-    return h.hexdigest()[:16]
 
 
 def _source_identity(study: TrainingStudy, base: Path) -> str:
@@ -247,13 +222,7 @@ class TrainingStudyPlugin(Study):
 
     @staticmethod
     def _load(spec: TrainingStudy, tagsets: list[str], base: Path) -> Corpus:
-        with offline_hub():  # a hub corpus from the local cache when the hub is off
-            try:
-                return load_corpus(spec.corpus, tagsets, seed=spec.experiment.seed, base=base)
-            except ValueError as err:
-                if spec.corpus.source != "scaffold:":
-                    raise
-                raise SpecProblem(("corpus", "scaffold", "phrases"), str(err)) from None
+        return read_corpus(spec, tagsets, base)
 
     def describe(self, p: Prepared) -> list[str]:
         s, stats, steps = p.spec, p.state["stats"], p.state["steps"]
@@ -339,98 +308,13 @@ class TrainingStudyPlugin(Study):
         return TrainingSession(p, device)
 
     def estimate(self, p: Prepared, device, precision, calibrated):
-        from runner.studies.training.estimate import estimate
-
         return estimate(p, device, precision, calibrated)
 
     def thread_probe(self, p: Prepared, device):
-        from runner.studies.training.estimate import thread_probe
-
         return thread_probe(p, device)
 
     def thread_key(self, p: Prepared) -> dict:
-        from runner.studies.training.estimate import thread_key
-
         return thread_key(p)
-
-
-class TrainingSession:
-    """A training run: the corpus, the store's layout, the checkpoints, training and measuring."""
-
-    def __init__(self, p: Prepared, device):
-        self.p, self.spec, self.device = p, p.spec, device
-        st = p.state
-        corpus = st["corpus"] or TrainingStudyPlugin._load(self.spec, st["tagsets"], p.spec_file.path.parent)
-        if corpus_key(corpus) != st["stats"]["corpus_key"]:  # the source changed under the same identity (a hub set)
-            st["stats_file"].unlink(missing_ok=True)
-            raise Unavailable(f"[corpus] source {self.spec.corpus.source!r} changed since it was planned; run apply "
-                              "again to plan it anew")
-        st["corpus"] = corpus  # a distributed executor's workers get it with the plan: they never read the source
-        set_precision("fp32")  # the thesis' LSTMs in IEEE fp32 (cuDNN would otherwise use TF32 on CUDA)
-        self.corpus, self.steps = corpus, st["steps"]
-        self.spe = st["stats"]["steps_per_epoch"]
-        self.suites = st.get("suites")
-        sentence = sentence_words(self.spec, corpus)  # known only now: what a shared measure cannot do with it
-        late = [p.spec_file.problem(("measure", i, *loc), message) for i, m in enumerate(self.spec.measure)
-                for loc, message in getattr(measures("training")[m.kind](m), "sentence_problems", lambda _: [])(sentence)]
-        if late:
-            raise SpecError(p.spec_file.path, late)
-        self.layout = build_layout(self.spec, self.steps, self.spe, corpus, self.suites)
-        self.train_ids = {t.network: t.id for t in p.tasks if t.kind == "train"}
-        self.checkpoints = Checkpoints(p.store_path)
-        self.ctx: Context | None = None
-        self.worker = False
-
-    def _dir(self, store, network: int) -> Path:
-        return checkpoint_dir(store.state_dir, self.spec.model[network].name, self.train_ids[network])
-
-    def write_inputs(self, store) -> None:
-        store.write("word_frequency", (slice(None),), np.asarray(self.corpus.frequencies(), dtype=np.float64))
-        if self.corpus.word_class:
-            store.write("word_class", (slice(None),), np.asarray(self.corpus.word_class, dtype=object))
-        self.attach(store)
-
-    def attach(self, store, worker: bool = False) -> None:
-        """Measure on ``store``, laid out and its inputs written (by this process or a distributed
-        executor's driver): the measures' context, and the checkpoints saved so far (``worker``: and
-        before each measure, those other processes saved since)."""
-        self.store, self.worker = store, worker
-        if self.suites is not None:
-            self.ctx = SuiteContext(self.spec, self.suites, self.corpus, self.layout, store, self.device)
-            return
-        self._scan()
-        self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device,
-                           self.checkpoints.paths)
-        self.ctx.base = self.p.spec_file.path.parent  # relative paths of measures (treebanks)
-
-    def _scan(self) -> None:
-        """Take the checkpoints saved since the last look."""
-        for n in range(len(self.spec.model)):
-            files = {c: self._dir(self.store, n) / checkpoint_name(c, s) for c, s in enumerate(self.steps)}
-            self.checkpoints.scan(n, files, self.train_ids[n])
-
-    def available(self) -> set[str]:
-        return self.checkpoints.available()
-
-    def run(self, group: list[Task], report) -> dict:
-        (t,) = group
-        if t.kind == "train":
-            return self._train(t, report)
-        reg = measures("training")[t.kind]
-        if self.suites is not None:
-            interrupt.stall_point(self.store.state_dir, self.p.labels[t.network], self.steps[t.checkpoint])
-        elif self.worker:  # the checkpoints it reads were saved since it opened, by another process
-            self._scan()
-        with forked_rng(self.device):
-            reg(reg.Params(kind=t.kind, **t.params)).run(self.ctx, t)
-        return {}
-
-    def _train(self, t: Task, report) -> dict:
-        n = t.network
-        items = train(self.spec.model[n], t.params["seed"], self.spec.training, self.corpus, self.steps, t.id,
-                      self._dir(report.store, n), self.device, report.progress)
-        done = self.checkpoints.follow(items, n, report, lambda curves: _write_curves(report.store, n, curves))
-        return {"resumed_from": done.resumed_from} if done else {}
 
 
 def _configs(spec: TrainingStudy, suites) -> list:
@@ -445,9 +329,3 @@ def _configs(spec: TrainingStudy, suites) -> list:
         except ModelLoadError:
             out.append(None)
     return out
-
-
-def _write_curves(store, n: int, c) -> None:
-    write_curves(store, n, {"train_loss": c.train_loss, "learning_rate": c.lr, "val_loss": c.val_loss,
-                            "val_perplexity": np.exp(np.minimum(np.asarray(c.val_loss), 700)),
-                            "epoch_train_loss": c.epoch_train_loss, "epoch_learning_rate": c.epoch_lr})

@@ -25,6 +25,7 @@ from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.checkpointed.files import save, weights
 from runner.checkpointed.loop import Saved
 from runner.studies.transject.models import build
+from runner.studies.transject.session import TransJectSession
 from runner.studies.transject.train import evaluate, train
 from runner.study import Unavailable
 
@@ -86,8 +87,6 @@ class _Calibration:
 
     def session(self):
         if self._session is None:
-            from runner.studies.transject.study import TransJectSession
-
             try:
                 self._session = TransJectSession(self.p, self.device)
             except Unavailable as err:

@@ -1,0 +1,325 @@
+"""A TransJect run (:class:`TransJectSession`): the data and tokenizer, the store's layout, the
+checkpoints, training and measuring; the study's plugin (:mod:`runner.studies.transject.study`)
+opens it and its estimate (:mod:`runner.studies.transject.estimate`) times it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.activations import token_rows, tokens
+from models.hub import ModelLoadError, load_tokenizer
+from models.transject import TransJectActivations
+from runner.data.classification import (InputError, Split, build_vocab, encode, hub_splits,
+                                        listops_splits, local_splits, tokenize)
+from runner.checkpointed.axes import write_curves
+from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
+from runner.checkpointed.schedule import checkpoint_resource
+from runner.checkpointed.session import Checkpoints, forked_rng, relative_path, write_cell
+from runner.execute.device import set_precision
+from runner.measures import measures
+from runner.plan import Task
+from runner.specfile import SpecError
+from runner.study import Prepared, Unavailable
+from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
+from runner.studies.transject.layout import build_layout
+from runner.studies.transject.measure import Shape, View
+from runner.studies.transject.models import (build, load_checkpoint_model, n_experts,
+                                             params_of, read_checkpoint)
+from runner.studies.transject.spec import PAPER_SENTENCE, TransJectSpec
+from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch, train_run
+
+
+def tokenizer_problem(source: str) -> ModelLoadError | None:
+    """None when the hub tokenizer loads now (online, cached or a local directory); else why not."""
+    try:
+        load_tokenizer(source)
+    except ModelLoadError as err:
+        return err
+    return None
+
+
+def load_splits(spec: TransJectSpec, base: Path, how=None) -> tuple[Split, Split]:
+    d = spec.data
+    how = how or d.tokenize
+    splits = (d.train_split, d.test_split)
+    if d.kind == "listops":
+        lo = d.listops
+        train, test = listops_splits(lo.train, lo.test, spec.experiment.seed, max_depth=lo.max_depth,
+                                     max_args=lo.max_args, min_length=lo.min_length, max_length=lo.max_length)
+    elif d.kind == "hf":
+        train, test = hub_splits(d.source.hub_id, d.subset, splits, d.text, d.label, how, d.lowercase)
+    else:
+        train, test = local_splits(d.source, base, splits, d.text, d.label, how, d.lowercase,
+                                   d.test_fraction, spec.experiment.seed)
+    cut = lambda s, n: s if n is None else Split(s.tokens[:n], s.labels[:n])  # noqa: E731
+    return cut(train, d.max_train), cut(test, d.max_test)
+
+
+@dataclass
+class Data:
+    """What a run reads from its data source: both splits, the vocabulary and the analysis sentence."""
+
+    train: Split
+    test: Split
+    vocab: list[str]
+    unk: str
+    sentence: list[str]
+
+
+def read_data(p: Prepared) -> Data:
+    """The spec's splits (tokenized by its hub tokenizer, if it names one), vocabulary and analysis
+    sentence (``max_length`` tokens at most)."""
+    d = p.spec.data
+    hub_tokenizer = None
+    if d.tokenizer and d.kind != "listops":
+        try:
+            hub_tokenizer = load_tokenizer(d.tokenizer)
+        except ModelLoadError as err:
+            raise Unavailable(str(err)) from None
+    how = hub_tokenizer.tokenize if hub_tokenizer is not None else d.tokenize
+    try:
+        train, test = load_splits(p.spec, p.spec_file.path.parent, how)
+    except InputError as err:
+        raise Unavailable(str(err)) from None
+    if not train.labels or not test.labels:
+        raise Unavailable(f"[data] source {d.source!r}: an empty split (train {len(train.labels)}, "
+                          f"test {len(test.labels)} examples)")
+    if hub_tokenizer is not None:
+        vocab, unk = list(hub_tokenizer.convert_ids_to_tokens(list(range(len(hub_tokenizer))))), hub_tokenizer.unk_token or "<unk>"
+    else:
+        vocab, unk = build_vocab(train.tokens, d.vocab_size), "<unk>"
+    if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
+        sentence = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, how, d.lowercase)
+    elif d.kind == "listops":
+        sentence = test.tokens[0]
+    else:
+        sentence = tokenize(PAPER_SENTENCE, how, d.lowercase)
+    return Data(train, test, vocab, unk, sentence[: d.max_length])
+
+
+class TransJectSession:
+    """A run: the data, the store's layout, training, loading saved weights and measuring."""
+
+    def __init__(self, p: Prepared, device):
+        self.p, self.spec, self.device = p, p.spec, device
+        spec, d = p.spec, p.spec.data
+        data = p.state.get("data") or read_data(p)
+        p.state["data"] = data  # a distributed executor's workers get it with the plan: they never read the source
+        train, test = data.train, data.test
+        self.vocab, self.unk = data.vocab, data.unk
+        self.n_classes = d.n_classes or (10 if d.kind == "listops" else max(train.labels + test.labels) + 1)
+        labels = set(train.labels + test.labels)
+        if min(labels) < 0 or max(labels) >= self.n_classes:  # a hub set's labels are first seen here
+            raise SpecError(p.spec_file.path, [p.spec_file.problem(
+                ("data", "n_classes"), f"labels are classes 0..{self.n_classes - 1}, but {d.source!r} holds "
+                f"{min(labels) if min(labels) < 0 else max(labels)}")])
+        set_precision("fp32")
+        self.train = encode(train.tokens, train.labels, self.vocab, d.max_length, self.unk)
+        self.test_split = test
+        self.sentence = data.sentence
+        self.spe = steps_per_epoch(len(self.train.labels), spec.training.batch_size)
+        self.nets = p.state["nets"]
+        self.dirs = p.state["dirs"]
+        self.vocabs: dict[int, list[str]] = {}
+        for n, net in enumerate(self.nets):
+            m = net["entry"]
+            if m.checkpoint:
+                variant, params, vocab = read_checkpoint(self.dirs[n])
+                if vocab is not None:
+                    self.vocabs[n] = vocab
+            else:
+                variant, params = m.variant, params_of(m, len(self.vocab), self.n_classes, spec.pooling(m))
+            net.update(variant=variant, params=params)
+        layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n["params"]["n_layers"]) for n in self.nets))]
+        experts = max(n_experts(n["variant"], n["params"]) for n in self.nets)
+        self.registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
+        late = [p.spec_file.problem(("measure", i, *loc), message) for i, m in enumerate(spec.measure)
+                for loc, message in self.registrations[m.kind].sentence_problems(list(self.sentence))]
+        if late:  # the analysis sentence of ListOps or a hub tokenizer is known only now
+            raise SpecError(p.spec_file.path, late)
+        self.layout = build_layout(spec, self.nets, self.spe, Shape(layers, experts, list(self.sentence),
+                                                                    [n["label"] for n in self.nets]),
+                                   self.registrations)
+        self.n_layers = len(layers)
+        self.layer_names = layers
+        self._current: tuple[tuple[int, int], View] | None = None  # the running group's view
+        self._aside: tuple[tuple[int, int], View] | None = None  # another checkpoint's, read by its measures
+        self.seed = spec.experiment.seed
+        self.checkpoints = Checkpoints(p.store_path)
+        self.paths = self.checkpoints.paths
+        self._encoded: dict[int, tuple] = {}
+        self.worker = False
+
+    # ---------------------------------------------------------------- data per network
+
+    def encoded(self, n: int):
+        """(test set, analysis examples, analysis sentence ids) encoded with the network's vocabulary."""
+        if n not in self._encoded:
+            vocab = self.vocabs.get(n, self.vocab)
+            d = self.spec.data
+            test = encode(self.test_split.tokens, self.test_split.labels, vocab, d.max_length, self.unk)
+            k = min(d.analysis_examples, len(test.labels))
+            sent = encode([self.sentence], [0], vocab, max(len(self.sentence), 1), self.unk)
+            vsize = int(self.nets[n]["params"]["vocab_size"])
+            for t in (test.ids, sent.ids):
+                t[t >= vsize] = 1  # a checkpoint with a smaller vocabulary than its vocab.json: <unk>
+            self._encoded[n] = (test, (test.ids[:k], test.mask[:k]), sent.ids)
+        return self._encoded[n]
+
+    # ---------------------------------------------------------------- session protocol
+
+    def _dir(self, store, n: int) -> Path:
+        return checkpoint_dir(store.state_dir, self.nets[n]["label"], self.nets[n]["train_id"])
+
+    def write_inputs(self, store) -> None:
+        self.attach(store)
+
+    def attach(self, store, worker: bool = False) -> None:
+        """Measure on ``store`` (laid out by this process or a distributed executor's driver): the
+        checkpoints saved so far (``worker``: and before each measure, those saved since)."""
+        self.store, self.worker = store, worker
+        self._scan()
+
+    def _scan(self) -> None:
+        """Take the checkpoints saved since the last look, and those an early stop says never come."""
+        E = self.spec.training.epochs
+        for n, net in enumerate(self.nets):
+            if not net["trained"]:
+                self.paths[(n, 0)] = self.dirs[n] / "model.safetensors"
+                continue
+            ckpt = self._dir(self.store, n)
+            self.checkpoints.scan(n, {e: ckpt / checkpoint_name(e, 0) for e in range(E + 1)}, net["train_id"])
+            meta = read_metadata(ckpt / RESUME)
+            if meta is not None and meta.get("train_id") == net["train_id"] and meta.get("done") == "1":
+                self.checkpoints.never(n, range(int(meta["epoch"]) + 1, E + 1))  # after an early stop
+
+    def available(self) -> set[str]:
+        return self.checkpoints.available()
+
+    def run(self, group: list[Task], report) -> dict:
+        lead = group[0]
+        if lead.kind == "train":
+            return self._train(lead, report)
+        if lead.kind == "load":
+            return self._load(lead, report)
+        with forked_rng(self.device):
+            self._measure(group)
+        return {}
+
+    def _rel(self, path: Path) -> np.ndarray:
+        return relative_path(path, self.p.store_path)
+
+    def _train(self, t: Task, report) -> dict:
+        store, n = report.store, t.network
+        net = self.nets[n]
+        test, _, _ = self.encoded(n)
+        E, spe = self.spec.training.epochs, self.spe
+        run = TransJectRun(net["variant"], net["params"], net["seed"], self.spec.training, self.train, test,
+                           self.device)
+        items = train_run(run, t.id, net["label"], self._dir(store, n), self.device,
+                          lambda step: report.progress(min(E, step // spe)))
+        done = self.checkpoints.follow(items, n, report, lambda c: write_curves(store, n, {
+            "train_loss": c.train_loss, "test_loss": c.test_loss, "test_accuracy": c.test_accuracy}))
+        if done is None:
+            return {}
+        c, best = done.curves, run.best_epoch
+        store.write("best_epoch", (n,), np.asarray(best, dtype=np.float64))
+        store.write("stopped_epoch", (n,), np.asarray(done.epochs, dtype=np.float64))
+        if best > 0:
+            store.write("accuracy", (n,), np.asarray(c.test_accuracy[best - 1]))
+            store.write("final_test_loss", (n,), np.asarray(c.test_loss[best - 1]))
+            out = store.state_dir / "export" / net["label"]
+            export(out, net["variant"], net["params"], self._dir(store, n) / checkpoint_name(best, 0), self.vocab)
+            store.write("export_path", (n,), self._rel(out))
+        self.checkpoints.never(n, range(done.epochs + 1, E + 1), report)  # early stop: later checkpoints never come
+        return {"resumed_from": done.resumed_epoch}
+
+    def _load(self, t: Task, report) -> dict:
+        n = t.network
+        model = load_checkpoint_model(self.dirs[n], self.device)
+        test, _, _ = self.encoded(n)
+        loss, acc = evaluate(model, test, self.spec.training.batch_size, self.device, self.nets[n]["seed"])
+        report.store.write("accuracy", (n,), np.asarray(acc))
+        report.store.write("final_test_loss", (n,), np.asarray(loss))
+        report.store.write("checkpoint_path", (n, 0), self._rel(self.dirs[n]))
+        report.provide(checkpoint_resource(n, 0))
+        return {}
+
+    # ---------------------------------------------------------------- measures
+
+    def model_at(self, n: int, e: int):
+        net = self.nets[n]
+        if not net["trained"]:
+            return load_checkpoint_model(self.dirs[n], self.device)
+        model = build(net["variant"], net["params"], 0, self.device)
+        load_weights(model, self.paths[(n, e)], self.device)
+        return model.eval()
+
+    @torch.no_grad()
+    def _compute_view(self, n: int, e: int) -> View:
+        model = self.model_at(n, e)
+        _, (ids, mask), sent = self.encoded(n)
+        gen_seed = self.seed * 1_000_003 + e
+        gen = torch.Generator(device=self.device).manual_seed(gen_seed)
+        ids, mask, sent = ids.to(self.device), mask.to(self.device), sent.to(self.device)
+        adapter = TransJectActivations(model, gen)
+        out = adapter.capture(tokens(ids, mask))
+        s = adapter.capture(tokens(sent))
+        return View(model, self.nets[n]["variant"], self.nets[n]["params"],
+                    [h.to(torch.float64) for h in out.values()], mask,
+                    [h[0].to(torch.float64) for h in s.values()], gen_seed)
+
+    def view(self, n: int, e: int) -> View:
+        """The view of (n, e) (what :class:`~.measure.EpochContext` gives a measure): the one of the running group, else one computed aside (the group's random
+        state kept) and kept for the next group (every epoch of a network compared with its final one)."""
+        for held in (self._current, self._aside):
+            if held is not None and held[0] == (n, e):
+                return held[1]
+        with forked_rng(self.device):
+            self._aside = ((n, e), self._compute_view(n, e))
+        return self._aside[1]
+
+    # the context of measures on activations only (runner.checkpointed.measure.ActivationContext)
+
+    @property
+    def names(self) -> list[str]:
+        return [net["label"] for net in self.nets]
+
+    def activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
+        """X^(0..L) of the analysis examples' tokens (padding left out), ``{layer: (tokens, d)}``, float64."""
+        v = self.view(n, e)
+        return token_rows(dict(zip(self.layer_names, v.hidden)), v.mask)
+
+    @property
+    def sentence_tokens(self) -> list[str]:
+        return list(self.sentence)
+
+    def sentence_activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
+        """X^(0..L) of the analysis sentence, ``{layer: (seq, d)}``, float64."""
+        return dict(zip(self.layer_names, self.view(n, e).sentence))
+
+    def final(self, n: int) -> int:
+        return max(e for (k, e), path in self.paths.items() if k == n and path is not None)
+
+    def layer_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.layer_names)}
+
+    def _measure(self, group: list[Task]) -> None:
+        n, e = group[0].network, group[0].checkpoint
+        if self.worker:  # the checkpoints it reads were saved since it opened, by another process
+            self._scan()
+        if self.paths.get((n, e)) is None:
+            return  # after an early stop there are no weights at this epoch: the cell stays NaN
+        self._current = ((n, e), self._compute_view(n, e))
+        try:
+            for t in group:
+                self.registrations[t.kind].run(self, t)
+        finally:
+            self._current = None
+
+    def write(self, name: str, task: Task, values) -> None:
+        write_cell(self.store, name, task, values)
