@@ -82,7 +82,7 @@ def matmul_tflops(precision: str, device: str) -> float:
     the peak a step's rate is set against, measured in the same run."""
     import torch
 
-    from runner.execute.device import set_precision
+    from runner.core.device import set_precision
 
     cuda = device.startswith("cuda")
     n = 8192 if cuda else 1024
@@ -155,7 +155,7 @@ def agrees(name: str, a: tuple, ref: tuple) -> bool:
 
 
 def run_variant(variant: str, model: Path, tmp: Path, args) -> dict:
-    from runner.apply import apply, prepare
+    from runner.run.apply import apply, prepare
 
     precision, compiled = VARIANTS[variant]
     store, spec = tmp / f"{variant}.zarr", tmp / f"{variant}.toml"

@@ -60,8 +60,8 @@ def region_write(folder: Path) -> dict[str, float]:
 
 def _fill(state_dir, store_id: str, n: int) -> dict[str, dict]:
     """``n`` records in the store, written plainly (the set-up, not what is timed); returns them."""
-    from runner.location import Remote
-    from runner.records import records_dir
+    from runner.storage.location import Remote
+    from runner.storage.records import records_dir
 
     folder = records_dir(state_dir)
     body = {f"{i:016x}.json": json.dumps({"measure": "m", "seconds": 1.0, "network": i, "store_id": store_id},
@@ -82,8 +82,8 @@ def record_cost(root, counts=(100, 1000, 10_000, 100_000)) -> dict[int, tuple[fl
     seconds to fold the n records into one object (what the end of the apply that wrote them does: a
     LIST per 1,000, one PUT, a DELETE per 1,000; the read is then of the fold and the 20 records
     written since)."""
-    from runner.layout import LayoutBuilder
-    from runner.store import Store
+    from runner.core.layout import LayoutBuilder
+    from runner.storage.store import Store
 
     b = LayoutBuilder()
     b.index("network", 1)
@@ -111,7 +111,7 @@ def record_cost(root, counts=(100, 1000, 10_000, 100_000)) -> dict[int, tuple[fl
 
 def s3_record_cost(counts) -> dict[int, tuple[float, float]]:
     """:func:`record_cost` on a bucket of moto's server, started here on 127.0.0.1."""
-    from runner.location import Remote
+    from runner.storage.location import Remote
     from tests.runner import s3_server
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,8 +124,8 @@ def s3_record_cost(counts) -> dict[int, tuple[float, float]]:
 
 
 def scheduler_cost() -> tuple[int, float]:
-    from runner.apply import prepare
-    from runner.execute.scheduler import DryRun, Scheduler
+    from runner.run.apply import prepare
+    from runner.run.execute.scheduler import DryRun, Scheduler
 
     p = prepare(Path(__file__).resolve().parents[1] / "specs/scaffold.toml")
     seconds = best(lambda: Scheduler(p.tasks).run(DryRun()), repeat=3)

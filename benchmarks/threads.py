@@ -12,7 +12,7 @@ Configurations:
 
 - ``torch default``: torch's own thread count (one per core);
 - ``one thread``: ``--threads 1``;
-- ``policy``: what ``runner apply`` does by itself (:mod:`runner.threads`), its timing of the
+- ``policy``: what ``runner apply`` does by itself (:mod:`runner.run.threads`), its timing of the
   candidates included when not cached yet.
 
 "Busy" runs one process spinning on a core for the whole measurement. The policy should be at
@@ -42,7 +42,7 @@ WORKER = """
 import sys, time
 mode, spec = sys.argv[1], sys.argv[2]
 import torch
-from runner.apply import apply, prepare
+from runner.run.apply import apply, prepare
 threads = {"torch default": torch.get_num_threads(), "one thread": 1, "policy": None}[mode]
 t0 = time.perf_counter()
 apply(prepare(spec), quiet=True, threads=threads)

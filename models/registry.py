@@ -155,11 +155,15 @@ class MapFamily(Family):
         return size(n_hidden, itemsize) if size else 0
 
 
-def register_map(name: str, cls) -> None:
+def register_map(name: str, cls, *, replaces: bool = False) -> None:
     """Make a :class:`models.base.DynamicalMap` subclass (with a pydantic ``params_model`` and
-    ``n_hidden``) available as ``source = "map:<name>"``."""
+    ``n_hidden``) available as ``source = "map:<name>"``; a name already taken only with ``replaces``."""
     from models.maps import MAPS
 
+    known = MAPS.get(name)
+    if known is not None and known is not cls and not replaces:
+        raise TypeError(f"map {name!r} is {known.__module__}.{known.__qualname__}'s; give "
+                        f"{cls.__module__}.{cls.__qualname__} another name, or pass replaces=True to replace it")
     MAPS[name] = cls
 
 

@@ -1,5 +1,5 @@
 """transient's runner. The Python API is :mod:`runner.api` (``from runner import api``;
-``api.plan(spec)``, ``api.apply(spec)``: ``runner.plan`` and ``runner.apply`` are the modules that
+``api.plan(spec)``, ``api.apply(spec)``: ``runner.core.plan`` and ``runner.run.apply`` are the modules that
 do the work); ``runner.load_spec``, ``runner.open`` and ``runner.on_common_steps`` are re-exported
 here, imported on first use so that ``runner --help`` stays fast."""
 

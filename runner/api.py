@@ -9,8 +9,8 @@ or a script, with the same validation, the same tasks and the same store as the 
     steps = api.on_common_steps(ds)                    # the measures' step axes as one ``step``
 
 A spec is a TOML file or a dict of its tables (``{"experiment": {...}, "model": [...], ...}``);
-errors are the CLI's exceptions (:class:`runner.specfile.SpecError` with one line per problem,
-:class:`runner.apply.Unmet`, :class:`runner.apply.ReplaceRefused`, ...).
+errors are the CLI's exceptions (:class:`runner.spec.specfile.SpecError` with one line per problem,
+:class:`runner.run.apply.Unmet`, :class:`runner.run.apply.ReplaceRefused`, ...).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from runner.location import location, zarr_store
-from runner.apply import Outcome, Unmet, prepare_all, read_spec, states
-from runner.specfile import SpecFile
+from runner.storage.location import location, zarr_store
+from runner.run.apply import Outcome, Unmet, prepare_all, read_spec, states
+from runner.spec.specfile import SpecFile
 
 #: The name a spec given as a dict goes by in messages (its relative paths resolve from the working directory).
 DICT_SPEC = Path("<dict>")
@@ -41,10 +41,10 @@ def load_spec(spec: str | Path | dict | SpecFile, overrides: list[str] = ()) -> 
 
 @dataclass
 class Plan:
-    """A resolved spec: one :class:`runner.study.Prepared` per point (one without a sweep)."""
+    """A resolved spec: one :class:`runner.plugin.study.Prepared` per point (one without a sweep)."""
 
     sweep: Any
-    """The :class:`runner.sweep.Sweep`, or None."""
+    """The :class:`runner.spec.sweep.Sweep`, or None."""
     prepared: list
 
     @property
@@ -59,7 +59,7 @@ class Plan:
     def tasks(self) -> list[dict]:
         """Every task with its state (``done``, ``pending``, ``blocked``, ``unresolved``), as
         ``plan --json`` lists them, with the point's name for a sweep."""
-        from runner.plan import plan_rows
+        from runner.core.plan import plan_rows
 
         names = [pt.name for pt in self.sweep.points] if self.sweep is not None else [None]
         return [{**row, **({"point": name} if name else {})}
@@ -74,7 +74,7 @@ class Plan:
 
 
 def plan(spec: str | Path | dict | SpecFile, overrides: list[str] = ()) -> Plan:
-    """Validate and resolve a spec (:class:`runner.specfile.SpecError` listing every problem)."""
+    """Validate and resolve a spec (:class:`runner.spec.specfile.SpecError` listing every problem)."""
     sweep, prepared = prepare_all(load_spec(spec, overrides))
     return Plan(sweep, prepared)
 
@@ -83,11 +83,11 @@ def apply(spec: str | Path | dict | SpecFile | Plan, overrides: list[str] = (), 
           address: str | None = None, shards: int = 1, device: str | None = None, replace: bool = False,
           threads: int | None = None, quiet: bool = True) -> Outcome:
     """Run what the store is missing, as ``runner apply`` does (resumable: call it again after an
-    interruption). Raises :class:`runner.apply.Unmet` for requirements this machine does not meet
-    and :class:`runner.apply.ReplaceRefused` before replacing finished results without ``replace``."""
-    from runner.apply import apply as apply_one
-    from runner.apply import apply_sweep, check_shards
-    from runner.execute.registry import ExecutorOptions, executor_problem
+    interruption). Raises :class:`runner.run.apply.Unmet` for requirements this machine does not meet
+    and :class:`runner.run.apply.ReplaceRefused` before replacing finished results without ``replace``."""
+    from runner.run.apply import apply as apply_one
+    from runner.run.apply import apply_sweep, check_shards
+    from runner.run.execute.registry import ExecutorOptions, executor_problem
 
     planned = spec if isinstance(spec, Plan) else plan(spec, overrides)
     unmet = planned.unmet + ([problem] if (problem := executor_problem(executor)) else [])
@@ -104,13 +104,13 @@ def apply(spec: str | Path | dict | SpecFile | Plan, overrides: list[str] = (), 
 
 def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.open, as xr.open_zarr)
     """A store as an ``xarray.Dataset``; a sweep's store as a ``DataTree`` (one node per point; or
-    :func:`runner.sweep.open_sweep` for one dataset with a dimension per swept key). With
+    :func:`runner.spec.sweep.open_sweep` for one dataset with a dimension per swept key). With
     ``history``, a ``DataTree`` of the store as it is (``/current``) and each version that
     ``apply --replace`` kept (``/history/<version>``, oldest first)."""
     import xarray as xr
 
-    from runner.history import versions
-    from runner.sweep import is_sweep
+    from runner.storage.history import versions
+    from runner.spec.sweep import is_sweep
 
     path = location(store)
     if not (path / "zarr.json").exists():

@@ -26,12 +26,12 @@ import os
 import sys
 from pathlib import Path
 
-from runner.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOCKED,  # noqa: F401 (the codes, named)
+from runner.core.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOCKED,  # noqa: F401 (the codes, named)
                            EXIT_OK, EXIT_REPLACE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_USAGE, StorageError,
                            UsageError)
-from runner.errors import Unavailable as _Unavailable
-from runner.errors import exit_code as _exit_code
-from runner.location import location
+from runner.core.errors import Unavailable
+from runner.core.errors import exit_code as _exit_code
+from runner.storage.location import location
 
 
 SET_HELP = ("change one value of the spec: a dotted key ([i] for an entry of an array of tables) and a TOML value, "
@@ -41,7 +41,7 @@ THREADS_HELP = ("CPU threads for torch (overrides [experiment] threads); default
                 "the idle CPUs and all CPUs on the model at hand and takes the fastest")
 
 
-class NoStore(_Unavailable):
+class NoStore(Unavailable):
     """The store a command reads does not exist, or is not one this project wrote (exit 66)."""
 
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """Why the first argument is not a command (with the likely one), or None."""
-    from runner.specfile import did_you_mean
+    from runner.spec.specfile import did_you_mean
 
     if not argv or argv[0].startswith("-"):
         return None
@@ -96,7 +96,7 @@ def _stdout_to_devnull() -> None:
 
 
 def _known_error(err: Exception) -> int | None:
-    """The exit code of an error reported in one line (a :class:`runner.errors.RunnerError`), or None."""
+    """The exit code of an error reported in one line (a :class:`runner.core.errors.RunnerError`), or None."""
     return _exit_code(err)
 
 
@@ -205,7 +205,7 @@ def _version() -> str:
 
 
 def cmd_plan(args) -> int:
-    from runner.apply import prepare_all, states
+    from runner.run.apply import prepare_all, states
 
     _check_threads(args)
     sweep, prepared = prepare_all(args.spec, args.set)
@@ -220,10 +220,10 @@ def cmd_plan(args) -> int:
 
 
 def _plan_sweep(args, sweep, prepared) -> int:
-    from runner.apply import describe_store, states
-    from runner.requirements import to_json as requirement_json
-    from runner.estimate import estimate, render_points
-    from runner.plan import plan_rows
+    from runner.run.apply import describe_store, states
+    from runner.core.requirements import to_json as requirement_json
+    from runner.core.estimate import estimate, render_points
+    from runner.core.plan import plan_rows
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
@@ -268,12 +268,12 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
 
 def _plan_one(args, p) -> int:
-    from runner.apply import describe_store, states
-    from runner.requirements import to_json as requirement_json
-    from runner.changes import compare
-    from runner.estimate import estimate, render
-    from runner.plan import plan_rows
-    from runner.store import read_tasks
+    from runner.run.apply import describe_store, states
+    from runner.core.requirements import to_json as requirement_json
+    from runner.run.changes import compare
+    from runner.core.estimate import estimate, render
+    from runner.core.plan import plan_rows
+    from runner.storage.store import read_tasks
 
     state = states(p)
     changes = compare(p.tasks, p.labels, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
@@ -341,7 +341,7 @@ def _plan_one(args, p) -> int:
 
 def _check_flags(study, flags: list[str]) -> None:
     """Refuse the flags given that do not apply to the spec's study (before anything runs)."""
-    from runner.study import flag_problem
+    from runner.plugin.study import flag_problem
 
     for flag in flags:
         problem = flag_problem(study, flag)
@@ -357,7 +357,7 @@ def _check_threads(args) -> None:
 def _calibrator(args):
     """The calibrations a plan may run: cached ones only with --no-estimate; at most a few seconds in
     all (thread timing and estimate together) unless asked to calibrate."""
-    from runner.estimate import Calibrator
+    from runner.core.estimate import Calibrator
 
     return Calibrator(calibrate=not args.no_estimate, refresh=args.recalibrate, budget=_budget(args))
 
@@ -365,8 +365,8 @@ def _calibrator(args):
 def _threads(args, p, calibrated):
     """The CPU threads apply would use here (and set them, so that the estimate is timed with them);
     None where the spec's device is not available."""
-    from runner.execute.device import device_unavailable, pick_device
-    from runner.threads import for_run, use
+    from runner.core.device import device_unavailable, pick_device
+    from runner.run.threads import for_run, use
 
     if p.unmet or device_unavailable(p.device):
         return None
@@ -377,13 +377,13 @@ def _threads(args, p, calibrated):
 
 def _budget(args) -> float | None:
     """Seconds plan may spend timing steps for its estimate (None: no limit, when asked to calibrate)."""
-    from runner.estimate import BUDGET_S
+    from runner.core.estimate import BUDGET_S
 
     return None if args.calibrate or args.recalibrate else BUDGET_S
 
 
 def _history_of(path: Path) -> Path:
-    from runner.history import history_dir
+    from runner.storage.history import history_dir
 
     return history_dir(path)
 
@@ -398,7 +398,7 @@ def _changed_text(replaced: list) -> str:
 
 def _changes_lines(changes) -> list[str]:
     """Finished results the spec no longer plans: dropped with their network, or kept as they are."""
-    from runner.changes import summary
+    from runner.run.changes import summary
 
     lines = []
     if changes.drop:
@@ -421,7 +421,7 @@ def _changes_json(changes) -> dict:
 def print_unmet(unmet: list[str], verbose: bool = False) -> None:
     """The requirements this machine does not meet (grouped, wrapped to the terminal; the libraries'
     own messages with ``verbose``); apply refuses to start until they are."""
-    from runner.requirements import lines
+    from runner.core.requirements import lines
 
     if unmet:
         print(f"requirements not met here ({len(unmet)}; `runner apply` refuses until they are):")
@@ -453,20 +453,20 @@ def _width() -> int:
 
 
 def cmd_apply(args) -> int:
-    from runner.apply import Unmet, apply, apply_sweep, describe_store, prepare_all
+    from runner.run.apply import Unmet, apply, apply_sweep, describe_store, prepare_all
 
     if args.device:
-        from runner.execute.device import device_unavailable
+        from runner.core.device import device_unavailable
 
         problem = device_unavailable(args.device)
         if problem:
             raise UsageError(f"--device: {problem}")
-    from runner.execute.registry import ExecutorOptions, executor_problem
+    from runner.run.execute.registry import ExecutorOptions, executor_problem
 
     if args.shards < 1:
         raise UsageError("--shards: give a number >= 1")
     _check_threads(args)
-    from runner.execute.registry import executors
+    from runner.run.execute.registry import executors
 
     if args.executor not in executors():
         raise UsageError(f"--executor: {executor_problem(args.executor)}")
@@ -481,7 +481,7 @@ def cmd_apply(args) -> int:
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
     unmet += [problem] if (problem := executor_problem(args.executor)) else []
     if args.log_to:
-        from runner.tracker import TrackerError, check
+        from runner.read.tracker import TrackerError, check
 
         try:
             unmet += [problem] if (problem := check(args.log_to)) else []
@@ -522,7 +522,7 @@ def _stream_to_tracker(target: str, stores: list[Path]):
     function stops them, and each then finishes (headline numbers, figures) and says where it logged."""
     import threading
 
-    from runner.tracker import stream
+    from runner.read.tracker import stream
 
     stop = threading.Event()
 
@@ -547,7 +547,7 @@ def _stream_to_tracker(target: str, stores: list[Path]):
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:
     """Say what an apply did and return its exit code."""
-    from runner.apply import open_snippet
+    from runner.run.apply import open_snippet
 
     if outcome.interrupted:
         print(f"interrupted; finished work is kept in {store_path}; run `runner apply {spec}` to resume",
@@ -567,8 +567,8 @@ def report_outcome(outcome, spec: Path, store_path: Path) -> int:
 
 
 def cmd_monitor(args) -> int:
-    from runner.status import store_of
-    from runner.store import runner_dir
+    from runner.read.status import store_of
+    from runner.storage.store import runner_dir
     from runner.tui.app import run_monitor
 
     path = store_of(args.target)
@@ -588,7 +588,7 @@ def cmd_monitor(args) -> int:
 
 def _spec_of_store(path: Path) -> Path | None:
     """A spec near here (``*.toml`` and ``specs/**/*.toml`` of the working directory) whose store is ``path``."""
-    from runner.status import store_of
+    from runner.read.status import store_of
 
     for spec in sorted({*Path().glob("*.toml"), *Path().glob("specs/**/*.toml")}):
         try:
@@ -601,7 +601,7 @@ def _spec_of_store(path: Path) -> Path | None:
 
 def _similar_store(path: Path) -> str:
     """`` (did you mean 'store/x.zarr'?)`` for a store beside ``path`` with a close name."""
-    from runner.specfile import closest
+    from runner.spec.specfile import closest
 
     parent = path.parent
     close = closest(path.name, [p.name for p in parent.iterdir() if (p / "zarr.json").exists()] if parent.is_dir() else [])
@@ -609,8 +609,8 @@ def _similar_store(path: Path) -> str:
 
 
 def _existing_store(target: Path) -> Path:
-    from runner.status import store_of
-    from runner.store import runner_dir
+    from runner.read.status import store_of
+    from runner.storage.store import runner_dir
 
     path = store_of(target)
     if not (path / "zarr.json").exists() and not runner_dir(path).exists():
@@ -621,7 +621,7 @@ def _existing_store(target: Path) -> Path:
 
 def _sweep_points(path: Path) -> list[tuple[str, Path]] | None:
     """(name, store) of each point of a sweep's store, or None for a store without a sweep."""
-    from runner.sweep import is_sweep, points
+    from runner.spec.sweep import is_sweep, points
 
     if not is_sweep(path):
         return None
@@ -629,7 +629,7 @@ def _sweep_points(path: Path) -> list[tuple[str, Path]] | None:
 
 
 def cmd_status(args) -> int:
-    from runner.status import render_status
+    from runner.read.status import render_status
 
     path = _existing_store(args.target)
     swept = _sweep_points(path)
@@ -646,9 +646,9 @@ def cmd_status(args) -> int:
 
 
 def _checked_status(path: Path, target: Path) -> dict:
-    """The status of one store, its finished results read back first (:mod:`runner.verify`)."""
-    from runner.status import load_status
-    from runner.verify import mark_damaged, spec_of, verify
+    """The status of one store, its finished results read back first (:mod:`runner.storage.verify`)."""
+    from runner.read.status import load_status
+    from runner.storage.verify import mark_damaged, spec_of, verify
 
     if not (path / "zarr.json").exists():
         return load_status(path)
@@ -657,7 +657,7 @@ def _checked_status(path: Path, target: Path) -> dict:
 
 
 def cmd_verify(args) -> int:
-    from runner.verify import render, to_json, verify
+    from runner.storage.verify import render, to_json, verify
 
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
@@ -669,8 +669,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from runner.status import render_show
-    from runner.verify import trusted
+    from runner.read.status import render_show
+    from runner.storage.verify import trusted
 
     path = _existing_store(args.store)
     if not (path / "zarr.json").exists():
@@ -679,7 +679,7 @@ def cmd_show(args) -> int:
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
         trusted(point, args.store)
     if args.json:
-        from runner.status import show_json
+        from runner.read.status import show_json
 
         print(json.dumps(show_json(path) if swept is None else
                          {"sweep": str(path), "points": {name: show_json(point) for name, point in swept
@@ -693,9 +693,9 @@ def cmd_show(args) -> int:
 
 
 def cmd_history(args) -> int:
-    from runner.history import history_dir, remove, versions
-    from runner.location import is_url
-    from runner.status import store_of
+    from runner.storage.history import history_dir, remove, versions
+    from runner.storage.location import is_url
+    from runner.read.status import store_of
 
     path = store_of(args.target)
     if args.remove:
@@ -727,8 +727,8 @@ def cmd_history(args) -> int:
 
 
 def cmd_figures(args) -> int:
-    from runner.figures import default_out, figures
-    from runner.verify import trusted
+    from runner.read.figures import default_out, figures
+    from runner.storage.verify import trusted
 
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
@@ -771,9 +771,9 @@ def _plain(text: str) -> str:
 
 
 def cmd_explain(args) -> int:
-    from runner.measures import measures
-    from runner.specfile import Experiment
-    from runner.study import studies
+    from runner.plugin.measures import measures
+    from runner.spec.specfile import Experiment
+    from runner.plugin.study import studies
 
     found: list[tuple[str, type, bool]] = []  # (study, table, is a measure)
     for name, cls in studies().items():
@@ -791,7 +791,7 @@ def cmd_explain(args) -> int:
         print("run `runner explain NAME` for the parameters of one, with defaults (the papers' settings)")
         return EXIT_OK
     if not found:
-        from runner.specfile import did_you_mean
+        from runner.spec.specfile import did_you_mean
 
         known = {n for name, cls in studies().items()
                  for n in [*({"experiment": Experiment, **cls().tables()}), *measures(name)]}

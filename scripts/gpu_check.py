@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Every test file holding ``requires_gpu`` tests (tests/test_gpu_check.py keeps this list whole).
-GPU_TESTS = ["tests/runner/test_gpu.py", "tests/runner/test_gpu_studies.py", "tests/analyses/test_cca.py",
+GPU_TESTS = ["tests/depth/test_gpu.py", "tests/runner/test_gpu_studies.py", "tests/analyses/test_cca.py",
              "tests/analyses/test_contextual_decomposition.py", "tests/training/test_suites_study.py"]
 
 

@@ -35,10 +35,10 @@ def _offenders(paths, forbidden) -> set[str]:
 RULES = [
     ("analyses", ("runner", "models")),
     ("models", ("runner", "analyses")),
-    ("runner/data", ("runner.apply", "runner.cli", "runner.studies", "runner.execute", "runner.store", "runner.tui",
-                     "runner.plan", "runner.study")),
-    ("runner/tui", ("runner.studies", "runner.execute", "runner.apply")),
-    ("runner/execute", ("runner.apply", "runner.cli", "runner.api")),  # executors only submit and poll
+    ("runner/data", ("runner.run.apply", "runner.cli", "runner.studies", "runner.run.execute", "runner.storage.store", "runner.tui",
+                     "runner.core.plan", "runner.plugin.study")),
+    ("runner/tui", ("runner.studies", "runner.run.execute", "runner.run.apply")),
+    ("runner/execute", ("runner.run.apply", "runner.cli", "runner.api")),  # executors only submit and poll
 ]
 
 
@@ -60,7 +60,7 @@ def test_studies_do_not_import_each_other(study):
 def test_each_study_folder_registers_the_study_of_its_name():
     """A built-in study is a folder under runner/studies that registers itself: adding one needs no
     edit of this file."""
-    from runner.study import studies
+    from runner.plugin.study import studies
 
     builtin = {name: cls for name, cls in studies().items() if cls.__module__.startswith("runner.studies.")}
     assert sorted(builtin) == STUDIES and len(STUDIES) >= 3
@@ -96,8 +96,8 @@ def plugin_names() -> dict[str, list[str]]:
     studies have, their measures, the model families and reference maps, the suites' model types."""
     from models.registry import families
     from models.suites import ADAPTERS
-    from runner.measures import measures
-    from runner.study import studies
+    from runner.plugin.measures import measures
+    from runner.plugin.study import studies
 
     registered = studies()
     tables = [set(cls().tables()) for cls in registered.values()]
@@ -151,7 +151,7 @@ def test_the_engine_names_no_study_measure_or_family():
     'help="override [dynamics] device"', "--set dynamics.steps=1000", "kinds = ('lyapunov', 'svcca')",
     "\"\"\"e.g. tiny-ALBERT\"\"\"", "source == 'map:tanh'", "model_type == 'gpt_neox'"])
 def test_the_name_check_finds_a_planted_name(planted):
-    clean = engine_sources()["runner/apply.py"]
+    clean = engine_sources()["runner/run/apply.py"]
     assert not study_name_uses(clean, plugin_names())
     assert study_name_uses(clean + "\n" + planted + "\n", plugin_names())
 
@@ -185,7 +185,7 @@ def depth_core_measure_names(text: str, ids: list[str]) -> list[str]:
 
 
 def _depth_ids() -> list[str]:
-    from runner.measures import measures
+    from runner.plugin.measures import measures
 
     return sorted(measures("depth"))
 

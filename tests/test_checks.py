@@ -1,4 +1,4 @@
-"""The measure protocol's conformance checks (runner/checks.py): every registered measure and study
+"""The measure protocol's conformance checks (runner/plugin/checks.py): every registered measure and study
 passes them, plugins included, and each check fails a measure or study broken on purpose, saying why."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from pydantic import Field
 
-from runner.checks import ConformanceError, check_measure, check_study
-from runner.layout import flags
-from runner.measure_protocol import CONTEXTS, CheckpointShape, MeasureTags, StepShape
-from runner.measures import Measure, MeasureParams, measures, register
-from runner.study import studies
+from runner.plugin.checks import ConformanceError, check_measure, check_study
+from runner.core.layout import flags
+from runner.plugin.measure_protocol import CONTEXTS, CheckpointShape, MeasureTags, StepShape
+from runner.plugin.measures import Measure, MeasureParams, measures, register
+from runner.plugin.study import studies
 
 #: The plugins of tests/plugins/ that register measures or studies (tests/test_plugins.py loads them
 #: through TRANSIENT_PLUGINS in the CLI; here each is imported, which registers it the same way, and
@@ -53,24 +53,24 @@ def registered_plugin():
     """Import a plugin module (again), yield what it registered, then unregister it."""
     import sys
 
-    import runner.measures
-    import runner.study
+    import runner.plugin.measures
+    import runner.plugin.study
 
-    saved = ({k: dict(v) for k, v in runner.measures._REGISTRY.items()}, dict(runner.study._STUDIES))
+    saved = ({k: dict(v) for k, v in runner.plugin.measures._REGISTRY.items()}, dict(runner.plugin.study._STUDIES))
 
     def load(module: str) -> tuple[dict, dict]:
         if module in sys.modules:
             importlib.reload(sys.modules[module])
         else:
             importlib.import_module(module)
-        new = {(s, k): c for s, reg in runner.measures._REGISTRY.items() for k, c in reg.items() if c.__module__ == module}
-        return new, {n: c for n, c in runner.study._STUDIES.items() if c.__module__ == module}
+        new = {(s, k): c for s, reg in runner.plugin.measures._REGISTRY.items() for k, c in reg.items() if c.__module__ == module}
+        return new, {n: c for n, c in runner.plugin.study._STUDIES.items() if c.__module__ == module}
 
     yield load
-    runner.measures._REGISTRY.clear()
-    runner.measures._REGISTRY.update(saved[0])
-    runner.study._STUDIES.clear()
-    runner.study._STUDIES.update(saved[1])
+    runner.plugin.measures._REGISTRY.clear()
+    runner.plugin.measures._REGISTRY.update(saved[0])
+    runner.plugin.study._STUDIES.clear()
+    runner.plugin.study._STUDIES.update(saved[1])
 
 
 @pytest.mark.timeout(30)
@@ -113,17 +113,17 @@ def test_the_studies_contexts_and_shapes_satisfy_the_protocols():
     it) names; each study's shape has what its shape protocol names."""
     from runner.checkpointed.measure import ActivationContext
     from runner.studies.depth.iterate import IteratePass
-    from runner.studies.depth.measure import Derivation, NetworkContext, PassContext, Shape
+    from runner.studies.depth.measure import DepthShape, Derivation, PassContext, PassNetworkContext
     from runner.studies.training.context import Context
-    from runner.studies.training.measure import Shape as TrainingShape
+    from runner.studies.training.measure import TrainingShape
     from runner.studies.transject.measure import EpochContext
-    from runner.studies.transject.measure import Shape as TransJectShape
+    from runner.studies.transject.measure import TransJectShape
     from runner.studies.transject.study import TransJectSession
 
     cases = [(CONTEXTS["step"], IteratePass), (PassContext, IteratePass), (CONTEXTS["checkpoint"], Context),
              (ActivationContext, Context), (CONTEXTS["checkpoint"], TransJectSession), (EpochContext, TransJectSession),
-             (ActivationContext, TransJectSession), (CONTEXTS["network"], NetworkContext),
-             (CONTEXTS["derived"], Derivation), (StepShape, Shape), (CheckpointShape, TrainingShape),
+             (ActivationContext, TransJectSession), (CONTEXTS["network"], PassNetworkContext),
+             (CONTEXTS["derived"], Derivation), (StepShape, DepthShape), (CheckpointShape, TrainingShape),
              (CheckpointShape, TransJectShape)]
     for protocol, cls in cases:
         assert _members(protocol), protocol
@@ -173,7 +173,7 @@ def _with_units(variables):  # LayoutBuilder.var drops units on strings and bool
 
 
 BROKEN = {
-    "tags are no MeasureTags": (dict(tags={"timing": "checkpoint"}), "tags must be a runner.measures.MeasureTags"),
+    "tags are no MeasureTags": (dict(tags={"timing": "checkpoint"}), "tags must be a runner.plugin.measures.MeasureTags"),
     "an unknown timing": (dict(tags=MeasureTags("epoch")), "timing 'epoch' is none of step, checkpoint"),
     "a step tag on a checkpoint measure": (dict(tags=MeasureTags("checkpoint", twin=True)),
                                            "twin applies to timing 'step' only"),

@@ -56,5 +56,19 @@ def test_no_module_imports_itself_back_through_others():
     graph = grimp.build_graph(*PACKAGES, cache_dir=None)
     assert import_cycles(graph) == []
     # a planted import closing a circle (the write guard importing the store) is found, with its modules
-    graph.add_import(importer="runner.store_errors", imported="runner.store")
-    assert any({"runner.store", "runner.store_errors"} <= set(c) for c in import_cycles(graph))
+    graph.add_import(importer="runner.storage.store_errors", imported="runner.storage.store")
+    assert any({"runner.storage.store", "runner.storage.store_errors"} <= set(c) for c in import_cycles(graph))
+
+
+def test_the_architecture_picture_lists_the_layers_of_the_contract():
+    import re
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in config if c["type"] == "layers"]
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    picture = re.search(r"<!-- layers:.*?-->\n```\n(.*?)```\n<!-- end layers -->", text, re.S).group(1)
+    drawn = [re.split(r"\s{2,}", line.strip())[0] for line in picture.splitlines() if line.strip()]
+    assert drawn == layers
+    top = {p.name.removesuffix(".py") for p in (ROOT / "runner").iterdir() if p.name != "__pycache__"}
+    assert top == {"__init__", *(n for layer in layers for n in layer.split(" | "))}  # nothing outside a layer

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from runner.layout import internal
+from runner.core.layout import internal
 from runner.tui.reader import read_summaries
 from tests.runner.helpers import RUNNER, cli_env, write_spec
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from runner.layout import LayoutBuilder
-from runner.measures import hints
+from runner.core.layout import LayoutBuilder
+from runner.plugin.measures import hints
 
 
 def declare_axes(b: LayoutBuilder, steps: list[int], steps_per_epoch: int, epochs: int, layers: list[str], *,

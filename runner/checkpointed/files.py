@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from runner.execute.checkpoint import read_metadata, read_tensors, write_tensors
+from runner.storage.checkpoint import read_metadata, read_tensors, write_tensors
 
 RESUME = "resume.safetensors"
 WEIGHTS = "model."

@@ -19,8 +19,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from runner import interrupt
-from runner.execute.checkpoint import read_tensors
+from runner.core import interrupt
+from runner.storage.checkpoint import read_tensors
 from runner.checkpointed.files import RESUME, load_weights, read_metadata, save, weights
 from runner.checkpointed.schedule import by_step
 

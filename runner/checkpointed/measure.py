@@ -1,7 +1,7 @@
 """A checkpoint measure that reads activations only, so that every study with checkpoints can run it.
 
 A registration subclasses its own study's measure base class and :class:`ActivationMeasure`, and names
-the other studies whose specs may use it in ``also`` (``runner.measures.register`` registers it under
+the other studies whose specs may use it in ``also`` (``runner.plugin.measures.register`` registers it under
 each; ``docs/extending.md`` names the built-in ones). Its ``run(ctx, task)`` reads the
 :class:`ActivationContext` that each of those studies gives its measures, whose activations come from
 the models' adapters (:mod:`models.activations`); ``variables(builder, shape)`` reads ``shape.layers``
@@ -17,8 +17,8 @@ from typing import Protocol
 from pydantic import Field
 from torch import Tensor
 
-from runner.measure_protocol import CheckpointContext
-from runner.measures import Measure, MeasureParams, MeasureTags
+from runner.plugin.measure_protocol import CheckpointContext
+from runner.plugin.measures import Measure, MeasureParams, MeasureTags
 
 
 class ActivationParams(MeasureParams):
@@ -36,7 +36,7 @@ class ActivationParams(MeasureParams):
 
 class ActivationContext(CheckpointContext, Protocol):
     """What a study gives an :class:`ActivationMeasure` at one (network, checkpoint) task, beyond
-    ``names`` and ``write`` (:class:`~runner.measure_protocol.CheckpointContext`)."""
+    ``names`` and ``write`` (:class:`~runner.plugin.measure_protocol.CheckpointContext`)."""
 
     def activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
         """Each layer's activations of the analysis tokens at a checkpoint, ``{layer: (tokens, dim)}`` (the

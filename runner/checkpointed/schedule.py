@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from runner.plan import Task, task_id
+from runner.core.plan import Task, task_id
 
 
 def checkpoint_steps(steps_per_epoch: int, epochs: int, *, initial: bool = True, every_epoch: bool = True,

@@ -40,7 +40,7 @@ from runner.data.tokens import (
     preprocess_tagged,
     split_corpus,
 )
-from runner.errors import Unavailable
+from runner.core.errors import Unavailable
 
 
 class CorpusError(Unavailable):
@@ -298,12 +298,3 @@ def _word_classes(train: list[TaggedSentence], vocab: Vocabulary) -> list[str]:
         pos = by_word[i].most_common(1)[0][0]
         out.append("open" if pos in OPEN_CLASS else "closed" if pos in CLOSED_CLASS else "other")
     return out
-
-
-def analysis_slice(stream: Tensor, tokens: int, columns: int) -> Tensor:
-    """The first ``tokens`` tokens (+1 for targets) of a stream as ``(columns, length)`` rows."""
-    n = min(tokens + 1, stream.numel())
-    length = n // columns
-    if length < 2:
-        raise CorpusError(f"analysis needs at least {2 * columns} validation tokens; the split has {stream.numel()}")
-    return stream[: length * columns].view(columns, length)

@@ -2,7 +2,7 @@
 
 Data flow: every ``poll_s`` seconds a thread worker reads the bytes appended to the store's event log
 (:class:`~runner.tui.reader.StoreWatcher`), folds them like ``runner status`` does
-(:func:`runner.status.fold_status`) into a :class:`~runner.tui.state.RunState` and hands it to the UI
+(:func:`runner.read.status.fold_status`) into a :class:`~runner.tui.state.RunState` and hands it to the UI
 thread. Only when the log shows new results (a segment crossed, a task done, the run finished) does a
 second thread worker re-read the plotted variables from the store. Which variables are plotted, in
 which order and how, the store says (its variables' plot hints): the app names no study.
@@ -26,7 +26,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from runner.location import location
+from runner.storage.location import location
 from runner.tui.reader import StoreData, StoreWatcher, read_summaries
 from runner.tui.state import RunState
 from runner.tui.widgets import CurvePlot, RunHeader, StoreDetails, SummaryPlot, TaskDetail, TaskTable

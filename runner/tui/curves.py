@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runner.layout import internal
+from runner.core.layout import internal
 
 
 def is_curve(attrs) -> bool:

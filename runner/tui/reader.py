@@ -1,6 +1,6 @@
 """What the monitor reads, incrementally: the event log (new bytes only) and the store's summaries.
 
-:class:`StoreWatcher` keeps an :class:`~runner.events.EventReader` (a byte offset into
+:class:`StoreWatcher` keeps an :class:`~runner.storage.events.EventReader` (a byte offset into
 ``events.jsonl``), the events read so far, and the store's completion records; ``poll()`` reads only
 the bytes appended since the last call and says whether the status changed and whether the store
 holds new results (a segment of a per-step plot crossed, a checkpoint saved, a task done, a run
@@ -8,7 +8,7 @@ finished): only then does the app re-read the store's variables (:func:`read_sum
 thread worker).
 
 What to plot, and how, comes from the store alone: each variable's ``plot`` hint (its ``runner``
-attribute, written through :func:`runner.measures.hints`) and its dims. The monitor names no study,
+attribute, written through :func:`runner.plugin.measures.hints`) and its dims. The monitor names no study,
 measure or variable.
 """
 
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.events import EventReader
-from runner.layout import internal
-from runner.location import location, zarr_store
-from runner.status import fold_status, store_of
-from runner.store import read_tasks, runner_dir
+from runner.storage.events import EventReader
+from runner.core.layout import internal
+from runner.storage.location import location, zarr_store
+from runner.read.status import fold_status, store_of
+from runner.storage.store import read_tasks, runner_dir
 from runner.tui.curves import Curves, is_curve, read_curves, with_units
 
 SUMMARIES = ("series", "log_series", "histogram")

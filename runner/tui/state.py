@@ -1,6 +1,6 @@
 """The monitor's model: the store's status folded from events, with display strings (no Textual here).
 
-``RunState.build(status, now)`` takes what :func:`runner.status.fold_status` returns (the same fold
+``RunState.build(status, now)`` takes what :func:`runner.read.status.fold_status` returns (the same fold
 ``runner status`` prints) and adds per-task elapsed time and ETA and the whole run's progress and ETA.
 ``now`` is passed in so that tests and snapshots can freeze the clock.
 """
@@ -57,13 +57,6 @@ class TaskRow:
         if self.state == "done":
             return 1.0
         return min(1.0, self.step / self.steps) if self.steps else 0.0
-
-    def progress_text(self) -> str:
-        if self.state == "done":
-            return "100%"
-        if self.steps:
-            return f"{self.step}/{self.steps}"
-        return "-"
 
 
 @dataclass

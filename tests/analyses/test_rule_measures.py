@@ -68,7 +68,7 @@ def cases():
 
 
 def _run(kind: str, model, cases, **params):
-    from runner.measures import measures
+    from runner.plugin.measures import measures
     import runner.studies.training.study  # noqa: F401  (registers the measures)
 
     reg = measures("training")[kind]

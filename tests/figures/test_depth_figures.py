@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.figures import NotDrawable, figures, recipes
-from runner.layout import internal
+from runner.read.figures import NotDrawable, figures, recipes
+from runner.core.layout import internal
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_only_and_unknown_ids(depth_store, tmp_path):
 
 
 def test_fig2b_from_a_sweep_over_the_number_of_tokens(swept_store, tmp_path):
-    from runner.sweep import open_sweep
+    from runner.spec.sweep import open_sweep
 
     ds = open_sweep(swept_store)
     ax = draw("fig2b", ds).axes[0]

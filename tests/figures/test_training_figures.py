@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.figures import figures, recipes
+from runner.read.figures import figures, recipes
 
 
 @pytest.fixture(scope="module")

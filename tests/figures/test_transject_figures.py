@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.figures import recipes
+from runner.read.figures import recipes
 
 
 @pytest.fixture(scope="module")

@@ -64,9 +64,9 @@ def test_wordpiece_vocab_is_deterministic_and_merges_frequent_pairs():
 def test_a_build_reports_its_progress_and_apply_prints_it(tmp_path, caplog, capsys):
     import logging
 
-    from runner.apply import _BuildProgress
-    from runner.events import EventLog, read_events
-    from runner.progress import ProgressView
+    from runner.run.apply import _BuildProgress
+    from runner.storage.events import EventLog, read_events
+    from runner.core.progress import ProgressView
 
     events = EventLog(tmp_path / "events.jsonl")
     shown = _BuildProgress(events, ProgressView(quiet=False))

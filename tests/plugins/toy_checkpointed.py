@@ -19,13 +19,13 @@ from runner.checkpointed.files import load_weights
 from runner.checkpointed.loop import Trainable, train
 from runner.checkpointed.schedule import checkpoint_resource, checkpoint_steps, train_task
 from runner.checkpointed.session import Checkpoints, write_cell
-from runner.layout import LayoutBuilder, network_coords
-from runner.measure_protocol import CheckpointContext
-from runner.measures import Measure, MeasureParams, MeasureTags, declare, measures, params_union, register
-from runner.plan import Task, task_id
-from runner.specfile import StudySpec, Table
-from runner.study import Prepared, Study
-from runner.study import register as register_study
+from runner.core.layout import LayoutBuilder, network_coords
+from runner.plugin.measure_protocol import CheckpointContext
+from runner.plugin.measures import Measure, MeasureParams, MeasureTags, declare, measures, params_union, register
+from runner.core.plan import Task, task_id
+from runner.spec.specfile import StudySpec, Table
+from runner.plugin.study import Prepared, Study
+from runner.plugin.study import register as register_study
 
 
 class Descent(Table):

@@ -1,6 +1,6 @@
 """An executor added without touching the engine: groups run in a pool of threads.
 
-It only submits and polls (runner.execute.executor); the records, events, progress and failures are
+It only submits and polls (runner.run.execute.executor); the records, events, progress and failures are
 the recorder's. Each job runs off the scheduler's thread, so with a collecting reporter on a store
 handle of its own: the resources a group provides reach the scheduler when the group ends.
 ``TOY_EXECUTOR_THREADS`` sets the pool's size (default 2); each group notes the thread it ran in.
@@ -12,8 +12,8 @@ import os
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from runner.execute.executor import Done, Job, run_here
-from runner.execute.registry import register_executor
+from runner.run.execute.executor import Done, Job, run_here
+from runner.run.execute.registry import register_executor
 
 
 class ThreadExecutor:

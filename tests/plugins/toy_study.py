@@ -14,15 +14,15 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner import interrupt
-from runner.execute.checkpoint import load_checkpoint, save_checkpoint
-from runner.layout import LayoutBuilder, network_coords
-from runner.measure_protocol import StepContext
-from runner.measures import Measure, MeasureParams, MeasureTags, declare, hints, measures, params_union, register
-from runner.plan import Task, task_id
-from runner.specfile import StudySpec, Table
-from runner.study import Prepared, Study
-from runner.study import register as register_study
+from runner.core import interrupt
+from runner.storage.checkpoint import load_checkpoint, save_checkpoint
+from runner.core.layout import LayoutBuilder, network_coords
+from runner.plugin.measure_protocol import StepContext
+from runner.plugin.measures import Measure, MeasureParams, MeasureTags, declare, hints, measures, params_union, register
+from runner.core.plan import Task, task_id
+from runner.spec.specfile import StudySpec, Table
+from runner.plugin.study import Prepared, Study
+from runner.plugin.study import register as register_study
 
 
 class Walk(Table):

@@ -2,7 +2,7 @@
 
 ``moto[server]`` is in the test extras; without it (or without s3fs) the tests that need the
 server are skipped. The server answers S3's conditional writes (``If-None-Match``, ``If-Match``)
-as S3 does, which the store's lock relies on (:mod:`runner.bucket_lock`).
+as S3 does, which the store's lock relies on (:mod:`runner.storage.bucket_lock`).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import xarray as xr
 
 import runner
 from runner import api
-from runner.apply import ReplaceRefused
-from runner.specfile import SpecError
+from runner.run.apply import ReplaceRefused
+from runner.spec.specfile import SpecError
 
 from .helpers import maps_spec
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.layout import internal
+from runner.core.layout import internal
 from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
 
 

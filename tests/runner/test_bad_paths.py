@@ -13,7 +13,7 @@ import os
 import pytest
 
 from runner.cli import main
-from runner.layout import STORE_FORMAT, with_internal
+from runner.core.layout import STORE_FORMAT, with_internal
 
 DEPTH = """
 [experiment]

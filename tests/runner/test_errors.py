@@ -1,21 +1,21 @@
-"""Every error the CLI reports in one line carries its exit code (runner.errors); the codes are
+"""Every error the CLI reports in one line carries its exit code (runner.core.errors); the codes are
 those the CLI documents (tests/runner/test_cli.py drives each one through the real CLI)."""
 
 from __future__ import annotations
 
 import pytest
 
-from runner import errors
-from runner.apply import ReplaceRefused, Unmet
+from runner.core import errors
+from runner.run.apply import ReplaceRefused, Unmet
 from runner.cli import CannotWrite, NoStore, _known_error
 from runner.data.corpus import CorpusError
-from runner.overrides import OverrideError
-from runner.specfile import SpecError, SpecMissing
-from runner.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
-from runner.study import ShardError, Unavailable
-from runner.verify import StoreDamaged, StoreUnreadable
+from runner.spec.overrides import OverrideError
+from runner.spec.specfile import SpecError, SpecMissing
+from runner.storage.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
+from runner.plugin.study import ShardError, SourceUnavailable
+from runner.storage.verify import StoreDamaged, StoreUnreadable
 
-CODES = {SpecMissing: 66, StoreUnreadable: 66, NoStore: 66, Unavailable: 66, CorpusError: 66, Unmet: 66,
+CODES = {SpecMissing: 66, StoreUnreadable: 66, NoStore: 66, SourceUnavailable: 66, CorpusError: 66, Unmet: 66,
          SpecError: 65, StorePathError: 65, StoreFormatError: 65,
          ShardError: 2, OverrideError: 2, errors.UsageError: 2,
          StoreDamaged: 74, StoreWriteError: 74, CannotWrite: 74, StoreLocked: 75, ReplaceRefused: 77}

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from runner.apply import prepare
-from runner.events import read_events
-from runner.estimate import Calibrator, NoEstimate, estimate, measured, step_seconds
-from runner.store import read_tasks
+from runner.run.apply import prepare
+from runner.storage.events import read_events
+from runner.core.estimate import Calibrator, NoEstimate, estimate, measured, step_seconds
+from runner.storage.store import read_tasks
 from runner.studies.depth.estimate import batch_rows, calibration_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,7 +271,7 @@ def test_calibrating_stops_at_its_budget_and_says_how_to_get_an_estimate(tmp_pat
 
 
 def test_plan_says_what_each_precision_was_validated_for_and_the_memory(in_process, tmp_path, monkeypatch):
-    from runner.measures import measures
+    from runner.plugin.measures import measures
     from runner.studies.depth.precision import validity
 
     registry = measures("depth")

@@ -8,9 +8,9 @@ import textwrap
 import pytest
 import xarray as xr
 
-from runner.measures import measures
-from runner.plugins import load_plugins
-from runner.study import studies
+from runner.plugin.measures import measures
+from runner.plugin.loader import load_plugins
+from runner.plugin.study import studies
 
 from .helpers import maps_spec
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.records import chunk_coords, decode_key
-from runner.store import read_tasks
+from runner.storage.records import chunk_coords, decode_key
+from runner.storage.store import read_tasks
 from tests.runner.helpers import maps_spec, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,15 +16,15 @@ import time
 
 import pytest
 
-from runner.execute import lease
+from runner.run.execute import lease
 from tests.runner.helpers import cli_env, maps_spec, run_cli, write_spec
 
 pytest.importorskip("psutil")
 
 DRIVER = """
 import sys, time
-from runner.execute import lease
-from runner.store import Store
+from runner.run.execute import lease
+from runner.storage.store import Store
 store = Store(sys.argv[1])
 store.lock()
 print(lease.take(store.state_dir), flush=True)
@@ -35,8 +35,8 @@ WORKER = """
 import sys, time
 from pathlib import Path
 import numpy as np
-from runner.execute import lease
-from runner.store import Store, guard_writes
+from runner.run.execute import lease
+from runner.storage.store import Store, guard_writes
 store = Store(sys.argv[1])
 guard_writes(lease.checker(store.state_dir, sys.argv[2]))
 store.attach()

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import xarray as xr
 
-from runner.overrides import OverrideError, parse
+from runner.spec.overrides import OverrideError, parse
 
 from .helpers import maps_spec
 

@@ -1,4 +1,4 @@
-"""runner.processes: a lock's holder named by host, pid and start time (real processes, no mocks)."""
+"""runner.core.processes: a lock's holder named by host, pid and start time (real processes, no mocks)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from runner import processes
+from runner.core import processes
 
 
 def _sleeper() -> subprocess.Popen:
@@ -44,7 +44,7 @@ def test_a_holder_on_another_host_is_never_taken_for_gone_here():
 
 
 def test_status_tells_a_dead_run_here_from_a_run_on_another_host(tmp_path):
-    from runner.status import fold_status
+    from runner.read.status import fold_status
 
     proc = _sleeper()
     proc.kill()

@@ -8,7 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
-from runner.progress import ProgressView, Work, layout, rate_text
+from runner.core.progress import ProgressView, Work, layout, rate_text
 
 CLOCK = re.compile(r"\d+:\d\d:\d\d")
 
@@ -88,7 +88,7 @@ def test_rates_fit_six_characters():
 
 
 def test_status_orders_revisions_and_steps_by_their_numbers():
-    from runner.status import _order
+    from runner.read.status import _order
 
     tasks = [{"network": None, "network_label": f"pythia@step{n}", "measure": f"svcca@{n}"} for n in (10, 2, 143000, 1)]
     assert [t["measure"] for t in sorted(tasks, key=_order)] == ["svcca@1", "svcca@2", "svcca@10", "svcca@143000"]
@@ -97,7 +97,7 @@ def test_status_orders_revisions_and_steps_by_their_numbers():
 
 
 def test_status_lists_revisions_in_their_numbers_order(tmp_path):
-    from runner.status import fold_status, render_status
+    from runner.read.status import fold_status, render_status
 
     infos = [{"id": f"t{c}", "network": 0, "network_label": "pythia-70m", "measure": f"svcca@{c}", "kind": "svcca",
               "checkpoint": c, "steps": 0} for c in (10, 2, 1, 143)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 
-from runner.provenance import code_identity, git_revision
+from runner.run.provenance import code_identity, git_revision
 
 
 def _git(root, *args):
@@ -36,8 +36,8 @@ def test_outside_git_the_commit_is_unknown(tmp_path):
 
 
 def test_the_code_identity_hashes_each_imported_module():
-    import runner.provenance as module
+    import runner.run.provenance as module
 
     whole, files = code_identity()
-    assert files["runner/provenance.py"] == hashlib.sha256(open(module.__file__, "rb").read()).hexdigest()
+    assert files["runner/run/provenance.py"] == hashlib.sha256(open(module.__file__, "rb").read()).hexdigest()
     assert whole == hashlib.sha256("".join(f"{p}\0{h}\n" for p, h in sorted(files.items())).encode()).hexdigest()

@@ -15,14 +15,14 @@ import time
 import pytest
 import xarray as xr
 
-from runner.store import read_tasks
+from runner.storage.store import read_tasks
 from tests.runner.helpers import maps_spec, write_spec
 
 ray = pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip install -e '.[ray]'")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 STALL = "tanh@25"
-"""The workers' stall hook (``runner.interrupt.stall_point``): tanh's pass waits after step 25."""
+"""The workers' stall hook (``runner.core.interrupt.stall_point``): tanh's pass waits after step 25."""
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from runner.execute.ray_cluster import ClusterUnreachable, host_and_port
+from runner.run.execute.ray_cluster import ClusterUnreachable, host_and_port
 from tests.runner.helpers import maps_spec, run_cli, write_spec
 
 pytest.importorskip("ray", reason="--executor ray needs ray: pip install -e '.[ray]'")

@@ -34,7 +34,7 @@ def _start(tmp_path, **env):
     wait_for(lambda: (state / "stalled").exists() and (state / "ray_cluster.json").exists(), driver, timeout=240)
     # logistic's tasks run beside the stalled tanh; once they are recorded only tanh's worker can write, so
     # no write checked before the kill can land after it (the one race the lease leaves open)
-    from runner.prepare import prepare
+    from runner.run.prepare import prepare
 
     plan = prepare(tmp_path / "ray.toml")
     others = {t.id for t in plan.tasks if plan.labels[t.network] != "tanh"}

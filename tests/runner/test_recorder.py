@@ -8,16 +8,16 @@ import time
 
 import numpy as np
 
-from runner.events import EventLog
-from runner.execute.local import LocalExecutor
-from runner.execute.recorder import Recorder, combine
-from runner.execute.scheduler import Scheduler
-from runner.layout import LayoutBuilder
-from runner.plan import Task
-from runner.progress import ProgressView
-from runner.store import read_tasks
-from runner.study import Prepared
-from runner.apply import open_run, close_run
+from runner.storage.events import EventLog
+from runner.run.execute.local import LocalExecutor
+from runner.run.execute.recorder import Recorder, combine
+from runner.run.execute.scheduler import Scheduler
+from runner.core.layout import LayoutBuilder
+from runner.core.plan import Task
+from runner.core.progress import ProgressView
+from runner.storage.store import read_tasks
+from runner.plugin.study import Prepared
+from runner.run.apply import open_run, close_run
 
 
 class Halves:

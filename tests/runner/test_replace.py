@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from runner.history import history_dir, versions
-from runner.store import read_tasks, runner_dir
+from runner.storage.history import history_dir, versions
+from runner.storage.store import read_tasks, runner_dir
 from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
 
 #: An edit of each kind of parameter, and how plan names it.

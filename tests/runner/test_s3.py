@@ -41,7 +41,7 @@ def _spec(tmp_path, name: str, store: str, **kw) -> None:
 
 
 def _data(store: str):
-    from runner.location import location, zarr_store
+    from runner.storage.location import location, zarr_store
 
     return xr.open_zarr(zarr_store(location(store), read_only=True), consolidated=False).drop_attrs().load()
 
@@ -68,7 +68,7 @@ def _killed_when_stalled(proc, stalled, timeout: float) -> Iterator[None]:
 
 
 def _records(store: str) -> dict:
-    from runner.store import read_tasks
+    from runner.storage.store import read_tasks
 
     return read_tasks(store)
 
@@ -93,9 +93,9 @@ def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tm
     (tmp_path / "edited.toml").write_text(edited)
     code, _, err = in_process("apply", "edited.toml", "-q")  # finished results are never replaced unasked
     assert code == 77 and "keeps no earlier version" in err and "--replace`" not in err, err
-    objects = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.runner/records/")
+    objects = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.runner/storage/records/")
                .get("Contents", [])]
-    assert objects == ["runs/maps.runner/records/.keep"]  # folded into records.folded.json when the apply ended
+    assert objects == ["runs/maps.runner/storage/records/.keep"]  # folded into records.folded.json when the apply ended
 
 
 @pytest.mark.timeout(120)
@@ -208,9 +208,9 @@ def test_no_credentials_and_other_protocols_are_named(s3, tmp_path):
 
 @pytest.mark.timeout(120)
 def test_a_lease_not_renewed_is_taken_over_once_and_its_holder_stops_writing(s3):
-    from runner.bucket_lock import BucketLockLost, Lease
-    from runner.location import Remote
-    from runner.store import StoreLocked
+    from runner.storage.bucket_lock import BucketLockLost, Lease
+    from runner.storage.location import Remote
+    from runner.storage.store import StoreLocked
 
     _, bucket = s3
     state = Remote(f"s3://{bucket}/x.runner")
@@ -242,8 +242,8 @@ def test_a_lease_not_renewed_is_taken_over_once_and_its_holder_stops_writing(s3)
 
 
 def test_records_folded_into_one_object_and_forgotten_whatever_a_kill_leaves(s3, monkeypatch):
-    from runner.location import Remote
-    from runner.records import drop_records, fold_records, make_records_dir, read_records, write_records
+    from runner.storage.location import Remote
+    from runner.storage.records import drop_records, fold_records, make_records_dir, read_records, write_records
 
     _, bucket = s3
     state = Remote(f"s3://{bucket}/x.runner")

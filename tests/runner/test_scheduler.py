@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from runner.execute.executor import Done
-from runner.execute.scheduler import Bare, DryRun, Scheduler
-from runner.plan import Task
+from runner.run.execute.executor import Done
+from runner.run.execute.scheduler import Bare, DryRun, Scheduler
+from runner.core.plan import Task
 
 
 class Reference:

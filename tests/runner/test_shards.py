@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.store import read_tasks
+from runner.storage.store import read_tasks
 from tests.runner.helpers import maps_spec, write_spec
 
 
@@ -125,7 +125,7 @@ def test_unknown_executor_and_bad_options_are_refused(in_process, tmp_path):
 
 
 def test_shards_cover_the_samples_once_and_derived_tasks_run_whole(tmp_path):
-    from runner.apply import prepare
+    from runner.run.apply import prepare
 
     spec = write_spec(tmp_path, maps_spec("bounds", samples=10, measures='''
         [[measure]]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from runner.store import read_tasks
+from runner.storage.store import read_tasks
 from tests.runner.helpers import cli_env, maps_spec, run_cli, write_spec
 
 pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip install -e '.[ray]'")

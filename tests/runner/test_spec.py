@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.prepare import validate_spec
-from runner.specfile import SpecError
+from runner.run.prepare import validate_spec
+from runner.spec.specfile import SpecError
 
 from tests.runner.helpers import maps_spec, run_cli, write_spec
 

@@ -7,9 +7,9 @@ import json
 import pytest
 import xarray as xr
 
-from runner.layout import internal
-from runner.store import read_tasks
-from runner.sweep import open_sweep
+from runner.core.layout import internal
+from runner.storage.store import read_tasks
+from runner.spec.sweep import open_sweep
 from tests.runner.helpers import maps_spec, run_cli, write_spec
 
 SWEEP = """
@@ -90,8 +90,8 @@ def test_a_sweep_never_writes_into_a_store_without_one(tmp_path):
 
 
 def test_prepare_refuses_a_sweep_naming_its_file_whether_given_a_path_or_a_read_spec(tmp_path, monkeypatch):
-    from runner.prepare import prepare, prepare_all, read_spec
-    from runner.specfile import SpecError
+    from runner.run.prepare import prepare, prepare_all, read_spec
+    from runner.spec.specfile import SpecError
 
     monkeypatch.chdir(tmp_path)
     spec = write_spec(tmp_path, spec_text([4, 8]))

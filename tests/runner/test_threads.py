@@ -12,9 +12,9 @@ import pytest
 import torch
 import xarray as xr
 
-from runner.estimate import Calibrator
-from runner.layout import internal
-from runner.threads import choose, other_runnable, time_candidates, usable_cpus
+from runner.core.estimate import Calibrator
+from runner.core.layout import internal
+from runner.run.threads import choose, other_runnable, time_candidates, usable_cpus
 from tests.runner.helpers import maps_spec, run_cli, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]

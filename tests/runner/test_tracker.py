@@ -68,7 +68,7 @@ def test_the_export_streams_what_a_running_apply_has_made_durable(tmp_path):
 
     from mlflow.tracking import MlflowClient
 
-    from runner.tracker import Exporter
+    from runner.read.tracker import Exporter
 
     from .helpers import RUNNER, cli_env, write_spec
 

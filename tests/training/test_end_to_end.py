@@ -15,8 +15,8 @@ import xarray as xr
 from safetensors.torch import load_file
 from training_helpers import ROOT, tiny_spec
 
-from runner.apply import apply, prepare
-from runner.store import read_tasks
+from runner.run.apply import apply, prepare
+from runner.storage.store import read_tasks
 
 RUNNER = [sys.executable, "-m", "runner.cli"]
 

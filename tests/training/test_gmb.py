@@ -10,12 +10,12 @@ import sys
 import pytest
 import xarray as xr
 
-from runner.apply import apply, prepare
-from runner.prepare import validate_spec
+from runner.run.apply import apply, prepare
+from runner.run.prepare import validate_spec
 from runner.data.corpus import CorpusError, load_corpus, longest_documents
 from runner.data.sources import SEM_CATEGORIES, SEM_COARSE, GmbSentence, TaggedSentence, parse_gmb, read_gmb, sem_coarse
 from runner.data.tokens import EOS, UNK, build_vocabulary
-from runner.specfile import SpecError
+from runner.spec.specfile import SpecError
 from runner.studies.training.spec import CorpusSpec
 from training_helpers import ROOT, tiny_spec
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from training_helpers import ROOT
 
-from runner.figures import recipes
-from runner.sweep import open_sweep
+from runner.read.figures import recipes
+from runner.spec.sweep import open_sweep
 from runner.studies.training.figures import scaffold_mean
 from tests.runner.helpers import run_cli
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.prepare import validate_spec
-from runner.specfile import SpecError
+from runner.run.prepare import validate_spec
+from runner.spec.specfile import SpecError
 from runner.studies.training.spec import ScaffoldSpec
 from training_helpers import ROOT
 

@@ -12,8 +12,8 @@ import pytest
 import xarray as xr
 from training_helpers import ROOT
 
-from runner.figures import figures, recipes
-from runner.layout import internal
+from runner.read.figures import figures, recipes
+from runner.core.layout import internal
 from runner.studies.training.figures import scaffold_mean
 
 TINY = ROOT / "specs" / "tiny" / "scaffold_tiny.toml"

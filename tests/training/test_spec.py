@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runner.prepare import validate_spec as load_training_spec
-from runner.specfile import SpecError, read_toml
-from runner.study import study_for
+from runner.run.prepare import validate_spec as load_training_spec
+from runner.spec.specfile import SpecError, read_toml
+from runner.plugin.study import study_for
 from runner.studies.training.plan import checkpoint_steps
 from runner.studies.training.spec import CheckpointSpec, LogSpaced, TrainingSpec
 

@@ -107,7 +107,7 @@ def env(**extra) -> dict:
 @pytest.fixture(scope="module")
 def neox_store(suites, tmp_path_factory):
     """An uninterrupted run of the GPT-NeoX suite (the reference of the resumed one)."""
-    from runner.apply import apply, prepare
+    from runner.run.apply import apply, prepare
 
     tmp = tmp_path_factory.mktemp("neox_run")
     out = apply(prepare(write_spec(tmp, suites, "neox", NEOX)), quiet=True)

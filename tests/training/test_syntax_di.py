@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.apply import apply, prepare
+from runner.run.apply import apply, prepare
 from runner.data.sources import parse_conllu_trees
-from runner.figures import recipes
+from runner.read.figures import recipes
 from training_helpers import CORPUS
 
 # DET ADJ NOUN VERB DET NOUN ADP DET NOUN . with heads 3 3 4 0 6 4 9 9 4 4 (1-based; 0 = root)

@@ -409,7 +409,7 @@ def test_pairs_the_listops_sentence_lacks_are_refused_when_it_is_drawn(workdir, 
 
 def test_parameter_count_is_the_models(files):
     """The memory estimate's parameter count equals the real networks' (every variant and both gates)."""
-    from runner.studies.transject.checks import n_parameters
+    from runner.studies.transject.preflight import n_parameters
     from runner.studies.transject.models import build
 
     base = {"d_model": 8, "n_layers": 2, "vocab_size": 23, "n_classes": 3, "pooling": "mean"}

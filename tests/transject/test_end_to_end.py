@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.apply import apply, prepare
+from runner.run.apply import apply, prepare
 from runner.cli import main
 from runner.data.classification import listops_splits
-from runner.figures import recipes
-from runner.status import load_status
-from runner.store import read_tasks
+from runner.read.figures import recipes
+from runner.read.status import load_status
+from runner.storage.store import read_tasks
 
 from .conftest import RUNNER, env, tiny_spec
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runner.apply import prepare, states
+from runner.run.apply import prepare, states
 from runner.cli import main
 
 from .conftest import ROOT, TINY

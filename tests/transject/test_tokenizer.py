@@ -8,7 +8,7 @@ import json
 import pytest
 import xarray as xr
 
-from runner.apply import apply, prepare
+from runner.run.apply import apply, prepare
 
 from .tokenized import write_data, write_spec
 

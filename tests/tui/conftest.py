@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.records import drop_records, write_records
-from runner.store import read_tasks, runner_dir, store_id
+from runner.storage.records import drop_records, write_records
+from runner.storage.store import read_tasks, runner_dir, store_id
 
 TINY = """\
 [experiment]

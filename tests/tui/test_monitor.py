@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from runner.events import EventReader
-from runner.layout import internal
-from runner.status import fold_status, load_status
+from runner.storage.events import EventReader
+from runner.core.layout import internal
+from runner.read.status import fold_status, load_status
 from runner.tui import app as app_module
 from runner.tui.app import HelpScreen, MonitorApp
 from runner.tui.reader import StoreWatcher, read_summaries

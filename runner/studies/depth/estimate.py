@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
-from runner.measures import measures
+from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
+from runner.plugin.measures import measures
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network
 from runner.studies.depth.spec import DepthSpec
@@ -107,8 +107,8 @@ def _not_built(net: Network) -> str | None:
 def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
     """Run the network's pass on a scratch store until a few steps are timed."""
     from models.hub import ModelLoadError
-    from runner.execute.device import make_deterministic
-    from runner.store import Store
+    from runner.core.device import make_deterministic
+    from runner.storage.store import Store
     from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 
     net = replace(net, index=0)
@@ -166,7 +166,7 @@ def probe_batch(spec: DepthSpec) -> int:
 def thread_probe(spec: DepthSpec, networks: list[Network], device: torch.device):
     """One application of the heaviest network's map to a batch the size the run uses, twins of
     the Lyapunov exponent included (random token ids: the cost does not depend on them), for
-    :mod:`runner.threads`; None when its model is not built or cached yet."""
+    :mod:`runner.run.threads`; None when its model is not built or cached yet."""
     from models.base import MapInputs
     from runner.studies.depth.iterate import build_map
 

@@ -20,14 +20,16 @@ from pathlib import Path
 
 import torch
 
-from runner import interrupt
-from runner.execute.checkpoint import load_checkpoint, save_checkpoint
-from runner.execute.device import apply_map, set_precision
-from runner.layout import Layout, never_as_nan
-from runner.measures import measures
-from runner.store import Store
+from runner.core import interrupt
+from runner.core.device import set_precision
+from runner.storage.checkpoint import load_checkpoint, save_checkpoint
+set_precision
+from runner.core.layout import Layout, never_as_nan
+from runner.plugin.measures import measures
+from runner.storage.store import Store
 from runner.studies.depth.exit import EarlyExit
 from runner.studies.depth.measure import Segment, TrajectoryMeasure
+from runner.studies.depth.micro_batches import apply_map
 from runner.studies.depth.resolve import Network, derive_seed
 from runner.studies.depth.spec import DepthSpec
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from runner.layout import Layout, LayoutBuilder, network_coords
-from runner.measures import declare, hints, measures
-from runner.studies.depth.measure import PAPER, Shape
+from runner.core.layout import Layout, LayoutBuilder, network_coords
+from runner.plugin.measures import declare, hints, measures
+from runner.studies.depth.measure import PAPER, DepthShape
 from runner.studies.depth.resolve import Network
 from runner.studies.depth.spec import DepthSpec
 
@@ -66,7 +66,7 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
               **hints(headline=("exited samples", "count_finite")))
         b.var("exit_period", "*", ("network", "sample"), "float64", np.nan, "period of x_t at exit", "steps",
               "least p with x_{t+p} = x_t bit for bit once the sample exited (1: a fixed point; NaN: never exited)")
-    shape = Shape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]),
+    shape = DepthShape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]),
                   any(n.precision == "fp64" for n in networks), tuple(n.label for n in networks))
     registry = measures("depth")
     for m in spec.measure:

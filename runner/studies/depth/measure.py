@@ -12,7 +12,7 @@ measure asks for one) and calls, for each of its measures, in order:
 A :class:`DerivedMeasure` instead runs once per network from the stored results of
 ``tags.derived_from``, and a :class:`NetworkMeasure` on the network itself. All declare their
 capabilities in ``tags`` and their variables with ``variables`` (the protocol of
-:mod:`runner.measure_protocol`); the hooks receive a :class:`PassContext`.
+:mod:`runner.plugin.measure_protocol`); the hooks receive a :class:`PassContext`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any, ClassVar, Protocol
 import torch
 from torch import Tensor
 
-from runner.measure_protocol import DerivedContext, MeasureTags, StepContext
-from runner.measure_protocol import NetworkContext as NetworkContextProtocol
-from runner.measures import Measure, MeasureParams
+from runner.plugin.measure_protocol import DerivedContext, MeasureTags, StepContext
+from runner.plugin.measure_protocol import NetworkContext
+from runner.plugin.measures import Measure, MeasureParams
 
 PAPER = "Inoue et al. 2021, Transient chaos in BERT (arXiv:2106.03181)"
 
@@ -36,7 +36,7 @@ class DepthParams(MeasureParams):
 
 
 @dataclass(frozen=True)
-class Shape:
+class DepthShape:
     """What a measure's variables depend on besides its parameters."""
 
     steps: int
@@ -246,7 +246,7 @@ class DerivedMeasure(DepthMeasure):
 
 @dataclass
 class Derivation:
-    """What a :class:`DerivedMeasure` sees (a :class:`~runner.measure_protocol.DerivedContext`)."""
+    """What a :class:`DerivedMeasure` sees (a :class:`~runner.plugin.measure_protocol.DerivedContext`)."""
 
     spec: Any
     index: int
@@ -254,8 +254,8 @@ class Derivation:
 
 
 @dataclass
-class NetworkContext:
-    """What a :class:`NetworkMeasure` sees (a :class:`~runner.measure_protocol.NetworkContext`): the
+class PassNetworkContext:
+    """What a :class:`NetworkMeasure` sees (a :class:`~runner.plugin.measure_protocol.NetworkContext`): the
     spec, its network (``index`` in the store), the device, the pass inputs, the store, and ``build()``
     for a fresh copy of the network's map."""
 
@@ -276,5 +276,5 @@ class NetworkMeasure(DepthMeasure):
     tags = MeasureTags("network")
 
     @abstractmethod
-    def run(self, ctx: NetworkContextProtocol) -> None:
+    def run(self, ctx: NetworkContext) -> None:
         raise NotImplementedError

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from models.hub import ModelLoadError
 from models.registry import Dims
-from runner.requirements import Requirement
-from runner.specfile import SpecProblem
+from runner.core.requirements import Requirement
+from runner.spec.specfile import SpecProblem
 from runner.studies.depth.spec import DepthSpec, ModelSpec
 
 

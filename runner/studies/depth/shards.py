@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load, load_file, save
 
-from runner.execute.checkpoint import read_metadata
-from runner.location import Location, Remote, location, remove_tree
-from runner.measures import measures
-from runner.store import atomic_write_bytes
-from runner.study import ShardError
+from runner.storage.checkpoint import read_metadata
+from runner.storage.location import Location, Remote, location, remove_tree
+from runner.plugin.measures import measures
+from runner.storage.store import atomic_write_bytes
+from runner.plugin.study import ShardError
 
 SAMPLE = "sample"
 

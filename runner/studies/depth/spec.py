@@ -2,7 +2,7 @@
 
 Every default is the paper's parameter (Inoue et al. 2021): 1000 sentences of 32 tokens, 500
 steps, the initial networks' truncated normal (0.02, 2 sigma), and each measure's own defaults.
-The ``[[measure]]`` entries are the study's registered measures (:mod:`runner.measures`).
+The ``[[measure]]`` entries are the study's registered measures (:mod:`runner.plugin.measures`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pydantic import Field, ValidationError, create_model, model_validator
 
 from models.registry import family_for
 from models.source import Source, SourceText
-from runner.execute.device import DeviceName
-from runner.measures import measures, params_union
-from runner.specfile import Name, StudySpec, Table, repeated
+from runner.core.device import DeviceName
+from runner.plugin.measures import measures, params_union
+from runner.spec.specfile import Name, StudySpec, Table, repeated
 
 Precision = Literal["fp32", "fp64", "tf32", "bf16"]
 

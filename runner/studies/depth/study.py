@@ -17,17 +17,17 @@ import numpy as np
 import torch
 
 from models.hub import hub_off
-from runner.execute.device import device_unavailable, set_precision
-from runner.layout import available_memory
-from runner.location import is_url
-from runner.measures import measures
-from runner.plan import Task, task_id
-from runner.requirements import Requirement
-from runner.specfile import SpecError, SpecFile, SpecProblem
-from runner.study import Prepared, Study, Unavailable, register
+from runner.core.device import device_unavailable, set_precision
+from runner.core.layout import available_memory
+from runner.storage.location import is_url
+from runner.plugin.measures import measures
+from runner.core.plan import Task, task_id
+from runner.core.requirements import Requirement
+from runner.spec.specfile import SpecError, SpecFile, SpecProblem
+from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
-from runner.studies.depth.measure import Derivation, NetworkContext
+from runner.studies.depth.measure import Derivation, PassNetworkContext
 from runner.studies.depth.estimate import estimate, thread_key, thread_probe
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
@@ -242,7 +242,7 @@ class DepthStudy(Study):
         return footprint(p.spec, p.state)
 
     def precision_validity(self, p: Prepared, device) -> dict[str, str]:
-        from runner.estimate import precisions
+        from runner.core.estimate import precisions
         from runner.studies.depth.precision import validity
 
         registry = measures("depth")
@@ -329,7 +329,7 @@ class DepthSession:
     def _masked(self, s, tokenizer) -> PassInputs:
         """The input tokens the spec's masking measures replace by the mask token (their union)."""
         if tokenizer.mask_token_id is None:
-            raise Unavailable(f"the tokenizer of {tokenizer_location(self.spec)!r} has no mask token; a measure of "
+            raise SourceUnavailable(f"the tokenizer of {tokenizer_location(self.spec)!r} has no mask token; a measure of "
                               "this spec reads masked sentences")
         registry = measures("depth")
         masked = torch.zeros(s.input_ids.shape, dtype=torch.bool)
@@ -360,7 +360,7 @@ class DepthSession:
                                 seed=spec.experiment.seed, subset=inp.subset, split=inp.split, field=inp.field,
                                 streaming=inp.streaming), tokenizer
         except (InputError, ModelLoadError) as err:
-            raise Unavailable(f"[input] source {inp.source!r}: {err}") from None
+            raise SourceUnavailable(f"[input] source {inp.source!r}: {err}") from None
 
     def _stored_inputs(self, store):
         """The input sentences as the driver wrote them into ``store`` (:meth:`write_inputs`: ids,
@@ -375,7 +375,7 @@ class DepthSession:
             return None, None
         ids = torch.from_numpy(np.asarray(store.read("input_ids"), dtype=np.int64))
         if (ids < 0).any():
-            raise Unavailable(f"{store.path}: its input_ids are not all written; apply it from the driver again")
+            raise SourceUnavailable(f"{store.path}: its input_ids are not all written; apply it from the driver again")
         names = set(store.group.array_keys())
         samples = Samples([str(t) for t in store.read("text")], ids, torch.ones_like(ids),
                           [str(o) for o in store.read("origin")],
@@ -417,7 +417,7 @@ class DepthSession:
             m = next(m for m in self.spec.measure if m.kind == t.measure)
             set_precision(net.precision)
             build = lambda: build_map(self.spec, net, self.device)  # noqa: E731
-            measures("depth")[t.measure](m).run(NetworkContext(self.spec, net, net.index, self.device, self.inputs,
+            measures("depth")[t.measure](m).run(PassNetworkContext(self.spec, net, net.index, self.device, self.inputs,
                                                                 report.store, build))
             return {}
         ids = [t.id for t in group]

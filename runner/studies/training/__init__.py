@@ -1,3 +1,3 @@
 """Training dynamics (Saphra 2021): LSTM language models and taggers measured at checkpoints."""
 
-from runner.studies.training.study import TrainingStudyPlugin  # noqa: F401  (registers the study)
+from runner.studies.training.study import TrainingStudy  # noqa: F401  (registers the study)

@@ -26,10 +26,10 @@ from runner.checkpointed.files import load_weights
 from runner.checkpointed.session import write_cell
 from runner.data.corpus import Corpus
 from runner.data.tokens import batchify, get_batch
-from runner.layout import Layout
-from runner.plan import Task
-from runner.store import Store
-from runner.studies.training.spec import TrainingStudy
+from runner.core.layout import Layout
+from runner.core.plan import Task
+from runner.storage.store import Store
+from runner.studies.training.spec import TrainingStudySpec
 from runner.studies.training.train import build_model
 
 
@@ -37,7 +37,7 @@ from runner.studies.training.train import build_model
 SENTENCE_TOKENS = 40
 
 
-def analysis_sentence(study: TrainingStudy, corpus: Corpus) -> Tensor:
+def analysis_sentence(study: TrainingStudySpec, corpus: Corpus) -> Tensor:
     """The analysis tokens' first sentence (through its first ``<eos>``; at most :data:`SENTENCE_TOKENS`
     tokens): the sentence whose token pairs ``distances`` measures, as TransJect's analysis sentence (Fig. 1)."""
     words, _ = corpus.analysis_streams(study.corpus.analysis_split)
@@ -47,14 +47,14 @@ def analysis_sentence(study: TrainingStudy, corpus: Corpus) -> Tensor:
     return first[:int(ends[0]) + 2] if len(ends) else first
 
 
-def sentence_words(study: TrainingStudy, corpus: Corpus) -> list[str]:
+def sentence_words(study: TrainingStudySpec, corpus: Corpus) -> list[str]:
     return [corpus.vocab.itos[int(i)] for i in analysis_sentence(study, corpus)]
 
 
 class Context:
     """What measure tasks share: corpus, analysis streams, checkpoint paths and a small cache."""
 
-    def __init__(self, study: TrainingStudy, n_checkpoints: int, corpus: Corpus, layout: Layout, store: Store,
+    def __init__(self, study: TrainingStudySpec, n_checkpoints: int, corpus: Corpus, layout: Layout, store: Store,
                  device: torch.device, paths: dict[tuple[int, int], Path]):
         self.study, self.corpus, self.layout, self.store, self.device = study, corpus, layout, store, device
         self.paths = paths

@@ -25,14 +25,14 @@ import torch
 
 from runner.data.corpus import Corpus, TagStreams, Variant
 from runner.data.tokens import Vocabulary, batchify
-from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
+from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.training.session import read_corpus
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
 from runner.checkpointed.files import save, weights
 from runner.studies.training.train import build_model, evaluate, train
 
 if TYPE_CHECKING:
-    from runner.study import Prepared
+    from runner.plugin.study import Prepared
 
 TAGS = 50
 
@@ -120,8 +120,8 @@ class _MeasureTimer:
     def _time(self, network: int, checkpoint: int, tasks: list) -> dict:
         """Load the network at ``checkpoint`` and run it over the analysis tokens (``load_s``), then
         run ``tasks`` as the session would (``task_s``: seconds by measure)."""
-        from runner.measures import measures
-        from runner.store import Store
+        from runner.plugin.measures import measures
+        from runner.storage.store import Store
         from runner.studies.training.context import Context
         from runner.studies.training.layout import build_layout
 
@@ -203,7 +203,7 @@ def thread_key(p) -> dict:
 
 def thread_probe(p, device: torch.device):
     """One training step (forward and backward on random tokens) of the spec's LSTM language model,
-    for :mod:`runner.threads`; None for suites of published checkpoints and unread corpora."""
+    for :mod:`runner.run.threads`; None for suites of published checkpoints and unread corpora."""
     stats, training = p.state["stats"], p.spec.training
     lm = next((n for n in p.spec.model if n.kind == "lm"), None)
     if stats is None or p.state.get("suites") or lm is None:

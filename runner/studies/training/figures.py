@@ -24,8 +24,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from runner.figures import NotDrawable, recipe
-from runner.plotting import first_replicate, mean_legend, new_figure, pair_counts, standard_error, stat_note
+from runner.read.figures import NotDrawable, recipe
+from runner.read.plotting import first_replicate, mean_legend, new_figure, pair_counts, standard_error, stat_note
 
 STUDY = "training"
 CH4 = "Saphra 2021, Ch. 4"

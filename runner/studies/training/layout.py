@@ -13,18 +13,18 @@ import numpy as np
 
 from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
 from runner.data.corpus import Corpus
-from runner.layout import Layout, LayoutBuilder, network_coords
-from runner.measures import declare, hints, measures
+from runner.core.layout import Layout, LayoutBuilder, network_coords
+from runner.plugin.measures import declare, hints, measures
 from runner.studies.training.context import sentence_words
-from runner.studies.training.measure import PAPER, Shape
-from runner.studies.training.spec import TrainingStudy
+from runner.studies.training.measure import PAPER, TrainingShape
+from runner.studies.training.spec import TrainingStudySpec
 
 
 def layer_names(num_layers: int) -> list[str]:
     return ["embedding"] + [f"lstm{i + 1}" for i in range(num_layers)] + ["logits"]
 
 
-def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, corpus: Corpus,
+def build_layout(study: TrainingStudySpec, steps: list[int], steps_per_epoch: int, corpus: Corpus,
                  suites=None) -> Layout:
     """The store of a training spec; ``suites`` (:class:`~.suite.Suites`): a spec of checkpoint suites, whose
     checkpoints are revisions (``revision``, ``step``; no epochs, no training curves)."""
@@ -69,7 +69,7 @@ def build_layout(study: TrainingStudy, steps: list[int], steps_per_epoch: int, c
     var("word_class", "corpus", ("vocab",), str, "", "POS class", None,
         "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
 
-    shape = Shape(layers, study.training.num_layers, [n.name for n in nets], corpus,
+    shape = TrainingShape(layers, study.training.num_layers, [n.name for n in nets], corpus,
                   [n.corpus_variant for n in nets], sentence_words(study, corpus))
     _measures(b, study, shape)
     return b.build()
@@ -80,7 +80,7 @@ def _vocabulary(b: LayoutBuilder, corpus: Corpus) -> None:
     b.coord("vocab_word", list(corpus.vocab.itos), ("vocab",), long_name="word")
 
 
-def _suite_layout(study: TrainingStudy, suites, corpus: Corpus) -> Layout:
+def _suite_layout(study: TrainingStudySpec, suites, corpus: Corpus) -> Layout:
     nets = study.model
     b = LayoutBuilder(segment=1, reference=PAPER, unit=frozenset({"network", "checkpoint"}))
     network_coords(b, [n.name for n in nets], [n.model for n in nets], [n.replicate for n in nets])
@@ -98,12 +98,12 @@ def _suite_layout(study: TrainingStudy, suites, corpus: Corpus) -> Layout:
           "count in the training split of [corpus] (<unk> sums the words folded into it)")
     b.var("word_class", "corpus", ("vocab",), str, "", "POS class", None,
           "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
-    _measures(b, study, Shape(suites.layers, len(suites.layers) - 1, [n.name for n in nets], corpus,
+    _measures(b, study, TrainingShape(suites.layers, len(suites.layers) - 1, [n.name for n in nets], corpus,
                               [None] * len(nets), sentence_words(study, corpus)))
     return b.build()
 
 
-def _measures(b: LayoutBuilder, study: TrainingStudy, shape: Shape) -> None:
+def _measures(b: LayoutBuilder, study: TrainingStudySpec, shape: TrainingShape) -> None:
     registry = measures("training")
     for m in study.measure:
         declare(registry[m.kind](m), b, shape)

@@ -1,10 +1,10 @@
 """How a training-dynamics measure plugs in: it runs at checkpoints, on the analysis tokens.
 
-A registration (:mod:`runner.measures`) subclasses :class:`CheckpointMeasure`: ``needs`` says
+A registration (:mod:`runner.plugin.measures`) subclasses :class:`CheckpointMeasure`: ``needs`` says
 which checkpoints a task at checkpoint ``c`` reads (its own; the final one; another network's),
 ``variables`` declares what it writes (one ``(network, checkpoint)`` cell per task), and ``run``
 computes it with the pure functions of :mod:`analyses` through a :class:`~.context.Context` (a
-:class:`~runner.measure_protocol.CheckpointContext` with the training study's own data). Its tags'
+:class:`~runner.plugin.measure_protocol.CheckpointContext` with the training study's own data). Its tags'
 ``suites``: it measures checkpoint suites too (it reads only ``ctx.activations`` and ``ctx.tag_labels``);
 ``head``: it needs their LM head; ``causal``: a next-token loss.
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from runner.measures import Measure, MeasureParams, MeasureTags
+from runner.plugin.measures import Measure, MeasureParams, MeasureTags
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.studies.training.context import Context
@@ -31,7 +31,7 @@ class TrainingParams(MeasureParams):
 
 
 @dataclass(frozen=True)
-class Shape:
+class TrainingShape:
     """What the variables depend on besides the measure's parameters."""
 
     layers: list[str]

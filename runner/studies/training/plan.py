@@ -14,9 +14,9 @@ from typing import Any
 
 from runner.checkpointed.schedule import checkpoint_resource, train_task
 from runner.checkpointed.schedule import checkpoint_steps as schedule_steps
-from runner.measures import measures
-from runner.plan import Task, task_id
-from runner.studies.training.spec import CheckpointSpec, TrainingStudy
+from runner.plugin.measures import measures
+from runner.core.plan import Task, task_id
+from runner.studies.training.spec import CheckpointSpec, TrainingStudySpec
 
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
 TRAIN_VERSION = 1
@@ -34,7 +34,7 @@ def task_label(kind: str, params: dict[str, Any]) -> str:
     return f"{kind}:{params['compare']}" if "compare" in params else kind
 
 
-def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> tuple[list[int], list[Task]]:
+def make_tasks(study: TrainingStudySpec, steps_per_epoch: int, corpus_key: str) -> tuple[list[int], list[Task]]:
     """The checkpoint steps and the tasks; ``corpus_key`` identifies the preprocessed corpus."""
     steps = checkpoint_steps(study.checkpoints, steps_per_epoch, study.training.epochs)
     last = len(steps) - 1
@@ -72,7 +72,7 @@ def make_tasks(study: TrainingStudy, steps_per_epoch: int, corpus_key: str) -> t
     return steps, tasks
 
 
-def suite_tasks(study: TrainingStudy, identities: list[list[dict]], corpus_key: str) -> list[Task]:
+def suite_tasks(study: TrainingStudySpec, identities: list[list[dict]], corpus_key: str) -> list[Task]:
     """The measure tasks of a spec of checkpoint suites (nothing to train), checkpoint by checkpoint so that
     each checkpoint is loaded once for all its measures. ``identities[n][c]`` names what network ``n``'s
     checkpoint ``c`` is (source, revision, how words are read); the ids hash those of the checkpoints read."""

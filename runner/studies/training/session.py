@@ -9,22 +9,22 @@ from pathlib import Path
 
 import numpy as np
 
-from runner import interrupt
+from runner.core import interrupt
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import checkpoint_dir
 from runner.checkpointed.session import Checkpoints, forked_rng
 from runner.data.corpus import Corpus, load_corpus
 from runner.data.sources import offline_hub
-from runner.execute.device import set_precision
-from runner.measures import measures
-from runner.plan import Task
-from runner.specfile import SpecError, SpecProblem
+from runner.core.device import set_precision
+from runner.plugin.measures import measures
+from runner.core.plan import Task
+from runner.spec.specfile import SpecError, SpecProblem
 from runner.studies.training.context import Context, sentence_words
 from runner.studies.training.layout import build_layout
-from runner.studies.training.spec import TrainingStudy
+from runner.studies.training.spec import TrainingStudySpec
 from runner.studies.training.suite import SuiteContext
 from runner.studies.training.train import checkpoint_name, train
-from runner.study import Prepared, Unavailable
+from runner.plugin.study import Prepared, SourceUnavailable
 
 
 def corpus_key(corpus: Corpus) -> str:
@@ -44,7 +44,7 @@ def corpus_key(corpus: Corpus) -> str:
     return h.hexdigest()[:16]
 
 
-def read_corpus(spec: TrainingStudy, tagsets: list[str], base: Path) -> Corpus:
+def read_corpus(spec: TrainingStudySpec, tagsets: list[str], base: Path) -> Corpus:
     """The spec's corpus, read (a hub corpus from the local cache when the hub is off)."""
     with offline_hub():
         try:
@@ -64,7 +64,7 @@ class TrainingSession:
         corpus = st["corpus"] or read_corpus(self.spec, st["tagsets"], p.spec_file.path.parent)
         if corpus_key(corpus) != st["stats"]["corpus_key"]:  # the source changed under the same identity (a hub set)
             st["stats_file"].unlink(missing_ok=True)
-            raise Unavailable(f"[corpus] source {self.spec.corpus.source!r} changed since it was planned; run apply "
+            raise SourceUnavailable(f"[corpus] source {self.spec.corpus.source!r} changed since it was planned; run apply "
                               "again to plan it anew")
         st["corpus"] = corpus  # a distributed executor's workers get it with the plan: they never read the source
         set_precision("fp32")  # the thesis' LSTMs in IEEE fp32 (cuDNN would otherwise use TF32 on CUDA)

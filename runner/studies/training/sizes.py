@@ -3,7 +3,7 @@ checkpoint schedule against the run's length, the memory of each model with its 
 of the scaffold generator and of a suite checkpoint, and the disk its checkpoints and curves take.
 
 As the depth study does (:func:`runner.studies.depth.study.check_sizes`), a size that cannot fit
-is refused with :class:`runner.specfile.SpecProblem` at its key, naming the size and what this
+is refused with :class:`runner.spec.specfile.SpecProblem` at its key, naming the size and what this
 machine has; every figure is an estimate ("about") from the tensors' shapes, not a measurement.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import shutil
 
-from runner.layout import available_memory
-from runner.location import is_url
-from runner.specfile import SpecProblem
+from runner.core.layout import available_memory
+from runner.storage.location import is_url
+from runner.spec.specfile import SpecProblem
 
 FLOAT = 4  # bytes of an fp32 value: the thesis' LSTMs and the suites' checkpoints are read in fp32
 INDEX = 8  # bytes of an int64 token id

@@ -1,5 +1,5 @@
 """The training spec: ``[experiment]``, ``[corpus]``, ``[training]``, ``[checkpoints]``, ``[[model]]``
-and ``[[measure]]`` (the study's registered measures, :mod:`runner.measures`).
+and ``[[measure]]`` (the study's registered measures, :mod:`runner.plugin.measures`).
 
 Each ``[[model]]`` is an LSTM language model or tagger of the thesis; there is no ``[dynamics]``. Every default
 is the setting of Saphra's thesis (Ch. 4 and 6): SGD from lr 20, quartered when the validation
@@ -18,9 +18,9 @@ from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_val
 from models.source import Source, SourceText
 from runner.data.sources import anchor
 from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
-from runner.execute.device import DeviceName
-from runner.measures import measures, params_union
-from runner.specfile import Name, SpecFile, StudySpec, Table, repeated
+from runner.core.device import DeviceName
+from runner.plugin.measures import measures, params_union
+from runner.spec.specfile import Name, SpecFile, StudySpec, Table, repeated
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 LSTM_LAYERS = ("embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits")
@@ -353,7 +353,7 @@ class NetworkSpec(Table):
         return self
 
 
-class TrainingStudy(StudySpec):
+class TrainingStudySpec(StudySpec):
     """A training spec (its ``measure`` list is typed by :func:`spec_model`)."""
 
     corpus: CorpusSpec
@@ -370,7 +370,7 @@ class TrainingStudy(StudySpec):
         return data
 
     @model_validator(mode="after")
-    def _expand_seeds(self) -> TrainingStudy:
+    def _expand_seeds(self) -> TrainingStudySpec:
         """A suite with ``seeds`` becomes one network per seed, ``<name>-s<seed>`` (model ``<name>``, replicate k)."""
         nets: list[NetworkSpec] = []
         for i, n in enumerate(self.model):
@@ -514,16 +514,16 @@ class TrainingStudy(StudySpec):
 # --------------------------------------------------------------------------- loading
 
 
-def spec_model() -> type[TrainingStudy]:
+def spec_model() -> type[TrainingStudySpec]:
     """The spec with the measures registered now (a plugin's measures included)."""
     return _spec_model(tuple(sorted(measures("training"))))
 
 
 @functools.cache
-def _spec_model(kinds: tuple[str, ...]) -> type[TrainingStudy]:
+def _spec_model(kinds: tuple[str, ...]) -> type[TrainingStudySpec]:
     if not kinds:
-        return TrainingStudy
-    return create_model("TrainingStudy", __base__=TrainingStudy,
+        return TrainingStudySpec
+    return create_model("TrainingStudySpec", __base__=TrainingStudySpec,
                         measure=(list[params_union("training")], Field(default_factory=list)))  # type: ignore[valid-type]
 
 
@@ -531,7 +531,7 @@ TABLES = {"corpus": CorpusSpec, "scaffold": ScaffoldSpec, "training": TrainingSp
           "model": NetworkSpec}
 
 
-def check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
+def check_sources(study: TrainingStudySpec, sf: SpecFile) -> list[str]:
     src = study.corpus.source
     where = ("corpus", "source")
     if src.on_hub or src in ("builtin:pydoc-topics", TINY_TAGGED, "scaffold:"):
@@ -557,7 +557,7 @@ def check_sources(study: TrainingStudy, sf: SpecFile) -> list[str]:
 SPACY_INSTALL = "pip install -e '.[spacy]' && python -m spacy download en_core_web_sm"
 
 
-def missing_extras(study: TrainingStudy) -> list[str]:
+def missing_extras(study: TrainingStudySpec) -> list[str]:
     """Optional packages the study needs and this environment lacks, each with its install command."""
     if not any(t.startswith("spacy_") for t in study.tagsets()):
         return []

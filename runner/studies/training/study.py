@@ -25,10 +25,10 @@ from runner.data.scaffold import VERSION as SCAFFOLD_VERSION
 from runner.data.sources import anchor
 from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.data.tiny_tagged import VERSION as TINY_TAGGED_VERSION
-from runner.execute.device import device_unavailable
-from runner.plan import Task
-from runner.requirements import Requirement
-from runner.specfile import SpecError, SpecFile
+from runner.core.device import device_unavailable
+from runner.core.plan import Task
+from runner.core.requirements import Requirement
+from runner.spec.specfile import SpecError, SpecFile
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training import sizes
 from runner.studies.training.estimate import estimate, thread_key, thread_probe
@@ -36,7 +36,7 @@ from runner.studies.training.plan import make_tasks, suite_tasks, task_label
 from runner.studies.training.spec import (
     GMB_TAGSETS,
     TABLES,
-    TrainingStudy,
+    TrainingStudySpec,
     check_sources,
     missing_extras,
     spec_model,
@@ -44,10 +44,10 @@ from runner.studies.training.spec import (
 from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.session import TrainingSession, corpus_key, read_corpus
 from runner.studies.training.train import steps_per_epoch
-from runner.study import Prepared, Study, Unavailable, register
+from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 
 
-def _source_identity(study: TrainingStudy, base: Path) -> str:
+def _source_identity(study: TrainingStudySpec, base: Path) -> str:
     src = study.corpus.source
     if src.on_hub:
         return src
@@ -61,12 +61,12 @@ def _source_identity(study: TrainingStudy, base: Path) -> str:
     return f"{path.resolve()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}"
 
 
-def _gmb_identity(study: TrainingStudy, key: str, base: Path) -> str:
+def _gmb_identity(study: TrainingStudySpec, key: str, base: Path) -> str:
     path = Path(anchor(getattr(study.corpus, key), base))
     return f"{key} {path.resolve()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else '-'}"
 
 
-def _stats_path(study: TrainingStudy, tagsets: list[str], base: Path) -> Path:
+def _stats_path(study: TrainingStudySpec, tagsets: list[str], base: Path) -> Path:
     key = json.dumps([study.corpus.key(), tagsets, study.experiment.seed,
                       study.training.batch_size, study.training.bptt, _source_identity(study, base)]
                      + [_gmb_identity(study, k, base) for k in ("gmb_pos", "gmb_sem") if getattr(study.corpus, k)],
@@ -74,7 +74,7 @@ def _stats_path(study: TrainingStudy, tagsets: list[str], base: Path) -> Path:
     return cache_dir() / "corpora" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
 
-def _stats(corpus: Corpus, study: TrainingStudy) -> dict:
+def _stats(corpus: Corpus, study: TrainingStudySpec) -> dict:
     out = {"corpus_key": corpus_key(corpus), "steps_per_epoch": steps_per_epoch(corpus.train.numel(), study.training),
            "tokens": [corpus.train.numel(), corpus.valid.numel(), corpus.test.numel()], "vocab": len(corpus.vocab)}
     own = {t: steps_per_epoch(s.words[0].numel(), study.training) for t, s in corpus.tags.items() if s.words is not None}
@@ -87,7 +87,7 @@ UD_EWT = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT, e.g.
           "local .conllu file, or a hub dataset with the UD columns tokens, upos, head in the datasets cache")
 
 
-def _treebanks_unmet(study: TrainingStudy, base: Path) -> list[str]:
+def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
     """Treebanks of measures (``treebank = ...``) that are not here: a missing file, an uncached hub set."""
     from runner.data.sources import InputError, load_treebank
 
@@ -113,7 +113,7 @@ GMB = ("the Groningen Meaning Bank's tags as a GMB-style file, one token per lin
        "(e.g. the silver SEM data of Bjerva et al. 2016, gmb.let.rug.nl / pmb.let.rug.nl)")
 
 
-def _gmb_unmet(study: TrainingStudy, base: Path) -> list[str]:
+def _gmb_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
     """GMB-style tagged files the tag sets need that are not here (data to fetch, not a spec error)."""
     out = []
     for key in dict.fromkeys(GMB_TAGSETS[t] for t in study.tagsets() if t in GMB_TAGSETS):
@@ -126,7 +126,7 @@ def _gmb_unmet(study: TrainingStudy, base: Path) -> list[str]:
 
 
 _EXPLAIN_TRAINING = {"epochs": 1, "batch_size": 4, "bptt": 5, "eval_batch_size": 2, "embedding_dim": 4, "hidden_dim": 4}
-#: Small specs whose corpora are generated, for ``runner explain`` (:meth:`TrainingStudyPlugin.variables_of`).
+#: Small specs whose corpora are generated, for ``runner explain`` (:meth:`TrainingStudy.variables_of`).
 EXPLAIN_EXAMPLES = (
     {"experiment": {"name": "explain"}, "training": _EXPLAIN_TRAINING,
      "corpus": {"source": TINY_TAGGED, "min_count": 2, "drop_rare_sentences": False, "analysis_tokens": 100},
@@ -140,16 +140,16 @@ EXPLAIN_EXAMPLES = (
 
 
 @register
-class TrainingStudyPlugin(Study):
+class TrainingStudy(Study):
     """Networks measured while they train (training as time): LSTM language models and taggers."""
 
     name, spec_factory, table_models = "training", staticmethod(spec_model), TABLES
     figure_recipes = "runner.studies.training.figures"
 
-    def check(self, spec: TrainingStudy, sf: SpecFile) -> list[str]:
+    def check(self, spec: TrainingStudySpec, sf: SpecFile) -> list[str]:
         return check_sources(spec, sf)
 
-    def prepare(self, spec: TrainingStudy, sf: SpecFile) -> Prepared:
+    def prepare(self, spec: TrainingStudySpec, sf: SpecFile) -> Prepared:
         unmet = missing_extras(spec) + _treebanks_unmet(spec, sf.path.parent) + _gmb_unmet(spec, sf.path.parent)
         device = device_unavailable(spec.training.device)
         if device:
@@ -171,7 +171,7 @@ class TrainingStudyPlugin(Study):
                 stats_file.write_text(json.dumps(stats))
             except CorpusError as err:
                 if not spec.corpus.source.on_hub:
-                    raise Unavailable(str(err)) from None
+                    raise SourceUnavailable(str(err)) from None
                 unmet.append(str(err))
         labels = [n.name for n in spec.model]
         suites = None
@@ -221,7 +221,7 @@ class TrainingStudyPlugin(Study):
                                "tagsets": tagsets})
 
     @staticmethod
-    def _load(spec: TrainingStudy, tagsets: list[str], base: Path) -> Corpus:
+    def _load(spec: TrainingStudySpec, tagsets: list[str], base: Path) -> Corpus:
         return read_corpus(spec, tagsets, base)
 
     def describe(self, p: Prepared) -> list[str]:
@@ -292,7 +292,7 @@ class TrainingStudyPlugin(Study):
         (a treebank)."""
         import torch
 
-        from runner.apply import prepare_all
+        from runner.run.apply import prepare_all
 
         for tables in EXPLAIN_EXAMPLES:
             data = {**tables, "measure": [{"kind": kind}]}
@@ -317,7 +317,7 @@ class TrainingStudyPlugin(Study):
         return thread_key(p)
 
 
-def _configs(spec: TrainingStudy, suites) -> list:
+def _configs(spec: TrainingStudySpec, suites) -> list:
     """Each suite network's configuration (its last checkpoint's), None where it cannot be read."""
     from models.hub import ModelLoadError
     from models.suites import load_config

@@ -42,13 +42,13 @@ from models.suites import (
 )
 from runner.data.corpus import Corpus
 from runner.data.sources import anchor
-from runner.layout import Layout
-from runner.measures import measures
-from runner.requirements import Requirement
-from runner.specfile import SpecError, SpecFile
-from runner.store import Store
+from runner.core.layout import Layout
+from runner.plugin.measures import measures
+from runner.core.requirements import Requirement
+from runner.spec.specfile import SpecError, SpecFile
+from runner.storage.store import Store
 from runner.studies.training.context import Context
-from runner.studies.training.spec import NetworkSpec, TrainingStudy
+from runner.studies.training.spec import NetworkSpec, TrainingStudySpec
 
 #: What to do about a hub checkpoint that cannot be had here.
 HUB_FIX = ("on a machine with network, `runner apply` (or `hf download REPO --revision REV`) fills the cache "
@@ -96,7 +96,7 @@ def _source(net: NetworkSpec, base: Path) -> tuple[str, bool]:
     return src, False
 
 
-def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]]:
+def resolve(spec: TrainingStudySpec, sf: SpecFile) -> tuple[Suites | None, list[str]]:
     """The series, their layers and downloads; spec mistakes raise :class:`SpecError`, what this machine
     lacks (an uncached revision with the hub off, a missing revision or folder) comes back as unmet."""
     base = sf.path.parent
@@ -183,7 +183,7 @@ def resolve(spec: TrainingStudy, sf: SpecFile) -> tuple[Suites | None, list[str]
 class SuiteContext(Context):
     """What measure tasks of a suite share: the analysis words and tags, checkpoints loaded when first read."""
 
-    def __init__(self, study: TrainingStudy, suites: Suites, corpus: Corpus, layout: Layout, store: Store,
+    def __init__(self, study: TrainingStudySpec, suites: Suites, corpus: Corpus, layout: Layout, store: Store,
                  device: torch.device):
         self.study, self.corpus, self.layout, self.store, self.device = study, corpus, layout, store, device
         self.suites = suites

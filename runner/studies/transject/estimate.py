@@ -21,13 +21,13 @@ from pathlib import Path
 
 import torch
 
-from runner.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
+from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.checkpointed.files import save, weights
 from runner.checkpointed.loop import Saved
 from runner.studies.transject.models import build
 from runner.studies.transject.session import TransJectSession
 from runner.studies.transject.train import evaluate, train
-from runner.study import Unavailable
+from runner.plugin.study import SourceUnavailable
 
 #: Weights' worth written per epoch: the epoch file, and the resume file (weights and Adam's moments).
 FILES_PER_EPOCH = 4
@@ -89,12 +89,12 @@ class _Calibration:
         if self._session is None:
             try:
                 self._session = TransJectSession(self.p, self.device)
-            except Unavailable as err:
+            except SourceUnavailable as err:
                 raise NoEstimate(str(err)) from None
         return self._session
 
     def time(self, n: int) -> dict:
-        from runner.store import Store
+        from runner.storage.store import Store
 
         s, device = self.session(), self.device
         net, tr = s.nets[n], self.p.spec.training

@@ -16,8 +16,8 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
-from runner.figures import NotDrawable, recipe
-from runner.plotting import first_replicate, models, new_figure, of_model
+from runner.read.figures import NotDrawable, recipe
+from runner.read.plotting import first_replicate, models, new_figure, of_model
 
 STUDY = "transject"
 PAPER = "TransJect paper"

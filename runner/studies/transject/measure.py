@@ -1,6 +1,6 @@
 """How a TransJect measure plugs in: it runs at each epoch's checkpoint, on the analysis examples.
 
-A registration (:mod:`runner.measures`) subclasses :class:`EpochMeasure`: ``variables`` declares
+A registration (:mod:`runner.plugin.measures`) subclasses :class:`EpochMeasure`: ``variables`` declares
 what it writes (one ``(network, checkpoint)`` cell per task; the ``layer`` axis holds the
 embedding layer X^(0) and layers 1..L), and ``run(ctx, task)`` computes it with the pure functions
 of :mod:`analyses` from ``ctx.view(task.network, task.checkpoint)``, a :class:`View`: the network at
@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from runner.measure_protocol import CheckpointContext
-from runner.measures import Measure, MeasureTags
+from runner.plugin.measure_protocol import CheckpointContext
+from runner.plugin.measures import Measure, MeasureTags
 
 PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
          "Secs. 3-4, Figs. 1, 4-6, Tables 2-3")
@@ -27,7 +27,7 @@ QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 
 
 @dataclass(frozen=True)
-class Shape:
+class TransJectShape:
     """What the variables depend on besides the measure's parameters."""
 
     layers: list[str]

@@ -19,14 +19,14 @@ from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
 from runner.checkpointed.schedule import checkpoint_resource
 from runner.checkpointed.session import Checkpoints, forked_rng, relative_path, write_cell
-from runner.execute.device import set_precision
-from runner.measures import measures
-from runner.plan import Task
-from runner.specfile import SpecError
-from runner.study import Prepared, Unavailable
+from runner.core.device import set_precision
+from runner.plugin.measures import measures
+from runner.core.plan import Task
+from runner.spec.specfile import SpecError
+from runner.plugin.study import Prepared, SourceUnavailable
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.transject.layout import build_layout
-from runner.studies.transject.measure import Shape, View
+from runner.studies.transject.measure import TransJectShape, View
 from runner.studies.transject.models import (build, load_checkpoint_model, n_experts,
                                              params_of, read_checkpoint)
 from runner.studies.transject.spec import PAPER_SENTENCE, TransJectSpec
@@ -79,14 +79,14 @@ def read_data(p: Prepared) -> Data:
         try:
             hub_tokenizer = load_tokenizer(d.tokenizer)
         except ModelLoadError as err:
-            raise Unavailable(str(err)) from None
+            raise SourceUnavailable(str(err)) from None
     how = hub_tokenizer.tokenize if hub_tokenizer is not None else d.tokenize
     try:
         train, test = load_splits(p.spec, p.spec_file.path.parent, how)
     except InputError as err:
-        raise Unavailable(str(err)) from None
+        raise SourceUnavailable(str(err)) from None
     if not train.labels or not test.labels:
-        raise Unavailable(f"[data] source {d.source!r}: an empty split (train {len(train.labels)}, "
+        raise SourceUnavailable(f"[data] source {d.source!r}: an empty split (train {len(train.labels)}, "
                           f"test {len(test.labels)} examples)")
     if hub_tokenizer is not None:
         vocab, unk = list(hub_tokenizer.convert_ids_to_tokens(list(range(len(hub_tokenizer))))), hub_tokenizer.unk_token or "<unk>"
@@ -141,7 +141,7 @@ class TransJectSession:
                 for loc, message in self.registrations[m.kind].sentence_problems(list(self.sentence))]
         if late:  # the analysis sentence of ListOps or a hub tokenizer is known only now
             raise SpecError(p.spec_file.path, late)
-        self.layout = build_layout(spec, self.nets, self.spe, Shape(layers, experts, list(self.sentence),
+        self.layout = build_layout(spec, self.nets, self.spe, TransJectShape(layers, experts, list(self.sentence),
                                                                     [n["label"] for n in self.nets]),
                                    self.registrations)
         self.n_layers = len(layers)

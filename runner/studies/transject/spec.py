@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, create_model, model_validator
 
 from models.source import SourceText
-from runner.execute.device import DeviceName
-from runner.measures import measures, params_union
-from runner.specfile import Name, StudySpec, Table, repeated
+from runner.core.device import DeviceName
+from runner.plugin.measures import measures, params_union
+from runner.spec.specfile import Name, StudySpec, Table, repeated
 
 Architecture = Literal["transject", "random-transject", "entropic-transject", "random-entropic-transject",
                        "transformer", "transformer-rezero"]

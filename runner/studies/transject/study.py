@@ -24,17 +24,17 @@ from models.hub import ModelLoadError
 from runner.data.classification import (check_local, hub_cached, local_files)
 from runner.checkpointed.measure import ActivationMeasure
 from runner.checkpointed.schedule import checkpoint_resource, train_task
-from runner.execute.device import device_unavailable
-from runner.measures import measures
-from runner.plan import Task, task_id
-from runner.requirements import Requirement
-from runner.specfile import SpecFile, SpecProblem
-from runner.study import Prepared, Study, register
+from runner.core.device import device_unavailable
+from runner.plugin.measures import measures
+from runner.core.plan import Task, task_id
+from runner.core.requirements import Requirement
+from runner.spec.specfile import SpecFile, SpecProblem
+from runner.plugin.study import Prepared, Study, register
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
-from runner.studies.transject.checks import LocalData, check_sizes, checkpoint_problem, local_data
+from runner.studies.transject.preflight import LocalData, check_sizes, checkpoint_problem, local_data
 from runner.studies.transject.estimate import estimate
 from runner.studies.transject.layout import build_layout
-from runner.studies.transject.measure import Shape
+from runner.studies.transject.measure import TransJectShape
 from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, resolve_checkpoint)
 from runner.studies.transject.session import TransJectSession, tokenizer_problem
 from runner.studies.transject.spec import BASELINES, TABLES, TransJectSpec, spec_model
@@ -187,7 +187,7 @@ class TransJectStudy(Study):
             "model": [{"name": "model", "variant": "transject"}], "measure": [{"kind": kind}]})
         net = {"label": "model", "model": "model", "replicate": 0, "seed": 0, "variant": "transject", "trained": True}
         registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
-        layout = build_layout(spec, [net], 1, Shape(["embedding", "layer1", "layer2"], 2, ["a", "b", "c"]),
+        layout = build_layout(spec, [net], 1, TransJectShape(["embedding", "layer1", "layer2"], 2, ["a", "b", "c"]),
                               registrations)
         return [v for v in layout.vars.values() if v.measure == kind]
 

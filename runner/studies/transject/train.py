@@ -28,8 +28,8 @@ from torch.nn import functional as F
 from runner.checkpointed import loop as checkpointed
 from runner.checkpointed.loop import Finished, Saved
 from runner.data.classification import Encoded
-from runner.execute.checkpoint import read_tensors
-from runner.store import atomic_write_bytes
+from runner.storage.checkpoint import read_tensors
+from runner.storage.store import atomic_write_bytes
 from runner.studies.transject.models import build
 from runner.studies.transject.spec import TrainingSpec
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 

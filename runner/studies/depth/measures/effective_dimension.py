@@ -11,7 +11,7 @@ import torch
 from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
-from runner.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 

@@ -27,7 +27,7 @@ import torch
 from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
-from runner.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation, renormalize
-from runner.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.precision import perturbation_floor
 

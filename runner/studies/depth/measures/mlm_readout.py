@@ -34,7 +34,7 @@ from analyses.readout import (
     masked_token_accuracy,
     ridge_readout_accuracy,
 )
-from runner.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 

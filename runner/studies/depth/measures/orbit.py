@@ -11,8 +11,8 @@ import torch
 from pydantic import Field
 
 from analyses.orbits import ORBIT_CLASSES, classify_orbits
-from runner.layout import flags
-from runner.measures import MeasureTags, hints, register
+from runner.core.layout import flags
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.pca import pca_projection
-from runner.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 
 

@@ -23,10 +23,10 @@ import torch
 from pydantic import Field
 
 from analyses.sts import finetune_readout, minibatch_orders
-from runner.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, NetworkMeasure
 from runner.studies.depth.measures.sts_readout import minibatch_seed, pair_problems
-from runner.measure_protocol import NetworkContext
+from runner.plugin.measure_protocol import NetworkContext
 
 DEFAULT_STEPS = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96]
 

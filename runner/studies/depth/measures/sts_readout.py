@@ -28,7 +28,7 @@ import torch
 from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
-from runner.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
 

@@ -9,8 +9,8 @@ import torch
 from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
-from runner.layout import flags, never_as_nan
-from runner.measures import MeasureTags, hints, register
+from runner.core.layout import flags, never_as_nan
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.precision import deviation_floor
 

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 
 from analyses.transient_chaos import summarize_chaos, transient_chaos, transient_chaos_of_chunks
-from runner.layout import flags
-from runner.measure_protocol import DerivedContext
-from runner.measures import MeasureTags, hints, register
+from runner.core.layout import flags
+from runner.plugin.measure_protocol import DerivedContext
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, DerivedMeasure
 
 #: Intervals of lambda read at once (rounded to whole stored chunks): the memory of a derivation,

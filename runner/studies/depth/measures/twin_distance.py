@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
-from runner.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.precision import perturbation_floor
 

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.diagnostic import train_diagnostic_classifier
-from runner.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer, TagSet
 

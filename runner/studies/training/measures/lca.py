@@ -11,7 +11,7 @@ from torch import Tensor
 
 from analyses.loss_change import group_allocations, loss_change_allocation
 from runner.data.tokens import get_batch
-from runner.measures import hints, register
+from runner.plugin.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -15,7 +15,7 @@ import numpy as np
 from analyses.contextual_decomposition import lstm_weights
 from analyses.rule_gradient import gradient_by_distance
 from runner.data.scaffold import OMEGA
-from runner.measures import hints, register
+from runner.plugin.measures import hints, register
 from runner.studies.training.measures.scaffold import (
     DOMAINS,
     RuleMeasure,

@@ -22,7 +22,7 @@ from pydantic import Field
 from analyses.contextual_decomposition import interdependence, lstm_weights
 from analyses.rule_probability import cd_target_probability, target_probability
 from runner.data.scaffold import OMEGA, PAPER
-from runner.measures import hints, register
+from runner.plugin.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 
 if TYPE_CHECKING:  # pragma: no cover

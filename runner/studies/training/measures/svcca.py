@@ -12,7 +12,7 @@ from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
 from runner.checkpointed.measure import ActivationContext, ActivationMeasure
-from runner.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
 

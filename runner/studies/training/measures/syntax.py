@@ -16,7 +16,7 @@ from analyses.contextual_decomposition import lstm_weights
 from analyses.syntactic_interdependence import aggregate, pair_interdependence
 from runner.data.sources import ParsedSentence, load_treebank
 from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS
-from runner.measures import hints, register
+from runner.plugin.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 
 if TYPE_CHECKING:  # pragma: no cover

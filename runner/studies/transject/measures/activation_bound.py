@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.token_geometry import activation_ratios, quantiles, sample_pairs
-from runner.measures import MeasureParams, hints, register
+from runner.plugin.measures import MeasureParams, hints, register
 from runner.studies.transject.measure import QUANTILES, EpochContext, EpochMeasure, tokens_of
 
 

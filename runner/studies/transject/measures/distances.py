@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
 from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams
-from runner.measures import hints, register
+from runner.plugin.measures import hints, register
 from runner.studies.transject.measure import EpochMeasure
 
 

@@ -14,7 +14,7 @@ from pydantic import Field
 from analyses.entropy import layer_entropy
 from analyses.token_geometry import quantiles
 from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams
-from runner.measures import hints, register
+from runner.plugin.measures import hints, register
 from runner.studies.transject.measure import QUANTILES, EpochMeasure, knn_sample_problems
 
 

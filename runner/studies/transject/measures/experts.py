@@ -20,7 +20,7 @@ from pydantic import Field
 from torch.nn import functional as F
 
 from analyses.entropy import token_entropy
-from runner.measures import MeasureParams, hints, register
+from runner.plugin.measures import MeasureParams, hints, register
 from runner.studies.transject.measure import EpochContext, EpochMeasure, knn_sample_problems
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.isomap import isomap_2d
-from runner.measures import MeasureParams, register
+from runner.plugin.measures import MeasureParams, register
 from runner.studies.transject.measure import EpochContext, EpochMeasure
 
 

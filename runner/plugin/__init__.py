@@ -1,0 +1,1 @@
+"""The plug-in contract: studies, the measure protocol and registry, their checks, figure recipes and plug-in loading."""

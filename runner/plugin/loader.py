@@ -1,0 +1,86 @@
+"""Where plugins come from: the built-in studies, installed packages, and ``TRANSIENT_PLUGINS``.
+
+The engine names no study, measure or model family. It imports, once:
+
+- every package under ``runner/studies/`` (the built-in studies; each registers itself and its
+  measures);
+- the entry points of the groups ``transient.studies``, ``transient.measures`` and
+  ``transient.models`` of installed packages;
+- the modules named in the environment variable ``TRANSIENT_PLUGINS`` (comma-separated, e.g.
+  ``TRANSIENT_PLUGINS=my_lab.measures``): a plugin that is not packaged, or one in a test.
+
+A plugin that cannot be imported, raises or exits while it is imported is refused in one line that
+names it (:class:`PluginError`, exit 66), and a plugin that registers a measure, study or reference
+map under a name already taken is refused unless it says it replaces it (``replaces = True``).
+
+Executors are found by name, not imported here: the entry points of ``transient.executors`` are
+read by :func:`runner.run.execute.registry.executors`, and one is imported only when ``apply`` runs
+with it (so no optional backend is imported by a run that does not use it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from importlib.metadata import entry_points
+
+from runner.core.errors import Unavailable
+
+BUILTIN = "runner.studies"
+GROUPS = ("transient.studies", "transient.measures", "transient.models")
+ENV = "TRANSIENT_PLUGINS"
+
+_loaded = False
+
+
+class PluginError(Unavailable):
+    """A plugin that cannot be loaded: the message names it and what went wrong (exit 66)."""
+
+
+def load_plugins() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True  # a plugin importing the runner must not load the plugins again
+    try:
+        package = importlib.import_module(BUILTIN)
+        for module in pkgutil.iter_modules(package.__path__, BUILTIN + "."):
+            importlib.import_module(module.name)
+        for group in GROUPS:
+            for ep in entry_points(group=group):
+                _load(f"entry point {ep.name!r} ({group}, {ep.value})", ep.load)
+        for name in plugin_names():
+            _load(f"{ENV} plugin {name!r}", lambda name=name: importlib.import_module(name))
+    except BaseException:
+        _loaded = False
+        raise
+
+
+def plugin_names() -> list[str]:
+    """The modules ``TRANSIENT_PLUGINS`` names; :class:`PluginError` for an empty entry or a file path."""
+    raw = os.environ.get(ENV, "")
+    if not raw.strip():
+        return []
+    names = [n.strip() for n in raw.split(",")]
+    for name in names:
+        if not name:
+            raise PluginError(f"{ENV}={raw!r} has an empty entry; give module names separated by commas")
+        if "/" in name or "\\" in name or name.endswith(".py") or not all(p.isidentifier() for p in name.split(".")):
+            raise PluginError(f"{ENV}: {name!r} is not a module name; give the importable module (e.g. "
+                              f"'my_lab.measures', found on PYTHONPATH), not a file path")
+    return names
+
+
+def _load(what: str, load) -> None:
+    try:
+        load()
+    except PluginError:
+        raise
+    except SystemExit as err:
+        raise PluginError(f"{what} exited (SystemExit {err.code!r}) while it was imported") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # noqa: BLE001 - whatever a plugin raises, it is named
+        line = str(err).splitlines()[0] if str(err) else ""
+        raise PluginError(f"{what} cannot be loaded: {type(err).__name__}" + (f": {line}" if line else "")) from None

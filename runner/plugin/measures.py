@@ -1,0 +1,176 @@
+"""Measures, declared once: a pure function in ``analyses/`` and one registration.
+
+A registration is a subclass of its study's measure base class (``docs/extending.md`` names
+them) decorated with :func:`register`. It holds:
+
+- ``Params``: its ``[[measure]]`` table, a :class:`MeasureParams` with ``kind: Literal["name"]``
+  and the paper's defaults (its docstring and field docstrings are what ``runner explain`` shows);
+- ``tags``: its capabilities, one :class:`~runner.plugin.measure_protocol.MeasureTags` (``timing``:
+  ``"step"``, ``"checkpoint"``, ``"network"`` or ``"derived"``; twins, shards, suites, ...);
+- ``version``: bump it when the code changes what the measure writes (its tasks then rerun);
+- ``reference``: the paper, equation or figure it follows;
+- ``variables(builder, shape)``: the variables it writes, declared with their dims, units,
+  ``long_name``, description and, optionally, how ``show`` summarises them (``headline``) and how
+  the monitor plots them (``plot``);
+- the compute method of its timing, on that timing's typed context (:mod:`runner.plugin.measure_protocol`).
+
+:func:`runner.plugin.checks.check_measure` verifies all of this for a measure of any study or plugin.
+
+Spec validation (the ``[[measure]]`` union is built from the registry), the plan, the store's
+layout, ``show`` and the monitor all follow from this one registration: ``show`` and the monitor
+read the hints from the variables' attributes in the store, so they need no study code.
+"""
+
+from __future__ import annotations
+
+import typing
+from abc import abstractmethod
+from typing import Annotated, Any, ClassVar, Union
+
+from pydantic import Field
+
+from runner.core.layout import INTERNAL, LayoutBuilder
+from runner.plugin.measure_protocol import MeasureTags, Shape
+from runner.spec.specfile import Table
+
+__all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measures", "params_union", "register"]
+
+#: study name -> measure kind -> registration
+_REGISTRY: dict[str, dict[str, type[Measure]]] = {}
+
+#: How ``show`` may reduce a variable of one network to a headline number (see runner.read.status).
+REDUCTIONS = ("mean", "finite_mean", "median", "last", "first_mean", "count_finite", "count_true", "value")
+#: How the monitor may plot a variable (see runner.tui).
+PLOTS = ("series", "log_series", "histogram", "curve")
+
+
+class MeasureParams(Table):
+    """Base of a ``[[measure]]`` table: ``kind`` names the registration."""
+
+    kind: str
+
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"kind"})
+
+
+class Measure:
+    """Base of every measure registration (see the module docstring)."""
+
+    study: ClassVar[str]
+    also: ClassVar[tuple[str, ...]] = ()
+    """Other studies whose specs may name it (a measure on activations only:
+    ``runner.checkpointed.measure.ActivationMeasure``)."""
+    tags: ClassVar[MeasureTags]
+    """Its capabilities (:class:`~runner.plugin.measure_protocol.MeasureTags`)."""
+    version: ClassVar[int] = 1
+    replaces: ClassVar[bool] = False
+    """A plugin measure that takes the kind of one already registered says so here (else it is refused)."""
+    reference: ClassVar[str] = ""
+    Params: ClassVar[type[MeasureParams]]
+    example: ClassVar[dict[str, Any]] = {}
+    """Values for the fields of ``Params`` that have no default (a file), for :func:`runner.plugin.checks.check_measure`."""
+
+    def __init__(self, params: MeasureParams):
+        self.p = params
+
+    @classmethod
+    def kind(cls) -> str:
+        return typing.get_args(cls.Params.model_fields["kind"].annotation)[0]
+
+    @classmethod
+    def citation(cls) -> str:
+        """Its reference. A measure from outside the project (a plugin) cites only what it or its own
+        base classes say, never the paper of the study base class it derives from."""
+        owner = next((c for c in cls.__mro__ if "reference" in c.__dict__), Measure)
+        if owner.__module__.startswith("runner.") and not cls.__module__.startswith("runner."):
+            return ""
+        return owner.__dict__.get("reference", "")
+
+    @classmethod
+    def tag_problems(cls) -> list[str]:
+        """What its study finds wrong in its tags beyond :meth:`MeasureTags.problems` (a study's base
+        class checks its own words, such as those of ``requires``)."""
+        return []
+
+    @abstractmethod
+    def variables(self, b: LayoutBuilder, shape: Shape) -> None:
+        """Declare the variables it writes on ``b`` (``b.var(...)``, ``b.axis(...)``), for a run of ``shape``."""
+        raise NotImplementedError
+
+
+def declare(measure: Measure, builder, *args) -> None:
+    """Let ``measure`` declare its variables on ``builder``, citing its own reference (see
+    :meth:`Measure.citation`); the study's layout calls this for each ``[[measure]]``."""
+    with builder.citing(type(measure).citation()):
+        measure.variables(builder, *args)
+
+
+def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str] | None = None,
+          overlay: str | None = None, table: str | None = None) -> dict[str, Any]:
+    """Variable attributes that tell the monitor how to plot it (``order``: its place among the
+    plots; ``series``/``log_series``/``histogram`` summarise samples, ``curve`` draws one line per
+    network or layer; ``overlay``: a variable drawn over it for one network) and ``show`` how to
+    summarise it (``(label, reduction)``, see :data:`REDUCTIONS`; ``table``: the title of a table
+    of the headline value's mean and standard deviation over the replicates of each ``model``, as
+    papers report accuracies over seeds)."""
+    out: dict[str, Any] = {"plot_overlay": overlay} if overlay else {}
+    if table is not None:
+        assert headline is not None, "a table summarises the headline value"
+        out["table"] = table
+    if plot is not None:
+        assert plot in PLOTS, plot
+        out["plot"] = plot
+        out["plot_order"] = order
+    if headline is not None:
+        assert headline[1] in REDUCTIONS, headline
+        out["headline"] = list(headline)
+    return {f"{INTERNAL}.{k}": v for k, v in out.items()}  # flat keys: hints(...) dicts merge with {**a, **b}
+
+
+def tag_problems(cls: type[Measure]) -> list[str]:
+    """What is wrong with a measure's tags: not a :class:`MeasureTags`, contradicting themselves, or
+    using words its study does not know (``cls.tag_problems``)."""
+    tags = getattr(cls, "tags", None)
+    if not isinstance(tags, MeasureTags):
+        return [f"tags must be a runner.plugin.measures.MeasureTags, not {type(tags).__name__}"]
+    return [f"tags: {p}" for p in tags.problems() or cls.tag_problems()]
+
+
+def register(cls: type[Measure]) -> type[Measure]:
+    """Class decorator: make a measure available to specs of its study (and of the studies in ``also``).
+    Tags that contradict themselves, or use words its study does not know, are refused here, where the
+    plugin author sees them."""
+    problems = tag_problems(cls)
+    if problems:
+        raise TypeError(f"measure {cls.__module__}.{cls.__qualname__}: {'; '.join(problems)}")
+    for study in (cls.study, *cls.also):
+        known = _REGISTRY.setdefault(study, {}).get(cls.kind())
+        if known is not None and _name(known) != _name(cls) and not cls.replaces:
+            raise TypeError(f"measure {_name(cls)}: kind {cls.kind()!r} of the {study} study is {_name(known)}; "
+                            "give it another kind, or set `replaces = True` on it to replace that measure")
+        _REGISTRY[study][cls.kind()] = cls
+    return cls
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def measures(study: str) -> dict[str, type[Measure]]:
+    """The registered measures of a study (plugins included, :mod:`runner.plugin.loader`)."""
+    _load_entry_points()
+    return dict(_REGISTRY.get(study, {}))
+
+
+def params_union(study: str) -> Any:
+    """The type of one ``[[measure]]`` entry of ``study``: its registrations' tables, tagged by ``kind``."""
+    tables = tuple(m.Params for m in measures(study).values())
+    if len(tables) == 1:
+        return tables[0]
+    return Annotated[Union[tables], Field(discriminator="kind")]  # noqa: UP007
+
+
+def _load_entry_points() -> None:
+    from runner.plugin.loader import load_plugins
+
+    load_plugins()

@@ -1,0 +1,199 @@
+"""Export a finished (or partly finished) store to an experiment tracker: ``runner apply SPEC
+--log-to mlflow[:TRACKING_URI]``. The zarr store stays the source of truth; the tracker gets a
+copy in the shape labs compare runs in.
+
+MLflow (``pip install -e '.[tracker]'``; the default URI is ``sqlite:///store/mlflow.db``, a
+local database that works offline): one run per store (the experiment's name, its spec and
+provenance as parameters and tags, the figures as artifacts) with one nested run per network:
+
+* curves: every numeric variable over a step-like axis (a coordinate in ``steps`` or ``epochs``:
+  training loss per step, validation loss per epoch, lambda(t) per interval, ...), averaged over
+  its other axes (samples, tokens), logged as a metric history with the axis value as the step;
+* headline numbers: ``runner show``'s results per network, as final metrics;
+* the figures ``runner figures`` draws (drawn again into the store's figures folder).
+
+The export streams: while ``apply`` runs, the curves' new points are logged every
+``EVERY_S`` seconds (and at the end, with the headline numbers and the figures). Exporting a
+store again replaces its earlier runs (deleted, then logged anew), so a resumed apply leaves one
+copy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from runner.storage.location import Location, Remote, location, zarr_store
+
+#: Trackers ``--log-to`` knows, with the package each needs.
+TRACKERS = {"mlflow": "mlflow"}
+INSTALL = "pip install -e '.[tracker]'"
+#: Points of one curve at most (longer curves are subsampled evenly, the last point kept).
+MAX_POINTS = 5000
+#: Seconds between two streamed updates while a run goes.
+EVERY_S = 30.0
+STEP_UNITS = ("steps", "epochs")
+
+
+class TrackerError(Exception):
+    """A ``--log-to`` that names no known tracker, or one whose package is missing."""
+
+
+def parse(target: str) -> tuple[str, str | None]:
+    """``mlflow`` or ``mlflow:URI`` -> (tracker, uri)."""
+    name, _, uri = target.partition(":")
+    if name not in TRACKERS:
+        raise TrackerError(f"--log-to {target}: unknown tracker {name!r}; known: {', '.join(TRACKERS)}")
+    return name, uri or None
+
+
+def check(target: str) -> str | None:
+    """Why ``--log-to target`` cannot work here (checked before anything runs), or None."""
+    import importlib.util
+
+    name, _ = parse(target)
+    if importlib.util.find_spec(TRACKERS[name]) is None:
+        return f"--log-to {name}: the {TRACKERS[name]} package is not installed ({INSTALL})"
+    return None
+
+
+def curves(ds) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """``{network: {variable: (steps, values)}}`` for each numeric variable with one step-like axis."""
+    out: dict[str, dict] = {}
+    step_dims = [d for d in ds.dims if d in ds.coords and ds[d].attrs.get("units") in STEP_UNITS]
+    for name, var in ds.data_vars.items():
+        dims = [d for d in var.dims if d in step_dims]
+        if "network" not in var.dims or len(dims) != 1 or var.dtype.kind not in "fiu":
+            continue
+        (dim,) = dims
+        mean = var.astype("float64").mean([d for d in var.dims if d not in ("network", dim)], skipna=True)
+        steps = np.asarray(ds[dim].values, dtype=np.float64)
+        keep = np.unique(np.linspace(0, len(steps) - 1, min(len(steps), MAX_POINTS)).round().astype(int))
+        for i, net in enumerate(ds["network"].values):
+            values = np.asarray(mean.isel(network=i).values)[keep]
+            finite = np.isfinite(values)
+            if finite.any():
+                out.setdefault(str(net), {})[name] = (steps[keep][finite], values[finite])
+    return out
+
+
+def export(store: str | Path, target: str) -> str:
+    """Log ``store`` to the tracker ``target`` names, whole; returns where it went (one line)."""
+    exporter = Exporter(store, target)
+    return exporter.finish()
+
+
+class Exporter:
+    """One store's runs in MLflow: created once, then each :meth:`update` logs the curves' points
+    that are new since the last, and :meth:`finish` the headline numbers and figures."""
+
+    def __init__(self, store: str | Location, target: str):
+        name, uri = parse(target)
+        import logging
+
+        from mlflow.tracking import MlflowClient
+
+        logging.getLogger("mlflow").setLevel(logging.WARNING)  # its database set-up lines are not ours to print
+        self.store = location(store)
+        # beside the store; for a store on object storage, in the working directory (SQLite needs a disk)
+        db = Path("mlflow.db") if isinstance(self.store, Remote) else self.store.parent / "mlflow.db"
+        self.uri = uri or f"sqlite:///{db.resolve()}"
+        # a SQLite database keeps its artifacts (figures, the spec) in a folder beside it, not in MLflow's
+        # default ./mlruns of whatever directory apply runs in; a tracking server chooses its own
+        local_db = self.uri.removeprefix("sqlite:///") if self.uri.startswith("sqlite:///") else None
+        self.artifacts = Path(local_db).parent.joinpath("mlartifacts").resolve().as_uri() if local_db else None
+        self.where = str(self.store if isinstance(self.store, Remote) else self.store.resolve())
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.runs: dict[str, str] = {}
+        self.logged: dict[tuple[str, str], float] = {}  # (network, variable) -> last step logged
+        self.parent: str | None = None
+
+    def _start(self, ds) -> None:
+        from runner.core.layout import internal
+
+        client, prov = self.client, internal(ds.attrs)
+        self.experiment = str(ds.attrs.get("title", self.store.stem)).split(":")[0] or self.store.stem
+        found = client.get_experiment_by_name(self.experiment)
+        exp_id = found.experiment_id if found is not None else client.create_experiment(self.experiment, artifact_location=self.artifacts)
+        store_id = str(prov.get("store_id", self.where))
+        for old in client.search_runs([exp_id], f"tags.`transient.store_id` = '{store_id}'"):
+            client.delete_run(old.info.run_id)
+        tags = {"transient.store_id": store_id, "transient.store": self.where,
+                "transient.spec_sha256": str(prov.get("spec_sha256", "")), "transient.study": str(prov.get("study", "")),
+                "mlflow.source.git.commit": str(prov.get("git_commit", ""))}
+        self.parent = client.create_run(exp_id, run_name=self.store.stem, tags=tags).info.run_id
+        client.log_param(self.parent, "spec_sha256", str(prov.get("spec_sha256", "")))
+        if prov.get("overrides"):
+            client.log_param(self.parent, "overrides", " ".join(prov["overrides"])[:6000])
+        client.log_text(self.parent, str(prov.get("spec_toml", "")), "spec.toml")
+        client.log_text(self.parent, json.dumps(prov.get("package_versions", {}), indent=2), "package_versions.json")
+        for net in map(str, ds["network"].values):
+            self.runs[net] = client.create_run(exp_id, run_name=net, tags={
+                **tags, "mlflow.parentRunId": self.parent, "transient.network": net}).info.run_id
+
+    def update(self) -> None:
+        """Log the curves' points that are new since the last update (none before the store exists)."""
+        import xarray as xr
+        from mlflow.entities import Metric
+
+        if not (self.store / "zarr.json").exists():
+            return
+        ds = xr.open_zarr(zarr_store(self.store, read_only=True), consolidated=False)
+        if self.parent is None:
+            self._start(ds)
+        for net, series in curves(ds).items():
+            metrics = []
+            for var, (steps, values) in series.items():
+                last = self.logged.get((net, var), -np.inf)
+                new = steps > last
+                metrics += [Metric(_key(var), float(v), 0, int(round(s))) for s, v in zip(steps[new], values[new],
+                                                                                           strict=True)]
+                if new.any():
+                    self.logged[(net, var)] = float(steps[new][-1])
+            for i in range(0, len(metrics), 1000):  # MLflow's batch limit
+                self.client.log_batch(self.runs[net], metrics=metrics[i:i + 1000])
+
+    def finish(self) -> str:
+        """The last points, the headline numbers and the figures; the runs end. Returns one line."""
+        import xarray as xr
+        from mlflow.entities import Metric
+
+        from runner.read.figures import default_out
+        from runner.read.figures import figures as draw_figures
+        from runner.read.status import headlines
+
+        self.update()
+        if self.parent is None:
+            return f"nothing logged to MLflow: {self.store} was not created"
+        ds = xr.open_zarr(zarr_store(self.store, read_only=True), consolidated=False)
+        for label, _, values in headlines(ds):
+            for net, value in values.items():
+                if value is not None:
+                    self.client.log_batch(self.runs[net], metrics=[Metric(_key(label), float(value), 0, 0)])
+        out = default_out(self.store)
+        draw_figures(self.store, out=out)
+        self.client.log_artifacts(self.parent, str(out), "figures")
+        for run in [*self.runs.values(), self.parent]:
+            self.client.set_terminated(run)
+        return (f"logged to MLflow ({self.uri}): experiment {self.experiment!r}, run {self.parent} with "
+                f"{len(self.runs)} network runs")
+
+
+def stream(store: str | Location, target: str, stop, every: float = EVERY_S) -> Exporter:
+    """Update an :class:`Exporter` of ``store`` every ``every`` seconds until ``stop`` (a
+    :class:`threading.Event`) is set; the caller then calls its ``finish``."""
+    exporter = Exporter(store, target)
+    while not stop.wait(every):
+        try:
+            exporter.update()
+        except Exception:  # noqa: BLE001 - a tracker hiccup never stops the run; finish says what failed
+            continue
+    return exporter
+
+
+def _key(text: str) -> str:
+    """A metric or parameter name MLflow accepts."""
+    return re.sub(r"[^\w\-. /]", "_", text).strip() or "value"

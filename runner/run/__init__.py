@@ -1,0 +1,1 @@
+"""Running a spec: prepare, apply, changes against the store, provenance, threads, and the executors (execute/)."""

@@ -1,0 +1,410 @@
+"""``runner plan`` and ``runner apply`` for every study: validate, resolve, plan, run what is missing.
+
+Everything that can be wrong with the input (spec keys, paths, model ids, data sets, sizes, the
+store's lock) is checked before the first step is computed. A spec whose tasks are all recorded
+done costs a validation and a read of the store's records: no model is built, no text tokenized.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from dataclasses import replace as replace_fields
+from pathlib import Path
+
+from runner.core import errors
+from runner.core.errors import ConsentNeeded, Locked
+from runner.core import interrupt
+from runner.run.changes import Changes, compare, summary
+from runner.core.estimate import Calibrator
+from runner.run.execute.recorder import Recorder
+from runner.run.execute.registry import ExecutorOptions, executor_class, executor_problem
+from runner.run.execute.scheduler import Scheduler, dry_run
+from runner.storage.history import history_dir
+from runner.core.layout import INTERNAL, internal
+from runner.storage.location import Remote, is_url, location
+from runner.run.provenance import now
+from runner.storage.records import renumber_chunks
+from runner.run.prepare import prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.run.prepare)
+from runner.storage.verify import repair
+from runner.storage.store import Store, StoreWriteError, read_tasks, records_lost, runner_dir, writing
+from runner.plugin.study import Prepared, ShardError
+from runner.spec.sweep import Sweep
+from runner.run.threads import ThreadChoice, for_run
+from runner.run.threads import use as use_threads
+
+
+class ReplaceRefused(ConsentNeeded):
+    """Applying the spec would replace or drop finished results, and the user has not agreed to it
+    (``apply --replace`` or ``[experiment] replace = true``); nothing ran."""
+
+    def __init__(self, store: Path, spec: Path, changes: Changes | None, extra: list[str] | None = None,
+                 lost_records: bool = False):
+        self.changes = changes
+        lines = []
+        if lost_records:
+            lines.append(f"  its completion records ({runner_dir(store) / 'records'}) are missing, so which of its results "
+                         "are finished is unknown (was its .runner folder deleted, or the store copied without it?)")
+        by_change: dict[str, dict[str, list[str]]] = {}  # the same change, said once for its results
+        for r in (changes.replace if changes else []):
+            what = "; ".join(r.changes) if r.changes else "its parameters changed"
+            by_change.setdefault(what, {}).setdefault(r.network, []).append(r.task.label)
+        for what, nets in by_change.items():
+            where = "; ".join(f"{net} {', '.join(dict.fromkeys(names))}" for net, names in nets.items())
+            lines.append(f"  replace {where}: {what}")
+        if changes and changes.drop:
+            lines.append(f"  drop {summary(changes.drop, changes.records)}: no longer in the spec")
+        lines += [f"  drop {e}" for e in (extra or [])]
+        shown = lines[:12] + ([f"  ... and {len(lines) - 12} more (runner plan {spec})"] if len(lines) > 12 else [])
+        super().__init__(
+            f"{store} holds finished results that this spec would replace:\n" + "\n".join(shown) + "\n"
+            + ("Nothing was run. A store on object storage keeps no earlier version, so they cannot be replaced "
+               "there: give the changed spec another [experiment] name or store URL." if is_url(store) else
+               f"Nothing was run. To replace them, keeping the store as it is now readable in {history_dir(store)}/: "
+               f"`runner apply {spec} --replace` (or [experiment] replace = true). To keep both, give the changed "
+               "spec another [experiment] name or store."))
+
+
+class Unmet(errors.Unavailable):
+    """Requirements this machine does not meet (a model not cached and no network, a missing extra,
+    no CUDA); ``apply`` refuses before any compute, ``plan`` lists them."""
+
+    def __init__(self, requirements: list[str]):
+        from runner.core.requirements import lines
+
+        self.requirements = requirements
+        super().__init__("this machine does not meet the spec's requirements:\n" + "\n".join(lines(requirements)))
+
+
+@dataclass
+class Outcome:
+    ran: list[str]
+    failed: dict[str, str]
+    skipped: int
+    interrupted: bool = False
+
+
+def damage_of(path: Path, quick: bool = False):
+    """What :func:`runner.storage.verify.verify` finds in the store at ``path`` (nothing for a new store)."""
+    from runner.storage.verify import Damage, verify
+
+    path = location(path)
+    return verify(path, quick) if (path / "zarr.json").exists() else Damage(path)
+
+
+def states(p: Prepared) -> dict[str, str]:
+    """What ``apply`` would do with each task: the scheduler's dry run against the store's records
+    (less those of tasks whose chunk files are missing or empty: apply recomputes them; a chunk
+    that is there but corrupt only ``apply``, ``verify`` and ``status`` find, by reading it)."""
+    damaged = damage_of(p.store_path, quick=True).tasks
+    return dry_run(p.tasks, {tid: rec for tid, rec in read_tasks(p.store_path).items() if tid not in damaged})
+
+
+def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
+          executor: ExecutorOptions | None = None, replace: bool = False, threads: int | None = None) -> Outcome:
+    """Run the tasks the store is missing with ``executor`` (default: here, one group at a time).
+    Finished results the changed spec would replace or drop are only touched with ``replace`` (or
+    ``[experiment] replace = true``), after the store as it was is kept in its history; otherwise
+    :class:`ReplaceRefused`, before anything runs. SIGINT/SIGTERM stop it at the next step
+    (``interrupted``); a store that cannot be written ends it with :class:`StoreWriteError`
+    (finished work kept). ``threads``: CPU threads (default: :mod:`runner.run.threads` chooses)."""
+    from runner.core.device import describe, make_deterministic, pick_device
+
+    options = executor or ExecutorOptions()
+    problem = executor_problem(options.name)
+    if p.unmet or problem:
+        raise Unmet(p.unmet + ([problem] if problem else []))
+    if options.address:  # a cluster that does not answer is said in seconds, before anything is loaded
+        from runner.run.execute.ray_cluster import check_address
+
+        check_address(options.address)
+    check_shards(p, options.shards)
+    consent = replace or p.spec.experiment.replace
+    done = read_tasks(p.store_path)
+    damage = damage_of(p.store_path)  # reads back the chunks finished tasks recorded
+    if all(t.id in done for t in p.tasks) and not records_lost(p.store_path) and damage.ok:
+        return Outcome([], {}, len(p.tasks))  # nothing to do costs a read of the results: no lock, no models
+    changes = compare(p.tasks, p.labels, done)
+    lost_records = records_lost(p.store_path)
+    if (changes.needs_consent or lost_records) and not consent:  # said before anything is loaded
+        raise ReplaceRefused(p.store_path, p.spec_file.path, changes, lost_records=lost_records)
+    dev = pick_device(device or p.device)
+    make_deterministic(dev)
+    cpu = for_run(p, dev, threads, Calibrator())
+    use_threads(cpu)
+    store, events, view = open_run(p.store_path, quiet)
+    outcome = Outcome([], {}, 0)
+    t_run = time.monotonic()
+    status = "failed"
+    builds = _BuildProgress(events, view)
+    try:
+        events.emit("run_preparing", spec=str(p.spec_file.path), store=str(p.store_path), stage="loading models and data")
+        session = p.study.open(p, dev, view.warn)  # a Ctrl-C here stops at once: nothing is written yet
+        with interrupt.graceful_stop():
+            if not damage.ok:  # before the arrays are opened: a corrupt one is removed and made again
+                redo = repair(p.store_path, damage, store)
+                events.emit("results_damaged", task=redo, arrays=damage.variables)
+                view.warn(f"{p.store_path}: {len(damage.problems)} damaged chunk(s) of {', '.join(damage.variables)}; "
+                          f"recomputing the {len(redo)} task(s) that wrote them")
+            done = read_tasks(p.store_path)  # under the lock now
+            changes = compare(p.tasks, p.labels, done)
+            reshape = store.reshape(session.layout)
+            also = [tid for tid in reshape.lost(done) if tid not in {t.id for t in p.tasks} and tid not in changes.lost()]
+            if (changes.needs_consent or also or lost_records) and not consent:
+                raise ReplaceRefused(p.store_path, p.spec_file.path, changes,
+                                     [f"{summary(also, done)}: its arrays change shape"] if also else None,
+                                     lost_records)
+            kept = None
+            if changes.needs_consent or also or lost_records:
+                kept = _keep_history(p, changes, also, done, lost_records)
+                interrupt.stall_point(store.state_dir, "replace", 1)  # test hook: a kill after the copy
+                store.forget(changes.lost() + also)
+                interrupt.stall_point(store.state_dir, "replace", 2)  # and after the records went
+                events.emit("results_replaced", history=str(kept.store), replaced=changes.replaced_ids,
+                            dropped=changes.drop + also)
+                view.warn(f"kept the store as it was in {kept.store} ({len(changes.lost()) + len(also)} finished "
+                          "result(s) replaced or dropped; `runner history` lists the versions)")
+            store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
+            store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
+                                 + (f"; earlier results kept in {kept.store}" if kept else ""))
+            session.write_inputs(store)
+            interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the store
+            done = store.tasks()  # without the tasks whose arrays were remade
+            _renumber(store, p, done, session.layout)
+            todo = [t for t in p.tasks if t.id not in done]
+            outcome.skipped = len(p.tasks) - len(todo)
+            events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
+                        threads=cpu.to_json(),
+                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks],
+                        estimate=_estimate(p, dev))
+            if todo:
+                groups = {t.group or t.id: t.steps for t in todo}
+                view.start(total=sum(groups.values()), tasks=len(todo), stepless=sum(s == 0 for s in groups.values()))
+            runner = executor_class(options.name)(p, dev, replace_fields(options, extra={**options.extra,
+                                                                                       "device": device or p.device}))
+            recorder = Recorder(p, session, store, events, view, dev, options.shards)
+            try:
+                left = Scheduler(p.tasks, done, session.available()).run(runner, recorder)
+            finally:
+                runner.close()
+            outcome.ran, outcome.failed = recorder.ran, dict(recorder.failed)
+            for t in left:
+                if t.id not in outcome.failed:
+                    outcome.failed[t.id] = "skipped: what it needs did not finish"
+            status = "failed" if outcome.failed else "done"
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        status = "interrupted"
+    except ReplaceRefused:
+        status = "refused"
+        raise
+    finally:
+        builds.close()
+        events.emit("run_finished", status=status, seconds=round(time.monotonic() - t_run, 3))
+        close_run(store, events, view)
+    return outcome
+
+
+class _BuildProgress(logging.Handler):
+    """First-use builds of models (the ``models`` loggers' INFO records, e.g. "building <model>:
+    step 120/200"): printed (unless quiet) and written as the run's preparing stage, which the
+    monitor and ``status`` show."""
+
+    def __init__(self, events, view):
+        super().__init__(logging.INFO)
+        self.events, self.view = events, view
+        self.logger = logging.getLogger("models")
+        self.level_before = self.logger.level
+        self.logger.setLevel(logging.INFO)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.events.emit("run_preparing", stage=message)
+        self.view.note(message)  # through the view: above its bars when a build starts mid-run
+
+    def close(self) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level_before)
+        super().close()
+
+
+def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], lost_records: bool):
+    """Keep the store as it is now in its history, saying what is about to be replaced or dropped."""
+    from runner.storage.history import snapshot
+    from runner.storage.store import StorePathError, root_attrs
+
+    if isinstance(p.store_path, Remote):  # a hard-linked copy needs a disk
+        raise StorePathError(f"{p.store_path}: replacing or dropping finished results keeps a copy of the store in "
+                             "its history, which is made on local disks only; apply the spec to a new store URL, or "
+                             "remove the store first")
+    old = internal(root_attrs(p.store_path))
+    return snapshot(p.store_path, {
+        "created_utc": now(), "reason": "records missing" if lost_records else "replace",
+        "spec_sha256": old.get("spec_sha256"), "spec_toml": old.get("spec_toml"),
+        "replaced_by_spec_sha256": p.spec.sha256(),
+        "replaced": [{"ids": r.old_ids, "network": r.network, "measure": r.task.label, "new_id": r.task.id,
+                      "changes": r.changes} for r in changes.replace],
+        "dropped": [{"id": i, "network": records.get(i, {}).get("network_label"),
+                     "measure": records.get(i, {}).get("label")} for i in changes.drop + also],
+        "records": records})
+
+
+def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict:
+    """The root attributes apply writes: what a reader looks for, and the provenance under ``runner``."""
+    from runner.run.provenance import provenance, root_attrs
+
+    prov = provenance(p.spec_file.text, p.spec.sha256(), device, study=p.study.name, threads=threads.to_json(),
+                      **p.attrs)
+    e = p.spec.experiment
+    refs = [*p.study.references, *(v.attrs.get("reference", "") for v in layout.vars.values())]
+    title = f"{e.name}: {e.description}" if e.description else e.name
+    return {**root_attrs(title, refs, prov["git_commit"], prov["git_dirty"]), INTERNAL: prov}
+
+
+def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout) -> None:
+    """Records of kept results whose network moved (a network added or taken out before it) get its
+    new index, and so do the chunks they list."""
+    dims = {v.name: v.dims for v in layout.vars.values()}
+    moved = {t.id: {**done[t.id], "network": t.network} for t in p.tasks
+             if t.id in done and done[t.id].get("network") != t.network}
+    for tid, rec in moved.items():
+        if "chunks" in rec:  # records made before chunks were listed have none
+            rec["chunks"] = renumber_chunks(rec["chunks"], dims, done[tid].get("network"), rec["network"])
+    if moved:
+        store.record_many(moved)
+
+
+def check_shards(p: Prepared, shards: int) -> None:
+    """Refuse, before anything runs, sample shards of a group whose measures cannot be split."""
+    if shards <= 1:
+        return
+    groups: dict[str, list] = {}
+    for t in p.tasks:
+        groups.setdefault(t.group or t.id, []).append(t)
+    problems = []
+    for group in groups.values():
+        try:
+            p.study.split(p, group, shards)
+        except ShardError as err:
+            problems.append(str(err))
+    if problems:
+        raise ShardError("; ".join(dict.fromkeys(problems)))
+
+
+def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = None, quiet: bool = False,
+                executor: ExecutorOptions | None = None, replace: bool = False, threads: int | None = None) -> Outcome:
+    """Apply each point of a sweep in turn (a point that is done costs a read of its records). A
+    point that would replace finished results without consent stops the sweep before anything of
+    any point runs."""
+    import zarr
+
+    from runner.spec.sweep import record
+
+    total = Outcome([], {}, 0)
+    if all(all(t.id in read_tasks(p.store_path) for t in p.tasks) and damage_of(p.store_path).ok for p in prepared):
+        total.skipped = sum(len(p.tasks) for p in prepared)
+        return total
+    if not (replace or prepared[0].spec.experiment.replace):
+        refused = [(p, compare(p.tasks, p.labels, read_tasks(p.store_path))) for p in prepared]
+        for p, changes in refused:
+            if changes.needs_consent or records_lost(p.store_path):
+                raise ReplaceRefused(p.store_path, p.spec_file.path, changes, lost_records=records_lost(p.store_path))
+    record(sweep, prepared[0].spec_file.text)
+    options = executor or ExecutorOptions()
+    try:
+        for i, (point, p) in enumerate(zip(sweep.points, prepared, strict=True)):
+            if not quiet:
+                print(f"sweep point {point.name}", file=sys.stderr)
+            one = apply(p, device=device, quiet=quiet, executor=replace_fields(options, point=i), replace=replace,
+                        threads=threads)
+            total.ran += one.ran
+            total.failed.update(one.failed)
+            total.skipped += one.skipped
+            if one.interrupted:
+                total.interrupted = True
+                break
+    finally:
+        with writing(sweep.root):
+            zarr.consolidate_metadata(sweep.root)  # the root opens consolidated with every point in it
+    return total
+
+
+def open_run(store_path: Path, quiet: bool):
+    """Lock the store (a second apply is refused here) and open its event log and progress view."""
+    from runner.storage.events import EventLog
+    from runner.core.progress import ProgressView
+
+    from runner.run.execute import lease
+    from runner.run.execute.ray_cluster import stop_leftover
+
+    store = Store(store_path)
+    store.lock()
+    stop_leftover(store.state_dir)  # the local Ray cluster of an earlier apply whose driver was killed
+    with writing(store.state_dir):
+        lease.take(store.state_dir)  # workers of an earlier holder may not write from now on
+    return store, EventLog(store.state_dir / "events.jsonl"), ProgressView(quiet=quiet)
+
+
+def close_run(store: Store, events, view) -> None:
+    """End an apply whatever happened: stop the bars, refresh the store's metadata, release the lock.
+
+    Every step runs even when an earlier one fails. When the run is already ending with an error
+    (a full disk), a failed refresh says nothing more: that error is the one message, and the next
+    apply refreshes the metadata. Otherwise the refresh's own error is raised."""
+    view.stop()
+    failed: StoreWriteError | Locked | None = None
+    try:
+        if store.group is not None:
+            store.set_internal(updated_utc=now())
+            store.consolidate()
+            store.fold_records()  # on object storage: all records in one object, read in one GET
+    except (StoreWriteError, Locked) as err:  # a lost lock (object storage) refuses these writes too
+        failed = err
+    finally:
+        events.close()
+        store.unlock()
+    if failed is not None and sys.exc_info()[1] is None:
+        raise failed
+
+
+def _estimate(p: Prepared, dev) -> dict:
+    """The plan's estimate from cached calibrations (apply calibrates nothing), for ``show``."""
+    from runner.core.estimate import estimate
+
+    try:
+        return estimate(p, dev, calibrate=False, others=False).to_json()
+    except Exception as err:  # an estimate is never worth failing a run for
+        return {"device": None, "missing": f"{type(err).__name__}: {err}"}
+
+
+def _task_info(t, p: Prepared, done: bool) -> dict:
+    return {"id": t.id, "network": t.network, "network_label": p.labels[t.network], "measure": t.label,
+            "kind": t.kind, "checkpoint": t.checkpoint, "steps": t.steps, "state": "done" if done else "pending",
+            **({"group": t.group} if t.group else {}), **({"not_applicable": t.skip} if t.skip else {})}
+
+
+def describe_store(path: Path) -> str:
+    """Where the store goes, said plainly when that is outside the working directory."""
+    if isinstance(path, Remote):
+        return f"{path} (object storage)"
+    absolute = path.absolute()
+    if absolute.is_relative_to(Path.cwd()):
+        return str(path)
+    return f"{absolute} (outside the working directory {Path.cwd()})"
+
+
+def open_snippet(store_path: Path) -> str:
+    from runner.spec.sweep import is_sweep
+
+    if is_sweep(store_path):
+        return ("from runner.spec.sweep import open_sweep\n"
+                f"ds = open_sweep({str(store_path)!r})  # the points as one dataset; or xr.open_datatree(path)\n"
+                "print(ds)")
+    return (
+        "import xarray as xr\n"
+        f"ds = xr.open_zarr({str(store_path)!r})\n"
+        "print(ds)"
+    )

@@ -1,0 +1,1 @@
+"""Executors and what a run does on a device: scheduling, recording, checkpoints, devices."""

@@ -1,0 +1,69 @@
+"""Executors by name (``runner apply --executor NAME``): where the scheduler's groups of tasks run.
+
+An executor is named by ``"module:Class"`` and imported only when chosen, so the engine never
+imports an optional backend (Ray) unless asked to. Besides the built-in ones below, an installed
+package names its executors in the entry-point group ``transient.executors`` (the entry point's
+name is the executor's, its value the ``"module:Class"``; nothing is imported until it is chosen),
+and a plugin module (``runner.plugin.loader``) adds one with :func:`register_executor`. The class is
+built with ``(prepared, device, options)`` and only submits groups and polls for those that ended
+(:class:`runner.run.execute.executor.Executor`); the recorder of ``apply`` does the bookkeeping.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+
+from runner.plugin.loader import load_plugins
+
+_EXECUTORS: dict[str, str] = {
+    "local": "runner.run.execute.local:LocalExecutor",
+    "ray": "runner.run.execute.ray_executor:RayExecutor",
+}
+_EXTRAS = {"ray": ("ray", "pip install -e '.[ray]'")}
+GROUP = "transient.executors"
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How ``apply`` runs: the executor's name and its settings (picklable)."""
+
+    name: str = "local"
+    address: str | None = None
+    """A running Ray cluster (``ray://host:10001``, ``auto``); None starts a local one."""
+    shards: int = 1
+    """Split each splittable group (``Study.split``) into this many sample shards."""
+    point: int = 0
+    """Which point of the spec's sweep this run is (a worker keeps one session per point)."""
+    extra: dict = field(default_factory=dict)
+
+
+def register_executor(name: str, target: str) -> None:
+    """Make ``--executor name`` run through ``target`` (``"package.module:Class"``)."""
+    _EXECUTORS[name] = target
+
+
+def executors() -> dict[str, str]:
+    """Every executor by name: the built-in ones, those of installed packages (``transient.executors``)
+    and those plugin modules registered (which take precedence over an entry point of the same name)."""
+    load_plugins()
+    installed = {ep.name: ep.value for ep in entry_points(group=GROUP)}
+    return {**installed, **_EXECUTORS}
+
+
+def executor_problem(name: str) -> str | None:
+    """Why ``--executor name`` cannot run here (unknown, or its extra is not installed), or None."""
+    known = executors()
+    if name not in known:
+        return f"unknown executor {name!r}; known: {', '.join(sorted(known))}"
+    module, extra = _EXTRAS.get(name, (None, None))
+    if module and importlib.util.find_spec(module) is None:
+        return f"--executor {name} needs the optional package {module!r}: {extra}"
+    return None
+
+
+def executor_class(name: str) -> type:
+    module, _, cls = executors()[name].partition(":")
+    return getattr(importlib.import_module(module), cls)

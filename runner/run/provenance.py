@@ -1,0 +1,115 @@
+"""Where a result came from: spec text and hash, package versions, the code that ran, the device.
+
+The store's root holds what a reader looks for (``title``, ``history``, ``references``,
+``source``, ``Conventions``) and, in its runner attribute, the rest: the spec, package versions,
+the git commit and whether the checkout had changes (untracked files count), and a hash of the
+source of every module of this project and of every plugin that was imported (``code_sha256``,
+with each file's hash), so that a measure in an untracked file or a plugin outside the repository
+still changes the recorded identity of the code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from models.maps import MAPS
+from models.registry import families
+from runner.plugin.measures import _REGISTRY
+from runner.plugin.loader import ENV
+from runner.plugin.study import studies
+
+PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "xarray", "zarr", "numpy", "pydantic", "transient")
+ROOT = Path(__file__).resolve().parents[2]  # the project: runner/run/provenance.py
+#: What ``Conventions`` says: the discovery attributes of ACDD. Not CF: the store follows CF's
+#: variable attributes (long_name, units, flag_values, flag_meanings, coordinates) but counts steps
+#: of a map, tokens and nats in units that UDUNITS does not define.
+CONVENTIONS = "ACDD-1.3"
+UNITS_NOTE = ("Variables follow CF's attribute conventions (long_name, units, flag_values/flag_meanings, NaN where "
+              "a value does not exist); the units 'steps' (applications of the map), 'tokens' and 'nats' are not "
+              "UDUNITS units, so the store does not claim CF.")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def git_revision(root: Path = ROOT) -> tuple[str, bool]:
+    """(commit, dirty) of the project's checkout, ("unknown", False) outside git. Dirty: any change
+    to a tracked file or any untracked file that git does not ignore."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=root,
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown", False
+    if commit.returncode != 0:
+        return "unknown", False
+    return commit.stdout.strip(), bool(dirty.stdout.strip())
+
+
+def code_files() -> dict[str, str]:
+    """sha256 of the source of each imported module of this project (``runner``, ``analyses``,
+    ``models``) and of each plugin module (the module of every registered study, measure and
+    model family, wherever it lives), by path (relative to the project when inside it)."""
+    names = {n for n in sys.modules if n.split(".")[0] in ("runner", "analyses", "models")} | plugin_modules()
+    out = {}
+    for name in sorted(names):
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if not file or not file.endswith(".py"):
+            continue
+        path = Path(file).resolve()
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            continue
+        out[str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)] = digest
+    return out
+
+
+def code_identity() -> tuple[str, dict[str, str]]:
+    files = code_files()
+    whole = hashlib.sha256("".join(f"{p}\0{h}\n" for p, h in sorted(files.items())).encode()).hexdigest()
+    return whole, files
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def provenance(spec_text: str, spec_sha: str, device: str, **extra) -> dict:
+    """The runner attribute's provenance entries of a store (JSON-able)."""
+    commit, dirty = git_revision()
+    code, files = code_identity()
+    return {"spec_toml": spec_text, "spec_sha256": spec_sha, "package_versions": package_versions(),
+            "git_commit": commit, "git_dirty": dirty, "code_sha256": code, "code_files": files,
+            "device": device, "updated_utc": now(), **extra}
+
+
+def root_attrs(title: str, references: list[str], commit: str, dirty: bool) -> dict[str, str]:
+    """The root attributes a reader looks for; strings only, so ``to_netcdf`` of the dataset works."""
+    version = package_versions().get("transient", "?")
+    where = "" if commit == "unknown" else f" (git {commit[:12]}{', with changes' if dirty else ''})"
+    return {"title": title, "Conventions": CONVENTIONS, "source": f"transient runner {version}{where}",
+            "references": "\n".join(dict.fromkeys(r for r in references if r)), "comment": UNITS_NOTE}
+
+
+def plugin_modules() -> set[str]:
+    """The modules that define a registered study, measure, model family or reference map, and
+    those named in ``TRANSIENT_PLUGINS`` (what provenance hashes beside the project's own code)."""
+    classes = [*studies().values(), *(m for by_kind in _REGISTRY.values() for m in by_kind.values()),
+               *(type(f) for f in families()), *MAPS.values()]
+    names = {c.__module__ for c in classes}
+    return names | {n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()}

@@ -1,0 +1,1 @@
+"""Spec files: reading and locating problems, --set overrides, sweeps."""

@@ -1,0 +1,115 @@
+"""``--set KEY=VALUE``: one value of a spec changed from the command line, as Hydra's ``key=value``,
+snakemake's ``--config`` and DVC's ``-S`` do.
+
+``KEY`` is a dotted path into the spec's tables, with ``[i]`` for an entry of an array of tables
+(``experiment.seed``, ``model[0].seed``, ``measure[2].every``); ``VALUE`` is a TOML value (``1000``,
+``1e-3``, ``true``, ``[1, 2]``, ``"text"``), and a bare word is a string (``device=cpu``). The
+changed spec is validated as the file would be; a problem at an overridden key names the override.
+A sweep's axes cannot be overridden: the sweep sets them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import tomli
+
+from runner.core.errors import UsageError
+from runner.spec.specfile import SpecFile
+
+_PART = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)")
+
+
+class OverrideError(UsageError):
+    """A ``--set`` that cannot be read or applied (exit 2, a usage error)."""
+
+
+@dataclass(frozen=True)
+class Override:
+    text: str
+    """As given: ``experiment.seed=3``."""
+    path: tuple
+    """``("experiment", "seed")``; ``("model", 0, "seed")``."""
+    value: Any
+
+
+def parse(text: str) -> Override:
+    key, eq, raw = text.partition("=")
+    key = key.strip()
+    if not eq or not key:
+        raise OverrideError(f"--set {text}: expected KEY=VALUE, e.g. --set experiment.seed=3")
+    path: list = []
+    for part in key.split("."):
+        m = _PART.fullmatch(part)
+        if m is None:
+            raise OverrideError(f"--set {text}: {part!r} is not a key; keys are dotted names, with [i] for an "
+                                "entry of an array of tables (model[0].seed)")
+        path.append(m.group(1))
+        path += [int(i) for i in re.findall(r"\d+", m.group(2))]
+    return Override(text, tuple(path), _value(raw.strip()))
+
+
+def _value(raw: str) -> Any:
+    try:
+        return tomli.loads(f"v = {raw}")["v"]
+    except tomli.TOMLDecodeError:
+        if re.fullmatch(r"[^\s\"'\[\]{}=,#]+", raw):
+            return raw  # a bare word: a string, as on most command lines
+        raise OverrideError(f"--set ...={raw}: not a TOML value (quote a string with spaces: '\"a b\"')") from None
+
+
+def apply(sf: SpecFile, overrides: list[Override]) -> SpecFile:
+    """``sf`` with each override set (tables created as needed); :class:`OverrideError` for a path
+    that goes through a value, an index past an array's end, or a sweep axis."""
+    if not overrides:
+        return sf
+    data = copy.deepcopy(sf.data)
+    sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
+    for o in overrides:
+        *tables, key = o.path
+        node = sweep
+        for t in tables:  # [sweep.corpus.scaffold] rules = [...] is the axis corpus.scaffold.rules
+            node = node.get(t) if isinstance(node, dict) and isinstance(t, str) else None
+        if tables and isinstance(key, str) and isinstance(node, dict) and isinstance(node.get(key), list):
+            table = ".".join(tables)
+            raise OverrideError(f"--set {o.text}: {table}.{key} is an axis of the sweep ([sweep.{table}] {key} = "
+                                f"{node[key]}); change the sweep's values in the spec, or drop --set")
+        _set(data, o)
+    return dataclasses.replace(sf, data=data, overrides=(*sf.overrides, *overrides))
+
+
+def key_text(path: tuple) -> str:
+    """``("model", 0, "seed")`` -> ``model[0].seed``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def _set(data: dict, o: Override) -> None:
+    node: Any = data
+    for i, part in enumerate(o.path[:-1]):
+        following = o.path[i + 1]
+        where = key_text(o.path[:i + 1])
+        if isinstance(part, int):
+            if not isinstance(node, list) or part >= len(node):
+                size = len(node) if isinstance(node, list) else 0
+                raise OverrideError(f"--set {o.text}: {where}: the spec has {size} such entr{'y' if size == 1 else 'ies'}"
+                                    f" (indices from 0)")
+            node = node[part]
+        else:
+            if not isinstance(node, dict):
+                raise OverrideError(f"--set {o.text}: {where} is inside a value, not a table")
+            node = node.setdefault(part, [] if isinstance(following, int) else {})
+        if not isinstance(node, (dict, list)):
+            raise OverrideError(f"--set {o.text}: {where} is a value, not a table")
+    last = o.path[-1]
+    if isinstance(last, int):
+        if not isinstance(node, list) or last >= len(node):
+            raise OverrideError(f"--set {o.text}: no entry {last} to replace")
+        node[last] = o.value
+    elif isinstance(node, dict):
+        node[last] = o.value
+    else:
+        raise OverrideError(f"--set {o.text}: {key_text(o.path[:-1])} is an array; give an index")

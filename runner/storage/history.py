@@ -1,0 +1,112 @@
+"""Earlier versions of a store: what ``apply --replace`` keeps before it replaces finished results.
+
+``store/<name>.history/<UTC time>/`` holds ``<name>.zarr``, the store as it was (``xr.open_zarr``
+opens it), and ``manifest.json``: when, why, the spec it was made with, the finished results that
+were replaced or dropped (with the values that changed) and every completion record it held. A
+version is made whole or not at all (built under a temporary name, then renamed), and removed only
+by ``runner history STORE --remove VERSION``.
+
+The copy costs no data: its files are hard links to the store's. That is safe because nothing
+writes a store's files in place: zarr's local store writes every chunk and metadata file to a
+temporary file that replaces the old one (zarr >= 3.1.3), so later writes to the store leave the
+version's links on the old bytes. Where links are not possible (another filesystem), files are copied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from runner.storage.location import Location, is_url, location
+from runner.storage.store import atomic_write_bytes, writing
+
+MANIFEST = "manifest.json"
+PARTIAL = ".partial-"
+
+
+def history_dir(path: Location) -> Location:
+    """``x.zarr`` -> ``x.history``; for a point of a sweep (``x.zarr/p``) ``x.history/p``."""
+    path = location(path)
+    if path.parent.suffix == ".zarr":
+        return history_dir(path.parent) / path.name
+    return path.with_suffix(".history")
+
+
+@dataclass(frozen=True)
+class Version:
+    name: str
+    store: Path
+    """The zarr store of this version (``xr.open_zarr(version.store)``)."""
+    manifest: dict
+
+    @property
+    def created(self) -> str:
+        return str(self.manifest.get("created_utc", "?"))
+
+    def describe(self) -> str:
+        m = self.manifest
+        parts = [f"{len(m.get('replaced', []))} replaced"] if m.get("replaced") else []
+        parts += [f"{len(m.get('dropped', []))} dropped"] if m.get("dropped") else []
+        why = ", ".join(parts) or m.get("reason", "kept")
+        return f"{self.name}  {why}; spec sha256 {str(m.get('spec_sha256', '?'))[:12]}; {self.store}"
+
+
+def snapshot(path: Path, manifest: dict) -> Version:
+    """Keep the store at ``path`` as it is now, as a new version (see the module docstring)."""
+    path = Path(path)
+    folder = history_dir(path)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    name, n = stamp, 1
+    while (folder / name).exists():
+        n += 1
+        name = f"{stamp}-{n}"
+    tmp = folder / f"{PARTIAL}{name}"
+    with writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob(f"{PARTIAL}*"):  # a copy a kill cut short: never a version
+            shutil.rmtree(stale, ignore_errors=True)
+        shutil.copytree(path, tmp / path.name, copy_function=_link_or_copy)
+        atomic_write_bytes(tmp / MANIFEST, json.dumps({"name": name, "store": path.name, **manifest}, indent=1,
+                                                      sort_keys=True, default=str).encode())
+        os.replace(tmp, folder / name)
+    return Version(name, folder / name / path.name, manifest)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def versions(path: Path) -> list[Version]:
+    """The versions kept for the store at ``path``, oldest first (none on object storage: no history is kept there)."""
+    if is_url(path):
+        return []
+    folder = history_dir(path)
+    if not folder.is_dir():
+        return []
+    out = []
+    for entry in sorted(folder.iterdir()):
+        if not entry.is_dir() or entry.name.startswith(PARTIAL):
+            continue
+        try:
+            manifest = json.loads((entry / MANIFEST).read_text())
+        except (OSError, ValueError):
+            continue  # not a version of ours (a sweep point's folder, or something a user put there)
+        out.append(Version(entry.name, entry / str(manifest.get("store", Path(path).name)), manifest))
+    return out
+
+
+def remove(path: Path, name: str) -> Version:
+    """Delete one version (``runner history STORE --remove NAME``); KeyError naming the versions."""
+    found = {v.name: v for v in versions(path)}
+    if name not in found:
+        raise KeyError(f"{history_dir(path)} has no version {name!r}; versions: {', '.join(found) or 'none'}")
+    with writing(history_dir(path)):
+        shutil.rmtree(history_dir(path) / name)
+    return found[name]

@@ -1,0 +1,539 @@
+"""The zarr v3 store of an experiment and the run state kept beside it.
+
+``store/<name>.zarr`` is a plain zarr v3 group that ``xr.open_zarr`` reads with no runner
+installed. Beside it, ``store/<name>.runner/`` holds what only the runner needs: the lock that
+refuses a second ``apply``, the event log, resume checkpoints and the completion records.
+
+Rules (see docs/architecture.md): arrays are created up front from the :class:`Layout` and filled
+by region writes aligned to chunks; a chunk has exactly one writing task; a finished task is
+recorded explicitly (:mod:`runner.storage.records`), never inferred from the data; an array whose layout
+changed is remade, keeping the values of the networks it can (:func:`plan_reshape`), and the tasks
+whose values it could not keep are forgotten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from filelock import FileLock, Timeout
+
+from runner.core.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
+from runner.storage.location import Location, Remote, location, move_tree, reachable_problem, write_atomic, zarr_store
+from runner.storage.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
+                            records_exist, write_records)
+from runner.storage.store_errors import (StoreFormatError, StoreLocked, StorePathError, StoreUnreachable,  # noqa: F401
+                                  StoreWriteError, guard_writes, writing)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import zarr
+
+warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+
+
+def check_reachable(path: Location) -> None:
+    """Raise :class:`StoreUnreachable` for a store URL whose bucket cannot be reached (nothing for a disk)."""
+    problem = reachable_problem(location(path))
+    if problem:
+        raise StoreUnreachable(problem)
+
+
+def chunk_codecs() -> dict[str, Any]:
+    """The bytes-to-bytes codecs of every array the runner creates: zarr's default compression
+    (zstd) followed by a CRC-32C checksum of each compressed chunk (zarr v3 ``crc32c``), so that a
+    chunk whose bytes changed on disk fails to read instead of decoding to wrong values
+    (:mod:`runner.storage.verify`). Stores made before this (format 3 without checksums) read as before."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    return {"compressors": (ZstdCodec(level=0, checksum=False), Crc32cCodec())}
+
+
+def _write_every_chunk() -> None:
+    """Store chunks that hold only the fill value too: a chunk a finished task wrote always exists,
+    so a missing chunk file is damage, never "all NaN" (zarr skips such chunks by default)."""
+    import zarr
+
+    zarr.config.set({"array.write_empty_chunks": True})
+
+
+def runner_dir(path: Location) -> Location:
+    """The runner's folder beside a store (event log, lock, checkpoints): ``x.zarr`` -> ``x.runner``;
+    for a point of a sweep (a store inside a ``.zarr`` group), ``x.runner/<point>``, outside the
+    zarr hierarchy."""
+    path = location(path)
+    if path.parent.suffix == ".zarr":
+        return runner_dir(path.parent) / path.name
+    return path.with_suffix(".runner")
+
+
+def root_attrs(path: Path) -> dict | None:
+    try:
+        meta = json.loads((location(path) / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta.get("attributes") or {} if isinstance(meta, dict) else None
+
+
+def store_id(path: Path) -> str | None:
+    """The id of a store this runner created (None for anything else, or no store)."""
+    attrs = root_attrs(path)
+    if attrs is None:
+        return None
+    return internal(attrs).get("store_id") or attrs.get("runner_store_id")  # the second: store formats 1-2
+
+
+def is_runner_store(path: Path) -> bool:
+    """True for a zarr group this runner created (its root's runner attribute carries a store id)."""
+    return store_id(path) is not None
+
+
+def format_problem(path: Path) -> str | None:
+    """Why a store of this runner cannot be written by this version (an older ``store_format``)."""
+    attrs = root_attrs(path) or {}
+    try:
+        found = int(attrs.get("store_format", 1))
+    except (TypeError, ValueError):
+        found = 0
+    if found == STORE_FORMAT:
+        return None
+    return (f"{path} was written by {'an older' if found < STORE_FORMAT else 'a newer'} runner (store format {found}; "
+            f"this one writes format {STORE_FORMAT}, see docs/architecture.md). Its results stay readable with "
+            f"xarray. To run the spec, move the store away (mv {path} {path}.v{found}) or set [experiment] store to "
+            "a new path")
+
+
+def is_sweep_root(path: Path) -> bool:
+    attrs = root_attrs(path) or {}
+    return "sweep" in internal(attrs) or "runner_sweep" in attrs
+
+
+def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> str | None:
+    """Why ``path`` cannot be this experiment's store (``sweep``: of a spec with a sweep; ``point``:
+    a point of a sweep, whose store is a folder of the sweep's store), or None.
+
+    The runner writes only where it owns the place: a new path, an empty folder, or a store it
+    created. An existing file, a folder holding anything else, or another program's zarr store is
+    refused (the runner never deletes what it did not create), and so is a place it cannot write,
+    a store inside another zarr store (but a sweep's points), and a symbolic link as the store or
+    the runner's folder beside it (the runner never writes through a link it did not create). A
+    bucket is assumed reachable: :func:`check_reachable` says so first.
+    """
+    path = location(path)
+    name = path.name
+    if str(path).strip() == "" or name in ("", ".", ".."):
+        return f"{str(path)!r} names no folder of its own; give a path such as 'store/NAME.zarr'"
+    if isinstance(path, Remote) and (sweep or point):
+        return (f"{path}: a spec with a [sweep] writes its store on a local disk only (its points are folders of "
+                "the sweep's store); give a local path, or one spec per point")
+    outer = enclosing_store(path)
+    if outer is not None and not (point and outer == location(os.path.abspath(path.parent) if isinstance(path, Path)
+                                                             else path.parent)):
+        return (f"{path} is inside the zarr store {outer}; a store is never made inside another one: "
+                "choose a path outside it")
+    for link in (path, runner_dir(path)):
+        if link.is_symlink():
+            return (f"{link} is a symbolic link (to {os.readlink(link)}); the runner never writes through a link it "
+                    "did not create: give the folder it points to, or a new path")
+    state = runner_dir(path)
+    if state.is_dir():
+        links = sorted(p.name for p in state.iterdir() if p.is_symlink())
+        if links:
+            return (f"{state} holds symbolic links ({', '.join(links)}); the runner never writes through a link it "
+                    "did not create: remove them or choose another path")
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            return f"{path} exists and is not a store (it is a file); choose another path"
+        if (path / "zarr.json").exists():
+            if root_attrs(path) is None:
+                return (f"{path}: its metadata {path / 'zarr.json'} is corrupt (not JSON), so whose store it is "
+                        "cannot be told; move it away or choose another path")
+            if not is_runner_store(path):
+                return f"{path} is a zarr store this runner did not create; choose another path"
+            if is_sweep_root(path) != sweep:
+                held, spec = ("a sweep", "has no [sweep]") if not sweep else ("a run without a sweep", "has a [sweep]")
+                return f"{path} holds {held} and this spec {spec}; set [experiment] store to another path"
+            return format_problem(path)  # ours: a write that fails later (read-only, full) is a store error
+        else:
+            entries = sorted(p.name for p in path.iterdir())
+            if entries:
+                shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+                return (f"{path} exists and is not a store of this project (it holds {len(entries)} "
+                        f"entr{'y' if len(entries) == 1 else 'ies'}: {shown}); nothing there is touched. "
+                        "Choose a new path or an empty folder")
+    state = runner_dir(path)
+    if state.exists() and not state.is_dir():
+        return f"{state} (the runner's folder beside the store) exists and is not a folder; choose another path"
+    return _unwritable(path)
+
+
+def enclosing_store(path: Location) -> Location | None:
+    """The nearest folder above ``path`` that is a zarr store (has a ``zarr.json``), or None."""
+    path = location(path)
+    for parent in (path.parents if isinstance(path, Remote) else Path(os.path.abspath(path)).parents):
+        if (parent / "zarr.json").is_file():
+            return parent
+    return None
+
+
+def _unwritable(path: Path) -> str | None:
+    """Probe the nearest existing folder with a temporary directory (created and removed); a bucket
+    was probed by :func:`runner.storage.location.reachable_problem`."""
+    if isinstance(path, Remote):
+        return None
+    folder = path if path.is_dir() else next((p for p in path.absolute().parents if p.exists()), None)
+    if folder is None or not folder.is_dir():
+        return f"{path}: no existing folder to create it in"
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".runner-probe-"))
+    except OSError as err:
+        return f"{path} cannot be created: {folder} is not writable ({err.strerror or err})"
+    return None
+
+
+def atomic_write_bytes(path: Location, data: bytes | memoryview) -> None:
+    """Write ``path`` whole or not at all (temporary file, fsync, rename; on object storage one PUT,
+    atomic there); :class:`StoreWriteError` on a full or read-only disk, with no partial file left behind."""
+    with writing(path.parent):
+        write_atomic(path, data)
+
+
+class Store:
+    """An experiment store opened for writing by one ``apply``."""
+
+    def __init__(self, path: str | Location):
+        self.path = location(path)
+        self.state_dir = runner_dir(self.path)
+        self._lock: FileLock | None = None
+        self._lease = None  # on object storage: runner.storage.bucket_lock.Lease
+        self._written: dict[str, dict] = {}  # on object storage: the records this apply wrote, for the fold
+        self.group: zarr.Group | None = None
+        self._journal: Path | None = None
+
+    # --- locking
+    def lock(self) -> None:
+        if isinstance(self.state_dir, Remote):
+            from runner.storage.bucket_lock import Lease
+
+            self._lease = Lease(self.state_dir)
+            with writing(self.state_dir):
+                self._lease.acquire()
+            guard_writes(self._lease.check)  # no write of this process once the lease is lost
+            return
+        with writing(self.state_dir):
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(self.state_dir / "apply.lock", timeout=0)
+        try:
+            self._lock.acquire()
+        except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
+            owner = (self.state_dir / "apply.pid").read_text().strip() if (self.state_dir / "apply.pid").exists() else "?"
+            raise StoreLocked(
+                f"{self.path} is being written by another `runner apply` (pid {owner}); "
+                "wait for it to finish or stop it, then apply again"
+            ) from None
+        except OSError as err:
+            raise StoreWriteError(self.state_dir, err) from None
+        with writing(self.state_dir):
+            (self.state_dir / "apply.pid").write_text(str(os.getpid()))
+
+    def unlock(self) -> None:
+        if self._lease is not None:
+            guard_writes(None)
+            self._lease.release()
+            self._lease = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # --- layout
+    def reshape(self, layout: Layout) -> Reshape:
+        """What :meth:`open` would do to the arrays of this store for ``layout`` (nothing is written)."""
+        if not (self.path / "zarr.json").exists():
+            return Reshape()
+        import zarr
+
+        return plan_reshape(zarr.open_group(zarr_store(self.path, read_only=True), mode="r", use_consolidated=False),
+                            layout)
+
+    def open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None = None) -> list[str]:
+        """Create or update arrays to match ``layout``; return the variables (re)created.
+
+        A remade array keeps the values of the networks ``reshape`` carries over (a network added
+        or taken out, a new chunking); the completion records of the results it could not keep are
+        dropped, so those tasks run again. ``apply`` asks the user before that drops a finished
+        result that the spec no longer plans (:mod:`runner.run.changes`)."""
+        with writing(self.path):
+            return self._open(layout, root_attrs, reshape)
+
+    def _open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None) -> list[str]:
+        import zarr  # imported here: reading records (a no-op apply) needs no zarr
+
+        _write_every_chunk()
+        if (self.path / "zarr.json").exists():
+            if not is_runner_store(self.path):
+                raise StorePathError(f"{self.path} is a zarr store this runner did not create")
+            if format_problem(self.path):
+                raise StoreFormatError(format_problem(self.path))
+            self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
+            make_records_dir(self.state_dir)  # again, after apply --replace kept them
+        else:
+            if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+                raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            store_id = uuid.uuid4().hex
+            make_records_dir(self.state_dir)  # before the store: see records_lost
+            self.group = zarr.open_group(zarr_store(self.path), mode="w", zarr_format=3)
+            self.group.attrs.update({**with_internal({}, store_id=store_id), "store_format": STORE_FORMAT})
+        g = self.group
+        _finish_carries(g)
+        reshape = reshape if reshape is not None else plan_reshape(g, layout)
+        carried = {name: _carried_values(g, name, layout, labels) for name, labels in reshape.remake.items()
+                   if labels}
+        for name in reshape.orphans:
+            del g[name]
+        existing = set(g.array_keys())
+        for c in layout.coords.values():
+            values = c.values
+            if c.name in existing:
+                old = g[c.name]
+                if old.shape == values.shape and np.array_equal(old[...], values):
+                    continue
+                del g[c.name]
+            dtype = str if values.dtype == object else values.dtype
+            arr = g.create_array(c.name, shape=values.shape, dtype=dtype, chunks=values.shape or None,
+                                 dimension_names=list(c.dims), attributes=c.attrs,
+                                 fill_value="" if dtype is str else None, **chunk_codecs())
+            arr[...] = values
+        recreated = []
+        for v in layout.vars.values():
+            attrs = with_internal(v.attrs, layout=v.signature(layout.coords), measure=v.measure)
+            if v.name in existing and v.name not in reshape.remake:
+                if dict(g[v.name].attrs) != attrs:
+                    g[v.name].attrs.update(attrs)  # e.g. a new threshold; the data is rewritten by its task
+                continue
+            if v.name in carried:
+                carried[v.name](attrs)
+            else:
+                if v.name in existing:
+                    del g[v.name]
+                g.create_array(v.name, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
+                               dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
+            recreated.append(v.name)
+        non_index = [c.name for c in layout.coords.values() if c.dims != (c.name,)]
+        attrs = dict(root_attrs)
+        if INTERNAL in attrs:  # merged into the runner attribute the store has (its id)
+            attrs[INTERNAL] = with_internal(dict(g.attrs), **internal(attrs))[INTERNAL]
+        g.attrs.update({**attrs, "coordinates": " ".join(non_index)})
+        self.forget(reshape.lost(self.tasks()))
+        self.consolidate()  # a plain xr.open_zarr during the run sees every array (their data is live)
+        return recreated
+
+    def attach(self) -> Store:
+        """Open a store that another process has locked and laid out, to write a task's own regions
+        (a worker of a distributed executor: no lock, no layout changes, no completion records)."""
+        import zarr
+
+        _write_every_chunk()
+        with writing(self.path):
+            self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
+        return self
+
+    @property
+    def store_id(self) -> str:
+        return internal(self.group.attrs)["store_id"]
+
+    def write(self, name: str, region: tuple, values: np.ndarray) -> None:
+        with writing(self.path):
+            arr = self.group[name]
+            arr[region] = values
+            if self._journal is not None:
+                note_written(self._journal, name, arr, region)
+
+    @contextmanager
+    def journal(self, task_ids: list[str]) -> Iterator[None]:
+        """Note the chunks every write makes until the block ends, for the records of ``task_ids``
+        (:func:`runner.storage.records.note_written`: kept on disk, so a resumed group's earlier writes count)."""
+        outer, self._journal = self._journal, journal_file(self.state_dir, task_ids)
+        try:
+            yield
+        finally:  # a group run inside another (measures between training steps) hands the journal back
+            self._journal = outer
+
+    def read(self, name: str, region: tuple = (...,)) -> np.ndarray:
+        return self.group[name][region]
+
+    # --- completion records (runner.storage.records: one file each, beside the store)
+    def tasks(self) -> dict[str, dict]:
+        return read_records(self.state_dir, self.store_id)
+
+    def record_many(self, records: dict[str, dict]) -> None:
+        with writing(self.state_dir):
+            written = write_records(self.state_dir, self.store_id, records)
+        if isinstance(self.state_dir, Remote):
+            self._written.update(written)
+
+    def fold_records(self) -> None:
+        """On object storage, fold the records into one object (:func:`runner.storage.records.fold_records`)."""
+        if isinstance(self.state_dir, Remote):
+            with writing(self.state_dir):
+                fold_records(self.state_dir, self.store_id, self._written)
+
+    def forget(self, task_ids: list[str]) -> None:
+        for task_id in task_ids:
+            self._written.pop(task_id, None)
+        drop_records(self.state_dir, task_ids)
+
+    def set_attrs(self, **attrs: Any) -> None:
+        with writing(self.path):
+            self.group.attrs.update(attrs)
+
+    def append_history(self, line: str) -> None:
+        """Add a line to the root's ``history`` (CF/ACDD: one line per command that changed the store)."""
+        old = self.group.attrs.get("history", "")
+        self.set_attrs(history=f"{old}\n{line}" if old else line)
+
+    def set_internal(self, **entries: Any) -> None:
+        """Add entries to the root's runner attribute."""
+        self.set_attrs(**with_internal(dict(self.group.attrs), **entries))
+
+    def consolidate(self) -> None:
+        """Refresh consolidated metadata so a plain ``xr.open_zarr(path)`` sees current attrs."""
+        with writing(self.path):
+            import zarr
+
+            zarr.consolidate_metadata(zarr_store(self.path))
+
+
+@dataclass
+class Reshape:
+    """The arrays a new layout remakes, and whose values survive it (see :func:`plan_reshape`)."""
+
+    remake: dict[str, set[str]] = field(default_factory=dict)
+    """Variable -> labels of the networks whose values are carried into the remade array."""
+    orphans: list[str] = field(default_factory=list)
+    """Arrays no variable of the layout declares any more whose dimensions no longer fit: deleted."""
+    measures: dict[str, str] = field(default_factory=dict)
+    """Array -> the measure that writes it (``*``: every task of a pass), for the arrays above."""
+
+    def lost(self, records: dict[str, dict]) -> list[str]:
+        """Ids of the finished results whose values would not survive: their records go."""
+        out = []
+        for tid, rec in records.items():
+            label, measure = rec.get("network_label"), rec.get("measure")
+            for name, keep in self.remake.items():
+                if self.measures.get(name) in (measure, "*") and label not in keep:
+                    out.append(tid)
+                    break
+            else:
+                if any(self.measures.get(name) in (measure, "*") for name in self.orphans):
+                    out.append(tid)
+        return out
+
+
+def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
+    """Compare a store's arrays with ``layout``. A variable whose signature changed is remade; the
+    values of a network present before and after are carried over when nothing but the ``network``
+    coordinate and the chunks changed (same dimensions, dtype, sizes and coordinate values)."""
+    out = Reshape()
+    arrays = {name: g[name] for name in g.array_keys()}
+    old_labels = [str(x) for x in arrays["network"][...]] if "network" in arrays else []
+    new_labels = [str(x) for x in layout.coords["network"].values] if "network" in layout.coords else []
+    sizes = {c.name: c.size for c in layout.coords.values() if c.dims == (c.name,)}
+    same_coord = {}
+    for name, c in layout.coords.items():
+        old = arrays.get(name)
+        same_coord[name] = old is not None and old.shape == c.values.shape and np.array_equal(old[...], c.values)
+    for v in layout.vars.values():
+        old = arrays.get(v.name)
+        if old is None:
+            continue
+        if internal(old.attrs).get("layout") == v.signature(layout.coords):
+            continue
+        out.measures[v.name] = v.measure
+        fits = (tuple(old.metadata.dimension_names or ()) == v.dims and np.dtype(old.dtype) == np.dtype(v.dtype)
+                if v.dtype is not str else False)
+        fits = fits and all(d == "network" or (old.shape[i] == v.shape[i] and same_coord.get(d, True))
+                            for i, d in enumerate(v.dims))
+        out.remake[v.name] = (set(old_labels) & set(new_labels)) if fits and "network" in v.dims else set()
+    for name, arr in arrays.items():
+        if name in layout.vars or name in layout.coords:
+            continue
+        dims = tuple(arr.metadata.dimension_names or ())
+        if any(d in sizes and arr.shape[i] != sizes[d] for i, d in enumerate(dims)) or \
+                ("network" in dims and not same_coord.get("network", True)):
+            out.orphans.append(name)
+            out.measures[name] = internal(arr.attrs).get("measure", "?")
+    return out
+
+
+CARRY = "_carry_"
+
+
+def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
+    """A function that remakes array ``name`` for ``layout`` with the values of the networks
+    ``labels`` copied over. The copy goes to a new array first, which replaces the old one only once
+    complete (a kill in between leaves the old one, or a complete copy that the next open puts in
+    place: :func:`_finish_carries`)."""
+    v = layout.vars[name]
+    old = g[name]
+    old_index = {str(x): i for i, x in enumerate(g["network"][...])}
+    new_index = {str(x): i for i, x in enumerate(layout.coords["network"].values)}
+    axis = v.dims.index("network")
+
+    def remake(attrs: dict) -> None:
+        tmp = CARRY + name
+        if tmp in g.array_keys():
+            del g[tmp]
+        arr = g.create_array(tmp, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
+                             dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
+        for label in sorted(labels, key=new_index.get):
+            src = (slice(None),) * axis + (old_index[label],)
+            dst = (slice(None),) * axis + (new_index[label],)
+            arr[dst] = old[src]
+        arr.attrs.update(with_internal(attrs, carried=True))
+        del g[name]
+        _move(g, tmp, name, attrs)
+
+    return remake
+
+
+def _move(g: zarr.Group, src: str, dst: str, attrs: dict) -> None:
+    if hasattr(g.store, "fs"):  # an FsspecStore: a copy and a delete (object storage has no rename)
+        protocol = g.store.fs.protocol
+        base = Remote(f"{protocol[0] if isinstance(protocol, tuple) else protocol}://{g.store.path}/{g.path}")
+        move_tree(base / src, base / dst)
+    else:
+        root = Path(str(g.store.root))
+        os.replace(root / g.path / src, root / g.path / dst)
+    g[dst].attrs.update({**attrs})  # without the "carried" mark: the copy is in place
+
+
+def _finish_carries(g: zarr.Group) -> None:
+    """After a kill during :func:`_carried_values`: put a complete copy in place, drop an incomplete one."""
+    for name in [n for n in g.array_keys() if n.startswith(CARRY)]:
+        arr, target = g[name], name[len(CARRY):]
+        if internal(arr.attrs).get("carried") and target not in g.array_keys():
+            attrs = dict(arr.attrs)
+            _move(g, name, target, {**attrs, INTERNAL: json.dumps({k: v for k, v in internal(attrs).items()
+                                                                    if k != "carried"})})
+        else:
+            del g[name]
+
+
+def read_tasks(path: Location) -> dict[str, dict]:
+    """Completion records of a store, read without the lock or zarr ({} when there is no store)."""
+    return read_records(runner_dir(location(path)), store_id(location(path)))
+
+
+def records_lost(path: Path) -> bool:
+    """A store of this runner whose records folder is gone (its ``.runner`` folder deleted, or the
+    store copied without it): which of its results are finished is unknown."""
+    return is_runner_store(path) and not records_exist(runner_dir(location(path)))

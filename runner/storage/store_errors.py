@@ -1,0 +1,62 @@
+"""What goes wrong writing a store, and the one gate every write passes: the store's exceptions
+and the write guard (:func:`writing`), below the store, its records and its lock, which all raise
+or pass through them."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from runner.core.errors import Locked, SpecInvalid, StorageError, Unavailable
+from runner.storage.location import Location
+
+
+class StoreLocked(Locked):
+    """Another process is applying a spec to this store."""
+
+
+class StorePathError(SpecInvalid):
+    """The store path names something the runner must not write to; the message says what."""
+
+
+class StoreFormatError(SpecInvalid):
+    """A store written by an older runner, in a layout this one does not write to."""
+
+
+class StoreUnreachable(Unavailable):
+    """A store on object storage that cannot be reached: no such bucket, no credentials, no endpoint (66)."""
+
+
+class StoreWriteError(StorageError):
+    """The store (or the runner's folder beside it) cannot be written: disk full, read-only, ...
+    Work recorded before the error is kept; applying again after fixing the cause resumes."""
+
+    def __init__(self, path: Location, err: OSError):
+        self.errno = err.errno
+        reason = err.strerror or str(err)
+        super().__init__(f"cannot write {path}: {reason}; finished work is kept: "
+                         + ("free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "fix this")
+                         + " and run apply again to resume")
+
+
+_write_guard: Callable[[], None] | None = None
+
+
+def guard_writes(check: Callable[[], None] | None) -> None:
+    """Run ``check`` before every write of this process that goes through :func:`writing` (region
+    writes, records, checkpoints, shard files); it raises to refuse the write. A worker of a
+    distributed executor installs its lease check here (:mod:`runner.run.execute.lease`); None removes it."""
+    global _write_guard
+    _write_guard = check
+
+
+@contextmanager
+def writing(path: Location) -> Iterator[None]:
+    """Turn an OS error while writing ``path`` into :class:`StoreWriteError` (after the write guard)."""
+    if _write_guard is not None:
+        _write_guard()
+    try:
+        yield
+    except OSError as err:
+        raise StoreWriteError(path, err) from None
