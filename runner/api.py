@@ -10,26 +10,66 @@ or a script, with the same validation, the same tasks and the same store as the 
 
 A spec is a TOML file or a dict of its tables (``{"experiment": {...}, "model": [...], ...}``);
 errors are the CLI's exceptions (:class:`runner.spec.specfile.SpecError` with one line per problem,
-:class:`runner.run.apply.Unmet`, :class:`runner.run.apply.ReplaceRefused`, ...).
+:class:`runner.run.apply.Unmet`, :class:`runner.run.apply.ReplaceRefused`, ...), each a
+:class:`runner.core.errors.RunnerError` with the CLI's message. Arguments are checked at the
+boundary, strictly (``replace="no"`` is not a boolean, one string is not a list of overrides):
+:class:`ApiArgumentError` names the function, the argument and what it got.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict, ValidationError, validate_call
+
+from runner.core.errors import Unavailable, UsageError
 
 from runner.storage.location import location, zarr_store
 from runner.run.apply import Outcome, Unmet, prepare_all, read_spec, states
 from runner.spec.specfile import SpecFile
 
+class ApiArgumentError(UsageError):
+    """An argument of the Python API of the wrong type or value; the message names the function and
+    the argument."""
+
+
+def checked(func):
+    """``func`` with its arguments validated strictly against its annotations (pydantic's
+    ``validate_call``); a mismatch raises :class:`ApiArgumentError`."""
+    validated = validate_call(func, config=ConfigDict(strict=True, arbitrary_types_allowed=True))
+    names = list(inspect.signature(func).parameters)
+
+    @functools.wraps(func)
+    def call(*args, **kwargs):
+        try:
+            return validated(*args, **kwargs)
+        except ValidationError as err:
+            first = err.errors()[0]
+            head, *rest = first["loc"] or ("arguments",)
+            where = (names[head] if isinstance(head, int) and head < len(names) else str(head)) + "".join(
+                f"[{x}]" for x in rest if isinstance(x, int))  # the union's member names left out
+            raise ApiArgumentError(f"runner.api.{func.__name__}: {where}: {first['msg']} "
+                                   f"(got {first.get('input')!r})") from None
+
+    return call
+
+
+class NotAStore(Unavailable, FileNotFoundError):
+    """A path with no store to open: nothing there, or a part of a store (an array's folder)."""
+
+
 #: The name a spec given as a dict goes by in messages (its relative paths resolve from the working directory).
 DICT_SPEC = Path("<dict>")
 
 
-def load_spec(spec: str | Path | dict | SpecFile, overrides: list[str] = ()) -> SpecFile:
+@checked
+def load_spec(spec: str | Path | dict | SpecFile, overrides: Sequence[str] = ()) -> SpecFile:
     """A spec's tables (a file's, or a dict's) with ``overrides`` (``"model[0].seed=3"``) set.
     Validation happens in :func:`plan` and :func:`apply`, as in the CLI."""
     if isinstance(spec, dict):
@@ -73,13 +113,15 @@ class Plan:
         return f"{len(rows) - done} to run, {done} done; store {self.store}"
 
 
-def plan(spec: str | Path | dict | SpecFile, overrides: list[str] = ()) -> Plan:
+@checked
+def plan(spec: str | Path | dict | SpecFile, overrides: Sequence[str] = ()) -> Plan:
     """Validate and resolve a spec (:class:`runner.spec.specfile.SpecError` listing every problem)."""
     sweep, prepared = prepare_all(load_spec(spec, overrides))
     return Plan(sweep, prepared)
 
 
-def apply(spec: str | Path | dict | SpecFile | Plan, overrides: list[str] = (), *, executor: str = "local",
+@checked
+def apply(spec: str | Path | dict | SpecFile | Plan, overrides: Sequence[str] = (), *, executor: str = "local",
           address: str | None = None, shards: int = 1, device: str | None = None, replace: bool = False,
           threads: int | None = None, quiet: bool = True) -> Outcome:
     """Run what the store is missing, as ``runner apply`` does (resumable: call it again after an
@@ -102,6 +144,7 @@ def apply(spec: str | Path | dict | SpecFile | Plan, overrides: list[str] = (), 
     return apply_sweep(planned.sweep, planned.prepared, **kw)
 
 
+@checked
 def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.open, as xr.open_zarr)
     """A store as an ``xarray.Dataset``; a sweep's store as a ``DataTree`` (one node per point; or
     :func:`runner.spec.sweep.open_sweep` for one dataset with a dimension per swept key). With
@@ -112,9 +155,18 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     from runner.storage.history import versions
     from runner.spec.sweep import is_sweep
 
+    import json
+
     path = location(store)
     if not (path / "zarr.json").exists():
-        raise FileNotFoundError(f"{path}: no store here (run `runner apply` on its spec first)")
+        raise NotAStore(f"{path}: no store here (run `runner apply` on its spec first)")
+    try:
+        node = json.loads((path / "zarr.json").read_text()).get("node_type")
+    except ValueError:
+        node = None
+    if node != "group":
+        raise NotAStore(f"{path}: {'an array' if node == 'array' else 'a part'} of a store, not a store; open the "
+                        f"store that holds it ({path.parent})")
     read = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
         (lambda p: xr.DataTree(xr.open_zarr(p, consolidated=False)))
     if not history:
@@ -129,8 +181,18 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
 def on_common_steps(ds, dim: str = "step"):
     """The variables of ``ds`` whose time axis is a step dimension of their own (``lyapunov_step``
     every tau steps, ``neff_step`` every step, ...) on one ``dim`` holding every step any of them
-    has; NaN where a variable was not sampled. Other variables are kept as they are."""
+    has; NaN where a variable was not sampled. Other variables are kept as they are. ``ds`` is one
+    store's dataset (:func:`open`); a sweep's tree is refused: align each point's dataset."""
     import xarray as xr
+
+    if isinstance(ds, xr.DataTree):
+        raise ApiArgumentError("runner.api.on_common_steps: ds is a sweep's (or history's) DataTree; pass one "
+                               "point's dataset (tree[NAME].to_dataset()) or runner.spec.sweep.open_sweep(store)")
+    if not isinstance(ds, xr.Dataset):
+        raise ApiArgumentError(f"runner.api.on_common_steps: ds: an xarray.Dataset (runner.api.open(store)), "
+                               f"not {type(ds).__name__}")
+    if not isinstance(dim, str) or not dim:
+        raise ApiArgumentError(f"runner.api.on_common_steps: dim: a dimension name, not {dim!r}")
 
     axes = [d for d in ds.dims if str(d).endswith("_step") and d in ds.coords and ds[d].attrs.get("units") == "steps"]
     if not axes:

@@ -27,9 +27,8 @@ import sys
 from pathlib import Path
 
 from runner.core.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOCKED,  # noqa: F401 (the codes, named)
-                           EXIT_OK, EXIT_REPLACE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_USAGE, StorageError,
-                           UsageError)
-from runner.core.errors import Unavailable
+                                EXIT_OK, EXIT_REPLACE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_USAGE, StorageError,
+                                Unavailable, UsageError)
 from runner.core.errors import exit_code as _exit_code
 from runner.storage.location import location
 
@@ -480,6 +479,8 @@ def cmd_apply(args) -> int:
             p.unmet = [u for u in p.unmet if getattr(u, "kind", None) != "device"]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
     unmet += [problem] if (problem := executor_problem(args.executor)) else []
+    if args.log_to is not None and not args.log_to.strip():
+        raise UsageError("--log-to needs a tracker: mlflow, or mlflow:URI")
     if args.log_to:
         from runner.read.tracker import TrackerError, check
 
@@ -572,6 +573,7 @@ def cmd_monitor(args) -> int:
     from runner.tui.app import run_monitor
 
     path = store_of(args.target)
+    _not_a_store(path)
     if location(args.target).suffix != ".toml" and not (path / "zarr.json").exists() and not runner_dir(path).exists():
         spec = _spec_of_store(path)
         if spec is None:
@@ -608,11 +610,25 @@ def _similar_store(path: Path) -> str:
     return f" (did you mean {str(parent / close)!r}?)" if close else ""
 
 
+def _not_a_store(path: Path) -> None:
+    """:class:`NoStore` for a path that is a part of a store, not one: an array's folder (its
+    ``zarr.json`` is an array's) or the runner's folder beside a store."""
+    if path.suffix == ".runner" and path.with_suffix(".zarr").exists():
+        raise NoStore(f"{path}: the runner's folder beside the store {path.with_suffix('.zarr')}; give the store")
+    try:
+        node = json.loads((path / "zarr.json").read_text()).get("node_type")
+    except (OSError, ValueError, AttributeError):
+        return
+    if node == "array":
+        raise NoStore(f"{path}: an array of a store, not a store; give the store that holds it ({path.parent})")
+
+
 def _existing_store(target: Path) -> Path:
     from runner.read.status import store_of
     from runner.storage.store import runner_dir
 
     path = store_of(target)
+    _not_a_store(path)
     if not (path / "zarr.json").exists() and not runner_dir(path).exists():
         hint = f" (run `runner apply {target}`)" if location(target).suffix == ".toml" else _similar_store(path)
         raise NoStore(f"{path}: no such store{hint}")
@@ -698,6 +714,10 @@ def cmd_history(args) -> int:
     from runner.read.status import store_of
 
     path = store_of(args.target)
+    if args.remove is not None and not args.remove.strip():
+        raise UsageError(f"--remove needs a version's name, as `runner history {args.target}` lists them")
+    if not history_dir(path).exists():
+        _existing_store(args.target)  # neither a store nor its history: say so, never "no earlier versions"
     if args.remove:
         try:
             gone = remove(path, args.remove)

@@ -93,6 +93,11 @@ def _set(data: dict, o: Override) -> None:
         following = o.path[i + 1]
         where = key_text(o.path[:i + 1])
         if isinstance(part, int):
+            if isinstance(node, dict) and i > 0:
+                table = key_text(o.path[:i])
+                plain = key_text(o.path[:i] + o.path[i + 1:])
+                raise OverrideError(f"--set {o.text}: [{table}] is a table, not an array of tables; write "
+                                    f"--set {plain}={o.text.partition('=')[2]}")
             if not isinstance(node, list) or part >= len(node):
                 size = len(node) if isinstance(node, list) else 0
                 raise OverrideError(f"--set {o.text}: {where}: the spec has {size} such entr{'y' if size == 1 else 'ies'}"

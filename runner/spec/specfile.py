@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import tomli
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runner.core.errors import EXIT_UNAVAILABLE, SpecInvalid
 
@@ -89,12 +89,34 @@ class SpecFile:
         array = _is_array(loc, self.data)
         key = ".".join(str(p) for p in loc[2 if array else 1:])
         where = f"{self._where(loc, array, root)}{' ' + key if key else ''}: {message}"
-        by = next((o for o in reversed(self.overrides) if tuple(loc[:len(o.path)]) == o.path), None)
+        return f"{self.origin(loc)}: {where}"
+
+    def origin(self, loc: Loc) -> str:
+        """Where a problem at ``loc`` comes from: ``FILE: --set KEY=VALUE`` where an override set it
+        (or made the table it is in), else ``FILE:LINE`` (``FILE`` for a spec given as a dict)."""
+        loc = list(loc)
+        by = next((o for o in reversed(self.overrides) if tuple(loc[:len(o.path)]) == o.path
+                   or (len(loc) < len(o.path) and tuple(o.path[:len(loc)]) == tuple(loc)
+                       and not self._in_file(loc))), None)  # a table only an override made
         if by is not None:
-            return f"{self.path}: --set {by.text}: {where}"
+            return f"{self.path}: --set {by.text}"
         if not self.located:
-            return f"{self.path}: {where}"
-        return f"{self.path}:{locate(self.text, tuple(loc))}: {where}"
+            return f"{self.path}"
+        return f"{self.path}:{locate(self.text, tuple(loc))}"
+
+    def _in_file(self, loc: list) -> bool:
+        """Whether the spec's own text has ``loc`` (not only an override)."""
+        if not self.located:
+            return True
+        node: Any = tomli.loads(self.text)
+        for part in loc:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                return False
+        return True
 
     def _where(self, loc: list, array: bool, root: type[BaseModel] | None) -> str:
         if not loc:
@@ -150,11 +172,11 @@ def describe(root: type[BaseModel], sf: SpecFile, error: dict) -> str:
     msg = error["msg"].removeprefix("Value error, ")
     named = re.match(r"^\[(\w+)\] (\w+): ", msg)  # a rule that names its own table and key
     if len(loc) <= 1 and named and named[1] in root.model_fields:
-        return f"{sf.path}:{locate(sf.text, (named[1], named[2]))}: {msg}"
+        return f"{sf.origin((named[1], named[2]))}: {msg}"
     if len(loc) == 1 and error["type"] in ("extra_forbidden", "missing"):
         what = ("unknown table" + _suggest(root, loc, sf.data)) if error["type"] == "extra_forbidden" \
             else "required table is missing"
-        return f"{sf.path}:{locate(sf.text, tuple(loc))}: [{loc[0]}]: {what}"
+        return f"{sf.origin(loc)}: [{loc[0]}]: {what}"
     if error["type"] == "extra_forbidden":
         msg = "unknown key" + _suggest(root, loc, sf.data)
     elif error["type"] == "missing":
@@ -264,6 +286,10 @@ def repeated(entries: list, table: str, what: str = "names") -> list[tuple[Loc, 
             for i, n in enumerate(names) if n in names[:i]]
 
 
+#: Bytes a file name may have on common file systems (ext4, XFS, APFS, NTFS: 255).
+NAME_MAX = 255
+
+
 class Experiment(Table):
     name: Name
     """Experiment name; the store defaults to ``store/<name>.zarr``."""
@@ -275,6 +301,27 @@ class Experiment(Table):
     """Master seed: every random draw of the experiment derives from it."""
     store: str | None = Field(None, min_length=1)
     """Path of the zarr store (default ``store/<name>.zarr``, relative to the working directory)."""
+
+    @field_validator("store")
+    @classmethod
+    def _store_place(cls, value: str | None) -> str | None:
+        """A local path, ``file:///path`` (read as that path) or a URL with ``//`` (``s3://...``): never
+        a string that would become a local folder named after a scheme (``s3:/x``, ``file:x``)."""
+        from runner.storage.location import local_path
+
+        if value is None:
+            return value
+        scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):", value)  # two letters at least: C:\ is a drive
+        if scheme and not value[scheme.end():].startswith("//"):
+            raise ValueError(f"{value!r} looks like a URL without '//' after '{scheme.group(1)}:'; write "
+                             f"s3://BUCKET/NAME.zarr, file:///PATH/NAME.zarr or a local path")
+        value = local_path(value) if value.lower().startswith("file://") else value
+        too_long = [part for part in re.split(r"[/\\]", value) if len(part.encode()) > NAME_MAX]
+        stem = Path(value).stem
+        if too_long or len((stem + ".history").encode()) > NAME_MAX:  # the folders made beside a store
+            raise ValueError(f"a file name in {value[:40]!r}... is longer than file systems allow ({NAME_MAX} bytes"
+                             f"{', with .history' if not too_long else ''}); use a shorter store name")
+        return value
     replace: bool = False
     """Let ``apply`` replace finished results whose parameters changed (as ``apply --replace``): the
     store as it was stays readable in ``store/<name>.history/``. Off: ``apply`` refuses and says what

@@ -38,12 +38,26 @@ def is_url(path: Any) -> bool:
 
 
 def location(path: Any) -> Union[Path, "Remote"]:
-    """``path`` as the runner addresses it: a :class:`Remote` for a URL, else a ``Path``."""
+    """``path`` as the runner addresses it: a :class:`Remote` for a URL, else a ``Path`` (a
+    ``file://`` URL is its local path)."""
     if isinstance(path, Remote):
         return path
     if is_url(path):
         return Remote(path)
+    if isinstance(path, str) and path.lower().startswith("file://"):
+        return Path(local_path(path))
     return Path(path)
+
+
+def local_path(url: str) -> str:
+    """The local path a ``file://`` URL names; ValueError for one naming another host."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(url)
+    if parsed.netloc not in ("", "localhost"):
+        raise ValueError(f"{url!r}: a file:// URL names a path on this machine (file:///PATH/NAME.zarr), "
+                         f"not on {parsed.netloc!r}")
+    return unquote(parsed.path)
 
 
 def storage_options(protocol: str) -> dict[str, Any]:

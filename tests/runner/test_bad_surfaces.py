@@ -1,0 +1,144 @@
+"""Bad input on the newer surfaces (the Python API, store URLs, history, --log-to) is refused as the
+spec file's mistakes are: one line naming what is wrong, a documented exit code or a typed error,
+never a traceback, a silent acceptance or a folder named after a URL. In process."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner import api
+from runner.core.errors import RunnerError
+
+SPEC = """
+[experiment]
+name = "maps"
+{store}
+[[model]]
+name = "tanh"
+source = "map:tanh"
+[input]
+samples = 2
+[dynamics]
+steps = 10
+[[measure]]
+kind = "lyapunov"
+k = 1e-3
+"""
+
+
+@pytest.fixture
+def spec(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "maps.toml"
+    path.write_text(SPEC.format(store=""))
+    return path
+
+
+API_CASES = [
+    ("load_spec overrides None", lambda s: api.load_spec(s, None), "runner.api.load_spec: overrides: Input should be an instance of Sequence"),
+    ("load_spec override not a string", lambda s: api.load_spec(s, [5]), "runner.api.load_spec: overrides[0]: Input should be a valid string"),
+    ("load_spec overrides one string", lambda s: api.load_spec(s, "dynamics.steps=5"), "'str' instances are not allowed as a Sequence"),
+    ("load_spec spec a number", lambda s: api.load_spec(3), "runner.api.load_spec: spec:"),
+    ("plan spec None", lambda s: api.plan(None), "runner.api.plan: spec:"),
+    ("apply replace a string", lambda s: api.apply(s, replace="no"), "runner.api.apply: replace: Input should be a valid boolean (got 'no')"),
+    ("apply shards a string", lambda s: api.apply(s, shards="2"), "runner.api.apply: shards: Input should be a valid integer"),
+    ("apply quiet an int", lambda s: api.apply(s, quiet=1), "runner.api.apply: quiet: Input should be a valid boolean"),
+    ("open a number", lambda s: api.open(5), "runner.api.open: store: Input should be a valid string"),
+    ("open history a string", lambda s: api.open("x.zarr", history="yes"), "runner.api.open: history:"),
+    ("open nothing there", lambda s: api.open(s.parent / "none.zarr"), "no store here"),
+    ("on_common_steps a path", lambda s: api.on_common_steps(s), "ds: an xarray.Dataset"),
+    ("on_common_steps None", lambda s: api.on_common_steps(None), "ds: an xarray.Dataset (runner.api.open(store)), not NoneType"),
+    ("on_common_steps dim empty", lambda s: api.on_common_steps(__import__("xarray").Dataset(), ""), "dim: a dimension name"),
+]
+
+
+@pytest.mark.parametrize("case, call, message", API_CASES, ids=[c[0] for c in API_CASES])
+def test_the_api_refuses_wrong_arguments_with_a_typed_error(case, call, message, spec):
+    with pytest.raises(RunnerError) as err:
+        call(spec)
+    assert message in str(err.value)
+
+
+def test_the_api_refuses_an_arrays_folder_and_a_sweeps_tree(spec, tmp_path):
+    import xarray as xr
+
+    api.apply(spec)
+    with pytest.raises(api.NotAStore, match="an array of a store, not a store; open the store that holds it"):
+        api.open(tmp_path / "store/maps.zarr/lyapunov")
+    with pytest.raises(api.ApiArgumentError, match="a sweep's .* DataTree"):
+        api.on_common_steps(xr.DataTree())
+    assert isinstance(api.open(tmp_path / "store/maps.zarr"), xr.Dataset)  # what is right still works
+    assert api.load_spec(spec, ("dynamics.steps=5",)).overrides  # a tuple of overrides is a sequence
+
+
+CLI_CASES = [
+    ("history of no store", ["history", "nosuch.zarr"], 66, "nosuch.zarr: no such store"),
+    ("history of a folder", ["history", "folder"], 66, "folder: no such store"),
+    ("history --json of no store", ["history", "nosuch.zarr", "--json"], 66, "no such store"),
+    ("history --remove ''", ["history", "nosuch.zarr", "--remove", ""], 2, "--remove needs a version's name"),
+    ("apply --log-to ''", ["apply", "maps.toml", "--log-to", ""], 2, "--log-to needs a tracker: mlflow, or mlflow:URI"),
+]
+
+
+@pytest.mark.parametrize("case, args, code, message", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_the_cli_refuses_bad_history_and_tracker_arguments(case, args, code, message, in_process, tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=""))
+    got, out, err = in_process(*args)
+    assert got == code and message in err and err.count("\n") == 1, (got, out, err)
+    assert not (tmp_path / "store").exists()  # nothing applied
+
+
+STORES = [
+    ("s3 without //", 's3:/bucket/x.zarr', "'s3:/bucket/x.zarr' looks like a URL without '//' after 's3:'"),
+    ("file without //", 'file:x.zarr', "looks like a URL without '//' after 'file:'"),
+    ("file on another host", 'file://elsewhere/x.zarr', "a file:// URL names a path on this machine"),
+]
+
+
+@pytest.mark.parametrize("case, store, message", STORES, ids=[c[0] for c in STORES])
+def test_a_store_url_never_becomes_a_local_folder_of_its_name(case, store, message, in_process, tmp_path):
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=f'store = "{store}"'))
+    code, out, err = in_process("apply", "maps.toml", "-q")
+    assert code == 65 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["maps.toml"]
+
+
+def test_a_file_url_store_is_its_local_path(in_process, tmp_path):
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=f'store = "file://{tmp_path}/there.zarr"'))
+    code, out, err = in_process("apply", "maps.toml", "-q")
+    assert code == 0, err
+    assert (tmp_path / "there.zarr" / "zarr.json").exists() and not (tmp_path / "file:").exists()
+
+
+def test_a_store_name_longer_than_file_systems_allow_is_refused_before_anything(in_process, tmp_path):
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=f'store = "store/{"b" * 250}.zarr"'))
+    code, out, err = in_process("apply", "maps.toml", "-q")
+    assert code == 65 and "longer than file systems allow (255 bytes, with .history)" in err, err
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("command", ["show", "verify", "status", "monitor", "history"])
+def test_a_part_of_a_store_is_not_taken_for_one(command, in_process, tmp_path):
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=""))
+    assert in_process("apply", "maps.toml", "-q")[0] == 0
+    code, _, err = in_process(command, "store/maps.zarr/lyapunov")
+    assert code == 66 and "an array of a store, not a store; give the store that holds it" in err, err
+    code, _, err = in_process(command, "store/maps.runner")
+    assert code == 66 and "the runner's folder beside the store store/maps.zarr; give the store" in err, err
+
+
+OVERRIDES = [
+    ("a table only the override makes", "nosuchtable.x=1", "maps.toml: --set nosuchtable.x=1: [nosuchtable]: unknown table"),
+    ("a misspelt table", "dynamcs.steps=1", "maps.toml: --set dynamcs.steps=1: [dynamcs]: unknown table (did you mean 'dynamics'?)"),
+    ("an index on a table", "dynamics[0].steps=1", "--set dynamics[0].steps=1: [dynamics] is a table, not an array of tables; "
+                                                   "write --set dynamics.steps=1"),
+]
+
+
+@pytest.mark.parametrize("case, override, message", OVERRIDES, ids=[c[0] for c in OVERRIDES])
+def test_an_override_is_blamed_not_a_line_of_the_file(case, override, message, in_process, tmp_path):
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=""))
+    code, out, err = in_process("plan", "maps.toml", "--no-estimate", "--set", override)
+    assert code in (2, 65) and message in err, err
+    assert "maps.toml:1:" not in err
