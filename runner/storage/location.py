@@ -28,6 +28,7 @@ from typing import Any, Union
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 WRITABLE = ("s3",)
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 def is_url(path: Any) -> bool:
@@ -284,6 +285,11 @@ def reachable_problem(path: Location) -> str | None:
                 f"conditional writes); {path.protocol}:// is not supported")
     if not path.key or "/" not in path.key:
         return f"{path}: name a store inside the bucket, such as s3://{path.bucket or 'BUCKET'}/NAME.zarr"
+    if not _BUCKET.match(path.bucket) or ".." in path.bucket or re.match(r"^\d+\.\d+\.\d+\.\d+$", path.bucket):
+        return (f"{path}: {path.bucket!r} is not a valid S3 bucket name (3-63 lowercase letters, digits, dots and "
+                "hyphens, beginning and ending with a letter or digit)")
+    if any(part in (".", "..") for part in path.key.split("/")):
+        return f"{path}: '.' and '..' are not folders on object storage; write the store's whole key"
     try:
         path.fs.ls(path.bucket, detail=False)
     except FileNotFoundError:

@@ -1,6 +1,6 @@
 """Completion records: one JSON file per finished task, in the runner's folder beside the store.
 
-``<store>.runner/storage/records/<task id>.json`` says that a task finished and what it was: its measure,
+``<store>.runner/records/<task id>.json`` says that a task finished and what it was: its measure,
 label, network, checkpoint, the resolved values its id hashes (``key``, for ``plan`` to name what
 changed), seconds, device and time, and the chunks it wrote (``chunks``: per array, its chunk
 grid and the zarr keys of the chunks, ``c/0/3``, that :mod:`runner.storage.verify` reads back). Each file is written whole or not at all, and writing one

@@ -142,3 +142,22 @@ def test_an_override_is_blamed_not_a_line_of_the_file(case, override, message, i
     code, out, err = in_process("plan", "maps.toml", "--no-estimate", "--set", override)
     assert code in (2, 65) and message in err, err
     assert "maps.toml:1:" not in err
+
+
+BUCKETS = [
+    ("upper case and underscore", "s3://Bad_Bucket/x.zarr", "'Bad_Bucket' is not a valid S3 bucket name"),
+    ("too short", "s3://ab/x.zarr", "'ab' is not a valid S3 bucket name"),
+    ("two dots", "s3://my..bucket/x.zarr", "'my..bucket' is not a valid S3 bucket name"),
+    ("an IP address", "s3://192.168.1.1/x.zarr", "'192.168.1.1' is not a valid S3 bucket name"),
+    ("a .. folder", "s3://my-bucket/runs/../x.zarr", "'.' and '..' are not folders on object storage"),
+    ("no key", "s3://my-bucket", "name a store inside the bucket"),
+    ("another scheme", "gs://my-bucket/x.zarr", "gs:// is not supported"),
+]
+
+
+@pytest.mark.parametrize("case, store, message", BUCKETS, ids=[c[0] for c in BUCKETS])
+def test_a_malformed_bucket_or_key_is_named_before_any_request(case, store, message, in_process, tmp_path):
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=f'store = "{store}"'))
+    code, out, err = in_process("apply", "maps.toml", "-q")
+    assert code == 66 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["maps.toml"]

@@ -93,9 +93,9 @@ def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tm
     (tmp_path / "edited.toml").write_text(edited)
     code, _, err = in_process("apply", "edited.toml", "-q")  # finished results are never replaced unasked
     assert code == 77 and "keeps no earlier version" in err and "--replace`" not in err, err
-    objects = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.runner/storage/records/")
+    objects = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.runner/records/")
                .get("Contents", [])]
-    assert objects == ["runs/maps.runner/storage/records/.keep"]  # folded into records.folded.json when the apply ended
+    assert objects == ["runs/maps.runner/records/.keep"]  # folded into records.folded.json when the apply ended
 
 
 @pytest.mark.timeout(120)
