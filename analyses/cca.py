@@ -5,8 +5,8 @@ Sec. 2.3, Figs. 3-5 and 8-11; background Sec. 2.4.2.1) to compare a layer across
 and taggers. Every routine centres in float64. CCA, SVCCA, PWCCA and linear CKA work on (d x d)
 matrices after one thin QR per view, so cost is O(n d^2) and memory O(n d); only RBF CKA forms
 (n x n) Gram matrices. Views may be torch tensors (any device) or numpy arrays; results are
-float64 tensors. Views with fewer datapoints than neurons warn (:class:`FewDatapointsWarning`):
-the similarity is then near 1 whatever they hold, and views given transposed look like that.
+float64 tensors. Views with no more datapoints than neurons + 1 warn (:class:`FewDatapointsWarning`):
+CCA is then 1 and biased CKA near 1 whatever they hold, and views given transposed look like that.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["CCAResult", "FewDatapointsWarning", "SVCCAResult", "cca", "svcca", "pwcca", "linear_cka", "rbf_cka"]
+__all__ = ["CCAResult", "FewDatapointsWarning", "RankDeficientWarning", "SVCCAResult", "cca", "svcca", "pwcca", "linear_cka", "rbf_cka"]
 
 
 @dataclass(frozen=True)
@@ -77,16 +77,30 @@ class _Basis:
     rank: int
 
 
+class RankDeficientWarning(UserWarning):
+    """A view's neurons are linearly dependent where the convention asked for needs them not to be."""
+
+
 class FewDatapointsWarning(UserWarning):
     """The views have fewer datapoints (rows) than neurons (columns): often views given transposed."""
 
 
-def _check_views(x: Any, y: Any, caller: str, min_rows: int = 2) -> tuple[Tensor, Tensor]:
+#: What too few datapoints do to each measure (the warning says the one of its caller).
+FEW_DATAPOINTS_EFFECT = {
+    "cca": "the canonical correlations are 1 whatever the views hold",
+    "biased": "CKA is biased toward 1 whatever the views hold",
+    "debiased": "the debiased CKA stays near 0 for unrelated views but its spread is large",
+}
+
+
+def _check_views(x: Any, y: Any, caller: str, min_rows: int = 2, effect: str = "cca") -> tuple[Tensor, Tensor]:
     """Views as tensors (numpy arrays are wrapped, not copied), after checking the (n, d) layout.
 
-    Warns (:class:`FewDatapointsWarning`) when n is below either view's neuron count: n - 1 centred
-    datapoints span at most n - 1 directions, so CCA finds correlations of 1 and CKA is biased
-    toward 1 whatever the views hold. Views of one layer given (neurons, datapoints), as in
+    Warns (:class:`FewDatapointsWarning`) when n <= d + 1 for the wider view's d neurons: n centred
+    datapoints span at most n - 1 directions, so with n - 1 <= d every view spans the whole
+    centred sample and CCA finds correlations of 1 whatever the views hold (n = d and n = d + 1
+    included); biased CKA is pulled toward 1, debiased CKA keeps its mean but not its precision
+    (:data:`FEW_DATAPOINTS_EFFECT`, ``effect``). Views of one layer given (neurons, datapoints), as in
     google/svcca, look like that and are accepted silently otherwise when both views have the
     same neuron count."""
     x = x if isinstance(x, Tensor) else torch.as_tensor(x)
@@ -103,10 +117,10 @@ def _check_views(x: Any, y: Any, caller: str, min_rows: int = 2) -> tuple[Tensor
     if x.device != y.device:
         raise ValueError(f"views on different devices: {x.device} and {y.device}")
     n, d = x.shape[0], max(x.shape[1], y.shape[1])
-    if n < d:
+    if n <= d + 1:
         warnings.warn(f"{caller}: the views have {n} datapoints (rows) but {x.shape[1]} and {y.shape[1]} neurons "
-                      f"(columns); with fewer datapoints than neurons the similarity is near 1 whatever the views "
-                      f"hold. Views transposed? They are (datapoints, neurons), the transpose of google/svcca's "
+                      f"(columns); with no more datapoints than neurons + 1, {FEW_DATAPOINTS_EFFECT[effect]}. "
+                      f"Views transposed? They are (datapoints, neurons), the transpose of google/svcca's "
                       f"(neurons, datapoints).", FewDatapointsWarning, stacklevel=3)
     return x, y
 
@@ -246,7 +260,8 @@ def pwcca(
     means mu added back; they are orthonormalised in order (QR) and projected onto the neurons
     *without* centring. Where that code reads ``acts1`` for the second view (the IndexError of
     google/svcca PR #9) this uses the second view, as intended. It needs k = d, the weighting
-    view's neuron count; NaN otherwise. Adding mu back makes pwcca.py's value depend on the
+    view's neuron count; NaN otherwise, with a :class:`RankDeficientWarning` (pwcca.py would go on
+    with its epsilon, its number then depending on epsilon). Adding mu back makes pwcca.py's value depend on the
     arbitrary sign LAPACK gives each u_i whenever the views are not centred (its value can change
     when x and y swap places), so here each u_i is signed to make its largest-magnitude entry
     positive (as scikit-learn's ``svd_flip``). On column-centred views signs do not matter and
@@ -281,7 +296,13 @@ def pwcca(
     bx, by = _basis(x, rtol), _basis(y, rtol)
     k = min(bx.rank, by.rank)
     nan = torch.tensor(float("nan"), dtype=torch.float64, device=x.device)
-    if k == 0 or (convention == "google" and k < x.shape[1]):
+    if k == 0:
+        return nan
+    if convention == "google" and k < x.shape[1]:
+        warnings.warn(f"pwcca(convention='google'): the weighting view has {x.shape[1]} neurons but rank {k} (a "
+                      "constant or repeated neuron); google/svcca's pwcca.py goes on with its epsilon added to the "
+                      "covariances, so its number depends on epsilon: this returns NaN. Drop such neurons, or use "
+                      "convention='paper'", RankDeficientWarning, stacklevel=2)
         return nan
     a, rho, _ = _canonical(bx, by, bx.rank, by.rank)
     if convention == "paper":
@@ -331,7 +352,7 @@ def linear_cka(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, debiased: bool
     Tensor, shape ()
         float64, in [0, 1] unless debiased; NaN if either view has zero variance.
     """
-    x, y = _check_views(x, y, "linear_cka", min_rows=4 if debiased else 2)
+    x, y = _check_views(x, y, "linear_cka", min_rows=4 if debiased else 2, effect="debiased" if debiased else "biased")
     xc, _ = _centre(x)
     yc, _ = _centre(y)
     cross = torch.linalg.matrix_norm(yc.T @ xc).square()
@@ -413,7 +434,7 @@ def rbf_cka(
     """
     if not sigma_fraction > 0:
         raise ValueError(f"sigma_fraction must be positive, got {sigma_fraction}")
-    x, y = _check_views(x, y, "rbf_cka", min_rows=4 if debiased else 2)
+    x, y = _check_views(x, y, "rbf_cka", min_rows=4 if debiased else 2, effect="debiased" if debiased else "biased")
     kx = _centre_gram(_rbf_gram(x, sigma_fraction), debiased)
     ky = _centre_gram(_rbf_gram(y, sigma_fraction), debiased)
     return (kx * ky).sum() / (torch.linalg.matrix_norm(kx) * torch.linalg.matrix_norm(ky))

@@ -92,11 +92,18 @@ def _entropy(samples: Tensor, method: str, k: int) -> Tensor:
     raise ValueError(f"method must be 'knn' or 'gaussian', got {method!r}")
 
 
-def differential_entropy(samples, dim: int = -1, *, method: Method = "knn", k: int = 3):
+def differential_entropy(samples, dim: int | None = None, *, method: Method = "knn", k: int = 3):
     """Estimated differential entropy (nats) of the samples along ``dim``, one value per remaining index.
 
-    ``samples``: tensor or array; ``dim`` holds the N samples of one scalar distribution."""
+    ``samples``: tensor or array; ``dim`` holds the N samples of one scalar distribution. It may be
+    left out for 1-D samples only: an ``(N, d)`` array is as often N samples of d units as d units'
+    N samples, so which one is meant is said (``dim=0`` for N rows of samples)."""
     x, numpy = _as_tensor(samples)
+    if dim is None:
+        if x.ndim != 1:
+            raise ValueError(f"samples of shape {tuple(x.shape)}: say which dimension holds the samples of each "
+                             f"distribution (dim=0 for rows of samples, dim=-1 for one distribution per row)")
+        dim = -1
     if not -x.ndim <= dim < x.ndim:
         raise ValueError(f"dim {dim} is outside the samples' {x.ndim} dimensions (shape {tuple(x.shape)})")
     return _back(_entropy(x.movedim(dim, -1), method, k), numpy)

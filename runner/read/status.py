@@ -85,6 +85,8 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
             elif e["event"] == "task_done":  # the record is written first; this covers a stale read
                 tasks[tid].update(state="done", seconds=e.get("seconds"))
     for t in tasks.values():
+        if t["state"] == "done" and t.get("not_applicable"):
+            t["state"] = "n/a"  # recorded so that it is not planned again; nothing was computed (as plan says)
         if t["state"] == "done":
             t["step"] = t.get("steps") or 0  # finished: all its steps (0 for a task without steps)
         if t["state"] == "running" and t.get("steps_per_s") and t.get("steps"):
@@ -95,7 +97,7 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
         state = finished["status"]
     else:
         state = "interrupted" if last_run else "unknown"
-    if tasks and all(t["state"] == "done" for t in tasks.values()):
+    if tasks and all(t["state"] in ("done", "n/a") for t in tasks.values()):
         state = "done"
     message = None
     preparing = _preparing(events, last_run, is_alive)
@@ -154,8 +156,10 @@ def render_status(status: dict) -> str:
         lines.append(f"{t['id']:<17} {str(t.get('network_label')):<16} {str(t.get('measure')):<20} {t['state']:<12} {progress}")
     n = len(status["tasks"])
     done = sum(t["state"] == "done" for t in status["tasks"])
+    skipped = sum(t["state"] == "n/a" for t in status["tasks"])
     if n:
-        lines.append(f"{done}/{n} tasks done")
+        lines.append(f"no task applies ({skipped} not applicable)" if skipped == n else
+                     f"{done}/{n - skipped} tasks done" + (f", {skipped} not applicable" if skipped else ""))
     return "\n".join(lines)
 
 

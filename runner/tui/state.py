@@ -95,6 +95,7 @@ class RunState:
             steps = int(t.get("steps") or 0)
             step = int(t.get("step") or 0)
             state = t.get("state", "pending")
+            state = "done" if state == "n/a" else state  # finished; the row says n/a from not_applicable
             elapsed = None
             if state == "done":
                 elapsed = t.get("seconds")

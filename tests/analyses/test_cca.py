@@ -318,3 +318,39 @@ def test_transposed_views_read_as_near_identical():
     assert float(svcca(a, b).mean) < 0.999
     with pytest.warns(FewDatapointsWarning):
         assert float(svcca(a.T, b.T).mean) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_independent_views_with_n_at_most_d_plus_1_correlate_perfectly_and_warn(extra):
+    """n = d and n = d + 1: n - 1 centred datapoints span at most d directions, so the canonical
+    correlations of independent views are 1 (the case the warning exists for)."""
+    d = 20
+    x = torch.randn(d + extra, d, generator=_gen(1), dtype=torch.float64)
+    y = torch.randn(d + extra, d, generator=_gen(2), dtype=torch.float64)
+    with pytest.warns(FewDatapointsWarning, match="canonical correlations are 1 whatever the views hold"):
+        rho = cca(x, y).correlations
+    assert float(rho.min()) == pytest.approx(1.0, abs=1e-8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cca(torch.randn(d + 2, d, generator=_gen(3), dtype=torch.float64),
+            torch.randn(d + 2, d, generator=_gen(4), dtype=torch.float64))  # n = d + 2: no warning
+
+
+def test_the_warning_says_what_happens_to_each_cka():
+    x = torch.randn(20, 20, generator=_gen(5), dtype=torch.float64)
+    y = torch.randn(20, 20, generator=_gen(6), dtype=torch.float64)
+    with pytest.warns(FewDatapointsWarning, match="CKA is biased toward 1"):
+        assert float(linear_cka(x, y)) > 0.5  # unrelated views
+    with pytest.warns(FewDatapointsWarning, match="debiased CKA stays near 0 for unrelated views"):
+        assert abs(float(linear_cka(x, y, debiased=True))) < 0.2
+
+
+def test_google_pwcca_with_a_constant_neuron_warns_instead_of_a_silent_nan():
+    from analyses.cca import RankDeficientWarning
+
+    x = torch.randn(200, 6, generator=_gen(9), dtype=torch.float64)
+    x[:, 2] = 3.0  # a dead unit
+    y = torch.randn(200, 8, generator=_gen(10), dtype=torch.float64)
+    with pytest.warns(RankDeficientWarning, match="rank 5 .* convention='paper'"):
+        assert math.isnan(float(pwcca(x, y, convention="google")))
+    assert 0 < float(pwcca(x, y)) < 1  # the paper's convention weights the units that vary

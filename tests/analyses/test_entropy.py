@@ -29,7 +29,7 @@ def _close_on_average(estimates: torch.Tensor, truth: float, bias: float = 0.01)
 def test_knn_on_normal_samples(sigma):
     g = torch.Generator().manual_seed(0)
     x = sigma * torch.randn(64, 1000, generator=g, dtype=torch.float64)
-    _close_on_average(differential_entropy(x), GAUSS(sigma))
+    _close_on_average(differential_entropy(x, dim=-1), GAUSS(sigma))
     one = differential_entropy(sigma * torch.randn(20000, generator=g, dtype=torch.float64)).item()
     assert abs(one - GAUSS(sigma)) < 5 * 1.1 / math.sqrt(20000) + 0.01
 
@@ -38,14 +38,14 @@ def test_knn_on_normal_samples(sigma):
 def test_knn_on_uniform_samples(a, b):
     g = torch.Generator().manual_seed(1)
     x = a + (b - a) * torch.rand(64, 1000, generator=g, dtype=torch.float64)
-    _close_on_average(differential_entropy(x), math.log(b - a))
+    _close_on_average(differential_entropy(x, dim=-1), math.log(b - a))
 
 
 def test_gaussian_estimator():
     g = torch.Generator().manual_seed(2)
     n = 5000
     x = 0.3 * torch.randn(16, n, generator=g, dtype=torch.float64)
-    h = differential_entropy(x, method="gaussian")
+    h = differential_entropy(x, -1, method="gaussian")
     torch.testing.assert_close(h, 0.5 * torch.log(2 * math.pi * math.e * x.var(dim=-1)))
     assert (h - GAUSS(0.3)).abs().max() < 5 / math.sqrt(2 * (n - 1))
     # an upper bound for a non-normal law of the same variance: uniform on [0, 1], variance 1/12
@@ -65,8 +65,8 @@ def test_knn_distance_against_brute_force():
 def test_shift_and_scale():
     x = torch.randn(5, 300, dtype=torch.float64)
     for method in ("knn", "gaussian"):
-        h = differential_entropy(x, method=method)
-        torch.testing.assert_close(differential_entropy(-2.5 * x + 7.0, method=method), h + math.log(2.5))
+        h = differential_entropy(x, -1, method=method)
+        torch.testing.assert_close(differential_entropy(-2.5 * x + 7.0, -1, method=method), h + math.log(2.5))
 
 
 def test_numpy_and_torch_agree_and_dim():
@@ -99,7 +99,7 @@ def test_token_and_layer_entropy():
     mask[0, 4:] = 0
     tok = token_entropy(states[1], mask)
     assert tok.shape == (4, 6) and tok[0, 4:].isnan().all() and not tok[mask.bool()].isnan().any()
-    torch.testing.assert_close(tok[mask.bool()], differential_entropy(states[1][mask.bool()]))
+    torch.testing.assert_close(tok[mask.bool()], differential_entropy(states[1][mask.bool()], dim=-1))
     per_layer = layer_entropy(states, mask)
     assert per_layer.shape == (3, 22)
     torch.testing.assert_close(per_layer[1], tok[mask.bool()])
@@ -116,3 +116,10 @@ def test_token_and_layer_entropy():
     assert isinstance(out, np.ndarray) and out.shape == (3, 22)
     with pytest.raises(ValueError):
         layer_entropy(states, over="layers")
+
+
+def test_a_2d_sample_must_say_which_dimension_holds_the_samples():
+    x = torch.randn(200, 8, dtype=torch.float64)  # 200 samples of 8 units, or 8 rows of 200?
+    with pytest.raises(ValueError, match=r"shape \(200, 8\): say which dimension holds the samples"):
+        differential_entropy(x)
+    assert differential_entropy(x, dim=0).shape == (8,) and differential_entropy(x, dim=-1).shape == (200,)

@@ -89,7 +89,7 @@ MEASURES = {
     "cca.pwcca_google": lambda h: pwcca(h(VIEW_X), h(VIEW_Y), convention="google"),
     "cca.linear_cka": lambda h: (linear_cka(h(VIEW_X), h(VIEW_Y)), linear_cka(h(VIEW_X), h(VIEW_Y), debiased=True)),
     "cca.rbf_cka": lambda h: rbf_cka(h(VIEW_X), h(VIEW_Y)),
-    "entropy": lambda h: (differential_entropy(h(VIEW_X), dim=0), differential_entropy(h(VIEW_X), method="gaussian")),
+    "entropy": lambda h: (differential_entropy(h(VIEW_X), dim=0), differential_entropy(h(VIEW_X), dim=-1, method="gaussian")),
     "entropy.token_entropy": lambda h: token_entropy(h(STATES), k=2),
     "entropy.layer_entropy": lambda h: layer_entropy([h(STATES), h(2 * STATES)], k=2),
     "token_geometry": lambda h: (pair_distances(h(STATES), [[0, 1], [2, 5]]),

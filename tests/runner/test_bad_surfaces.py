@@ -161,3 +161,17 @@ def test_a_malformed_bucket_or_key_is_named_before_any_request(case, store, mess
     code, out, err = in_process("apply", "maps.toml", "-q")
     assert code == 66 and message in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["maps.toml"]
+
+
+def test_status_says_n_a_for_tasks_that_do_not_apply(in_process, tmp_path):
+    """token_deviation needs several tokens per sample: on a map it is not applicable, and status
+    says so, as plan and the monitor do, instead of counting it done."""
+    import json
+
+    (tmp_path / "maps.toml").write_text(SPEC.format(store="") + '\n[[measure]]\nkind = "token_deviation"\n')
+    assert in_process("apply", "maps.toml", "-q")[0] == 0
+    code, out, err = in_process("status", "store/maps.zarr", "--json")
+    states = {t["measure"]: t["state"] for t in json.loads(out)["tasks"]}
+    assert states == {"lyapunov": "done", "token_deviation": "n/a"} and json.loads(out)["state"] == "done"
+    code, out, err = in_process("status", "store/maps.zarr")
+    assert "1/1 tasks done, 1 not applicable" in out

@@ -137,7 +137,9 @@ class Distances(ActivationMeasure, EpochMeasure):
               "1 - cos(x_i^(l), x_j^(l)) (Fig. 1)")
         b.var("euclidean_ratio", "distances", ("network", "checkpoint", "layer"), "float64", np.nan,
               "Euclidean distance relative to layer 0", "1",
-              "mean over pairs of ||x_i^(l) - x_j^(l)|| / ||x_i^(0) - x_j^(0)|| (1: distances preserved)",
+              "mean over pairs of ||x_i^(l) - x_j^(l)|| / ||x_i^(0) - x_j^(0)|| (1: distances preserved); a pair "
+              "whose layer-0 distance is 0 (the same word twice) has no ratio and is left out of the mean (its "
+              "distances are in pair_euclidean)",
               **hints(plot="curve", order=10))
         b.var("cosine_distance_mean", "distances", ("network", "checkpoint", "layer"), "float64", np.nan,
               "mean cosine distance of the pairs", "1", "mean over pairs of 1 - cos(x_i^(l), x_j^(l))",
