@@ -44,9 +44,11 @@ class TrackerError(Exception):
 
 def parse(target: str) -> tuple[str, str | None]:
     """``mlflow`` or ``mlflow:URI`` -> (tracker, uri)."""
-    name, _, uri = target.partition(":")
+    name, colon, uri = target.partition(":")
     if name not in TRACKERS:
         raise TrackerError(f"--log-to {target}: unknown tracker {name!r}; known: {', '.join(TRACKERS)}")
+    if colon and not uri.strip():
+        raise TrackerError(f"--log-to {target}: no URI after ':'; write --log-to {name} (its default) or {name}:URI")
     return name, uri or None
 
 

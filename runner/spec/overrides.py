@@ -50,7 +50,14 @@ def parse(text: str) -> Override:
                                 "entry of an array of tables (model[0].seed)")
         path.append(m.group(1))
         path += [int(i) for i in re.findall(r"\d+", m.group(2))]
-    return Override(text, tuple(path), _value(raw.strip()))
+    if not raw.strip():
+        raise OverrideError(f"--set {text}: no value after '='; e.g. --set {key}=3, or --set {key}='\"text\"'")
+    try:
+        value = _value(raw.strip())
+    except ValueError:
+        raise OverrideError(f"--set {text}: {raw.strip()!r} is not a TOML value (quote a string with spaces: "
+                            "'\"a b\"')") from None
+    return Override(text, tuple(path), value)
 
 
 def _value(raw: str) -> Any:
@@ -59,7 +66,7 @@ def _value(raw: str) -> Any:
     except tomli.TOMLDecodeError:
         if re.fullmatch(r"[^\s\"'\[\]{}=,#]+", raw):
             return raw  # a bare word: a string, as on most command lines
-        raise OverrideError(f"--set ...={raw}: not a TOML value (quote a string with spaces: '\"a b\"')") from None
+        raise ValueError(raw) from None
 
 
 def apply(sf: SpecFile, overrides: list[Override]) -> SpecFile:

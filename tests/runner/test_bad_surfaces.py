@@ -175,3 +175,43 @@ def test_status_says_n_a_for_tasks_that_do_not_apply(in_process, tmp_path):
     assert states == {"lyapunov": "done", "token_deviation": "n/a"} and json.loads(out)["state"] == "done"
     code, out, err = in_process("status", "store/maps.zarr")
     assert "1/1 tasks done, 1 not applicable" in out
+
+
+# (args after the command, exit code, the line's text): every --set, flag and target mistake in
+# one line naming it, before anything runs
+FLAGS = [
+    (["plan", "maps.toml", "--set", "=3"], 2, "--set =3: expected KEY=VALUE, e.g. --set experiment.seed=3"),
+    (["plan", "maps.toml", "--set", "a"], 2, "--set a: expected KEY=VALUE"),
+    (["plan", "maps.toml", "--set", "dynamics.steps="], 2, "--set dynamics.steps=: no value after '='"),
+    (["plan", "maps.toml", "--set", "dynamics.steps=[1,"], 2, "--set dynamics.steps=[1,: '[1,' is not a TOML value"),
+    (["plan", "maps.toml", "--set", "dynamics.steps=-5"], 65,
+     "maps.toml: --set dynamics.steps=-5: [dynamics] steps: Input should be greater than or equal to 1"),
+    (["plan", "maps.toml", "--set", "dynamics.steps=1e100"], 65, "--set dynamics.steps=1e100: [dynamics] steps: Input "
+                                                                 "should be a valid integer"),
+    (["plan", "maps.toml", "--set", 'model[9].name="x"'], 2, "model[9]: the spec has 1 such entry (indices from 0)"),
+    (["plan", "maps.toml", "--set", 'model[-1].name="x"'], 2, "'model[-1]' is not a key"),
+    (["plan", "maps.toml", "--set", 'model.name="x"'], 2, "--set model.name=\"x\": model is an array; give an index"),
+    (["plan", "maps.toml", "--set", 'experiment.seed="three"'], 65, "[experiment] seed: Input should be a valid integer"),
+    (["plan", "maps.toml", "--set", 'measure[0].kind="nope"'], 65, "kind: unknown kind 'nope'; known: attention"),
+    (["plan", "maps.toml", "--set", "dynamics.steps.x=1"], 2, "--set dynamics.steps.x=1: dynamics.steps is a value, "
+                                                              "not a table"),
+    (["apply", "maps.toml", "--threads", "0"], 2, "--threads: give a number >= 1, not 0"),
+    (["apply", "maps.toml", "--threads", "-2"], 2, "--threads: give a number >= 1, not -2"),
+    (["apply", "maps.toml", "--executor", "nope"], 2, "--executor: unknown executor 'nope'; known: local, ray"),
+    (["apply", "maps.toml", "--shards", "0"], 2, "--shards: give a number >= 1"),
+    (["apply", "maps.toml", "--address", "127.0.0.1:1"], 2, "--address names a Ray cluster: use it with --executor ray"),
+    (["apply", "maps.toml", "--log-to", "wandb"], 2, "--log-to wandb: unknown tracker 'wandb'; known: mlflow"),
+    (["apply", "maps.toml", "--log-to", "mlflow:"], 2, "--log-to mlflow:: no URI after ':'"),
+    (["history", "maps.zarr", "--remove", "nosuchversion"], 66, "maps.zarr: no such store"),
+    (["show", "s3://Bad_Bucket/x.zarr"], 66, "'Bad_Bucket' is not a valid S3 bucket name"),
+    (["status", "gs://b/x.zarr"], 66, "gs:// is not supported"),
+    (["verify", "s3://my-bucket/../x.zarr"], 66, "'.' and '..' are not folders on object storage"),
+]
+
+
+@pytest.mark.parametrize("args, code, message", FLAGS, ids=[" ".join(a[:1] + a[2:]) for a, _, _ in FLAGS])
+def test_a_bad_flag_or_override_is_one_line_before_anything_runs(args, code, message, in_process, tmp_path):
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=""))
+    got, out, err = in_process(*args)
+    assert got == code and message in err and err.count("\n") == 1, (got, out, err)
+    assert "Traceback" not in err and not (tmp_path / "store").exists()
