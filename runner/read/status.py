@@ -85,10 +85,10 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
             elif e["event"] == "task_done":  # the record is written first; this covers a stale read
                 tasks[tid].update(state="done", seconds=e.get("seconds"))
     for t in tasks.values():
-        if t["state"] == "done" and t.get("not_applicable"):
-            t["state"] = "n/a"  # recorded so that it is not planned again; nothing was computed (as plan says)
         if t["state"] == "done":
             t["step"] = t.get("steps") or 0  # finished: all its steps (0 for a task without steps)
+            if t.get("not_applicable"):
+                t["state"] = "n/a"  # recorded so that it is not planned again; nothing was computed (as plan says)
         if t["state"] == "running" and t.get("steps_per_s") and t.get("steps"):
             t["eta_s"] = (t["steps"] - t.get("step", 0)) / t["steps_per_s"]
     if alive:

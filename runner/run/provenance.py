@@ -64,7 +64,8 @@ def code_files() -> dict[str, str]:
     """sha256 of the source of each imported module of this project (``runner``, ``analyses``,
     ``models``) and of each plugin module (the module of every registered study, measure and
     model family, wherever it lives), by path (relative to the project when inside it)."""
-    names = {n for n in sys.modules if n.split(".")[0] in ("runner", "analyses", "models")} | plugin_modules()
+    # a copy: another thread (the tracker's export) may import while this one reads
+    names = {n for n in list(sys.modules) if n.split(".")[0] in ("runner", "analyses", "models")} | plugin_modules()
     out = {}
     for name in sorted(names):
         file = getattr(sys.modules.get(name), "__file__", None)
