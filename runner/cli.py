@@ -204,7 +204,7 @@ def _version() -> str:
 
 
 def cmd_plan(args) -> int:
-    from runner.run.apply import prepare_all, states
+    from runner.run.apply import damage_of, prepare_all, states
 
     _check_threads(args)
     sweep, prepared = prepare_all(args.spec, args.set)
@@ -215,7 +215,11 @@ def cmd_plan(args) -> int:
         return code
     if any(p.unmet for p in prepared):
         return EXIT_UNAVAILABLE
-    return EXIT_USAGE if any(s != "done" for p in prepared for s in states(p).values()) else EXIT_OK
+    if any(s != "done" for p in prepared for s in states(p).values()):
+        return EXIT_USAGE
+    # nothing missing: read every recorded chunk back, so that a truncated or flipped one is work to
+    # do (the repair apply would make), as verify would find it
+    return EXIT_USAGE if any(damage_of(p.store_path).tasks for p in prepared) else EXIT_OK
 
 
 def _plan_sweep(args, sweep, prepared) -> int:

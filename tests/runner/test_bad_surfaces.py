@@ -215,3 +215,18 @@ def test_a_bad_flag_or_override_is_one_line_before_anything_runs(args, code, mes
     got, out, err = in_process(*args)
     assert got == code and message in err and err.count("\n") == 1, (got, out, err)
     assert "Traceback" not in err and not (tmp_path / "store").exists()
+
+
+def test_plan_detailed_exitcode_counts_a_damaged_chunk_as_work_to_do(in_process, tmp_path):
+    """A chunk whose bytes changed (its crc32c fails) is what apply would repair: exit 2, not 0."""
+    (tmp_path / "maps.toml").write_text(SPEC.format(store=""))
+    assert in_process("apply", "maps.toml", "-q")[0] == 0
+    assert in_process("plan", "maps.toml", "--no-estimate", "--detailed-exitcode")[0] == 0
+    chunk = max((p for p in (tmp_path / "store/maps.zarr/lyapunov").rglob("*") if p.is_file() and p.name != "zarr.json"),
+                key=lambda p: p.stat().st_size)
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit
+    chunk.write_bytes(bytes(data))
+    assert in_process("plan", "maps.toml", "--no-estimate", "--detailed-exitcode")[0] == 2
+    assert in_process("apply", "maps.toml", "-q")[0] == 0  # the repair
+    assert in_process("plan", "maps.toml", "--no-estimate", "--detailed-exitcode")[0] == 0
