@@ -214,8 +214,11 @@ class AlbertFamily(Family):
 
 
 def cache_dir() -> Path:
-    """Where builtin models are built (``$TRANSIENT_CACHE``, default ``~/.cache/transient``)."""
-    return Path(os.environ.get("TRANSIENT_CACHE", Path.home() / ".cache" / "transient"))
+    """Where builtin models are built: ``$TRANSIENT_CACHE``, else the platform's user cache folder
+    (platformdirs: ``$XDG_CACHE_HOME/transient``, by default ``~/.cache/transient`` on Linux)."""
+    import platformdirs
+
+    return Path(os.environ.get("TRANSIENT_CACHE") or platformdirs.user_cache_path("transient"))
 
 
 class TinyAlbertFamily(AlbertFamily):

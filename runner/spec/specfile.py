@@ -135,6 +135,10 @@ class SpecFile:
 def read_toml(path: Path | str) -> SpecFile:
     """The text and tables of a spec file; :class:`SpecError` if it is missing, huge, not UTF-8 or not TOML."""
     path = Path(path)
+    if path.is_dir():
+        specs = sorted(str(p) for p in path.glob("**/*.toml"))[:5]
+        raise SpecMissing(path, [f"{path}: a folder, not a spec file; give one of its specs"
+                                 + (f" ({', '.join(specs)}{', ...' if len(specs) == 5 else ''})" if specs else "")])
     if not path.is_file():
         parent = path.parent if path.parent.is_dir() else None
         near = closest(path.name, [p.name for p in parent.glob("*.toml")] if parent else [])

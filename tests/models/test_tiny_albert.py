@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import pytest
@@ -82,3 +83,14 @@ def test_a_build_reports_its_progress_and_apply_prints_it(tmp_path, caplog, caps
     stages = [e["stage"] for e in read_events(tmp_path / "events.jsonl") if e["event"] == "run_preparing"]
     assert stages == said  # the monitor shows the same stages
     assert logging.getLogger("models").handlers == []  # the handler is gone after the run
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="XDG_CACHE_HOME is the Linux convention")
+def test_the_cache_follows_xdg_cache_home(monkeypatch, tmp_path):
+    from models.registry import cache_dir
+
+    monkeypatch.delenv("TRANSIENT_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "transient"
+    monkeypatch.setenv("TRANSIENT_CACHE", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine"

@@ -230,3 +230,10 @@ def test_plan_detailed_exitcode_counts_a_damaged_chunk_as_work_to_do(in_process,
     assert in_process("plan", "maps.toml", "--no-estimate", "--detailed-exitcode")[0] == 2
     assert in_process("apply", "maps.toml", "-q")[0] == 0  # the repair
     assert in_process("plan", "maps.toml", "--no-estimate", "--detailed-exitcode")[0] == 0
+
+
+def test_a_folder_given_as_the_spec_lists_its_specs(in_process, tmp_path):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "maps.toml").write_text(SPEC.format(store=""))
+    code, out, err = in_process("plan", "specs")
+    assert code == 66 and "specs: a folder, not a spec file; give one of its specs (specs/maps.toml)" in err, err
