@@ -23,12 +23,12 @@ from runner.run.apply import apply, prepare
 from runner.data.tokens import batchify, get_batch
 from runner.core.device import make_deterministic, set_precision
 from runner.storage.store import read_tasks
-from runner.studies.training.study import TrainingStudy
+from runner.studies.training.session import read_corpus
 from runner.studies.training.train import build_model, steps_per_epoch
 
 
 def corpus_of(p):
-    return p.state["corpus"] or TrainingStudy._load(p.spec, p.state["tagsets"], p.spec_file.path.parent)
+    return p.state["corpus"] or read_corpus(p.spec, p.state["tagsets"], p.spec_file.path.parent)
 
 
 def plain_loop(p, corpus, device: torch.device) -> tuple[float, int]:

@@ -31,6 +31,7 @@ from pydantic import ConfigDict, ValidationError, validate_call
 from runner.core.errors import Unavailable, UsageError
 
 from runner.storage.location import location, zarr_store
+from runner.storage.store import node_type
 from runner.run.apply import Outcome, Unmet, prepare_all, read_spec, states
 from runner.spec.specfile import SpecFile
 
@@ -155,15 +156,10 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     from runner.storage.history import versions
     from runner.spec.sweep import is_sweep
 
-    import json
-
     path = location(store)
     if not (path / "zarr.json").exists():
         raise NotAStore(f"{path}: no store here (run `runner apply` on its spec first)")
-    try:
-        node = json.loads((path / "zarr.json").read_text()).get("node_type")
-    except ValueError:
-        node = None
+    node = node_type(path)
     if node != "group":
         raise NotAStore(f"{path}: {'an array' if node == 'array' else 'a part'} of a store, not a store; open the "
                         f"store that holds it ({path.parent})")

@@ -617,13 +617,11 @@ def _similar_store(path: Path) -> str:
 def _not_a_store(path: Path) -> None:
     """:class:`NoStore` for a path that is a part of a store, not one: an array's folder (its
     ``zarr.json`` is an array's) or the runner's folder beside a store."""
+    from runner.storage.store import node_type
+
     if path.suffix == ".runner" and path.with_suffix(".zarr").exists():
         raise NoStore(f"{path}: the runner's folder beside the store {path.with_suffix('.zarr')}; give the store")
-    try:
-        node = json.loads((path / "zarr.json").read_text()).get("node_type")
-    except (OSError, ValueError, AttributeError):
-        return
-    if node == "array":
+    if node_type(path) == "array":
         raise NoStore(f"{path}: an array of a store, not a store; give the store that holds it ({path.parent})")
 
 

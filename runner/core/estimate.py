@@ -122,11 +122,10 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
             return Estimate(p.device, missing=problem)
         device = pick_device(p.device)
     est = Estimate(describe(device))
-    try:
+    with contextlib.suppress(Exception):  # a plan is never refused for want of these figures
         est.memory = p.study.footprint(p)
+    with contextlib.suppress(Exception):
         est.validity = p.study.precision_validity(p, device)
-    except Exception:  # noqa: BLE001 - a plan is never refused for want of a figure
-        est.memory = None
     if p.unmet:
         est.missing = "requirements not met here"
         return est
@@ -311,9 +310,9 @@ def render(est: Estimate, state: dict[str, str] | None = None) -> list[str]:
 
     memory = []
     if est.memory:
-        on = "the host" if est.device.startswith("cpu") else est.device
-        memory = [f"memory     about {decimal(est.memory['host'] + est.memory['device'])} at once" if on == "the host" else
-                  f"memory     about {decimal(est.memory['host'])} on the host, {decimal(est.memory['device'])} on {on}"]
+        host, device = est.memory["host"], est.memory["device"]
+        memory = [f"memory     about {decimal(host + device)} at once" if est.device.startswith("cpu") else
+                  f"memory     about {decimal(host)} on the host, {decimal(device)} on {est.device}"]
     if est.missing:
         return [f"estimate   no estimate ({est.missing})"] + memory
     lines = [f"estimate   on {est.device}: device time, from a few timed steps of each task, and disk"]

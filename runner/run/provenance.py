@@ -11,7 +11,6 @@ still changes the recorded identity of the code.
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 from models.maps import MAPS
 from models.registry import families
 from runner.plugin.measures import _REGISTRY
-from runner.plugin.loader import ENV
+from runner.plugin.loader import plugin_names
 from runner.plugin.study import studies
 
 PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "xarray", "zarr", "numpy", "pydantic", "transient")
@@ -113,4 +112,4 @@ def plugin_modules() -> set[str]:
     classes = [*studies().values(), *(m for by_kind in _REGISTRY.values() for m in by_kind.values()),
                *(type(f) for f in families()), *MAPS.values()]
     names = {c.__module__ for c in classes}
-    return names | {n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()}
+    return names | set(plugin_names())

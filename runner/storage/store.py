@@ -83,6 +83,15 @@ def root_attrs(path: Path) -> dict | None:
     return meta.get("attributes") or {} if isinstance(meta, dict) else None
 
 
+def node_type(path) -> str | None:
+    """The zarr node at ``path`` (``"group"``, ``"array"``), or None where no ``zarr.json`` can be read."""
+    try:
+        meta = json.loads((location(path) / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta.get("node_type") if isinstance(meta, dict) else None
+
+
 def store_id(path: Path) -> str | None:
     """The id of a store this runner created (None for anything else, or no store)."""
     attrs = root_attrs(path)

@@ -6,14 +6,14 @@ import torch
 from safetensors.torch import load_file
 
 from runner.run.apply import prepare
-from runner.studies.training.study import TrainingStudy
+from runner.studies.training.session import read_corpus
 from runner.studies.training.train import Finished, Saved, train
 from training_helpers import tiny_spec
 
 
 def _run(p, ckpt_dir, stop_after_step=None):
     study = p.spec
-    corpus = p.state["corpus"] or TrainingStudy._load(study, p.state["tagsets"], p.spec_file.path.parent)
+    corpus = p.state["corpus"] or read_corpus(study, p.state["tagsets"], p.spec_file.path.parent)
     items = []
     for item in train(study.model[0], study.network_seed(0), study.training, corpus, p.state["steps"], "tid",
                       ckpt_dir, torch.device("cpu")):

@@ -271,7 +271,7 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
         where = ("dynamics", "steps") if name in layout.timed else ("input", "samples")
         raise SpecProblem(where, f"the store would need {decimal(total)} ({name}: {decimal(size)}) but {folder} has "
                           f"{decimal(free)} free; fewer steps, samples or networks, or a larger `every`")
-    held = footprint(spec, networks)
+    held = footprint(spec, networks, layout)
     state, host = held["device"], held["host"]
     memory = available_memory()
     if host + state > memory:
@@ -287,10 +287,10 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
             raise SpecProblem(("measure", i, found[0]), found[1])
 
 
-def footprint(spec: DepthSpec, networks: list[Network]) -> dict[str, int]:
+def footprint(spec: DepthSpec, networks: list[Network], layout=None) -> dict[str, int]:
     """Bytes a network's pass holds at once: ``device`` (:func:`_state_nbytes`) and ``host`` (the
-    coordinates and one segment's results)."""
-    layout = build_layout(spec, networks)  # lazy: nothing is allocated
+    coordinates and one segment's results of ``layout``, built here when not given)."""
+    layout = layout or build_layout(spec, networks)  # lazy: nothing is allocated
     return {"host": layout.host_nbytes(), "device": _state_nbytes(spec, networks)}
 
 

@@ -165,7 +165,7 @@ class TrainingStudy(Study):
             if spec.corpus.scaffold is not None:
                 sizes.check_scaffold(spec.corpus.scaffold)
             try:
-                corpus = self._load(spec, tagsets, sf.path.parent)
+                corpus = read_corpus(spec, tagsets, sf.path.parent)
                 stats = _stats(corpus, spec)
                 stats_file.parent.mkdir(parents=True, exist_ok=True)
                 stats_file.write_text(json.dumps(stats))
@@ -219,10 +219,6 @@ class TrainingStudy(Study):
         return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
                         state={"stats": stats, "steps": steps, "corpus": corpus, "stats_file": stats_file,
                                "tagsets": tagsets})
-
-    @staticmethod
-    def _load(spec: TrainingStudySpec, tagsets: list[str], base: Path) -> Corpus:
-        return read_corpus(spec, tagsets, base)
 
     def describe(self, p: Prepared) -> list[str]:
         s, stats, steps = p.spec, p.state["stats"], p.state["steps"]
