@@ -62,7 +62,7 @@ def english_text(directory: Path) -> Path:
     import importlib
     import inspect
 
-    from runner.data.sources import builtin_documents
+    from runner.data.pydoc_text import builtin_documents
 
     docs = [text for _, text in builtin_documents("pydoc-topics")]
     for name in DOCUMENTED:

@@ -135,7 +135,7 @@ def scheduler_cost() -> tuple[int, float]:
 def inputs_cost(samples: int) -> float:
     from models.hub import load_tokenizer
     from models.registry import family_for
-    from runner.data.sentences import draw_samples
+    from runner.studies.depth.samples import draw_samples
 
     source = "builtin:tiny-albert"
     tokenizer = load_tokenizer(family_for(source).location(source, build=True))

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from runner.run.apply import apply, prepare
-from runner.data.tokens import batchify, get_batch
+from runner.studies.training.data.tokens import batchify, get_batch
 from runner.core.device import make_deterministic, set_precision
 from runner.storage.store import read_tasks
 from runner.studies.training.session import read_corpus

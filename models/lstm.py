@@ -232,7 +232,7 @@ class LSTMTagger(_LSTMStack):
         * ``tag_predictor``: the target at t is y_{t+1}. Without ``next_tags`` the tags are shifted
           left and the last position, whose next tag is not in the chunk, is ``IGNORE_INDEX``.
           On a batchified tag stream pass ``next_tags`` -- the ``target`` half of
-          ``runner.data.tokens.get_batch(tag_stream, i)`` -- and it is returned unchanged, so no
+          ``runner.studies.training.data.tokens.get_batch(tag_stream, i)`` -- and it is returned unchanged, so no
           position is lost.
         """
         if tags.dim() != 2:

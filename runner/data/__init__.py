@@ -1,10 +1,12 @@
-"""The one data layer every study uses.
+"""The data layer every study uses: data sources as plugins, like model families.
 
-- :mod:`~runner.data.sources`: where text comes from (hub, local files, the builtin English text,
-  CoNLL-U treebanks), and the lookup of relative paths;
-- :mod:`~runner.data.sentences`: sentences and fixed-length token samples (depth inputs);
-- :mod:`~runner.data.tokens`: the thesis' preprocessing, vocabulary, splits and batching;
-- :mod:`~runner.data.tagsets`: spaCy, topic and shuffled tags, open/closed word classes;
-- :mod:`~runner.data.corpus`: a training study's corpus, from a ``[corpus]`` table;
-- :mod:`~runner.data.listops`: seeded ListOps sequences and labels, by the Long Range Arena's rules.
+- :mod:`~runner.data.registry`: :class:`~runner.data.registry.DataSource`, the forms data come
+  in, and the registry a study asks (:func:`~runner.data.registry.data_source`);
+- :mod:`~runner.data.forms`: the records of each form;
+- the built-in sources: :mod:`~runner.data.hub` (``hf:``), :mod:`~runner.data.files` (local
+  files), :mod:`~runner.data.pydoc_text` (``builtin:pydoc-topics``); a study registers its own
+  generated ones (scaffold corpora, ListOps, the tiny tagged corpus);
+- :mod:`~runner.data.text`: sentence splitting and record fields.
 """
+
+from runner.data import files, hub, pydoc_text  # noqa: F401 - each registers its source

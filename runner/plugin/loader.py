@@ -4,8 +4,8 @@ The engine names no study, measure or model family. It imports, once:
 
 - every package under ``runner/studies/`` (the built-in studies; each registers itself and its
   measures);
-- the entry points of the groups ``transient.studies``, ``transient.measures`` and
-  ``transient.models`` of installed packages;
+- the entry points of the groups ``transient.studies``, ``transient.measures``,
+  ``transient.models`` and ``transient.data`` (data sources) of installed packages;
 - the modules named in the environment variable ``TRANSIENT_PLUGINS`` (comma-separated, e.g.
   ``TRANSIENT_PLUGINS=my_lab.measures``): a plugin that is not packaged, or one in a test.
 
@@ -28,7 +28,7 @@ from importlib.metadata import entry_points
 from runner.core.errors import Unavailable
 
 BUILTIN = "runner.studies"
-GROUPS = ("transient.studies", "transient.measures", "transient.models")
+GROUPS = ("transient.studies", "transient.measures", "transient.models", "transient.data")
 ENV = "TRANSIENT_PLUGINS"
 
 _loaded = False

@@ -14,7 +14,7 @@ from analyses.contextual_decomposition import interdependence, lstm_weights
 from analyses.rule_probability import cd_target_probability, target_probability
 from analyses.syntactic_interdependence import PairDI, aggregate, pair_interdependence, tree_distances
 from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig
-from runner.data.scaffold import ALPHA, OMEGA, ScaffoldConfig, generate
+from runner.studies.training.data.scaffold import ALPHA, OMEGA, ScaffoldConfig, generate
 
 V = 12  # alpha, omega and 10 words
 

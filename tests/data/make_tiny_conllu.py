@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.data.tiny_tagged import conllu
+from runner.studies.training.data.tiny_tagged import conllu
 
 if __name__ == "__main__":
     Path(__file__).with_name("tiny_tagged.conllu").write_text(conllu(), encoding="utf-8")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.data.sentences import draw_pairs
+from runner.studies.depth.samples import draw_pairs
 from tests.runner.helpers import write_spec
 from tests.runner.pairs import write_pairs
 

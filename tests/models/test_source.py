@@ -7,7 +7,14 @@ import pytest
 
 from models.registry import family_for
 from models.source import Source
-from runner.data.sources import InputError, check_source
+from runner.data.registry import DOCUMENTS, InputError, check_data
+
+
+def check_source(source, field="text", **options):
+    """The depth study's check of its input source: :class:`InputError` with the problem."""
+    problem = check_data(source, Path("."), DOCUMENTS, field=field, **options)
+    if problem:
+        raise InputError(problem)
 
 
 @pytest.mark.parametrize("text, scheme, rest", [

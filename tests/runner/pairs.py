@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.data.sentences import split_sentences
-from runner.data.sources import builtin_documents
+from runner.studies.depth.samples import split_sentences
+from runner.data.pydoc_text import builtin_documents
 
 
 def write_pairs(path: Path, n: int = 120) -> Path:

@@ -8,7 +8,7 @@ import pytest
 from runner.core import errors
 from runner.run.apply import ReplaceRefused, Unmet
 from runner.cli import CannotWrite, NoStore, _known_error
-from runner.data.corpus import CorpusError
+from runner.studies.training.data.corpus import CorpusError
 from runner.spec.overrides import OverrideError
 from runner.spec.specfile import SpecError, SpecMissing
 from runner.storage.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError

@@ -1,4 +1,4 @@
-"""Tests for runner.data.sentences and sources: drawing fixed-length token samples from text corpora (offline)."""
+"""Tests for runner.studies.depth.samples and sources: drawing fixed-length token samples from text corpora (offline)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,23 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pathlib import Path
+
 import pytest
 import torch
 
-from runner.data.sentences import Samples, draw_samples, split_sentences
-from runner.data.sources import InputError, builtin_documents, check_source
+from runner.studies.depth.samples import Samples, draw_samples, split_sentences
+from runner.data.pydoc_text import builtin_documents
+from runner.data.registry import DOCUMENTS, InputError, check_data
 
 TOKENS = 16
+
+
+def check_source(source, field="text", **options):
+    """The depth study's check of its input source: :class:`InputError` with the problem."""
+    problem = check_data(source, Path("."), DOCUMENTS, field=field, **options)
+    if problem:
+        raise InputError(problem)
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -1,4 +1,4 @@
-"""The seeded ListOps generator of runner/data/listops.py (Long Range Arena's rules), checked
+"""The seeded ListOps generator of runner/studies/transject/data/listops.py (Long Range Arena's rules), checked
 against an evaluator written here from the task's definition."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from runner.data.listops import OPERATORS, evaluate, generate, to_lra_string, tree_tokens
+from runner.studies.transject.data.listops import OPERATORS, evaluate, generate, to_lra_string, tree_tokens
 
 OPS = {"[MIN": min, "[MAX": max, "[MED": lambda a: int(statistics.median(a)), "[SM": lambda a: sum(a) % 10}
 

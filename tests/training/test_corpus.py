@@ -8,9 +8,12 @@ from collections import Counter
 import pytest
 import torch
 
-from runner.data.sources import TaggedSentence, load_hf_text, parse_conllu, read_conllu, read_text, wikitext_articles
-from runner.data.tagsets import shuffled_tags, spacy_tags, topic_tags
-from runner.data.tokens import (EOS, UNK, batchify, build_vocabulary, encode_corpus, get_batch, preprocess,
+from runner.data.files import parse_conllu, read_conllu
+from runner.data.forms import TaggedSentence
+from runner.data.hub import load_hf_text, wikitext_articles
+from runner.data.text import read_text
+from runner.studies.training.data.tagsets import shuffled_tags, spacy_tags, topic_tags
+from runner.studies.training.data.tokens import (EOS, UNK, batchify, build_vocabulary, encode_corpus, get_batch, preprocess,
                                 preprocess_tagged, split_corpus)
 
 CONLLU = """\
@@ -229,7 +232,7 @@ def test_spacy_tags():
 def test_the_builtin_tagged_corpus_is_the_shipped_conllu_file():
     from pathlib import Path
 
-    from runner.data.tiny_tagged import sentences
+    from runner.studies.training.data.tiny_tagged import sentences
 
     shipped = read_conllu(Path(__file__).resolve().parents[1] / "data" / "tiny_tagged.conllu")
     built = sentences()

@@ -12,9 +12,10 @@ import xarray as xr
 
 from runner.run.apply import apply, prepare
 from runner.run.prepare import validate_spec
-from runner.data.corpus import CorpusError, load_corpus, longest_documents
-from runner.data.sources import SEM_CATEGORIES, SEM_COARSE, GmbSentence, TaggedSentence, parse_gmb, read_gmb, sem_coarse
-from runner.data.tokens import EOS, UNK, build_vocabulary
+from runner.studies.training.data.corpus import CorpusError, load_corpus, longest_documents
+from runner.data.forms import TaggedSentence
+from runner.studies.training.data.gmb import SEM_CATEGORIES, SEM_COARSE, GmbSentence, parse_gmb, read_gmb, sem_coarse
+from runner.studies.training.data.tokens import EOS, UNK, build_vocabulary
 from runner.spec.specfile import SpecError
 from runner.studies.training.spec import CorpusSpec
 from training_helpers import ROOT, tiny_spec
@@ -196,7 +197,7 @@ def test_the_thesis_spec_names_the_chapter_4_data():
 
 def test_hub_records_as_documents_split_into_sentences(monkeypatch):
     """doc_field: one article per record (wikimedia/wikipedia's title and text), read without the hub here."""
-    import runner.data.corpus as corpus_module
+    import runner.data.hub as hub_module
 
     articles = [("Short", "A cat sat. It slept."), ("Long", "The dog ran far. The dog ran back!\nThe end."),
                 ("Mid", "Birds fly high. Birds sing.")]
@@ -206,7 +207,7 @@ def test_hub_records_as_documents_split_into_sentences(monkeypatch):
         seen.update(dataset_id=dataset_id, subset=subset, field=field, doc_field=doc_field)
         return articles
 
-    monkeypatch.setattr(corpus_module, "load_hf_documents", fake)
+    monkeypatch.setattr(hub_module, "load_hf_documents", fake)
     spec = CorpusSpec(source="hf:wikimedia/wikipedia", subset="20231101.en", doc_field="title", min_count=1,
                       drop_rare_sentences=False, tag_articles=1, split=[0.34, 0.33, 0.33])
     corpus = load_corpus(spec, ["topic"], seed=0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runner.data.scaffold import (ALPHA, OMEGA, ScaffoldConfig, generate, occurrences, vocabulary)
+from runner.studies.training.data.scaffold import (ALPHA, OMEGA, ScaffoldConfig, generate, occurrences, vocabulary)
 
 SMALL = ScaffoldConfig(vocab_size=20, tokens=20_000, rules=200, phrases=10, familiar_repeats=50,
                        valid_tokens=4000, test_cases=60, context=3)

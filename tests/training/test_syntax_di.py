@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from runner.run.apply import apply, prepare
-from runner.data.sources import parse_conllu_trees
+from runner.studies.training.data.treebank import parse_conllu_trees
 from runner.read.figures import recipes
 from training_helpers import CORPUS
 

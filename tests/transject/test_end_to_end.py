@@ -15,7 +15,7 @@ import xarray as xr
 
 from runner.run.apply import apply, prepare
 from runner.cli import main
-from runner.data.classification import listops_splits
+from runner.studies.transject.data.classification import labelled_splits
 from runner.read.figures import recipes
 from runner.read.status import load_status
 from runner.storage.store import read_tasks
@@ -53,7 +53,8 @@ def test_tiny_results_have_the_known_answers(ds):
     np.testing.assert_allclose(w.sum("expert").values, 1.0, rtol=1e-6)
     assert np.isnan(ds.expert_weight.sel(network="transformer-s0").values).all()
     assert np.isfinite(ds.expert_entropy.sel(network="transformer-s0").values).all()
-    _, test = listops_splits(96, 32, 0, max_depth=3, max_args=4, min_length=4, max_length=40)
+    _, test = labelled_splits("listops:", seed=0, options=dict(train=96, test=32, max_depth=3, max_args=4,
+                                                               min_length=4, max_length=40))
     assert list(ds.token_text.values) == test.tokens[0]  # the analysis sentence: ListOps' first test sequence
 
 

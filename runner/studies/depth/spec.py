@@ -125,7 +125,7 @@ class InputSpec(Table):
     """Stream hub datasets instead of downloading them whole."""
     pair: list[str] | None = None
     """Sentence pairs instead of sentences: the two fields of a pair (GLUE STS-B: ``["sentence1",
-    "sentence2"]``), encoded as ``[CLS] a [SEP] b [SEP]`` (``runner.data.sentences.draw_pairs``);
+    "sentence2"]``), encoded as ``[CLS] a [SEP] b [SEP]`` (``runner.studies.depth.samples.draw_pairs``);
     needs ``score``. ``field`` is then unused."""
     score: str | None = None
     """The field holding a pair's annotated score (STS-B: ``label``, 0-5); stored as ``score`` on

@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.hub import hub_off
 from runner.core.device import device_unavailable, set_precision
 from runner.core.layout import available_memory
 from runner.storage.location import is_url
 from runner.plugin.measures import measures
 from runner.core.plan import Task, task_id
 from runner.core.requirements import Requirement
+from runner.data.files import anchor
+from runner.data.registry import DOCUMENTS, ROWS, InputError, check_data, data_source_for
 from runner.spec.specfile import SpecError, SpecFile, SpecProblem
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
@@ -30,6 +31,7 @@ from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.measure import Derivation, PassNetworkContext
 from runner.studies.depth.estimate import estimate, thread_key, thread_probe
 from runner.studies.depth.layout import build_layout, maskings, segment_length
+from runner.studies.depth.samples import Samples, draw_pairs, draw_samples
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
 from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
@@ -146,8 +148,6 @@ class DepthStudy(Study):
 
     def check(self, spec: DepthSpec, sf: SpecFile) -> list[str]:
         """Local paths named by the spec must exist (hub ids are checked when resolved)."""
-        from runner.data.sources import InputError, anchor, check_source
-
         problems = []
         base = sf.path.parent
         for i, m in enumerate(spec.model):
@@ -155,17 +155,15 @@ class DepthStudy(Study):
             if local is not None and not local.is_dir():
                 problems.append(sf.problem(("model", i, "source"), f"no such directory {m.source.removeprefix('path:')}"))
         if spec.text_models:
-            try:
-                inp = spec.input
-                check_source(anchor(inp.source, base), subset=inp.subset, split=inp.split,
-                             field=inp.field if inp.pair is None else [*inp.pair, inp.score])
-            except InputError as err:
-                problems.append(sf.problem(("input", "source"), str(err)))
+            inp = spec.input
+            problem = check_data(inp.source, base, DOCUMENTS if inp.pair is None else ROWS, subset=inp.subset,
+                                 split=inp.split, field=inp.field,
+                                 fields=None if inp.pair is None else [*inp.pair, inp.score])
+            if problem:
+                problems.append(sf.problem(("input", "source"), problem))
         return problems
 
     def prepare(self, spec: DepthSpec, sf: SpecFile) -> Prepared:
-        from runner.data.sources import anchor
-
         base = sf.path.parent  # relative local paths as seen from the spec's folder when they exist there
         spec = spec.model_copy(update={
             "model": [m.model_copy(update={"source": anchor(m.source, base)}) for m in spec.model],
@@ -177,13 +175,18 @@ class DepthStudy(Study):
         device = device_unavailable(spec.dynamics.device)
         if device:
             unmet.append(Requirement("[dynamics] device", device, kind="device", name=spec.dynamics.device))
-        if spec.text_models and spec.input.source.on_hub and hub_off():
+        if spec.text_models and self._input_unavailable(spec.input):
             unmet.append(Requirement(f"[input] source {spec.input.source!r}", "a hub dataset, streamed, and the hub is "
                                      "switched off or out of reach here", kind="data", name=spec.input.source,
                                      fix="give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
                                      ".jsonl/.csv/.tsv/.parquet)"))
         return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
                         spec.dynamics.device, unmet, state=networks)
+
+    @staticmethod
+    def _input_unavailable(inp) -> str | None:
+        reader = data_source_for(inp.source)
+        return reader.unavailable(inp.source, subset=inp.subset, streaming=True) if reader else None
 
     def describe(self, p: Prepared) -> list[str]:
         spec = p.spec
@@ -347,18 +350,18 @@ class DepthSession:
         if not spec.text_models:
             return None, None
         from models.hub import ModelLoadError, load_tokenizer
-        from runner.data.sentences import InputError, draw_pairs, draw_samples
 
         inp = spec.input
+        base = self.p.spec_file.path.parent  # a plugin source's relative paths, as its check saw them
         try:
             tokenizer = load_tokenizer(tokenizer_location(spec))
             if inp.pair is not None:
                 return draw_pairs(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
                                   seed=spec.experiment.seed, fields=inp.pair, score=inp.score, subset=inp.subset,
-                                  split=inp.split, streaming=inp.streaming), tokenizer
+                                  split=inp.split, streaming=inp.streaming, base=base), tokenizer
             return draw_samples(inp.source, tokenizer=tokenizer, samples=inp.samples, tokens=inp.tokens,
                                 seed=spec.experiment.seed, subset=inp.subset, split=inp.split, field=inp.field,
-                                streaming=inp.streaming), tokenizer
+                                streaming=inp.streaming, base=base), tokenizer
         except (InputError, ModelLoadError) as err:
             raise SourceUnavailable(f"[input] source {inp.source!r}: {err}") from None
 
@@ -366,7 +369,6 @@ class DepthSession:
         """The input sentences as the driver wrote them into ``store`` (:meth:`write_inputs`: ids,
         texts, origins, scores), and the tokenizer when a measure masks tokens (None, None for specs
         with reference maps only)."""
-        from runner.data.sentences import Samples
 
         spec = self.spec
         for net in self.networks:

@@ -24,8 +24,8 @@ from models.activations import token_rows, tokens
 from models.lstm import LSTMActivations
 from runner.checkpointed.files import load_weights
 from runner.checkpointed.session import write_cell
-from runner.data.corpus import Corpus
-from runner.data.tokens import batchify, get_batch
+from runner.studies.training.data.corpus import Corpus
+from runner.studies.training.data.tokens import batchify, get_batch
 from runner.core.layout import Layout
 from runner.core.plan import Task
 from runner.storage.store import Store

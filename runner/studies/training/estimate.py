@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from runner.data.corpus import Corpus, TagStreams, Variant
-from runner.data.tokens import Vocabulary, batchify
+from runner.studies.training.data.corpus import Corpus, TagStreams, Variant
+from runner.studies.training.data.tokens import Vocabulary, batchify
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.training.session import read_corpus
 from runner.studies.training.spec import NetworkSpec, TrainingSpec

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
-from runner.data.corpus import Corpus
+from runner.studies.training.data.corpus import Corpus
 from runner.core.layout import Layout, LayoutBuilder, network_coords
 from runner.plugin.measures import declare, hints, measures
 from runner.studies.training.context import sentence_words

@@ -40,7 +40,7 @@ class TrainingShape:
     names: list[str]
     """Network labels."""
     corpus: Any
-    """The training corpus (:class:`runner.data.corpus.Corpus`), for word coordinates."""
+    """The training corpus (:class:`runner.studies.training.data.corpus.Corpus`), for word coordinates."""
     variants: list[str | None] = field(default_factory=list)
     """Per network: the corpus variant it trains on (scaffold corpora), else None."""
     sentence: list[str] = field(default_factory=list)

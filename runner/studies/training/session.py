@@ -13,8 +13,8 @@ from runner.core import interrupt
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import checkpoint_dir
 from runner.checkpointed.session import Checkpoints, forked_rng
-from runner.data.corpus import Corpus, load_corpus
-from runner.data.sources import offline_hub
+from runner.studies.training.data.corpus import Corpus, load_corpus
+from runner.data.hub import offline_hub
 from runner.core.device import set_precision
 from runner.plugin.measures import measures
 from runner.core.plan import Task
@@ -50,7 +50,7 @@ def read_corpus(spec: TrainingStudySpec, tagsets: list[str], base: Path) -> Corp
         try:
             return load_corpus(spec.corpus, tagsets, seed=spec.experiment.seed, base=base)
         except ValueError as err:
-            if spec.corpus.source != "scaffold:":
+            if not spec.corpus.generated:
                 raise
             raise SpecProblem(("corpus", "scaffold", "phrases"), str(err)) from None
 

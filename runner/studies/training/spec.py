@@ -10,17 +10,23 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_validator
 
 from models.source import Source, SourceText
-from runner.data.sources import anchor
-from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.core.device import DeviceName
+from runner.data.registry import TAGGED, DataSource, check_data, data_source_for
 from runner.plugin.measures import measures, params_union
 from runner.spec.specfile import Name, SpecFile, StudySpec, Table, repeated
+from runner.studies.training.data.corpus import scaffold_variants
+from runner.studies.training.data.scaffold import (
+    ScaffoldConfig,
+    fill_problem,
+    generates,
+    scaffold_count,
+    valid_counts,
+)
 
 LAYERS = ("embedding", "lstm1", "lstm2")
 LSTM_LAYERS = ("embedding", "lstm1", "lstm2", "lstm3", "lstm4", "logits")
@@ -39,14 +45,14 @@ def _layer(name: str) -> str:
 Layer = Annotated[str, AfterValidator(_layer)]
 TAGSETS = ("upos", "xpos", "topic", "spacy_upos", "spacy_xpos", "gmb_pos", "sem_coarse", "sem_fine")
 TagSet = Literal["upos", "xpos", "topic", "spacy_upos", "spacy_xpos", "gmb_pos", "sem_coarse", "sem_fine"]
-#: Tag sets read from GMB-style tagged files (:func:`runner.data.sources.read_gmb`), each its own corpus.
+#: Tag sets read from GMB-style tagged files (:func:`runner.studies.training.data.gmb.read_gmb`), each its own corpus.
 GMB_TAGSETS = {"gmb_pos": "gmb_pos", "sem_coarse": "gmb_sem", "sem_fine": "gmb_sem"}
 
 
 
 
 class ScaffoldSpec(Table):
-    """The synthetic scaffold corpora of Ch. 5 Sec. 4.2-4.3 (:mod:`runner.data.scaffold`); every
+    """The synthetic scaffold corpora of Ch. 5 Sec. 4.2-4.3 (:mod:`runner.studies.training.data.scaffold`); every
     default is the paper's value where it gives one."""
 
     lengths: list[int] = Field(default_factory=lambda: [2, 4, 6, 8], min_length=1)
@@ -82,13 +88,6 @@ class ScaffoldSpec(Table):
 
     def problems(self) -> list[tuple[tuple, str]]:
         """What the generator could not draw, said with the numbers (it would loop or fail mid-plan)."""
-        from runner.data.scaffold import (
-            ScaffoldConfig,
-            fill_problem,
-            scaffold_count,
-            valid_counts,
-        )
-
         where = ("corpus", "scaffold")
         cfg = ScaffoldConfig(**self.model_dump(exclude={"lengths", "settings"}))
         repeats = self.familiar_repeats if "familiar" in self.settings else 0
@@ -125,7 +124,7 @@ class CorpusSpec(Table):
     doc_field: str | None = None
     """Column naming the document of a record, for ``hf:`` datasets with one document per record
     (``wikimedia/wikipedia``: ``title``): each record's text is split into sentences
-    (:func:`runner.data.sentences.split_sentences`) and whitespace-tokenized, and the document is the
+    (:func:`runner.studies.depth.samples.split_sentences`) and whitespace-tokenized, and the document is the
     sentences' topic. Unset: records are WikiText lines grouped into articles by their ``= Title =``."""
     lowercase: bool = True
     """Lowercase every token (thesis: yes)."""
@@ -147,7 +146,7 @@ class CorpusSpec(Table):
     100 longest articles in Wikipedia in a 70/10/20 train/dev/test split", the "191K-token
     100-article test corpus"). Unset: every sentence of the corpus carries the tags."""
     gmb_pos: str | None = None
-    """GMB-style tagged file (word, PTB POS, SEM tag per line; :func:`runner.data.sources.read_gmb`)
+    """GMB-style tagged file (word, PTB POS, SEM tag per line; :func:`runner.studies.training.data.gmb.read_gmb`)
     of the ``gmb_pos`` tag set (thesis: human-annotated PTB POS of the Groningen Meaning Bank). It is
     split ``split`` on its own and read with the LM's vocabulary; a missing file is an unmet
     requirement."""
@@ -167,13 +166,23 @@ class CorpusSpec(Table):
     @model_validator(mode="before")
     @classmethod
     def _default_scaffold(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("source") == "scaffold:" and data.get("scaffold") is None:
+        if isinstance(data, dict) and generates(data.get("source")) and data.get("scaffold") is None:
             return {**data, "scaffold": {}}
         return data
 
+    @property
+    def reader(self) -> DataSource | None:
+        """The data source that reads ``source`` (None: none does; the study's check says so)."""
+        return data_source_for(self.source)
+
+    @property
+    def generated(self) -> bool:
+        """The source generates the scaffold corpora (``scaffold:``): there are no sentences to read."""
+        return generates(self.source)
+
     @model_validator(mode="after")
     def _scaffold(self) -> CorpusSpec:
-        if self.scaffold is not None and self.source != "scaffold:":
+        if self.scaffold is not None and not self.generated:
             raise ValueError("[corpus.scaffold] needs source = \"scaffold:\"")
         return self
 
@@ -430,16 +439,14 @@ class TrainingStudySpec(StudySpec):
             out.append((("checkpoints", "every_epoch"), "the schedule keeps no checkpoint besides the initial "
                         "one; set every_epoch, steps or log_spaced"))
         for i, m in enumerate(self.measure):
-            if getattr(m, "scaffold_corpus", False) and self.corpus.source != "scaffold:":
+            if getattr(m, "scaffold_corpus", False) and not self.corpus.generated:
                 out.append((("measure", i, "kind"), f"{m.kind} measures the scaffold test sets; it needs [corpus] "
                             "source = \"scaffold:\""))
-            if getattr(m, "treebank", None) and self.corpus.source == "scaffold:":
+            if getattr(m, "treebank", None) and self.corpus.generated:
                 out.append((("measure", i, "kind"), f"{m.kind} reads English; the scaffold corpus' networks cannot"))
         if self.corpus.scaffold is not None:
             out += self.corpus.scaffold.problems()
-        if self.corpus.source == "scaffold:":
-            from runner.data.corpus import scaffold_variants
-
+        if self.corpus.generated:
             known_variants = scaffold_variants(self.corpus)
             for i, n in enumerate(self.model):
                 if n.kind != "lm":
@@ -459,10 +466,10 @@ class TrainingStudySpec(StudySpec):
             if gmb:
                 out.append((("measure", i, "tagsets"), f"{m.kind} reads tags aligned with the analysis tokens; the "
                             f"GMB tag sets {gmb} are another corpus (train taggers on them instead)"))
-        if self.corpus.tag_articles and not (self.corpus.source.on_hub or self.corpus.source == TINY_TAGGED
-                                             or self.corpus.source.endswith(".conllu")):
-            out.append((("corpus", "tag_articles"), f"needs documents: an hf: source, {TINY_TAGGED} or a .conllu "
-                        "with # newdoc"))
+        reader = data_source_for(self.corpus.source)
+        if self.corpus.tag_articles and not (reader and "documents" in reader.annotations(self.corpus.source)):
+            out.append((("corpus", "tag_articles"), "needs documents: an hf: source, builtin:tiny-tagged or a "
+                        ".conllu with # newdoc"))
         out += self.corpus.split_problems()
         return out
 
@@ -534,22 +541,17 @@ TABLES = {"corpus": CorpusSpec, "scaffold": ScaffoldSpec, "training": TrainingSp
 def check_sources(study: TrainingStudySpec, sf: SpecFile) -> list[str]:
     src = study.corpus.source
     where = ("corpus", "source")
-    if src.on_hub or src in ("builtin:pydoc-topics", TINY_TAGGED, "scaffold:"):
-        pass
-    elif src.scheme == "builtin":
-        return [sf.problem(where, f"unknown builtin {src!r}; known: builtin:pydoc-topics, {TINY_TAGGED}")]
-    else:
-        local = Path(anchor(src, sf.path.parent))
-        if not local.is_file():
-            return [sf.problem(where, f"no such file {src}")]
-        if local.suffix not in (".conllu", ".txt"):
-            return [sf.problem(where, f"local corpora are .conllu or .txt files, not {local.suffix!r}")]
-    conllu = src.endswith(".conllu") or src == TINY_TAGGED
+    if study.corpus.generated:
+        return []
+    problem = check_data(src, sf.path.parent, TAGGED, "source")
+    if problem:
+        return [sf.problem(where, problem)]
+    have = data_source_for(src).annotations(src)
     for t in study.tagsets():
-        if t in ("upos", "xpos") and not conllu:
+        if t in ("upos", "xpos") and t not in have:
             return [sf.problem(where, f"tag set {t!r} needs a .conllu corpus; use spacy_{t} for silver tags "
                                "from spaCy, or 'topic'")]
-        if t == "topic" and not (conllu or src.on_hub):
+        if t == "topic" and "documents" not in have:
             return [sf.problem(where, "tag set 'topic' needs documents (.conllu with # newdoc, or wikitext articles)")]
     return []
 

@@ -15,22 +15,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import platform
 from pathlib import Path
 
 from models.registry import cache_dir
-from models.source import Source
-from runner.data.corpus import Corpus, CorpusError
-from runner.data.scaffold import VERSION as SCAFFOLD_VERSION
-from runner.data.sources import anchor
-from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
-from runner.data.tiny_tagged import VERSION as TINY_TAGGED_VERSION
 from runner.core.device import device_unavailable
 from runner.core.plan import Task
 from runner.core.requirements import Requirement
+from runner.data.files import anchor
+from runner.data.registry import TAGGED, data_source_for
 from runner.spec.specfile import SpecError, SpecFile
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training import sizes
+from runner.studies.training.data.corpus import Corpus, CorpusError
+from runner.studies.training.data.tiny_tagged import SOURCE as TINY_TAGGED
 from runner.studies.training.estimate import estimate, thread_key, thread_probe
 from runner.studies.training.plan import make_tasks, suite_tasks, task_label
 from runner.studies.training.spec import (
@@ -48,17 +45,7 @@ from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 
 
 def _source_identity(study: TrainingStudySpec, base: Path) -> str:
-    src = study.corpus.source
-    if src.on_hub:
-        return src
-    if src == "scaffold:":  # generated: the generator's code is the identity
-        return f"{src} v{SCAFFOLD_VERSION}"
-    if src == TINY_TAGGED:  # generated: the generator's version is the identity
-        return f"{src} v{TINY_TAGGED_VERSION}"
-    if src.scheme == "builtin":
-        return f"{src} python {platform.python_version()}"  # the builtin text follows Python's version
-    path = Path(anchor(src, base))
-    return f"{path.resolve()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}"
+    return data_source_for(study.corpus.source).identity(study.corpus.source, base, TAGGED)
 
 
 def _gmb_identity(study: TrainingStudySpec, key: str, base: Path) -> str:
@@ -89,7 +76,8 @@ UD_EWT = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT, e.g.
 
 def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
     """Treebanks of measures (``treebank = ...``) that are not here: a missing file, an uncached hub set."""
-    from runner.data.sources import InputError, load_treebank
+    from runner.data.registry import InputError
+    from runner.studies.training.data.treebank import load_treebank
 
     out = []
     for i, m in enumerate(study.measure):
@@ -97,7 +85,8 @@ def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
         if not tb:
             continue
         where = f"[[measure]] {i} ({m.kind}) treebank {tb!r}"
-        if not Source(tb).on_hub:
+        reader = data_source_for(tb)
+        if not (reader and reader.remote):
             path = Path(anchor(tb, base))
             if not path.is_file():
                 out.append(f"{where}: no file {path}; download {UD_EWT}")
@@ -170,7 +159,7 @@ class TrainingStudy(Study):
                 stats_file.parent.mkdir(parents=True, exist_ok=True)
                 stats_file.write_text(json.dumps(stats))
             except CorpusError as err:
-                if not spec.corpus.source.on_hub:
+                if not (spec.corpus.reader and spec.corpus.reader.remote):
                     raise SourceUnavailable(str(err)) from None
                 unmet.append(str(err))
         labels = [n.name for n in spec.model]

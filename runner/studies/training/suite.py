@@ -40,8 +40,8 @@ from models.suites import (
     local_tokenizer_problem,
     word_activations,
 )
-from runner.data.corpus import Corpus
-from runner.data.sources import anchor
+from runner.studies.training.data.corpus import Corpus
+from runner.data.files import anchor
 from runner.core.layout import Layout
 from runner.plugin.measures import measures
 from runner.core.requirements import Requirement

@@ -24,8 +24,8 @@ from torch import Tensor
 from models.registry import family_for
 from runner.checkpointed import loop as checkpointed
 from runner.checkpointed.loop import Finished, Saved
-from runner.data.tokens import batchify, get_batch
-from runner.data.corpus import Corpus
+from runner.studies.training.data.tokens import batchify, get_batch
+from runner.studies.training.data.corpus import Corpus
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
 
 

@@ -17,14 +17,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.data.classification import LOCAL_BUILDERS, local_files
+from runner.data.files import LABELLED_BUILDERS, split_files
 from runner.core.layout import available_memory
 from runner.storage.location import is_url
 from runner.spec.specfile import SpecProblem
-from runner.studies.transject.spec import BASELINES, LISTOPS_CLASSES, TransJectSpec
-
-#: ListOps' vocabulary: <pad>, <unk>, four operators, "]" and the digits (runner.data.listops).
-LISTOPS_VOCAB = 2 + 4 + 1 + 10
+from runner.studies.transject.spec import BASELINES, TransJectSpec
 FP32 = 4
 
 
@@ -92,7 +89,7 @@ class LocalData:
 def _columns(p: Path, label: str) -> dict[str, list]:
     """The columns of a local data file (pyarrow: parquet, csv, jsonl; json: an array of records).
     A parquet file's columns other than ``label`` are read as names and a row count only."""
-    kind = LOCAL_BUILDERS[p.suffix.lower()]
+    kind = LABELLED_BUILDERS[p.suffix.lower()]
     if kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -129,7 +126,7 @@ def _shown(p: Path, base: Path) -> Path:
 def local_data(spec: TransJectSpec, base: Path) -> LocalData:
     """Open every file of a local ``[data] source`` and check it against the spec."""
     d = spec.data
-    real = local_files(d.source, base, (d.train_split, d.test_split))
+    real = split_files(d.source, base, (d.train_split, d.test_split))
     files = [_shown(p, base) for p in real]
     labels: list = []
     for p, path in zip(files, real, strict=True):
@@ -137,7 +134,7 @@ def local_data(spec: TransJectSpec, base: Path) -> LocalData:
             table = _columns(path, d.label)
         except Exception as err:  # noqa: BLE001 -- pyarrow, json and OS errors alike: the file is unreadable
             first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-            return LocalData(unreadable=f"[data] source: {p} cannot be read as {LOCAL_BUILDERS[p.suffix.lower()]} "
+            return LocalData(unreadable=f"[data] source: {p} cannot be read as {LABELLED_BUILDERS[p.suffix.lower()]} "
                              f"({first})")
         rows = len(next(iter(table.values()), []))
         need = 1 if len(files) == 2 else 2
@@ -158,7 +155,7 @@ def local_data(spec: TransJectSpec, base: Path) -> LocalData:
             return LocalData(problem=(("data", "label"), f"integer labels are classes 0, 1, ...; "
                                       f"{', '.join(map(str, files))} hold{'s' * (len(files) == 1)} {min(labels)}"))
         classes = max(labels) + 1
-    else:  # other labels are numbered in sorted order (runner.data.classification)
+    else:  # other labels are numbered in sorted order (runner.studies.transject.data.classification)
         classes = len({str(v) for v in labels})
     if d.n_classes is not None and classes > d.n_classes:
         return LocalData(problem=(("data", "n_classes"), f"{d.n_classes} classes, but the labels of "
@@ -219,8 +216,9 @@ def check_sizes(spec: TransJectSpec, classes: int | None) -> None:
     from runner.studies.transject.models import params_of
 
     d = spec.data
-    vocab = min(d.vocab_size, LISTOPS_VOCAB) if d.kind == "listops" else 2  # at least <pad> and <unk>
-    n_classes = d.n_classes or (LISTOPS_CLASSES if d.kind == "listops" else classes or 2)
+    fixed = d.implied("vocab_size")  # a generated source's whole vocabulary (ListOps)
+    vocab = min(d.vocab_size, fixed) if fixed else 2  # at least <pad> and <unk>
+    n_classes = d.n_classes or d.implied("n_classes") or classes or 2
     memory, where = device_memory(spec.training.device)
     path = spec.store_path().absolute()
     folder = None if is_url(path) else next(p for p in [path, *path.parents] if p.exists())  # a bucket has no "free"

@@ -13,8 +13,8 @@ import torch
 from models.activations import token_rows, tokens
 from models.hub import ModelLoadError, load_tokenizer
 from models.transject import TransJectActivations
-from runner.data.classification import (InputError, Split, build_vocab, encode, hub_splits,
-                                        listops_splits, local_splits, tokenize)
+from runner.data.registry import InputError
+from runner.studies.transject.data.classification import Split, build_vocab, encode, labelled_splits, tokenize
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
 from runner.checkpointed.schedule import checkpoint_resource
@@ -45,16 +45,9 @@ def tokenizer_problem(source: str) -> ModelLoadError | None:
 def load_splits(spec: TransJectSpec, base: Path, how=None) -> tuple[Split, Split]:
     d = spec.data
     how = how or d.tokenize
-    splits = (d.train_split, d.test_split)
-    if d.kind == "listops":
-        lo = d.listops
-        train, test = listops_splits(lo.train, lo.test, spec.experiment.seed, max_depth=lo.max_depth,
-                                     max_args=lo.max_args, min_length=lo.min_length, max_length=lo.max_length)
-    elif d.kind == "hf":
-        train, test = hub_splits(d.source.hub_id, d.subset, splits, d.text, d.label, how, d.lowercase)
-    else:
-        train, test = local_splits(d.source, base, splits, d.text, d.label, how, d.lowercase,
-                                   d.test_fraction, spec.experiment.seed)
+    train, test = labelled_splits(d.source, base, splits=(d.train_split, d.test_split), text=d.text, label=d.label,
+                                  how=how, lowercase=d.lowercase, test_fraction=d.test_fraction,
+                                  seed=spec.experiment.seed, subset=d.subset, options=d.listops.model_dump())
     cut = lambda s, n: s if n is None else Split(s.tokens[:n], s.labels[:n])  # noqa: E731
     return cut(train, d.max_train), cut(test, d.max_test)
 
@@ -75,7 +68,7 @@ def read_data(p: Prepared) -> Data:
     sentence (``max_length`` tokens at most)."""
     d = p.spec.data
     hub_tokenizer = None
-    if d.tokenizer and d.kind != "listops":
+    if d.tokenizer and not d.pretokenized:
         try:
             hub_tokenizer = load_tokenizer(d.tokenizer)
         except ModelLoadError as err:
@@ -93,8 +86,8 @@ def read_data(p: Prepared) -> Data:
     else:
         vocab, unk = build_vocab(train.tokens, d.vocab_size), "<unk>"
     if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
-        sentence = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, how, d.lowercase)
-    elif d.kind == "listops":
+        sentence = d.analysis_text.split() if d.pretokenized else tokenize(d.analysis_text, how, d.lowercase)
+    elif d.pretokenized:
         sentence = test.tokens[0]
     else:
         sentence = tokenize(PAPER_SENTENCE, how, d.lowercase)
@@ -111,7 +104,7 @@ class TransJectSession:
         p.state["data"] = data  # a distributed executor's workers get it with the plan: they never read the source
         train, test = data.train, data.test
         self.vocab, self.unk = data.vocab, data.unk
-        self.n_classes = d.n_classes or (10 if d.kind == "listops" else max(train.labels + test.labels) + 1)
+        self.n_classes = d.n_classes or d.implied("n_classes") or max(train.labels + test.labels) + 1
         labels = set(train.labels + test.labels)
         if min(labels) < 0 or max(labels) >= self.n_classes:  # a hub set's labels are first seen here
             raise SpecError(p.spec_file.path, [p.spec_file.problem(

@@ -13,15 +13,15 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, create_model, model_validator
 
 from models.source import SourceText
+from runner.data.registry import DataSource, data_source_for
 from runner.core.device import DeviceName
 from runner.plugin.measures import measures, params_union
 from runner.spec.specfile import Name, StudySpec, Table, repeated
+from runner.studies.transject.data.classification import tokenize
 
 Architecture = Literal["transject", "random-transject", "entropic-transject", "random-entropic-transject",
                        "transformer", "transformer-rezero"]
 BASELINES = ("transformer", "transformer-rezero")
-LISTOPS_CLASSES = 10
-"""ListOps' answers are the digits 0-9 (LRA)."""
 MAX_TASKS = 100_000
 """Tasks (and checkpoint resources) a plan may hold: each is a few kB in memory, and plan lists them
 (measured: 100,000 tasks plan in about 3 s with 0.4 GB; the paper's specs have about 3,400)."""
@@ -31,7 +31,7 @@ PAPER_SENTENCE = ("The characters are unlikeable and the script is awful. It's a
 
 
 class ListOpsSpec(Table):
-    """The ListOps generator (LRA's rules, :mod:`runner.data.listops`); LRA's sizes and lengths."""
+    """The ListOps generator (LRA's rules, :mod:`runner.studies.transject.data.listops`); LRA's sizes and lengths."""
 
     train: int = Field(96_000, ge=1)
     """Training sequences (LRA: 96,000)."""
@@ -83,8 +83,18 @@ class DataSpec(Table):
     sources, the first test sequence for ListOps."""
 
     @property
-    def kind(self) -> str:
-        return {"listops": "listops", "hf": "hf"}.get(self.source.scheme, "local")
+    def reader(self) -> DataSource | None:
+        """The data source that reads ``source`` (None: none does; the study's check says so)."""
+        return data_source_for(self.source)
+
+    @property
+    def pretokenized(self) -> bool:
+        """The source's texts are tokens separated by blanks (ListOps): no tokenizer applies."""
+        return bool(self.reader and self.reader.pretokenized)
+
+    def implied(self, key: str, default: Any = None) -> Any:
+        """A setting the source implies (:attr:`DataSource.defaults`: ListOps' 10 classes)."""
+        return (self.reader.defaults if self.reader else {}).get(key, default)
 
 
 class TrainingSpec(Table):
@@ -168,9 +178,10 @@ class TransJectSpec(StudySpec):
             out.append((("model",), f"network labels {clash} occur twice (a model named like another's seed)"))
         if self.data.listops.max_length <= self.data.listops.min_length + 1:
             out.append((("data", "listops", "max_length"), "must exceed min_length + 1"))
-        if self.data.kind == "listops" and self.data.n_classes is not None and self.data.n_classes < LISTOPS_CLASSES:
-            out.append((("data", "n_classes"), f"{self.data.n_classes} is fewer than ListOps' {LISTOPS_CLASSES} classes "
-                        f"(its labels are 0..{LISTOPS_CLASSES - 1})"))
+        classes = self.data.implied("n_classes")
+        if classes is not None and self.data.n_classes is not None and self.data.n_classes < classes:
+            out.append((("data", "n_classes"), f"{self.data.n_classes} is fewer than {self.data.reader.name}' {classes} "
+                        f"classes (its labels are 0..{classes - 1})"))
         tasks = self.task_count()
         if tasks > MAX_TASKS:
             out.append((("training", "epochs"), f"{self.training.epochs} epochs make {tasks:,} tasks and checkpoints "
@@ -208,21 +219,19 @@ class TransJectSpec(StudySpec):
     def analysis_sentence(self) -> list[str] | None:
         """Tokens of the analysis sentence (Figs. 1 and 6) as the session will have them, or None
         where they come from the data (ListOps' first test sequence) or a hub tokenizer."""
-        from runner.data.classification import tokenize
-
         d = self.data
-        if d.tokenizer and d.kind != "listops":
+        if d.tokenizer and not d.pretokenized:
             return None
         if d.analysis_text is not None:  # ListOps: its tokens are separated by spaces
-            words = d.analysis_text.split() if d.kind == "listops" else tokenize(d.analysis_text, d.tokenize, d.lowercase)
-        elif d.kind == "listops":
+            words = d.analysis_text.split() if d.pretokenized else tokenize(d.analysis_text, d.tokenize, d.lowercase)
+        elif d.pretokenized:
             return None
         else:
             words = tokenize(PAPER_SENTENCE, d.tokenize, d.lowercase)
         return words[: d.max_length]
 
     def pooling(self, m: ModelSpec) -> str:
-        return m.pooling or ("max" if self.data.kind == "listops" else "mean")
+        return m.pooling or self.data.implied("pooling", "mean")
 
 
 def spec_model() -> type[TransJectSpec]:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 
 from models.hub import ModelLoadError
-from runner.data.classification import (check_local, hub_cached, local_files)
+from runner.data.registry import LABELLED, check_data
+from runner.studies.transject.data.classification import ListOpsSource
 from runner.checkpointed.measure import ActivationMeasure
 from runner.checkpointed.schedule import checkpoint_resource, train_task
 from runner.core.device import device_unavailable
@@ -53,11 +54,7 @@ def _sha(paths: list[Path]) -> str:
 
 def data_identity(spec: TransJectSpec, base: Path) -> str:
     d = spec.data
-    if d.kind == "local":
-        return f"local {_sha(local_files(d.source, base, (d.train_split, d.test_split)))}"
-    if d.kind == "listops":
-        return f"listops seed {spec.experiment.seed}"
-    return d.source
+    return d.reader.identity(d.source, base, LABELLED, splits=(d.train_split, d.test_split), seed=spec.experiment.seed)
 
 
 @register
@@ -69,14 +66,8 @@ class TransJectStudy(Study):
 
     def check(self, spec: TransJectSpec, sf: SpecFile) -> list[str]:
         d = spec.data
-        out = []
-        if d.kind == "local":
-            problem = check_local(d.source, sf.path.parent, (d.train_split, d.test_split))
-            if problem:
-                out.append(sf.problem(("data", "source"), problem))
-        elif d.kind == "listops" and d.source != "listops:":
-            out.append(sf.problem(("data", "source"), "write 'listops:' and set the generator in [data.listops]"))
-        return out
+        problem = check_data(d.source, sf.path.parent, LABELLED, "[data] source", splits=(d.train_split, d.test_split))
+        return [sf.problem(("data", "source"), problem)] if problem else []
 
     def prepare(self, spec: TransJectSpec, sf: SpecFile) -> Prepared:
         unmet = []
@@ -84,17 +75,16 @@ class TransJectStudy(Study):
         if device:
             unmet.append(Requirement("[training] device", device, kind="device", name=spec.training.device))
         d = spec.data
-        if d.kind == "hf":
-            why = hub_cached(d.source.hub_id, d.subset)
-            if why:
-                unmet.append(Requirement(f"[data] source {d.source!r}", why, kind="data", name=d.source))
+        why = d.reader.unavailable(d.source, subset=d.subset, streaming=False)
+        if why:
+            unmet.append(Requirement(f"[data] source {d.source!r}", why, kind="data", name=d.source))
         if d.tokenizer:
             why = tokenizer_problem(d.tokenizer)
             if why:
                 unmet.append(Requirement.from_error(f"[data] tokenizer {d.tokenizer!r}", why, kind="tokenizer",
                                                     name=d.tokenizer))
         base = sf.path.parent
-        local = local_data(spec, base) if d.kind == "local" else LocalData()
+        local = local_data(spec, base) if d.source.local else LocalData()
         if local.problem:
             raise SpecProblem(*local.problem)
         if local.unreadable:
@@ -152,7 +142,7 @@ class TransJectStudy(Study):
         s = p.spec
         d = s.data
         src = d.source + (f" ({d.subset})" if d.subset else "")
-        if d.kind == "listops":
+        if isinstance(d.reader, ListOpsSource):
             src += " " + " ".join(f"{k}={v}" for k, v in d.listops.model_dump().items())
         lines = [f"data       {src}; tokenize={d.tokenizer or d.tokenize} max_length={d.max_length} vocab_size={d.vocab_size}"
                  f" splits={d.train_split}/{d.test_split}" + (f" max_train={d.max_train}" if d.max_train else "")

@@ -27,7 +27,7 @@ from torch.nn import functional as F
 
 from runner.checkpointed import loop as checkpointed
 from runner.checkpointed.loop import Finished, Saved
-from runner.data.classification import Encoded
+from runner.studies.transject.data.classification import Encoded
 from runner.storage.checkpoint import read_tensors
 from runner.storage.store import atomic_write_bytes
 from runner.studies.transject.models import build

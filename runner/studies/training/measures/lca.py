@@ -10,7 +10,7 @@ from pydantic import Field
 from torch import Tensor
 
 from analyses.loss_change import group_allocations, loss_change_allocation
-from runner.data.tokens import get_batch
+from runner.studies.training.data.tokens import get_batch
 from runner.plugin.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from analyses.contextual_decomposition import lstm_weights
 from analyses.rule_gradient import gradient_by_distance
-from runner.data.scaffold import OMEGA
+from runner.studies.training.data.scaffold import OMEGA
 from runner.plugin.measures import hints, register
 from runner.studies.training.measures.scaffold import (
     DOMAINS,

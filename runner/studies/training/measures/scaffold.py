@@ -1,6 +1,6 @@
 """Rule measures on the synthetic scaffold test sets (Saphra 2021, Ch. 5 paper Sec. 4.3, Figs. 7-10).
 
-Each test case is ``context`` random tokens, then alpha q omega (:mod:`runner.data.scaffold`); the
+Each test case is ``context`` random tokens, then alpha q omega (:mod:`runner.studies.training.data.scaffold`); the
 network reads it from a zero state, dropout off. Four registrations:
 
 * ``rule_probability``: mean P(x_t = omega | x_<t) at omega's step (Fig. 7), in- and out-domain;
@@ -21,7 +21,7 @@ from pydantic import Field
 
 from analyses.contextual_decomposition import interdependence, lstm_weights
 from analyses.rule_probability import cd_target_probability, target_probability
-from runner.data.scaffold import OMEGA, PAPER
+from runner.studies.training.data.scaffold import OMEGA, PAPER
 from runner.plugin.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 

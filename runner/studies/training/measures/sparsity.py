@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from models.lstm import capture
-from runner.data.tokens import get_batch
+from runner.studies.training.data.tokens import get_batch
 from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer

@@ -14,8 +14,8 @@ from pydantic import Field
 
 from analyses.contextual_decomposition import lstm_weights
 from analyses.syntactic_interdependence import aggregate, pair_interdependence
-from runner.data.sources import ParsedSentence, load_treebank
-from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS
+from runner.studies.training.data.treebank import ParsedSentence, load_treebank
+from runner.studies.training.data.tagsets import CLOSED_CLASS, OPEN_CLASS
 from runner.plugin.measures import hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 

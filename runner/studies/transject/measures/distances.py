@@ -103,19 +103,18 @@ class Distances(ActivationMeasure, EpochMeasure):
     also = ("training",)
 
     def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        from runner.data.listops import END, OPERATORS
-
         if not self.p.pairs or super().spec_problems(spec):
             return super().spec_problems(spec)
         sentence = spec.analysis_sentence()
         if sentence is not None:
             return self.sentence_problems(sentence)
-        if spec.data.kind == "listops":  # the first test sequence: only ListOps' own tokens can be in it
-            tokens = {t.lower() for t in (*OPERATORS, END, *map(str, range(10)))}
+        closed = spec.data.implied("tokens")  # the first test sequence of a generated source: only its tokens
+        if closed is not None:
+            tokens = {t.lower() for t in closed}
             strange = [t for pair in self.p.pairs for t in pair if t.lower() not in tokens]
             if strange:
-                return [(("pairs",), f"{', '.join(map(repr, strange))} cannot be in a ListOps sequence (its tokens: "
-                         f"{' '.join(OPERATORS)} {END} 0-9)")]
+                return [(("pairs",), f"{', '.join(map(repr, strange))} cannot be in a {spec.data.reader.name} "
+                         f"sequence (its tokens: {' '.join(closed)})")]
         return []
 
     def sentence_problems(self, sentence: list[str]) -> list[tuple[tuple, str]]:

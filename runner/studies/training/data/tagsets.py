@@ -1,6 +1,6 @@
 """Tag sets of the training studies (Saphra's thesis, Ch. 4 Sec. 3.1).
 
-Gold UD/PTB POS come with a CoNLL-U corpus (:func:`runner.data.sources.read_conllu`). Silver UD
+Gold UD/PTB POS come with a CoNLL-U corpus (:func:`runner.data.files.read_conllu`). Silver UD
 POS tags are added with spaCy (:func:`spacy_tags`); "global topic ... we classify each word of
 sequence by its source Wikipedia article" (:func:`topic_tags`); "we also trained our taggers on
 the same data with randomly shuffled labels, as in Zhang et al. (2016)" (:func:`shuffled_tags`).
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-from runner.data.sources import TaggedSentence
+from runner.data.forms import TaggedSentence
 
 #: Universal Dependencies open-class UPOS tags; the closed classes are listed too, the rest is "other".
 OPEN_CLASS = frozenset({"ADJ", "ADV", "INTJ", "NOUN", "PROPN", "VERB"})

@@ -1,6 +1,6 @@
 """Corpora for the LSTM training studies of Saphra's thesis (Chapters 4 and 6): vocabulary,
 preprocessing, splits and batching. Readers of text, CoNLL-U and hub corpora are in
-:mod:`runner.data.sources`, the tag sets (spaCy, topic, shuffled) in :mod:`runner.data.tagsets`.
+:mod:`runner.data`, the tag sets (spaCy, topic, shuffled) in :mod:`runner.studies.training.data.tagsets`.
 
 * Preprocessing (Ch. 4 Sec. 3, Ch. 6 Sec. 2): "a corpus of tokenized, lowercased English
   Wikipedia (70/10/20 train/dev/test split). To reduce the number of unique words (mostly names)
@@ -24,7 +24,7 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from runner.data.sources import TaggedSentence
+from runner.data.forms import TaggedSentence
 
 T = TypeVar("T")
 

@@ -37,8 +37,12 @@ Token ids: 0 = alpha, 1 = omega, 2 .. |Sigma| + 1 = Sigma.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+from models.source import Source
+from runner.data.registry import DataSource, data_source_for, register_data_source
 
 ALPHA, OMEGA = 0, 1
 ALPHA_TOKEN, OMEGA_TOKEN = "<alpha>", "<omega>"
@@ -47,6 +51,8 @@ SETTINGS = ("unfamiliar", "familiar")
 VERSION = 1
 #: Rounds of redrawing without fewer stray occurrences after which the generator gives up.
 STALLED_ROUNDS = 100
+#: The form a scaffold source gives: the generated corpora, one per setting and scaffold length.
+FORM = "scaffold corpora"
 PAPER = "Saphra 2021, Ch. 5 (Saphra & Lopez 2020, LSTMs compose and learn bottom-up), Sec. 4.2-4.3"
 
 
@@ -283,3 +289,27 @@ def generate(cfg: ScaffoldConfig, k: int, seed: int, settings: tuple[str, ...] =
     out.tests["in_domain"] = make_tests(trng, phrases, cfg, True)
     out.tests["out_domain"] = make_tests(trng, phrases, cfg, False)
     return out
+
+
+def generates(source: object) -> bool:
+    """Whether ``source`` names a source of scaffold corpora (``scaffold:``), not sentences to read."""
+    found = data_source_for(source) if isinstance(source, str) else None
+    return found is not None and FORM in found.gives
+
+
+class ScaffoldSource(DataSource):
+    """``scaffold:``: the corpora this module generates, drawn from the spec's ``[corpus.scaffold]``."""
+
+    name = "scaffold generator"
+    scheme = "scaffold"
+    written = "'scaffold:'"
+    gives = frozenset({FORM})
+
+    def matches(self, source: Source) -> bool:
+        return source.scheme == self.scheme and not source.name
+
+    def identity(self, source: Source, base: Path, form: str = "", **options) -> str:
+        return f"{source} v{VERSION}"  # generated: the generator's code is the identity
+
+
+register_data_source(ScaffoldSource())

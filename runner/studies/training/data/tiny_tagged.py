@@ -10,8 +10,11 @@ tags are all learnable: 240 sentences, about 2,000 tokens. Deterministic (a fixe
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
-from runner.data.sources import TaggedSentence
+from models.source import Source
+from runner.data.forms import TaggedSentence
+from runner.data.registry import TAGGED, DataSource, register_data_source
 
 SOURCE = "builtin:tiny-tagged"
 VERSION = 1
@@ -67,3 +70,27 @@ def conllu(n_per_topic: int = 60, seed: int = 0) -> str:
         lines += [f"{i}\t{w}\t{w}\t{u}\t{x}\t_\t0\t_\t_\t_" for i, (w, u, x) in enumerate(zip(s.words, s.upos, s.xpos), 1)]
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+class TinyTagged(DataSource):
+    """``builtin:tiny-tagged``: this generated corpus, with gold UPOS, XPOS and topics."""
+
+    name = "tiny tagged corpus"
+    scheme = "builtin"
+    written = f"'{SOURCE}'"
+    gives = frozenset({TAGGED})
+
+    def matches(self, source: Source) -> bool:
+        return source == SOURCE
+
+    def identity(self, source: Source, base: Path, form: str = "", **options) -> str:
+        return f"{source} v{VERSION}"  # generated: the generator's version is the identity
+
+    def annotations(self, source: Source) -> frozenset[str]:
+        return frozenset({"upos", "xpos", "documents"})
+
+    def tagged(self, source, base, **options) -> list[TaggedSentence]:
+        return sentences()
+
+
+register_data_source(TinyTagged())

@@ -1,7 +1,7 @@
 """The corpus of a training study: sentences -> preprocessing -> split -> vocabulary -> streams.
 
-Built from :mod:`runner.data.sources` (readers), :mod:`runner.data.tokens` (the thesis'
-preprocessing, vocabulary, batching) and :mod:`runner.data.tagsets`. The order is the thesis': lowercase and drop sentences with rare words over the whole corpus, split
+Built from the data sources (:mod:`runner.data`), :mod:`runner.studies.training.data.tokens` (the thesis'
+preprocessing, vocabulary, batching) and :mod:`runner.studies.training.data.tagsets`. The order is the thesis': lowercase and drop sentences with rare words over the whole corpus, split
 70/10/20 by sentence, build the vocabulary on the training split (rarer words encode to
 ``<unk>``). Tag streams are aligned token for token with the word streams (same ``<eos>``).
 """
@@ -16,23 +16,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from models.source import Source
-from runner.data.sentences import split_sentences
-from runner.data.sources import (
-    TaggedSentence,
-    anchor,
-    builtin_documents,
-    load_hf_documents,
-    load_hf_text,
-    read_conllu,
-    read_gmb,
-    read_text,
-    wikitext_articles,
-)
-from runner.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_tags
-from runner.data.tiny_tagged import SOURCE as TINY_TAGGED
-from runner.data.tiny_tagged import sentences as tiny_tagged_sentences
-from runner.data.tokens import (
+from runner.data.files import anchor
+from runner.data.forms import TaggedSentence
+from runner.data.registry import TAGGED, InputError, data_source
+from runner.studies.training.data import scaffold
+from runner.studies.training.data.gmb import GmbSentence, read_gmb
+from runner.studies.training.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_tags
+from runner.studies.training.data.tokens import (
     EOS,
     Vocabulary,
     build_vocabulary,
@@ -70,7 +60,7 @@ class Variant:
     coords: dict[str, Any] = field(default_factory=dict)
     """Per-network coordinates of the store for networks trained on it (e.g. ``scaffold_length``)."""
     tests: dict[str, Any] = field(default_factory=dict)
-    """Test sets measures read (scaffold: :class:`runner.data.scaffold.ScaffoldTests` by domain)."""
+    """Test sets measures read (scaffold: :class:`runner.studies.training.data.scaffold.ScaffoldTests` by domain)."""
 
 
 @dataclass
@@ -120,39 +110,11 @@ class Corpus:
 
 
 def _sentences(spec, base: Path) -> list[TaggedSentence]:
-    src = Source(spec.source)
-    if src.on_hub and getattr(spec, "doc_field", None):
-        try:
-            docs = load_hf_documents(src.hub_id, spec.subset, "train", spec.field, spec.doc_field)
-        except (RuntimeError, KeyError) as err:
-            raise CorpusError(f"[corpus] source {src!r}: {err}") from None
-        return [TaggedSentence(w, ("_",) * len(w), ("_",) * len(w), doc)
-                for doc, text in docs for sentence in split_sentences(text) if (w := tuple(sentence.split()))]
-    if src.on_hub:
-        try:
-            records = load_hf_text(src.hub_id, spec.subset, "train", spec.field)
-        except (RuntimeError, KeyError) as err:
-            raise CorpusError(f"[corpus] source {src!r}: {err}") from None
-        out = []
-        for title, recs in wikitext_articles(records) or [("0", records)]:
-            out += [TaggedSentence(tuple(r), ("_",) * len(r), ("_",) * len(r), title) for r in recs]
-        return out
-    if src == TINY_TAGGED:
-        return tiny_tagged_sentences()
-    if src.scheme == "builtin":  # the same English prose as the depth study's inputs
-        out = []
-        for topic, text in builtin_documents(src.name):
-            for sentence in split_sentences(text):
-                words = tuple(sentence.split())
-                out.append(TaggedSentence(words, ("_",) * len(words), ("_",) * len(words), topic))
-        return out
-    path = Path(anchor(src, base))
     try:
-        if path.suffix == ".conllu":
-            return read_conllu(path)
-        return [TaggedSentence(tuple(w), ("_",) * len(w), ("_",) * len(w), None) for w in read_text(path)]
-    except (OSError, ValueError) as err:
-        raise CorpusError(f"[corpus] source {src!r}: {err}") from None
+        return data_source(spec.source, TAGGED, "[corpus] source").tagged(
+            spec.source, base, subset=spec.subset, field=spec.field, doc_field=getattr(spec, "doc_field", None))
+    except InputError as err:
+        raise CorpusError(f"[corpus] source {spec.source!r}: {err}") from None
 
 
 def scaffold_variants(spec) -> list[str]:
@@ -162,14 +124,12 @@ def scaffold_variants(spec) -> list[str]:
 
 
 def _scaffold_corpus(spec, seed: int) -> Corpus:
-    from runner.data.scaffold import ScaffoldConfig, generate, vocabulary
-
     sc = spec.scaffold
-    cfg = ScaffoldConfig(**sc.model_dump(exclude={"lengths", "settings"}))
-    itos = tuple(vocabulary(cfg.vocab_size))
+    cfg = scaffold.ScaffoldConfig(**sc.model_dump(exclude={"lengths", "settings"}))
+    itos = tuple(scaffold.vocabulary(cfg.vocab_size))
     variants: dict[str, Variant] = {}
     for k in sc.lengths:
-        made = generate(cfg, k, seed, tuple(sc.settings))
+        made = scaffold.generate(cfg, k, seed, tuple(sc.settings))
         tests = dict(made.tests)
         for setting in sc.settings:
             variants[f"{setting}_k{k}"] = Variant(
@@ -185,7 +145,7 @@ def _scaffold_corpus(spec, seed: int) -> Corpus:
 def load_corpus(spec, tagsets: list[str], seed: int, base: Path = Path(".")) -> Corpus:
     """Read and preprocess the corpus; ``seed`` draws the split; ``tagsets`` are encoded too.
     ``source = "scaffold:"`` generates the synthetic scaffold corpora instead (``seed`` draws them)."""
-    if spec.source == "scaffold:":
+    if scaffold.generates(spec.source):
         if tagsets:
             raise CorpusError(f"the scaffold corpus has no tags; tag sets {tagsets} need a tagged corpus")
         return _scaffold_corpus(spec, seed)
@@ -264,8 +224,6 @@ def longest_documents(sents: list[TaggedSentence], n: int) -> list[TaggedSentenc
 
 def _gmb_parts(spec, key: str, base: Path, seed: int) -> tuple[list, list, list]:
     """The train / valid / test sentences of a GMB-style tagged file (lowercased as the corpus)."""
-    from runner.data.sources import GmbSentence
-
     path = Path(anchor(getattr(spec, key), base))
     try:
         sents = read_gmb(path)

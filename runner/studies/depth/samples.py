@@ -1,24 +1,24 @@
 """Fixed-length token samples for depth-dynamics runs (Inoue et al. 2021: "1,000 32-token
 sentences randomly sampled from English Wikipedia articles").
 
-:func:`draw_samples` reproduces that recipe for any source (:mod:`runner.data.sources`) and any
-tokenizer, deterministically under a seed.
+:func:`draw_samples` reproduces that recipe for any data source that gives documents
+(:mod:`runner.data.registry`) and any tokenizer, deterministically under a seed.
 
-1. Each document is split into sentences by :func:`split_sentences`: first at line breaks, then
-   after ``.``, ``!`` or ``?`` (optionally followed by a closing quote or bracket) followed by
-   whitespace; each piece is stripped and empty pieces dropped. The splitter is deliberately
-   simple and deterministic (it will, e.g., split after "e.g. ").
+1. Each document is split into sentences by :func:`runner.data.text.split_sentences`: first at
+   line breaks, then after ``.``, ``!`` or ``?`` (optionally followed by a closing quote or
+   bracket) followed by whitespace; each piece is stripped and empty pieces dropped. The splitter
+   is deliberately simple and deterministic (it will, e.g., split after "e.g. ").
 2. Every sentence is tokenized with ``tokenizer(text, truncation=True, max_length=tokens)``,
    special tokens included (ALBERT: ``[CLS] ... [SEP]``). Only sentences whose encoding has
    exactly ``tokens`` ids are kept; longer ones are truncated (the tokenizer keeps the final
    special token). No sample is padded and the attention mask is all ones: the paper's fixed
    ``N_w``-token inputs. ``Samples.texts`` holds the whole sentence that was tokenized.
-3. The draw: local files and builtin corpora: all qualifying sentences of the whole source are
+3. The draw: sources read whole (local files, builtin corpora): all qualifying sentences of the whole source are
    collected in source order and ``random.Random(seed).sample(candidates, samples)`` picks them
    (several may come from one document; the whole source is read, so this is meant for corpora
    that fit in memory). Hub datasets: the dataset is shuffled with ``dataset.shuffle(seed=seed,
    buffer_size=shuffle_buffer)`` (streaming) or ``dataset.shuffle(seed=seed)`` and read in that
-   order; from each document at most one sentence is taken, chosen among its qualifying
+   order (a ``shuffled`` source); from each document at most one sentence is taken, chosen among its qualifying
    sentences with ``random.Random(seed)``, until ``samples`` are found. A streamed shuffle is
    reproducible for the same dataset revision, seed and buffer size.
 
@@ -32,20 +32,20 @@ index refers to ``split_sentences(document)``.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from runner.data.sources import (InputError, _check_local, _document, _hub_error, _load_local, _local_documents,
-                                 _offline_from_env, _parse, _require_field, builtin_documents)
+from models.source import Source
+from runner.data.registry import DOCUMENTS, ROWS, InputError, data_source, data_source_for
+from runner.data.text import document_text, require_field, split_sentences
 
 __all__ = ["InputError", "Samples", "draw_pairs", "draw_samples", "split_sentences"]
 
 _TOKENIZE_BATCH = 1024
-# After ., ! or ? (optionally closed by a quote or bracket), at the following whitespace.
-_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+")
 
 
 @dataclass(frozen=True)
@@ -60,20 +60,6 @@ class Samples:
 
     def __len__(self) -> int:
         return len(self.texts)
-
-
-# --------------------------------------------------------------------------- sentences
-
-
-def split_sentences(document: str) -> list[str]:
-    """Split a document into stripped, non-empty sentences (line breaks, then ``[.!?] + space``)."""
-    sentences = []
-    for line in document.splitlines():
-        for piece in _SENTENCE_END.split(line):
-            piece = piece.strip()
-            if piece:
-                sentences.append(piece)
-    return sentences
 
 
 def _tokenize(tokenizer, texts: list[str], tokens: int) -> list[list[int]]:
@@ -132,6 +118,7 @@ def draw_samples(
     field: str = "text",
     streaming: bool = True,
     shuffle_buffer: int = 10_000,
+    base: Path = Path("."),
 ) -> Samples:
     """Draw ``samples`` sentences of exactly ``tokens`` tokens from ``source`` (see the module docstring)."""
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 2:
@@ -141,51 +128,27 @@ def draw_samples(
     if isinstance(shuffle_buffer, bool) or not isinstance(shuffle_buffer, int) or shuffle_buffer < 1:
         raise ValueError(f"shuffle_buffer must be an integer >= 1, got {shuffle_buffer!r}")
 
-    src = _parse(source)
-    if src.on_hub:
-        return _draw_hub(src, tokenizer, samples, tokens, seed, subset, split, field, streaming, shuffle_buffer)
-
-    if src.scheme == "builtin":
-        docs = ((f"{src}: topic {label!r}", text) for label, text in builtin_documents(src.name))
-        label = src
-    else:
-        path, builder = _check_local(src, field)
-        column = "text" if builder == "text" else field
-        label = str(path)
-        docs = _local_documents(path, builder, column)
+    src = Source(source.strip()) if isinstance(source, str) else source
+    reader = data_source(src, DOCUMENTS)
+    docs = reader.documents(src, base, field=field, subset=subset, split=split, seed=seed, streaming=streaming,
+                            shuffle_buffer=shuffle_buffer)
+    if docs.shuffled:
+        return _draw_shuffled(docs, tokenizer, samples, tokens, seed)
     candidates = _candidates(docs, tokenizer, tokens)
     if len(candidates) < samples:
-        raise _not_enough(repr(label), len(candidates), samples, tokens)
+        raise _not_enough(repr(docs.label), len(candidates), samples, tokens)
     return _pack(random.Random(seed).sample(candidates, samples))
 
 
-def _draw_hub(src, tokenizer, samples, tokens, seed, subset, split, field, streaming, shuffle_buffer) -> Samples:
-    label = f"hf:{src.name}" + (f"/{subset}" if subset else "") + f"[{split}]"
+def _draw_shuffled(docs, tokenizer, samples: int, tokens: int, seed: int) -> Samples:
+    """From documents in a shuffled order: one sentence of each until ``samples`` are found."""
     rng = random.Random(seed)
     chosen: list[tuple[str, list[int], str]] = []
     scanned = 0
-    with _offline_from_env() as offline:
-        try:
-            import datasets
-
-            ds = datasets.load_dataset(src.name, subset, split=split, streaming=streaming)
-            if isinstance(ds, datasets.IterableDataset):
-                ds = ds.shuffle(seed=seed, buffer_size=shuffle_buffer)
-            else:
-                ds = ds.shuffle(seed=seed)
-            rows = iter(ds)
-        except Exception as exc:  # noqa: BLE001 - network, auth, unknown id, offline ...
-            raise _hub_error(label, src, subset, split, streaming, exc, offline) from exc
-        while len(chosen) < samples:
-            try:
-                row = next(rows)
-            except StopIteration:
-                break
-            except Exception as exc:  # noqa: BLE001 - streaming errors surface while iterating
-                raise _hub_error(label, src, subset, split, streaming, exc, offline) from exc
-            i = scanned
+    with closing(iter(docs)) as items:
+        for origin, text in items:
             scanned += 1
-            sentences = split_sentences(_document(row, field, label) or "")
+            sentences = split_sentences(text or "")
             if not sentences:
                 continue
             ids = _tokenize(tokenizer, sentences, tokens)
@@ -193,11 +156,11 @@ def _draw_hub(src, tokenizer, samples, tokens, seed, subset, split, field, strea
             if not good:
                 continue
             j = rng.choice(good)
-            tags = ", ".join(f"{k}={row[k]!r}" for k in ("id", "title") if k in row and k != field)
-            origin = f"{label}: shuffled row {i}" + (f" ({tags})" if tags else "") + f", sentence {j}"
-            chosen.append((sentences[j], ids[j], origin))
+            chosen.append((sentences[j], ids[j], f"{origin}, sentence {j}"))
+            if len(chosen) == samples:
+                break
     if len(chosen) < samples:
-        raise _not_enough(label, len(chosen), samples, tokens, what=f"documents (of {scanned}) with sentences")
+        raise _not_enough(docs.label, len(chosen), samples, tokens, what=f"documents (of {scanned}) with sentences")
     return _pack(chosen)
 
 
@@ -205,9 +168,9 @@ def _draw_hub(src, tokenizer, samples, tokens, seed, subset, split, field, strea
 
 
 def _pair_rows(row: dict, fields: Sequence[str], score: str, where: str) -> tuple[str, str, float] | None:
-    a, b = (_document(row, f, where) for f in fields)
+    a, b = (document_text(row, f, where) for f in fields)
     if score not in row:
-        _require_field(row, score, where)
+        require_field(row, score, where)
     value = row[score]
     if not a or not b or value is None:
         return None
@@ -231,6 +194,7 @@ def draw_pairs(
     split: str = "train",
     streaming: bool = True,
     shuffle_buffer: int = 10_000,
+    base: Path = Path("."),
 ) -> Samples:
     """Draw ``samples`` sentence pairs with a score (GLUE STS-B: 0-5), each encoded as the model's
     pair input (ALBERT: ``[CLS] a [SEP] b [SEP]``, the encoding GLUE tasks are fine-tuned on;
@@ -248,7 +212,10 @@ def draw_pairs(
         raise ValueError(f"tokens must be an integer >= 3 (room for the special tokens), got {tokens!r}")
     if len(fields) != 2:
         raise ValueError(f"fields must name the two sentences of a pair, got {list(fields)!r}")
-    src = _parse(source)
+    src = Source(source.strip()) if isinstance(source, str) else source
+    if isinstance(source, str) and source.strip() and (found := data_source_for(src)) and ROWS not in found.gives:
+        raise InputError(f"input {source!r} holds no sentence pairs; give 'hf:<id>' or a .jsonl/.csv/.tsv/.parquet file")
+    reader = data_source(src, ROWS)
 
     def encode(rows: list[tuple[tuple[str, str, float], str]]) -> list[tuple[str, list[int], str, float]]:
         if not rows:
@@ -257,47 +224,26 @@ def draw_pairs(
         return [(f"{a} [SEP] {b}", list(ids), origin, s)
                 for ((a, b, s), origin), ids in zip(rows, enc["input_ids"]) if len(ids) == tokens]
 
-    if src.on_hub:
-        label = f"hf:{src.name}" + (f"/{subset}" if subset else "") + f"[{split}]"
+    rows = reader.rows(src, base, fields=(*fields, score), subset=subset, split=split, seed=seed,
+                       streaming=streaming, shuffle_buffer=shuffle_buffer)
+    if rows.shuffled:
         chosen: list[tuple[str, list[int], str, float]] = []
         scanned = 0
-        with _offline_from_env() as offline:
-            try:
-                import datasets
-
-                ds = datasets.load_dataset(src.name, subset, split=split, streaming=streaming)
-                ds = ds.shuffle(seed=seed, buffer_size=shuffle_buffer) if isinstance(ds, datasets.IterableDataset) \
-                    else ds.shuffle(seed=seed)
-                for row in ds:
-                    pair = _pair_rows(row, fields, score, label)
-                    if pair is not None:
-                        chosen += encode([(pair, f"{label}: shuffled row {scanned}")])
-                    scanned += 1
-                    if len(chosen) == samples:
-                        break
-            except InputError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - network, auth, unknown id, offline ...
-                raise _hub_error(label, src, subset, split, streaming, exc, offline) from exc
+        with closing(iter(rows)) as items:
+            for origin, row in items:
+                pair = _pair_rows(row, fields, score, rows.label)
+                if pair is not None:
+                    chosen += encode([(pair, origin)])
+                scanned += 1
+                if len(chosen) == samples:
+                    break
         if len(chosen) < samples:
-            raise _not_enough(label, len(chosen), samples, tokens, what=f"pairs (of {scanned} rows)")
+            raise _not_enough(rows.label, len(chosen), samples, tokens, what=f"pairs (of {scanned} rows)")
     else:
-        if not src.local:
-            raise InputError(f"input {source!r} holds no sentence pairs; give 'hf:<id>' or a .jsonl/.csv/.tsv/.parquet file")
-        path, builder = _check_local(src, fields[0])
-        for f in (fields[1], score):
-            _check_local(src, f)
-        label = str(path)
-        try:
-            rows = [(pair, f"{path}: row {i}") for i, row in enumerate(_load_local(path, builder))
-                    if (pair := _pair_rows(row, fields, score, label)) is not None]
-        except InputError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - malformed files surface as datasets/pyarrow errors
-            raise InputError(f"cannot read input file {label!r}: {type(exc).__name__}: {exc}") from exc
-        candidates = [c for i in range(0, len(rows), _TOKENIZE_BATCH) for c in encode(rows[i:i + _TOKENIZE_BATCH])]
+        pairs = [(pair, origin) for origin, row in rows if (pair := _pair_rows(row, fields, score, rows.label)) is not None]
+        candidates = [c for i in range(0, len(pairs), _TOKENIZE_BATCH) for c in encode(pairs[i:i + _TOKENIZE_BATCH])]
         if len(candidates) < samples:
-            raise _not_enough(repr(label), len(candidates), samples, tokens, what="pairs")
+            raise _not_enough(repr(rows.label), len(candidates), samples, tokens, what="pairs")
         chosen = random.Random(seed).sample(candidates, samples)
     ids = torch.tensor([c[1] for c in chosen], dtype=torch.int64)
     return Samples([c[0] for c in chosen], ids, torch.ones_like(ids), [c[2] for c in chosen], [c[3] for c in chosen])

@@ -1,0 +1,174 @@
+"""Data sources: one registry of what a spec's ``source = ...`` for data can name.
+
+As a model family adapts a ``[[model]] source`` (:mod:`models.registry`), a :class:`DataSource`
+adapts a data source string: it says whether it ``matches`` the string, what it ``gives`` (the
+forms below), what is wrong with it before any compute (``check``), what its bytes are for the
+plan's identity (``identity``), and it reads the data in each form it gives. A study asks
+:func:`data_source` for the source of a string and a form and never compares the string itself.
+
+Forms (a study may define more for its own generated data, e.g. the training study's scaffold
+corpora):
+
+``documents``
+    Texts with an origin each (:class:`runner.data.forms.Documents`): drawn into token samples by
+    the depth study. A ``shuffled`` source (the hub) is read in a seeded shuffled order.
+``rows``
+    Records with named fields (sentence pairs with a score), as ``documents``.
+``tagged``
+    Sentences with UPOS / XPOS tags and document ids (:class:`runner.data.forms.TaggedSentence`),
+    for a training corpus; :meth:`DataSource.annotations` says which of them are real.
+``labelled``
+    The train and test split of labelled texts (:class:`runner.data.forms.Labelled`), for a
+    classifier.
+
+The built-in sources (``hf:``, local files, ``builtin:pydoc-topics``) register in
+:mod:`runner.data`; a study registers its generated ones; a package adds one with
+:func:`register_data_source` (entry point group ``transient.data``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from models.source import Source
+
+DOCUMENTS = "documents"
+ROWS = "rows"
+TAGGED = "tagged"
+LABELLED = "labelled"
+
+
+class InputError(Exception):
+    """The input source cannot give the requested data; the message says why and what to do."""
+
+
+class DataSource:
+    """Adapter of one kind of data source (subclass and :func:`register_data_source`)."""
+
+    name: ClassVar[str]
+    """Short name, shown in messages (``hub dataset``, ``local file``, ``ListOps generator``)."""
+    scheme: ClassVar[str]
+    """The scheme it is written with (``hf``, ``path``, ``builtin``, ``listops``)."""
+    written: ClassVar[str]
+    """How a spec writes it, for messages (``'hf:<dataset id>'``)."""
+    gives: ClassVar[frozenset[str]] = frozenset()
+    """The forms it gives (module docstring)."""
+    remote: ClassVar[bool] = False
+    """Read over the network: where it cannot be read, this machine lacks something (a requirement),
+    the spec is not wrong."""
+    shuffled: ClassVar[bool] = False
+    """Read in a seeded shuffled order, one document at a time (True), or whole (False)."""
+    pretokenized: ClassVar[bool] = False
+    """Its texts are tokens separated by blanks: a study splits them and applies no tokenizer."""
+    defaults: ClassVar[Mapping[str, Any]] = {}
+    """Settings this source implies for a study that reads it (ListOps: ``n_classes = 10``, max
+    pooling); a study reads the keys it knows and the spec's own value wins."""
+    replaces: ClassVar[bool] = False
+    """Registered under a name already taken: replace it (else the registration is refused)."""
+
+    def matches(self, source: Source) -> bool:
+        """Whether this source reads ``source`` (match on ``source.scheme`` and ``source.name``)."""
+        return source.scheme == self.scheme
+
+    def check(self, source: Source, base: Path, form: str, **options: Any) -> str | None:
+        """What is wrong with reading ``source`` in ``form`` (``base``: the spec's folder), without
+        reading the data; None when nothing is."""
+        return None
+
+    def identity(self, source: Source, base: Path, form: str = "", **options: Any) -> str:
+        """What the data read in ``form`` are, for the plan's task keys: a generator's version and
+        seed, a file's digest (``options`` as for :meth:`check`)."""
+        return str(source)
+
+    def unavailable(self, source: Source, *, subset: str | None = None, streaming: bool = True) -> str | None:
+        """Why ``source`` cannot be read on this machine now (the hub switched off and the data not in
+        its cache), or None. Cheap: no data are read."""
+        return None
+
+    def annotations(self, source: Source) -> frozenset[str]:
+        """Which annotations its ``tagged`` sentences carry: ``upos``, ``xpos``, ``documents``."""
+        return frozenset()
+
+    # the forms: each source implements those it gives
+
+    def documents(self, source: Source, base: Path, *, field: str = "text", subset: str | None = None,
+                  split: str = "train", seed: int = 0, streaming: bool = True, shuffle_buffer: int = 10_000):
+        raise NotImplementedError
+
+    def rows(self, source: Source, base: Path, *, fields: tuple[str, ...], subset: str | None = None,
+             split: str = "train", seed: int = 0, streaming: bool = True, shuffle_buffer: int = 10_000):
+        raise NotImplementedError
+
+    def tagged(self, source: Source, base: Path, *, subset: str | None = None, field: str = "text",
+               doc_field: str | None = None):
+        raise NotImplementedError
+
+    def labelled(self, source: Source, base: Path, *, splits: tuple[str, str], text: str, label: str,
+                 subset: str | None, test_fraction: float, seed: int, options: Mapping[str, Any]):
+        raise NotImplementedError
+
+
+_SOURCES: list[DataSource] = []
+
+
+def register_data_source(source: DataSource) -> DataSource:
+    """Add a data source; it is asked before those registered earlier. A second source of the same
+    ``name`` is refused unless it says ``replaces = True``."""
+    taken = [s for s in _SOURCES if s.name == source.name]
+    if taken and not source.replaces:
+        raise ValueError(f"a data source named {source.name!r} is registered already ({type(taken[0]).__module__}); "
+                         "set replaces = True on the new one to replace it")
+    for s in taken:
+        _SOURCES.remove(s)
+    _SOURCES.insert(0, source)
+    return source
+
+
+def data_sources() -> list[DataSource]:
+    return list(_SOURCES)
+
+
+def data_source_for(source: str) -> DataSource | None:
+    """The registered source that reads ``source``, or None."""
+    source = Source(source)
+    return next((s for s in _SOURCES if s.matches(source)), None)
+
+
+def data_source(source: str, form: str, what: str = "input source") -> DataSource:
+    """The source that reads ``source`` in ``form``; :class:`InputError` naming what to write
+    instead (``what`` names the spec field in the message)."""
+    if not isinstance(source, str) or not source.strip():
+        raise InputError(f"{what} {source!r} is empty; give {_choices(form)}")
+    src = Source(source.strip())
+    found = data_source_for(src)
+    if found is None:
+        same = [s for s in _SOURCES if s.scheme == src.scheme and form in s.gives]
+        if same:
+            raise InputError(f"unknown {src.scheme} {what} {str(src)!r}; known: "
+                             + ", ".join(s.written for s in reversed(same)))
+        raise InputError(f"{what} {str(src)!r}: unknown scheme {src.scheme + ':'!r}; give {_choices(form)}")
+    if form not in found.gives:
+        raise InputError(f"{what} {str(src)!r} ({found.name}) gives {', '.join(sorted(found.gives)) or 'nothing'}, "
+                         f"not {form}; give {_choices(form)}")
+    return found
+
+
+def check_data(source: str, base: Path, form: str, what: str = "input source", **options: Any) -> str | None:
+    """What is wrong with reading ``source`` in ``form`` before any compute, or None: an unknown
+    source, one that does not give ``form``, or the source's own :meth:`DataSource.check`."""
+    try:
+        found = data_source(source, form, what)
+    except InputError as err:
+        return str(err)
+    return found.check(Source(source.strip()), base, form, **options)
+
+
+def _choices(form: str) -> str:
+    written = [s.written for s in reversed(_SOURCES) if form in s.gives]
+    return ", ".join(written[:-1]) + (" or " if len(written) > 1 else "") + (written[-1] if written else "nothing")
+
+
+__all__ = ["DOCUMENTS", "LABELLED", "ROWS", "TAGGED", "DataSource", "InputError", "check_data", "data_source", "data_source_for",
+           "data_sources", "register_data_source"]
