@@ -19,7 +19,7 @@ def test_every_shipped_spec_is_pinned():
 
 @pytest.mark.parametrize("spec", sorted(PLANS))
 def test_plan_is_unchanged(spec, in_process):
-    # the pins are the tasks, not the cost: no calibration here (tests/runner/test_estimate.py tests it)
+    # the pins are the tasks, not the cost: no calibration here (tests/runner/core/test_estimate.py tests it)
     code, out, err = in_process("plan", ROOT / "specs" / spec, "--json", "--no-estimate")
     assert code == 0, err
     assert summarise(json.loads(out)) == PLANS[spec]

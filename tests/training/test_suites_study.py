@@ -210,7 +210,7 @@ def test_show_and_the_monitor_read_a_suite_store(neox_store, in_process):
 async def test_the_monitor_app_plots_a_suite(neox_store, monkeypatch):
     from runner.tui.app import MonitorApp
     from runner.tui.widgets import CurvePlot
-    from tests.tui.test_monitor import loaded, settle
+    from tests.runner.tui.test_monitor import loaded, settle
 
     monkeypatch.chdir(neox_store.parent)
     app = MonitorApp(neox_store.name, clock=lambda: 1_800_000_000.0)

@@ -106,7 +106,7 @@ def test_the_monitor_shows_the_curves(tiny_store):
 async def test_the_monitor_app_plots_them(tiny_store, monkeypatch):
     from runner.tui.app import MonitorApp
     from runner.tui.widgets import CurvePlot
-    from tests.tui.test_monitor import loaded, settle, static_text
+    from tests.runner.tui.test_monitor import loaded, settle, static_text
 
     monkeypatch.chdir(tiny_store.parent)
     app = MonitorApp(tiny_store.name, clock=lambda: 1_800_000_000.0)

@@ -16,7 +16,7 @@ one that ``plan`` shows. A stop (Ctrl-C) is taken between polls.
 
 Each resource keeps the tasks waiting for it and ready tasks sit in heaps by their place in the
 study's order, so scheduling n tasks costs O(n log n) (a plan of thousands of checkpoint
-measures is scheduled in milliseconds); ``tests/runner/test_scheduler.py`` holds it to the plain
+measures is scheduled in milliseconds); ``tests/runner/run/execute/test_scheduler.py`` holds it to the plain
 scan of the pending list that it replaced.
 """
 

@@ -307,7 +307,7 @@ async def test_the_monitor_app_shows_an_s3_store_it_is_given_by_url(s3, tmp_path
     """`runner monitor s3://...`: the real Textual app, driven headless, on the store in the bucket."""
     from runner.tui.app import MonitorApp
     from runner.tui.widgets import SummaryPlot, TaskTable
-    from tests.tui.test_monitor import loaded, settle, static_text, table_states
+    from tests.runner.tui.test_monitor import loaded, settle, static_text, table_states
 
     _, bucket = s3
     url = f"s3://{bucket}/runs/seen.zarr"

@@ -16,7 +16,7 @@ from runner.core.estimate import Calibrator, NoEstimate, estimate, measured, ste
 from runner.storage.store import read_tasks
 from runner.studies.depth.estimate import batch_rows, calibration_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 MAPS = """
 [experiment]

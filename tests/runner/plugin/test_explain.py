@@ -12,7 +12,7 @@ from runner.plugin.measures import measures
 from runner.plugin.loader import load_plugins
 from runner.plugin.study import studies
 
-from .helpers import maps_spec
+from tests.runner.helpers import maps_spec
 
 load_plugins()
 KINDS = [(study, kind) for study in studies() for kind in measures(study)]

@@ -18,7 +18,7 @@ from runner.plugin.measure_protocol import CONTEXTS, CheckpointShape, MeasureTag
 from runner.plugin.measures import Measure, MeasureParams, measures, register
 from runner.plugin.study import studies
 
-#: The plugins of tests/plugins/ that register measures or studies (tests/test_plugins.py loads them
+#: The plugins of tests/plugins/ that register measures or studies (tests/runner/plugin/test_plugins.py loads them
 #: through TRANSIENT_PLUGINS in the CLI; here each is imported, which registers it the same way, and
 #: unregistered afterwards, so that no other test sees it).
 PLUGINS = ("tests.plugins.toy_measure", "tests.plugins.toy_study", "tests.plugins.toy_checkpointed")
@@ -216,7 +216,7 @@ BROKEN = {
 @pytest.mark.parametrize("why", BROKEN)
 def test_a_broken_measure_fails_with_a_clear_message(why):
     attrs, message = BROKEN[why]
-    with pytest.raises(ConformanceError, match="measure tests.test_checks.Broken") as err:
+    with pytest.raises(ConformanceError, match="measure tests.runner.plugin.test_checks.Broken") as err:
         check_measure(_broken(**attrs))
     assert message in str(err.value)
 

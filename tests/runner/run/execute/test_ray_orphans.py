@@ -90,7 +90,7 @@ def test_a_worker_whose_driver_is_gone_writes_nothing_and_the_resume_stops_its_c
     files = _files(tmp_path / "store")
     (state / "stalled").unlink()  # the orphaned worker goes on to its next write (step 30)
     # Ray ends the worker a second or two after its raylet (which follows the driver); until then
-    # it goes on, and its next write is refused (tests/runner/test_lease.py: a worker that lives on)
+    # it goes on, and its next write is refused (tests/runner/run/execute/test_lease.py: a worker that lives on)
     def worker_ended() -> bool:
         try:
             return not _alive([psutil.Process(worker)])

@@ -17,7 +17,7 @@ from runner.core.layout import internal
 from runner.run.threads import choose, other_runnable, time_candidates, usable_cpus
 from tests.runner.helpers import maps_spec, run_cli, write_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 TOKEN_DEVIATION = '[[measure]]\nkind = "token_deviation"'
 

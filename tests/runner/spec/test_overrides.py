@@ -11,7 +11,7 @@ import xarray as xr
 
 from runner.spec.overrides import OverrideError, parse
 
-from .helpers import maps_spec
+from tests.runner.helpers import maps_spec
 
 
 @pytest.fixture

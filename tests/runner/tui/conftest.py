@@ -69,7 +69,7 @@ def apply_cmd(spec: Path) -> list[str]:
 
 def env() -> dict:
     e = dict(os.environ)
-    e["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + os.pathsep + e.get("PYTHONPATH", "")
+    e["PYTHONPATH"] = str(Path(__file__).resolve().parents[3]) + os.pathsep + e.get("PYTHONPATH", "")
     return e
 
 
@@ -252,7 +252,7 @@ def train_root(tmp_path_factory) -> Path:
     """A finished training store ``<root>/store/train.zarr`` (2 tiny LSTM LMs, 2 epochs, 4 checkpoints):
     ``runner apply`` in a subprocess on one thread (a few seconds)."""
     root = tmp_path_factory.mktemp("train")
-    corpus = Path(__file__).resolve().parents[1] / "data" / "tiny_tagged.conllu"
+    corpus = Path(__file__).resolve().parents[2] / "data" / "tiny_tagged.conllu"
     spec = root / "train.toml"
     spec.write_text(TRAIN.format(name="train", corpus=corpus))
     e = dict(env(), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1")

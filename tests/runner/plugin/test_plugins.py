@@ -20,7 +20,7 @@ from runner.core.layout import internal
 from runner.tui.reader import read_summaries
 from tests.runner.helpers import RUNNER, cli_env, write_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 PLUGINS = "tests.plugins.toy_measure,tests.plugins.toy_map,tests.plugins.toy_study"
 
 MAPS = """
@@ -112,7 +112,7 @@ def test_a_measure_and_a_model_family_from_plugins(tmp_path):
     # the plugin measure has no citation of its own: it cites none, not the study's paper
     assert "reference" not in ds.state_rms.attrs and "Inoue" in ds.lyapunov_per_step.attrs["reference"]
     # the recorded code identity covers the plugin's source file, wherever it lives
-    plugin_file = Path(__file__).parent / "plugins/toy_measure.py"
+    plugin_file = ROOT / "tests/plugins/toy_measure.py"
     code = internal(ds.attrs)["code_files"]
     assert code["tests/plugins/toy_measure.py"] == hashlib.sha256(plugin_file.read_bytes()).hexdigest()
     show = runner("show", ref / "store/plugins.zarr", cwd=ref)

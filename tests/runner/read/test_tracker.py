@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from .helpers import maps_spec
+from tests.runner.helpers import maps_spec
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -70,13 +70,13 @@ def test_the_export_streams_what_a_running_apply_has_made_durable(tmp_path):
 
     from runner.read.tracker import Exporter
 
-    from .helpers import RUNNER, cli_env, write_spec
+    from tests.runner.helpers import RUNNER, cli_env, write_spec
 
     spec = write_spec(tmp_path, maps_spec("maps", steps=200, samples=4, checkpoint_every=50))
     proc = subprocess.Popen([*RUNNER, "apply", str(spec), "-q"], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=cli_env(tmp_path, RUNNER_TEST_STALL="tanh@120"))
     marker = tmp_path / "store" / "maps.runner" / "stalled"
-    from .helpers import wait_for
+    from tests.runner.helpers import wait_for
 
     wait_for(marker.exists, proc)
     uri = f"sqlite:///{tmp_path / 'tracking.db'}"

@@ -20,7 +20,7 @@ from runner.storage.records import chunk_coords, decode_key
 from runner.storage.store import read_tasks
 from tests.runner.helpers import maps_spec, write_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_chunk_coords_of_a_region():

@@ -27,7 +27,7 @@ pytest.importorskip("ray", reason="the Ray executor's tests need ray: pip instal
 psutil = pytest.importorskip("psutil")
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-SCRIPT = Path(__file__).resolve().parents[2] / "docs/slurm/ray_apply.sbatch"
+SCRIPT = Path(__file__).resolve().parents[4] / "docs/slurm/ray_apply.sbatch"
 SRUN = """#!/bin/bash
 # srun on one machine: drop srun's own options and run the command here
 while (($#)); do
