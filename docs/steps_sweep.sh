@@ -7,10 +7,11 @@
 set -u
 runner=${RUNNER:-runner}
 spec=$1; shift
+[ $# -gt 0 ] || set -- 100 200  # the default step counts, as two words
 store_of() { python3 -c 'import json, sys; print(json.load(sys.stdin)["store"])'; }
 results() { python3 -c 'import json, sys; [print(r["label"] + ":", json.dumps(r["per_network"])) for r in json.load(sys.stdin)["results"]]'; }
 
-for steps in "${@:-100 200}"; do
+for steps in "$@"; do
   set_args=(--set "dynamics.steps=$steps" --set "experiment.store=\"store/steps_$steps.zarr\"")
   "$runner" plan "$spec" "${set_args[@]}" --no-estimate --detailed-exitcode > /dev/null
   case $? in

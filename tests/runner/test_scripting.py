@@ -68,3 +68,7 @@ def test_the_documented_sweep_script_runs_branches_and_reads_json(spec, tmp_path
     assert "steps=20: mean lambda/step:" in first.stdout and "done already" not in first.stdout
     again = run()
     assert again.stdout.count("done already") == 1 and "steps=20: mean lambda/step:" in again.stdout, again.stdout
+    default = subprocess.run(["bash", str(ROOT / "docs" / "steps_sweep.sh"), str(spec)], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)  # no step counts: 100 and 200
+    assert default.returncode == 0, default.stderr
+    assert "steps=100: mean lambda/step:" in default.stdout and "steps=200: mean lambda/step:" in default.stdout
