@@ -82,7 +82,7 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
                 tasks[tid].update(step=e["step"], steps_per_s=e.get("steps_per_s"), updated=e["ts"])
             elif e["event"] == "task_failed":
                 tasks[tid].update(state="failed", error=e.get("error"))
-            elif e["event"] == "task_done":  # the record is written first; this covers a stale read
+            elif e["event"] == "task_done" and alive:  # the record is written first: a stale read of a live run
                 tasks[tid].update(state="done", seconds=e.get("seconds"))
     for t in tasks.values():
         if t["state"] == "done":
@@ -99,6 +99,8 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
         state = "interrupted" if last_run else "unknown"
     if tasks and all(t["state"] in ("done", "n/a") for t in tasks.values()):
         state = "done"
+    elif state == "done":  # the run finished, but records are missing now (forgotten, deleted): the records decide
+        state = "incomplete"
     message = None
     preparing = _preparing(events, last_run, is_alive)
     if preparing is not None:  # a newer run is locked and loading, before its tasks are known

@@ -7,7 +7,7 @@ from textual.widgets import Static
 
 from runner.tui.state import RunState, fmt_duration
 
-STATE_STYLE = {"running": "bold yellow", "done": "bold green", "failed": "bold red", "interrupted": "bold magenta",
+STATE_STYLE = {"running": "bold yellow", "done": "bold green", "failed": "bold red", "interrupted": "bold magenta", "incomplete": "bold magenta",
                "absent": "dim", "unknown": "dim", "pending": "dim", "preparing": "bold cyan"}
 
 
