@@ -20,6 +20,8 @@ every (t0, dT) of a grid from per-step sufficient statistics, on the device.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -34,10 +36,8 @@ def letter_path(letter: str, font: str = "Arial") -> tuple[np.ndarray, str]:
     ``font`` (matplotlib's ``TextPath``, curves flattened), scaled to unit height. A font that is
     not installed falls back to matplotlib's default (DejaVu Sans, shipped with matplotlib); the
     name of the font actually used is returned."""
-    import logging
-
-    from matplotlib.font_manager import FontProperties, findfont, get_font
-    from matplotlib.textpath import TextPath
+    from matplotlib.font_manager import FontProperties, findfont, get_font  # lazy: matplotlib
+    from matplotlib.textpath import TextPath  # lazy: matplotlib
 
     log = logging.getLogger("matplotlib.font_manager")
     level = log.level

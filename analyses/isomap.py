@@ -27,7 +27,7 @@ def isomap_2d(points, n_neighbors: int = 5, n_components: int = 2) -> np.ndarray
     out = np.full((n, n_components), np.nan)
     if n < max(3, n_components + 1) or not np.isfinite(x).all() or np.ptp(x, axis=0).max(initial=0.0) == 0:
         return out
-    from sklearn.manifold import Isomap
+    from sklearn.manifold import Isomap  # lazy: sklearn
 
     k = max(1, min(n_neighbors, n - 1))
     try:

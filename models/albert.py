@@ -78,7 +78,7 @@ def _activation(name: str) -> Callable[[Tensor], Tensor]:
         return F.gelu
     if name == "relu":
         return F.relu
-    from transformers.activations import ACT2FN
+    from transformers.activations import ACT2FN  # lazy: transformers
 
     return ACT2FN[name]
 
@@ -200,7 +200,7 @@ class AlbertMap(DynamicalMap):
         if c is not None and c[0] is attention_mask and c[1:-1] == key[1:]:
             return c[-1]
         if self.implementation == "transformers":
-            from transformers.masking_utils import create_bidirectional_mask
+            from transformers.masking_utils import create_bidirectional_mask  # lazy: transformers
 
             built = create_bidirectional_mask(config=self.config, inputs_embeds=x, attention_mask=attention_mask)
         else:
@@ -251,7 +251,7 @@ class AlbertMap(DynamicalMap):
 
 def load_albert_config(source: str, *, revision: str | None = None) -> AlbertConfig:
     """The ``AlbertConfig`` at ``source`` (hub id or local directory)."""
-    from transformers import AlbertConfig
+    from transformers import AlbertConfig  # lazy: transformers
 
     return hf_load(AlbertConfig.from_pretrained, source, "ALBERT config", revision=revision)
 
@@ -279,7 +279,7 @@ def load_albert(
     """
     if implementation not in IMPLEMENTATIONS:
         raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
-    from transformers import AlbertModel
+    from transformers import AlbertModel  # lazy: transformers
 
     config = load_albert_config(source, revision=revision)
     check_shared_layer(config)
@@ -332,7 +332,7 @@ def load_mlm_head(
     and its decoder is tied to ``word_embeddings`` (the initial network's own, redrawn ones).
     Eval mode, ``requires_grad_(False)``, cast to ``dtype`` on ``device``.
     """
-    from transformers import AlbertForMaskedLM
+    from transformers import AlbertForMaskedLM  # lazy: transformers
 
     config = load_albert_config(source, revision=revision)
     if init is None:

@@ -10,11 +10,14 @@ is never trusted unless a caller passes ``trust_remote_code=True`` explicitly.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlparse
 
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -34,10 +37,7 @@ def hub_off() -> bool:
 @functools.lru_cache(maxsize=1)
 def hub_reachable(timeout: float = 5.0) -> bool:
     """Whether a TCP connection to the hub's endpoint (``HF_ENDPOINT``) opens; asked once per process."""
-    import socket
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazy: huggingface_hub
 
     url = urlparse(constants.ENDPOINT)
     try:
@@ -124,9 +124,7 @@ def _wrap(source: str, what: str, exc: BaseException, *, is_hub: bool, revision:
 @contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """No progress bars or load reports while loading; problems are checked and raised by us."""
-    from transformers.utils import logging as hf_logging
-
-    import logging
+    from transformers.utils import logging as hf_logging  # lazy: transformers
 
     verbosity = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
@@ -158,7 +156,7 @@ def hf_load(fn: Callable[..., Any], source: str, what: str, *, revision: str | N
 
 def load_tokenizer(source: str, revision: str | None = None) -> Any:
     """``AutoTokenizer.from_pretrained(source)`` with the same error handling as :func:`load_albert`."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers
 
     return hf_load(AutoTokenizer.from_pretrained, source, "tokenizer", revision=revision, trust_remote_code=False)
 

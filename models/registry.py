@@ -20,10 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import platformdirs
+import torch
 from pydantic import BaseModel, ConfigDict
 
-from models.hub import ModelLoadError
+from models.albert import load_albert, load_albert_config
+from models.hub import ModelLoadError, hf_load
+from models.layer_map import LayerMap
+from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
+from models.maps import MAPS, build_map
 from models.source import Source
+from models.suites import ADAPTERS
+from models.tiny import TINY_CONFIG, build_tiny_albert
+from models.transject import build_model, reorthogonalize
+from models.transject_map import (TransJectLayerMap, TransJectMapParams, checkpoint_problem, checkpoint_width,
+                                  load_encoder)
 
 
 @dataclass(frozen=True)
@@ -120,8 +131,6 @@ class MapFamily(Family):
     name = "map"
 
     def __init__(self):
-        from models.maps import MAPS
-
         self.maps = MAPS
 
     def matches(self, source: Source) -> bool:
@@ -146,8 +155,6 @@ class MapFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
-        from models.maps import build_map
-
         return build_map(Source(source).rest, dict(params or {}), seed=seed, dtype=dtype, device=device)
 
     def weights_nbytes(self, source: str, params: dict, n_hidden: int, itemsize: int) -> int:
@@ -158,8 +165,6 @@ class MapFamily(Family):
 def register_map(name: str, cls, *, replaces: bool = False) -> None:
     """Make a :class:`models.base.DynamicalMap` subclass (with a pydantic ``params_model`` and
     ``n_hidden``) available as ``source = "map:<name>"``; a name already taken only with ``replaces``."""
-    from models.maps import MAPS
-
     known = MAPS.get(name)
     if known is not None and known is not cls and not replaces:
         raise TypeError(f"map {name!r} is {known.__module__}.{known.__qualname__}'s; give "
@@ -193,8 +198,6 @@ class AlbertFamily(Family):
         return Source(f"path:{folder}")
 
     def dims(self, source: str, *, revision, params, n_tokens: int) -> Dims:
-        from models.albert import load_albert_config
-
         config = load_albert_config(self.location(source), revision=revision)
         return self._dims(config, n_tokens)
 
@@ -207,8 +210,6 @@ class AlbertFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
-        from models.albert import load_albert
-
         return load_albert(self.location(source, build=True), revision=revision, init=init, seed=seed,
                            implementation=implementation, dtype=dtype, device=device)
 
@@ -216,8 +217,6 @@ class AlbertFamily(Family):
 def cache_dir() -> Path:
     """Where builtin models are built: ``$TRANSIENT_CACHE``, else the platform's user cache folder
     (platformdirs: ``$XDG_CACHE_HOME/transient``, by default ``~/.cache/transient`` on Linux)."""
-    import platformdirs
-
     return Path(os.environ.get("TRANSIENT_CACHE") or platformdirs.user_cache_path("transient"))
 
 
@@ -237,14 +236,10 @@ class TinyAlbertFamily(AlbertFamily):
         return None
 
     def location(self, source: str, build: bool = False) -> str:
-        from models.tiny import build_tiny_albert
-
         directory = cache_dir() / "tiny-albert-v1"
         return str(build_tiny_albert(directory) if build else directory)
 
     def dims(self, source: str, *, revision, params, n_tokens: int) -> Dims:
-        from models.tiny import TINY_CONFIG
-
         return self._dims(_Config(TINY_CONFIG), n_tokens)
 
 
@@ -267,10 +262,6 @@ class LSTMFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
-        import torch
-
-        from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
-
         torch.manual_seed(seed)
         if source == "builtin:lstm-lm":
             return LSTMLanguageModel(LSTMLanguageModelConfig(**params)).to(device)
@@ -294,10 +285,6 @@ class TransJectFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
-        import torch
-
-        from models.transject import build_model, reorthogonalize
-
         torch.manual_seed(seed)
         model = build_model(Source(source).rest, dict(params or {})).to(device)
         return model if dtype is None else reorthogonalize(model.to(dtype))
@@ -313,8 +300,6 @@ class TransJectLayerFamily(Family):
         return source.scheme == "transject-layer"
 
     def params_model(self, source: str) -> type[BaseModel] | None:
-        from models.transject_map import TransJectMapParams
-
         return TransJectMapParams
 
     def check(self, source: str, params: dict, init: Any) -> str | None:
@@ -327,8 +312,6 @@ class TransJectLayerFamily(Family):
         return None if where == "builtin" else Path(where)
 
     def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
-        from models.transject_map import TransJectMapParams, checkpoint_problem, checkpoint_width
-
         problem = checkpoint_problem(source)
         if problem:
             raise ModelLoadError(problem)
@@ -337,8 +320,6 @@ class TransJectLayerFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
-        from models.transject_map import TransJectLayerMap, TransJectMapParams, load_encoder
-
         p = TransJectMapParams.model_validate(params or {})
         return TransJectLayerMap(load_encoder(source, p, seed), p, dtype=dtype, device=device)
 
@@ -378,10 +359,7 @@ class LayerStackFamily(Family):
         return Source(f"layers:{folder}")
 
     def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
-        from transformers import AutoConfig
-
-        from models.hub import hf_load
-        from models.suites import ADAPTERS
+        from transformers import AutoConfig  # lazy: transformers
 
         p = LayerStackParams.model_validate(params)
         config = hf_load(AutoConfig.from_pretrained, self.location(source), "configuration", revision=revision,
@@ -397,10 +375,7 @@ class LayerStackFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
-        from transformers import AutoModel
-
-        from models.hub import hf_load
-        from models.layer_map import LayerMap
+        from transformers import AutoModel  # lazy: transformers
 
         p = LayerStackParams.model_validate(params or {})
         model = hf_load(AutoModel.from_pretrained, self.location(source), "weights", revision=revision,

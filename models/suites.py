@@ -15,7 +15,9 @@ hooks in one batched forward pass (:func:`capture_layers`, :func:`word_activatio
 
 from __future__ import annotations
 
+import json
 import re
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -124,7 +126,7 @@ def load_checkpoint(ckpt: Checkpoint, *, trust_remote_code: bool = False, pickle
     family's :attr:`Adapter.head`; a checkpoint without the head's weights is refused, never completed with
     random ones). Safetensors weights only, unless ``pickled_weights``: then a checkpoint published as
     ``pytorch_model.bin`` only loads too (transformers reads it with ``torch.load(weights_only=True)``)."""
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM  # lazy: transformers
 
     cls = AutoModel
     if head:
@@ -142,7 +144,7 @@ def load_checkpoint(ckpt: Checkpoint, *, trust_remote_code: bool = False, pickle
 
 def load_config(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
     """The checkpoint's configuration (``config.json`` only: no weights are fetched)."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: transformers
 
     return hf_load(AutoConfig.from_pretrained, ckpt.location, f"configuration of checkpoint {ckpt.revision}",
                    revision=ckpt.hub_revision, trust_remote_code=trust_remote_code)
@@ -150,7 +152,7 @@ def load_config(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
 
 def load_tokenizer(ckpt: Checkpoint, *, trust_remote_code: bool = False) -> Any:
     """The checkpoint's (fast) tokenizer."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: transformers
 
     return hf_load(AutoTokenizer.from_pretrained, ckpt.location, f"tokenizer of checkpoint {ckpt.revision}",
                    revision=ckpt.hub_revision, trust_remote_code=trust_remote_code, use_fast=True)
@@ -180,7 +182,7 @@ def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) ->
     if ckpt.local:
         problem = local_weights_problem(Path(ckpt.location), pickled_weights)
         return Fetch(ckpt, problem is None, missing=problem and f"{ckpt.location}: {problem}", reason=problem)
-    from huggingface_hub import HfApi, try_to_load_from_cache
+    from huggingface_hub import HfApi, try_to_load_from_cache  # lazy: huggingface_hub
 
     repo, revision = ckpt.location, ckpt.hub_revision
     names = _WEIGHTS + (_PICKLED if pickled_weights else ())
@@ -207,9 +209,6 @@ def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) ->
 def local_weights_problem(folder: Path, pickled_weights: bool = False) -> str | None:
     """Why a local checkpoint folder's weights cannot be loaded (none there; a safetensors file whose header
     does not read), checked without loading them; None when they look loadable."""
-    import json
-    import struct
-
     found = [folder / n for n in _WEIGHTS + (_PICKLED if pickled_weights else ()) if (folder / n).is_file()]
     if not found:
         return (f"no weights ({', '.join(_WEIGHTS)}" + (f", {', '.join(_PICKLED)}" if pickled_weights else "")

@@ -18,8 +18,10 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from pydoc_data.topics import topics
 
 import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from .hub import _quiet_transformers
 
@@ -55,8 +57,6 @@ def is_complete(directory: Path) -> bool:
 
 def corpus_text() -> list[str]:
     """Paragraphs of English text from the standard library (``pydoc_data.topics``)."""
-    from pydoc_data.topics import topics
-
     paragraphs: list[str] = []
     for key in sorted(topics):
         for para in topics[key].split("\n\n"):
@@ -131,8 +131,7 @@ def _wordpiece_vocab(word_counts: dict[str, int], vocab_size: int, specials: lis
 
 def _train_tokenizer(paragraphs: list[str], vocab_size: int):
     """A lowercase BERT-style WordPiece tokenizer (``tokenizers``), wrapped for transformers."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # lazy: transformers
 
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -191,7 +190,7 @@ def build_tiny_albert(directory: Path, *, seed: int = 0, mlm_steps: int = 200, v
     given ``seed``. Trains on one thread (see below); about 15-20 s of CPU for the
     default 200 steps.
     """
-    from transformers import AlbertConfig, AlbertForMaskedLM
+    from transformers import AlbertConfig, AlbertForMaskedLM  # lazy: transformers
 
     directory = Path(directory)
     if is_complete(directory):

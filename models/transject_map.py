@@ -22,6 +22,7 @@ from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+from safetensors.torch import load_file
 from torch import Tensor
 from torch.nn.utils import parametrize
 
@@ -56,7 +57,6 @@ def load_encoder(source: str, params: TransJectMapParams, seed: int) -> TransJec
         return TransJect(TransJectConfig(vocab_size=params.vocab_size, n_classes=2, d_model=params.d_model,
                                          n_layers=params.n_layers, n_experts=params.n_experts,
                                          variant=params.variant, alpha_init=params.alpha_init))
-    from safetensors.torch import load_file
 
     config = json.loads((Path(where) / "config.json").read_text())
     if config.get("variant") not in MAP_VARIANTS:

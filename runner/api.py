@@ -26,14 +26,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tomli_w
 from pydantic import ConfigDict, ValidationError, validate_call
 
 from runner.core.errors import Unavailable, UsageError
-
+from runner.core.plan import plan_rows
+from runner.run.apply import Outcome, Unmet, apply_sweep, check_shards, prepare_all, read_spec, states
+from runner.run.apply import apply as apply_one
+from runner.run.execute.registry import ExecutorOptions, executor_problem
+from runner.spec.specfile import SpecFile
+from runner.spec.sweep import is_sweep
+from runner.storage.history import versions
 from runner.storage.location import location, zarr_store
 from runner.storage.store import node_type
-from runner.run.apply import Outcome, Unmet, prepare_all, read_spec, states
-from runner.spec.specfile import SpecFile
+
 
 class ApiArgumentError(UsageError):
     """An argument of the Python API of the wrong type or value; the message names the function and
@@ -74,8 +80,6 @@ def load_spec(spec: str | Path | dict | SpecFile, overrides: Sequence[str] = ())
     """A spec's tables (a file's, or a dict's) with ``overrides`` (``"model[0].seed=3"``) set.
     Validation happens in :func:`plan` and :func:`apply`, as in the CLI."""
     if isinstance(spec, dict):
-        import tomli_w
-
         spec = SpecFile(DICT_SPEC, tomli_w.dumps(spec), spec, located=False)  # the text: for the provenance
     return read_spec(spec, overrides)
 
@@ -100,8 +104,6 @@ class Plan:
     def tasks(self) -> list[dict]:
         """Every task with its state (``done``, ``pending``, ``blocked``, ``unresolved``), as
         ``plan --json`` lists them, with the point's name for a sweep."""
-        from runner.core.plan import plan_rows
-
         names = [pt.name for pt in self.sweep.points] if self.sweep is not None else [None]
         return [{**row, **({"point": name} if name else {})}
                 for name, p in zip(names, self.prepared, strict=True) for row in plan_rows(p.tasks, states(p), p.labels)]
@@ -128,10 +130,6 @@ def apply(spec: str | Path | dict | SpecFile | Plan, overrides: Sequence[str] = 
     """Run what the store is missing, as ``runner apply`` does (resumable: call it again after an
     interruption). Raises :class:`runner.run.apply.Unmet` for requirements this machine does not meet
     and :class:`runner.run.apply.ReplaceRefused` before replacing finished results without ``replace``."""
-    from runner.run.apply import apply as apply_one
-    from runner.run.apply import apply_sweep, check_shards
-    from runner.run.execute.registry import ExecutorOptions, executor_problem
-
     planned = spec if isinstance(spec, Plan) else plan(spec, overrides)
     unmet = planned.unmet + ([problem] if (problem := executor_problem(executor)) else [])
     if unmet:
@@ -151,10 +149,7 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     :func:`runner.spec.sweep.open_sweep` for one dataset with a dimension per swept key). With
     ``history``, a ``DataTree`` of the store as it is (``/current``) and each version that
     ``apply --replace`` kept (``/history/<version>``, oldest first)."""
-    import xarray as xr
-
-    from runner.storage.history import versions
-    from runner.spec.sweep import is_sweep
+    import xarray as xr  # lazy: xarray
 
     path = location(store)
     if not (path / "zarr.json").exists():
@@ -179,7 +174,7 @@ def on_common_steps(ds, dim: str = "step"):
     every tau steps, ``neff_step`` every step, ...) on one ``dim`` holding every step any of them
     has; NaN where a variable was not sampled. Other variables are kept as they are. ``ds`` is one
     store's dataset (:func:`open`); a sweep's tree is refused: align each point's dataset."""
-    import xarray as xr
+    import xarray as xr  # lazy: xarray
 
     if isinstance(ds, xr.DataTree):
         raise ApiArgumentError("runner.api.on_common_steps: ds is a sweep's (or history's) DataTree; pass one "

@@ -23,14 +23,29 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import sys
+import textwrap
+import threading
+from dataclasses import asdict
+from importlib import metadata
 from pathlib import Path
 
 from runner.core.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOCKED,  # noqa: F401 (the codes, named)
                                 EXIT_OK, EXIT_REPLACE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_USAGE, StorageError,
                                 Unavailable, UsageError)
 from runner.core.errors import exit_code as _exit_code
-from runner.storage.location import location
+from runner.core.estimate import BUDGET_S, Calibrator, estimate, render_points
+from runner.core.estimate import render as render_estimate
+from runner.core.plan import plan_rows
+from runner.core.requirements import lines as requirement_lines
+from runner.core.requirements import to_json as requirement_json
+from runner.run.changes import compare, summary
+from runner.run.execute.registry import ExecutorOptions, executor_problem, executors
+from runner.run.threads import for_run
+from runner.run.threads import use as use_threads
+from runner.storage.location import is_url, location
 
 
 SET_HELP = ("change one value of the spec: a dotted key ([i] for an entry of an array of tables) and a TOML value, "
@@ -77,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """Why the first argument is not a command (with the likely one), or None."""
-    from runner.spec.specfile import did_you_mean
+    from runner.spec.specfile import did_you_mean  # lazy: pydantic
 
     if not argv or argv[0].startswith("-"):
         return None
@@ -195,8 +210,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from importlib import metadata
-
     try:
         return metadata.version("transient")
     except metadata.PackageNotFoundError:
@@ -204,7 +217,7 @@ def _version() -> str:
 
 
 def cmd_plan(args) -> int:
-    from runner.run.apply import damage_of, prepare_all, states
+    from runner.run.apply import damage_of, prepare_all, states  # lazy: filelock, pydantic, torch
 
     _check_threads(args)
     sweep, prepared = prepare_all(args.spec, args.set)
@@ -223,10 +236,7 @@ def cmd_plan(args) -> int:
 
 
 def _plan_sweep(args, sweep, prepared) -> int:
-    from runner.run.apply import describe_store, states
-    from runner.core.requirements import to_json as requirement_json
-    from runner.core.estimate import estimate, render_points
-    from runner.core.plan import plan_rows
+    from runner.run.apply import describe_store, states  # lazy: filelock, pydantic, torch
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
@@ -271,12 +281,8 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
 
 def _plan_one(args, p) -> int:
-    from runner.run.apply import describe_store, states
-    from runner.core.requirements import to_json as requirement_json
-    from runner.run.changes import compare
-    from runner.core.estimate import estimate, render
-    from runner.core.plan import plan_rows
-    from runner.storage.store import read_tasks
+    from runner.run.apply import describe_store, states  # lazy: filelock, pydantic, torch
+    from runner.storage.store import read_tasks  # lazy: filelock, numpy
 
     state = states(p)
     changes = compare(p.tasks, p.labels, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
@@ -327,7 +333,7 @@ def _plan_one(args, p) -> int:
                   + (f", {len(replaced)} {why}" if replaced else ""))
     for line in _changes_lines(changes) if changes else []:
         _say(line)
-    for line in render(est, state) if est else []:
+    for line in render_estimate(est, state) if est else []:
         _say(line)
     if p.unmet:
         _say("Plan: not resolved until the requirements below are met")
@@ -344,7 +350,7 @@ def _plan_one(args, p) -> int:
 
 def _check_flags(study, flags: list[str]) -> None:
     """Refuse the flags given that do not apply to the spec's study (before anything runs)."""
-    from runner.plugin.study import flag_problem
+    from runner.plugin.study import flag_problem  # lazy: numpy, pydantic
 
     for flag in flags:
         problem = flag_problem(study, flag)
@@ -360,33 +366,28 @@ def _check_threads(args) -> None:
 def _calibrator(args):
     """The calibrations a plan may run: cached ones only with --no-estimate; at most a few seconds in
     all (thread timing and estimate together) unless asked to calibrate."""
-    from runner.core.estimate import Calibrator
-
     return Calibrator(calibrate=not args.no_estimate, refresh=args.recalibrate, budget=_budget(args))
 
 
 def _threads(args, p, calibrated):
     """The CPU threads apply would use here (and set them, so that the estimate is timed with them);
     None where the spec's device is not available."""
-    from runner.core.device import device_unavailable, pick_device
-    from runner.run.threads import for_run, use
+    from runner.core.device import device_unavailable, pick_device  # lazy: pydantic, torch
 
     if p.unmet or device_unavailable(p.device):
         return None
     choice = for_run(p, pick_device(p.device), args.threads, calibrated)
-    use(choice)
+    use_threads(choice)
     return choice
 
 
 def _budget(args) -> float | None:
     """Seconds plan may spend timing steps for its estimate (None: no limit, when asked to calibrate)."""
-    from runner.core.estimate import BUDGET_S
-
     return None if args.calibrate or args.recalibrate else BUDGET_S
 
 
 def _history_of(path: Path) -> Path:
-    from runner.storage.history import history_dir
+    from runner.storage.history import history_dir  # lazy: filelock, numpy
 
     return history_dir(path)
 
@@ -401,8 +402,6 @@ def _changed_text(replaced: list) -> str:
 
 def _changes_lines(changes) -> list[str]:
     """Finished results the spec no longer plans: dropped with their network, or kept as they are."""
-    from runner.run.changes import summary
-
     lines = []
     if changes.drop:
         lines.append(f"  drop      {summary(changes.drop, changes.records)}: network no longer in the spec")
@@ -424,20 +423,15 @@ def _changes_json(changes) -> dict:
 def print_unmet(unmet: list[str], verbose: bool = False) -> None:
     """The requirements this machine does not meet (grouped, wrapped to the terminal; the libraries'
     own messages with ``verbose``); apply refuses to start until they are."""
-    from runner.core.requirements import lines
-
     if unmet:
         print(f"requirements not met here ({len(unmet)}; `runner apply` refuses until they are):")
-        for line in lines(unmet, _width(), verbose):
+        for line in requirement_lines(unmet, _width(), verbose):
             print(line)
 
 
 def _say(line: str) -> None:
     """Print a line of human output wrapped to the terminal, continuing under its text column
     (``store      ...``, ``  name         ...``)."""
-    import re
-    import textwrap
-
     width = _width()
     if len(line) <= width:
         print(line)
@@ -450,26 +444,23 @@ def _say(line: str) -> None:
 
 def _width() -> int:
     """The terminal's width, at least 80 (a pipe: 80)."""
-    import shutil
-
     return max(80, shutil.get_terminal_size((80, 24)).columns)
 
 
 def cmd_apply(args) -> int:
-    from runner.run.apply import Unmet, apply, apply_sweep, describe_store, prepare_all
+    from runner.run.apply import (  # lazy: filelock, pydantic, torch
+        Unmet, apply, apply_sweep, describe_store, prepare_all)
 
     if args.device:
-        from runner.core.device import device_unavailable
+        from runner.core.device import device_unavailable  # lazy: pydantic, torch
 
         problem = device_unavailable(args.device)
         if problem:
             raise UsageError(f"--device: {problem}")
-    from runner.run.execute.registry import ExecutorOptions, executor_problem
 
     if args.shards < 1:
         raise UsageError("--shards: give a number >= 1")
     _check_threads(args)
-    from runner.run.execute.registry import executors
 
     if args.executor not in executors():
         raise UsageError(f"--executor: {executor_problem(args.executor)}")
@@ -486,7 +477,7 @@ def cmd_apply(args) -> int:
     if args.log_to is not None and not args.log_to.strip():
         raise UsageError("--log-to needs a tracker: mlflow, or mlflow:URI")
     if args.log_to:
-        from runner.read.tracker import TrackerError, check
+        from runner.read.tracker import TrackerError, check  # lazy: numpy
 
         try:
             unmet += [problem] if (problem := check(args.log_to)) else []
@@ -502,7 +493,7 @@ def cmd_apply(args) -> int:
         if sweep:
             raise UsageError("--monitor shows one store; apply the sweep, then `runner monitor` one of its points: "
                              + ", ".join(str(p.store_path) for p in prepared))
-        from runner.tui.app import run_apply_with_monitor
+        from runner.tui.app import run_apply_with_monitor  # lazy: filelock, numpy, textual_plotext
 
         return run_apply_with_monitor(args.spec, device=args.device, overrides=args.set)
     if not args.quiet and "outside" in describe_store(store_path):
@@ -525,9 +516,7 @@ def cmd_apply(args) -> int:
 def _stream_to_tracker(target: str, stores: list[Path]):
     """Stream each store to the tracker while apply runs (a thread per store); the returned
     function stops them, and each then finishes (headline numbers, figures) and says where it logged."""
-    import threading
-
-    from runner.read.tracker import stream
+    from runner.read.tracker import stream  # lazy: numpy
 
     stop = threading.Event()
 
@@ -552,7 +541,7 @@ def _stream_to_tracker(target: str, stores: list[Path]):
 
 def report_outcome(outcome, spec: Path, store_path: Path) -> int:
     """Say what an apply did and return its exit code."""
-    from runner.run.apply import open_snippet
+    from runner.run.apply import open_snippet  # lazy: filelock, pydantic, torch
 
     if outcome.interrupted:
         print(f"interrupted; finished work is kept in {store_path}; run `runner apply {spec}` to resume",
@@ -572,9 +561,9 @@ def report_outcome(outcome, spec: Path, store_path: Path) -> int:
 
 
 def cmd_monitor(args) -> int:
-    from runner.read.status import store_of
-    from runner.storage.store import runner_dir
-    from runner.tui.app import run_monitor
+    from runner.read.status import store_of  # lazy: filelock, numpy
+    from runner.storage.store import runner_dir  # lazy: filelock, numpy
+    from runner.tui.app import run_monitor  # lazy: filelock, numpy, textual_plotext
 
     path = store_of(args.target)
     _not_a_store(path)
@@ -594,7 +583,7 @@ def cmd_monitor(args) -> int:
 
 def _spec_of_store(path: Path) -> Path | None:
     """A spec near here (``*.toml`` and ``specs/**/*.toml`` of the working directory) whose store is ``path``."""
-    from runner.read.status import store_of
+    from runner.read.status import store_of  # lazy: filelock, numpy
 
     for spec in sorted({*Path().glob("*.toml"), *Path().glob("specs/**/*.toml")}):
         try:
@@ -607,7 +596,7 @@ def _spec_of_store(path: Path) -> Path | None:
 
 def _similar_store(path: Path) -> str:
     """`` (did you mean 'store/x.zarr'?)`` for a store beside ``path`` with a close name."""
-    from runner.spec.specfile import closest
+    from runner.spec.specfile import closest  # lazy: pydantic
 
     parent = path.parent
     close = closest(path.name, [p.name for p in parent.iterdir() if (p / "zarr.json").exists()] if parent.is_dir() else [])
@@ -617,7 +606,7 @@ def _similar_store(path: Path) -> str:
 def _not_a_store(path: Path) -> None:
     """:class:`NoStore` for a path that is a part of a store, not one: an array's folder (its
     ``zarr.json`` is an array's) or the runner's folder beside a store."""
-    from runner.storage.store import node_type
+    from runner.storage.store import node_type  # lazy: filelock, numpy
 
     if path.suffix == ".runner" and path.with_suffix(".zarr").exists():
         raise NoStore(f"{path}: the runner's folder beside the store {path.with_suffix('.zarr')}; give the store")
@@ -626,8 +615,8 @@ def _not_a_store(path: Path) -> None:
 
 
 def _existing_store(target: Path) -> Path:
-    from runner.read.status import store_of
-    from runner.storage.store import runner_dir
+    from runner.read.status import store_of  # lazy: filelock, numpy
+    from runner.storage.store import runner_dir  # lazy: filelock, numpy
 
     path = store_of(target)
     _not_a_store(path)
@@ -639,7 +628,7 @@ def _existing_store(target: Path) -> Path:
 
 def _sweep_points(path: Path) -> list[tuple[str, Path]] | None:
     """(name, store) of each point of a sweep's store, or None for a store without a sweep."""
-    from runner.spec.sweep import is_sweep, points
+    from runner.spec.sweep import is_sweep, points  # lazy: pydantic
 
     if not is_sweep(path):
         return None
@@ -647,7 +636,7 @@ def _sweep_points(path: Path) -> list[tuple[str, Path]] | None:
 
 
 def cmd_status(args) -> int:
-    from runner.read.status import render_status
+    from runner.read.status import render_status  # lazy: filelock, numpy
 
     path = _existing_store(args.target)
     swept = _sweep_points(path)
@@ -665,8 +654,8 @@ def cmd_status(args) -> int:
 
 def _checked_status(path: Path, target: Path) -> dict:
     """The status of one store, its finished results read back first (:mod:`runner.storage.verify`)."""
-    from runner.read.status import load_status
-    from runner.storage.verify import mark_damaged, spec_of, verify
+    from runner.read.status import load_status  # lazy: filelock, numpy
+    from runner.storage.verify import mark_damaged, spec_of, verify  # lazy: filelock, numpy
 
     if not (path / "zarr.json").exists():
         return load_status(path)
@@ -675,7 +664,7 @@ def _checked_status(path: Path, target: Path) -> dict:
 
 
 def cmd_verify(args) -> int:
-    from runner.storage.verify import render, to_json, verify
+    from runner.storage.verify import render, to_json, verify  # lazy: filelock, numpy
 
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
@@ -687,8 +676,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from runner.read.status import render_show
-    from runner.storage.verify import trusted
+    from runner.read.status import render_show  # lazy: filelock, numpy
+    from runner.storage.verify import trusted  # lazy: filelock, numpy
 
     path = _existing_store(args.store)
     if not (path / "zarr.json").exists():
@@ -697,7 +686,7 @@ def cmd_show(args) -> int:
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
         trusted(point, args.store)
     if args.json:
-        from runner.read.status import show_json
+        from runner.read.status import show_json  # lazy: filelock, numpy
 
         print(json.dumps(show_json(path) if swept is None else
                          {"sweep": str(path), "points": {name: show_json(point) for name, point in swept
@@ -711,9 +700,8 @@ def cmd_show(args) -> int:
 
 
 def cmd_history(args) -> int:
-    from runner.storage.history import history_dir, remove, versions
-    from runner.storage.location import is_url
-    from runner.read.status import store_of
+    from runner.storage.history import history_dir, remove, versions  # lazy: filelock, numpy
+    from runner.read.status import store_of  # lazy: filelock, numpy
 
     path = store_of(args.target)
     if args.remove is not None and not args.remove.strip():
@@ -749,8 +737,8 @@ def cmd_history(args) -> int:
 
 
 def cmd_figures(args) -> int:
-    from runner.read.figures import default_out, figures
-    from runner.storage.verify import trusted
+    from runner.read.figures import default_out, figures  # lazy: numpy
+    from runner.storage.verify import trusted  # lazy: filelock, numpy
 
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
@@ -770,8 +758,6 @@ def cmd_figures(args) -> int:
         what = f"write the figures in {out}" if out.is_dir() else f"create the folder {out}"
         raise CannotWrite(f"{flag}cannot {what} ({err.strerror or err})") from None
     if args.json:
-        from dataclasses import asdict
-
         print(json.dumps({"out": str(out), "figures": [asdict(d) for d in drawn]}, indent=2))
         return EXIT_OK
     if not args.only and any(d.id.startswith("var:") for d in drawn):
@@ -786,16 +772,14 @@ def cmd_figures(args) -> int:
 
 def _plain(text: str) -> str:
     """A docstring as plain text: reStructuredText's ``literals`` and :role:`targets` without their marks."""
-    import re
-
     text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)
     return re.sub(r"``([^`]+)``", r"\1", text)
 
 
 def cmd_explain(args) -> int:
-    from runner.plugin.measures import measures
-    from runner.spec.specfile import Experiment
-    from runner.plugin.study import studies
+    from runner.plugin.measures import measures  # lazy: numpy, pydantic
+    from runner.spec.specfile import Experiment  # lazy: pydantic
+    from runner.plugin.study import studies  # lazy: numpy, pydantic
 
     found: list[tuple[str, type, bool]] = []  # (study, table, is a measure)
     for name, cls in studies().items():
@@ -813,7 +797,7 @@ def cmd_explain(args) -> int:
         print("run `runner explain NAME` for the parameters of one, with defaults (the papers' settings)")
         return EXIT_OK
     if not found:
-        from runner.spec.specfile import did_you_mean
+        from runner.spec.specfile import did_you_mean  # lazy: pydantic
 
         known = {n for name, cls in studies().items()
                  for n in [*({"experiment": Experiment, **cls().tables()}), *measures(name)]}

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.filesize import decimal
+
 from runner.core.plan import task_id
 
 #: The precisions a spec can ask for (a study's ``precision`` key).
@@ -86,7 +88,7 @@ class Estimate:
 def precisions(device) -> dict[str, str | None]:
     """Each precision on ``device``: None when it runs as itself, else why it is not its own
     (on the CPU tf32 is fp32: TensorFloat-32 is a CUDA matmul mode)."""
-    import torch
+    import torch  # lazy: torch
 
     if device.type != "cuda":
         return {"fp64": None, "fp32": None, "tf32": "= fp32 on the CPU", "bf16": None}
@@ -97,7 +99,7 @@ def precisions(device) -> dict[str, str | None]:
 def device_key(device) -> str:
     """The device as calibrations are cached: the GPU's name (whatever its index), or the CPU with
     its thread count."""
-    from runner.core.device import describe
+    from runner.core.device import describe  # lazy: pydantic, torch
 
     return describe(device).split(" ", 1)[1] if device.type == "cuda" else describe(device)
 
@@ -114,7 +116,7 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
     ``calibrate=False`` uses cached calibrations only; ``refresh`` calibrates again; calibrating
     stops after ``budget`` seconds in all (None: no limit). ``calibrated``: a calibrator to share
     (its own settings then hold)."""
-    from runner.core.device import describe, device_unavailable, pick_device
+    from runner.core.device import describe, device_unavailable, pick_device  # lazy: pydantic, torch
 
     if device is None:
         problem = device_unavailable(p.device)
@@ -164,7 +166,7 @@ class Calibrator:
         self._now: dict[Path, dict] = {}  # measured by this calibrator (``refresh`` measures a key once)
 
     def path(self, key: dict) -> Path:
-        from models.registry import cache_dir
+        from models.registry import cache_dir  # lazy: pydantic, torch
 
         return (self.directory or cache_dir() / "calibration") / f"{task_id(key)}.json"
 
@@ -259,7 +261,7 @@ class StepTimer:
 
     def _now(self) -> float:
         if self.device.type == "cuda":
-            import torch
+            import torch  # lazy: torch
 
             torch.cuda.synchronize(self.device)
         return time.perf_counter()
@@ -306,8 +308,6 @@ def duration(seconds: float) -> str:
 
 def render(est: Estimate, state: dict[str, str] | None = None) -> list[str]:
     """The lines ``plan`` prints (``state``: the plan's task states, for what is left to run)."""
-    from rich.filesize import decimal
-
     memory = []
     if est.memory:
         host, device = est.memory["host"], est.memory["device"]
@@ -341,8 +341,6 @@ def _at_least(lower_bound: bool) -> str:
 
 def render_points(ests: list[Estimate], names: list[str]) -> list[str]:
     """The lines ``plan`` prints for a sweep: each point's total and the sweep's."""
-    from rich.filesize import decimal
-
     missing = next((e.missing for e in ests if e.missing), None)
     if missing:
         return [f"estimate   no estimate ({missing})"]

@@ -21,6 +21,8 @@ import numpy as np
 from runner.core.layout import LayoutBuilder, Var
 from runner.plugin.measure_protocol import COMPUTE, MeasureTags
 from runner.plugin.measures import Measure, MeasureParams, declare, measures, tag_problems
+from runner.plugin.study import Study, studies
+from runner.spec.specfile import SpecError, SpecFile, StudySpec, validate
 
 
 class ConformanceError(AssertionError):
@@ -99,8 +101,6 @@ def _variable_problems(measure: Measure, shape: Any) -> list[str]:
     """Each study that registers the measure (its own, and those in ``also``) lays it out for its small
     example (``Study.variables_of``) when ``shape`` is None and the study can; else ``variables(b,
     shape)`` runs on a sandbox builder."""
-    from runner.plugin.study import studies
-
     cls, kind = type(measure), type(measure).kind()
     laid_out = []
     if shape is None:
@@ -156,9 +156,6 @@ def check_study(study, spec: dict | None = None, shape: Any = None) -> None:
     :attr:`~runner.plugin.study.Study.example_spec`) validates, plans to tasks with unique ids whose measures are
     registered, and lays out variables that follow the store's conventions, and that every measure
     registered for it passes :func:`check_measure` (given ``shape``)."""
-    from runner.spec.specfile import SpecError, SpecFile, StudySpec, validate
-    from runner.plugin.study import Study
-
     instance = study() if isinstance(study, type) else study
     what = f"study {getattr(instance, 'name', type(instance).__name__)!r}"
     if not isinstance(instance, Study):

@@ -30,6 +30,7 @@ from typing import Annotated, Any, ClassVar, Union
 from pydantic import Field
 
 from runner.core.layout import INTERNAL, LayoutBuilder
+from runner.plugin.loader import load_plugins
 from runner.plugin.measure_protocol import MeasureTags, Shape
 from runner.spec.specfile import Table
 
@@ -171,6 +172,4 @@ def params_union(study: str) -> Any:
 
 
 def _load_entry_points() -> None:
-    from runner.plugin.loader import load_plugins
-
     load_plugins()

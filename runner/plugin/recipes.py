@@ -27,7 +27,7 @@ class NoValues(NotDrawable):
 def no_values(ds: xr.Dataset, names: Sequence[str]) -> NoValues | None:
     """:class:`NoValues` when the float variables ``names`` of ``ds`` (at least one) hold no finite
     value at all, else None. Integer, boolean and string variables are not judged (they have no NaN)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
 
     floats = [n for n in names if n in ds.variables and ds[n].dtype.kind in "fc"]
     if not floats or any(bool(np.isfinite(ds[n]).any()) for n in floats):
@@ -67,7 +67,7 @@ def recipe(*, study: str, id: str, reproduces: str, needs: Sequence[str], title:
 
 def recipes(study: str | None = None) -> dict[str, Recipe]:
     """Registered recipes, of one study or all (plugins included)."""
-    from runner.plugin.study import studies
+    from runner.plugin.study import studies  # lazy: numpy, pydantic
 
     for cls in studies().values():
         if cls.figure_recipes:

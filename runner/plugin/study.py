@@ -31,6 +31,7 @@ from runner.core.layout import Layout
 from runner.plugin.loader import load_plugins
 from runner.core.plan import Task
 from runner.spec.specfile import SpecError, SpecFile, StudySpec
+from runner.core.estimate import NoEstimate
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.storage.store import Store
@@ -194,8 +195,6 @@ class Study:
         notes on what is approximate, at the spec's precisions or all at ``precision``. Time a few
         steps of the real task through ``calibrated(key, measure)`` (cached per key); raise
         :class:`runner.core.estimate.NoEstimate` saying why when it cannot (the fallback: no estimate)."""
-        from runner.core.estimate import NoEstimate
-
         raise NoEstimate(f"the {self.name} study does not estimate its tasks")
 
     def footprint(self, p: Prepared) -> dict[str, int] | None:

@@ -20,6 +20,7 @@ draws one on any store, and a store to which no recipe applies gets one per nume
 
 from __future__ import annotations
 
+import itertools
 import json
 import tomllib
 from collections.abc import Sequence
@@ -59,9 +60,9 @@ def study_of(ds: xr.Dataset) -> str | None:
     text = prov.get("spec_toml")
     if not text:
         return None
-    from runner.spec.specfile import SpecError, SpecFile
-    from runner.plugin.study import study_for
-    from runner.spec.sweep import split
+    from runner.spec.specfile import SpecError, SpecFile  # lazy: pydantic
+    from runner.plugin.study import study_for  # lazy: pydantic
+    from runner.spec.sweep import split  # lazy: pydantic
 
     try:
         return study_for(split(SpecFile(Path("<store>"), text, tomllib.loads(text)))[0]).name
@@ -80,10 +81,10 @@ def default_out(store: Path) -> Path:
 def open_source(source: str | Path) -> tuple[xr.Dataset, Path]:
     """The dataset behind a spec (its store) or a store path, the points of a sweep combined
     (:func:`runner.spec.sweep.open_sweep`); raises FileNotFoundError with the path."""
-    import xarray as xr
+    import xarray as xr  # lazy: xarray
 
-    from runner.read.status import store_of
-    from runner.spec.sweep import is_sweep, open_sweep
+    from runner.read.status import store_of  # lazy: filelock
+    from runner.spec.sweep import is_sweep, open_sweep  # lazy: pydantic
 
     path = store_of(location(source))
     if not (path / "zarr.json").exists():
@@ -102,9 +103,9 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
     applies to the store (none finds its variables), every numeric variable gets its fallback plot.
     Returns one :class:`Drawn` per figure considered.
     """
-    from runner.read import fallback
+    import xarray as xr  # lazy: xarray
 
-    import xarray as xr
+    from runner.read import fallback  # lazy: matplotlib, xarray
 
     store = None
     if isinstance(source, xr.Dataset):
@@ -125,7 +126,7 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
         fallback.check(ds, variables)
         unknown = sorted(set(only) - set(chosen))
         if unknown:
-            from runner.spec.specfile import did_you_mean
+            from runner.spec.specfile import did_you_mean  # lazy: pydantic
 
             hint = did_you_mean(unknown[0], chosen) if len(unknown) == 1 else ""
             raise KeyError(f"no figure {', '.join(unknown)}{hint}; this store's figures: {', '.join(sorted(chosen)) or 'none'}"
@@ -149,11 +150,9 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
 
 def _points(ds: xr.Dataset, store: Path | None) -> dict[str, xr.Dataset]:
     """The points of a sweep by name (each point's own store when there is one), or {}."""
-    import itertools
+    import xarray as xr  # lazy: xarray
 
-    import xarray as xr
-
-    from runner.spec.sweep import ATTR, is_sweep, points
+    from runner.spec.sweep import ATTR, is_sweep, points  # lazy: pydantic
 
     if store is not None and is_sweep(store):
         return {p["name"]: xr.open_zarr(store / p["name"], consolidated=False) for p in points(store)

@@ -127,7 +127,7 @@ def standard_error(values: np.ndarray, axis: int = 0) -> np.ndarray:
 
 def _bootstrap(values: np.ndarray, finite: np.ndarray, confidence: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap interval of each row's mean (rows with at least two finite values)."""
-    from scipy.stats import bootstrap
+    from scipy.stats import bootstrap  # lazy: scipy
 
     lo, hi = np.full(len(values), np.nan), np.full(len(values), np.nan)
     rows = np.flatnonzero(finite >= 2)

@@ -17,16 +17,18 @@ from runner.storage.events import read_events
 from runner.core.layout import internal
 from runner.storage.location import location, zarr_store
 from runner.storage.store import check_reachable, read_tasks, runner_dir
+from runner.core.estimate import duration, measured
+from runner.storage.history import versions
 
 
 def store_of(target: Path) -> Path:
     """The store a path names: itself, or the store of a spec file (on object storage: reachable)."""
     target = location(target)
     if target.suffix == ".toml":
-        from runner.spec.specfile import read_toml, validate
-        from runner.plugin.study import study_for
+        from runner.spec.specfile import read_toml, validate  # lazy: pydantic
+        from runner.plugin.study import study_for  # lazy: pydantic
 
-        from runner.spec.sweep import split
+        from runner.spec.sweep import split  # lazy: pydantic
 
         sf = split(read_toml(target))[0]
         target = validate(study_for(sf).spec_model(), sf).store_path()
@@ -166,7 +168,7 @@ def render_status(status: dict) -> str:
 
 
 def render_show(path: Path) -> str:
-    import xarray as xr
+    import xarray as xr  # lazy: xarray
 
     path = location(path)
     if not (path / "zarr.json").exists():
@@ -200,8 +202,6 @@ def render_show(path: Path) -> str:
 
 
 def _history(path: Path) -> list[str]:
-    from runner.storage.history import versions
-
     kept = versions(path)
     if not kept:
         return []
@@ -264,9 +264,7 @@ def outcome_counts(ds) -> dict[str, dict[str, dict[str, int]]]:
 
 def show_json(path: Path) -> dict:
     """What ``show`` prints, as data (``runner show --json``)."""
-    import xarray as xr
-
-    from runner.storage.history import versions
+    import xarray as xr  # lazy: xarray
 
     ds = xr.open_zarr(zarr_store(location(path), read_only=True), consolidated=False)
     prov = internal(ds.attrs)
@@ -333,8 +331,6 @@ def _tables(ds) -> list[str]:
 
 def _predicted(path: Path, records: dict[str, dict]) -> list[str]:
     """The estimate recorded when the last run started, against the tasks' measured seconds."""
-    from runner.core.estimate import duration, measured
-
     est = next((e.get("estimate") for e in reversed(list(read_events(runner_dir(path) / "events.jsonl")))
                 if e["event"] == "run_started"), None)
     if not est:

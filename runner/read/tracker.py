@@ -20,12 +20,17 @@ copy.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import re
 from pathlib import Path
 
 import numpy as np
 
+from runner.core.layout import internal
+from runner.read.figures import default_out
+from runner.read.figures import figures as draw_figures
 from runner.storage.location import Location, Remote, location, zarr_store
 
 #: Trackers ``--log-to`` knows, with the package each needs.
@@ -54,8 +59,6 @@ def parse(target: str) -> tuple[str, str | None]:
 
 def check(target: str) -> str | None:
     """Why ``--log-to target`` cannot work here (checked before anything runs), or None."""
-    import importlib.util
-
     name, _ = parse(target)
     if importlib.util.find_spec(TRACKERS[name]) is None:
         return f"--log-to {name}: the {TRACKERS[name]} package is not installed ({INSTALL})"
@@ -94,9 +97,8 @@ class Exporter:
 
     def __init__(self, store: str | Location, target: str):
         name, uri = parse(target)
-        import logging
 
-        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import MlflowClient  # lazy: mlflow
 
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # its database set-up lines are not ours to print
         self.store = location(store)
@@ -114,8 +116,6 @@ class Exporter:
         self.parent: str | None = None
 
     def _start(self, ds) -> None:
-        from runner.core.layout import internal
-
         client, prov = self.client, internal(ds.attrs)
         self.experiment = str(ds.attrs.get("title", self.store.stem)).split(":")[0] or self.store.stem
         found = client.get_experiment_by_name(self.experiment)
@@ -138,8 +138,8 @@ class Exporter:
 
     def update(self) -> None:
         """Log the curves' points that are new since the last update (none before the store exists)."""
-        import xarray as xr
-        from mlflow.entities import Metric
+        import xarray as xr  # lazy: xarray
+        from mlflow.entities import Metric  # lazy: mlflow
 
         if not (self.store / "zarr.json").exists():
             return
@@ -160,12 +160,10 @@ class Exporter:
 
     def finish(self) -> str:
         """The last points, the headline numbers and the figures; the runs end. Returns one line."""
-        import xarray as xr
-        from mlflow.entities import Metric
+        import xarray as xr  # lazy: xarray
+        from mlflow.entities import Metric  # lazy: mlflow
 
-        from runner.read.figures import default_out
-        from runner.read.figures import figures as draw_figures
-        from runner.read.status import headlines
+        from runner.read.status import headlines  # lazy: filelock
 
         self.update()
         if self.parent is None:

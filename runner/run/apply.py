@@ -18,22 +18,30 @@ from runner.core import errors
 from runner.core.errors import ConsentNeeded, Locked
 from runner.core import interrupt
 from runner.run.changes import Changes, compare, summary
-from runner.core.estimate import Calibrator
+from runner.core.estimate import Calibrator, estimate
 from runner.run.execute.recorder import Recorder
 from runner.run.execute.registry import ExecutorOptions, executor_class, executor_problem
 from runner.run.execute.scheduler import Scheduler, dry_run
-from runner.storage.history import history_dir
+from runner.storage.history import history_dir, snapshot
 from runner.core.layout import INTERNAL, internal
 from runner.storage.location import Remote, is_url, location
-from runner.run.provenance import now
+from runner.run.provenance import now, provenance
+from runner.run.provenance import root_attrs as provenance_root_attrs
 from runner.storage.records import renumber_chunks
 from runner.run.prepare import prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.run.prepare)
-from runner.storage.verify import repair
-from runner.storage.store import Store, StoreWriteError, read_tasks, records_lost, runner_dir, writing
+from runner.storage.verify import Damage, repair, verify
+from runner.storage.store import (Store, StorePathError, StoreWriteError, read_tasks, records_lost, root_attrs,
+                                  runner_dir, writing)
 from runner.plugin.study import Prepared, ShardError
-from runner.spec.sweep import Sweep
+from runner.spec.sweep import Sweep, is_sweep, record
 from runner.run.threads import ThreadChoice, for_run
 from runner.run.threads import use as use_threads
+from runner.core.device import describe, make_deterministic, pick_device
+from runner.core.progress import ProgressView
+from runner.core.requirements import lines as requirement_lines
+from runner.run.execute import lease
+from runner.run.execute.ray_cluster import check_address, stop_leftover
+from runner.storage.events import EventLog
 
 
 class ReplaceRefused(ConsentNeeded):
@@ -72,10 +80,8 @@ class Unmet(errors.Unavailable):
     no CUDA); ``apply`` refuses before any compute, ``plan`` lists them."""
 
     def __init__(self, requirements: list[str]):
-        from runner.core.requirements import lines
-
         self.requirements = requirements
-        super().__init__("this machine does not meet the spec's requirements:\n" + "\n".join(lines(requirements)))
+        super().__init__("this machine does not meet the spec's requirements:\n" + "\n".join(requirement_lines(requirements)))
 
 
 @dataclass
@@ -88,8 +94,6 @@ class Outcome:
 
 def damage_of(path: Path, quick: bool = False):
     """What :func:`runner.storage.verify.verify` finds in the store at ``path`` (nothing for a new store)."""
-    from runner.storage.verify import Damage, verify
-
     path = location(path)
     return verify(path, quick) if (path / "zarr.json").exists() else Damage(path)
 
@@ -110,15 +114,11 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     :class:`ReplaceRefused`, before anything runs. SIGINT/SIGTERM stop it at the next step
     (``interrupted``); a store that cannot be written ends it with :class:`StoreWriteError`
     (finished work kept). ``threads``: CPU threads (default: :mod:`runner.run.threads` chooses)."""
-    from runner.core.device import describe, make_deterministic, pick_device
-
     options = executor or ExecutorOptions()
     problem = executor_problem(options.name)
     if p.unmet or problem:
         raise Unmet(p.unmet + ([problem] if problem else []))
     if options.address:  # a cluster that does not answer is said in seconds, before anything is loaded
-        from runner.run.execute.ray_cluster import check_address
-
         check_address(options.address)
     check_shards(p, options.shards)
     consent = replace or p.spec.experiment.replace
@@ -233,9 +233,6 @@ class _BuildProgress(logging.Handler):
 
 def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], lost_records: bool):
     """Keep the store as it is now in its history, saying what is about to be replaced or dropped."""
-    from runner.storage.history import snapshot
-    from runner.storage.store import StorePathError, root_attrs
-
     if isinstance(p.store_path, Remote):  # a hard-linked copy needs a disk
         raise StorePathError(f"{p.store_path}: replacing or dropping finished results keeps a copy of the store in "
                              "its history, which is made on local disks only; apply the spec to a new store URL, or "
@@ -254,14 +251,12 @@ def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[
 
 def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict:
     """The root attributes apply writes: what a reader looks for, and the provenance under ``runner``."""
-    from runner.run.provenance import provenance, root_attrs
-
     prov = provenance(p.spec_file.text, p.spec.sha256(), device, study=p.study.name, threads=threads.to_json(),
                       **p.attrs)
     e = p.spec.experiment
     refs = [*p.study.references, *(v.attrs.get("reference", "") for v in layout.vars.values())]
     title = f"{e.name}: {e.description}" if e.description else e.name
-    return {**root_attrs(title, refs, prov["git_commit"], prov["git_dirty"]), INTERNAL: prov}
+    return {**provenance_root_attrs(title, refs, prov["git_commit"], prov["git_dirty"]), INTERNAL: prov}
 
 
 def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout) -> None:
@@ -299,9 +294,7 @@ def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = 
     """Apply each point of a sweep in turn (a point that is done costs a read of its records). A
     point that would replace finished results without consent stops the sweep before anything of
     any point runs."""
-    import zarr
-
-    from runner.spec.sweep import record
+    import zarr  # lazy: zarr
 
     total = Outcome([], {}, 0)
     if all(all(t.id in read_tasks(p.store_path) for t in p.tasks) and damage_of(p.store_path).ok for p in prepared):
@@ -334,12 +327,6 @@ def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = 
 
 def open_run(store_path: Path, quiet: bool):
     """Lock the store (a second apply is refused here) and open its event log and progress view."""
-    from runner.storage.events import EventLog
-    from runner.core.progress import ProgressView
-
-    from runner.run.execute import lease
-    from runner.run.execute.ray_cluster import stop_leftover
-
     store = Store(store_path)
     store.lock()
     stop_leftover(store.state_dir)  # the local Ray cluster of an earlier apply whose driver was killed
@@ -372,8 +359,6 @@ def close_run(store: Store, events, view) -> None:
 
 def _estimate(p: Prepared, dev) -> dict:
     """The plan's estimate from cached calibrations (apply calibrates nothing), for ``show``."""
-    from runner.core.estimate import estimate
-
     try:
         return estimate(p, dev, calibrate=False, others=False).to_json()
     except Exception as err:  # an estimate is never worth failing a run for
@@ -397,8 +382,6 @@ def describe_store(path: Path) -> str:
 
 
 def open_snippet(store_path: Path) -> str:
-    from runner.spec.sweep import is_sweep
-
     if is_sweep(store_path):
         return ("from runner.spec.sweep import open_sweep\n"
                 f"ds = open_sweep({str(store_path)!r})  # the points as one dataset; or xr.open_datatree(path)\n"

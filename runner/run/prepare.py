@@ -11,13 +11,12 @@ from runner.spec.specfile import SpecError, SpecFile, SpecProblem, read_toml, va
 from runner.storage.store import check_reachable, store_path_problem
 from runner.plugin.study import Prepared, study_for
 from runner.spec.sweep import Sweep, expand, point_problem, split
+from runner.spec import overrides as ov
 
 
 def read_spec(spec_path: str | Path | SpecFile, overrides=()) -> SpecFile:
     """A spec file's tables (or a :class:`SpecFile` read before) with ``overrides``
     (``"model[0].seed=3"`` texts, :mod:`runner.spec.overrides`) set."""
-    from runner.spec import overrides as ov
-
     sf = spec_path if isinstance(spec_path, SpecFile) else read_toml(spec_path)
     return ov.apply(sf, [o if isinstance(o, ov.Override) else ov.parse(o) for o in overrides])
 

@@ -159,7 +159,7 @@ def choose(requested: int | None = None, source: str = "--threads", *, probe: Ca
 def time_candidates(step: Callable[[], object], candidates: list[int], seconds: float = PROBE_S) -> dict[int, float]:
     """Steps per second of ``step`` at each thread count: two interleaved rounds (so that a change
     of load hits every candidate), the best of each; one step each when a step is slow."""
-    import torch
+    import torch  # lazy: torch
 
     before = torch.get_num_threads()
     rates: dict[int, float] = {}
@@ -193,7 +193,7 @@ def for_run(p, device, requested: int | None = None, calibrated=None) -> ThreadC
 
 
 def use(choice: ThreadChoice) -> None:
-    import torch
+    import torch  # lazy: torch
 
     torch.set_num_threads(choice.threads)
 

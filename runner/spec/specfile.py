@@ -9,6 +9,8 @@ the line each one is about.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import re
 import types
 import typing
@@ -20,6 +22,7 @@ import tomli
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runner.core.errors import EXIT_UNAVAILABLE, SpecInvalid
+from runner.storage.location import local_path, location
 
 MAX_SPEC_BYTES = 1 << 20
 
@@ -311,8 +314,6 @@ class Experiment(Table):
     def _store_place(cls, value: str | None) -> str | None:
         """A local path, ``file:///path`` (read as that path) or a URL with ``//`` (``s3://...``): never
         a string that would become a local folder named after a scheme (``s3:/x``, ``file:x``)."""
-        from runner.storage.location import local_path
-
         if value is None:
             return value
         scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):", value)  # two letters at least: C:\ is a drive
@@ -342,18 +343,12 @@ class StudySpec(Located):
 
     def store_path(self):
         """A ``Path``, or a :class:`runner.storage.location.Remote` for a URL (``s3://bucket/path/name.zarr``)."""
-        from runner.storage.location import location
-
         return location(self.experiment.store or f"store/{self.experiment.name}.zarr")
 
     def canonical_json(self) -> str:
-        import json
-
         # what the results depend on: not whether apply may replace older ones, nor the thread count
         return json.dumps(self.model_dump(mode="json", exclude={"experiment": {"replace", "threads"}}), sort_keys=True,
                           separators=(",", ":"))
 
     def sha256(self) -> str:
-        import hashlib
-
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()

@@ -21,6 +21,7 @@ import dataclasses
 import itertools
 import json
 import math
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,26 +161,24 @@ def expand(base: SpecFile, axes: dict[str, list], root: Path) -> Sweep:
 
 
 def is_sweep(path: Path) -> bool:
-    from runner.storage.store import is_sweep_root
+    from runner.storage.store import is_sweep_root  # lazy: filelock, numpy
 
     return is_sweep_root(path)
 
 
 def _meta(path: Path) -> dict:
-    from runner.core.layout import internal
-    from runner.storage.store import root_attrs
+    from runner.core.layout import internal  # lazy: numpy
+    from runner.storage.store import root_attrs  # lazy: filelock, numpy
 
     return internal(root_attrs(path)).get(ATTR) or {}
 
 
 def record(sweep: Sweep, spec_text: str) -> None:
     """Create the sweep's store (a zarr group) or add this grid's points to it."""
-    import uuid
+    import zarr  # lazy: zarr
 
-    import zarr
-
-    from runner.core.layout import STORE_FORMAT, internal, with_internal
-    from runner.storage.store import writing
+    from runner.core.layout import STORE_FORMAT, internal, with_internal  # lazy: numpy
+    from runner.storage.store import writing  # lazy: filelock, numpy
 
     with writing(sweep.root):
         if (sweep.root / "zarr.json").exists():
@@ -205,7 +204,7 @@ def points(root: Path) -> list[dict]:
 def open_sweep(root: str | Path) -> xr.Dataset:
     """The points of a sweep's store as one dataset, each swept key a dimension (points not started
     yet are left out; values a point lacks, e.g. tokens beyond its N_w, are NaN)."""
-    import xarray as xr
+    import xarray as xr  # lazy: xarray
 
     root = Path(root)
     meta = _meta(root)

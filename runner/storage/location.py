@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Union
+from urllib.parse import unquote, urlparse
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 WRITABLE = ("s3",)
@@ -52,8 +55,6 @@ def location(path: Any) -> Union[Path, "Remote"]:
 
 def local_path(url: str) -> str:
     """The local path a ``file://`` URL names; ValueError for one naming another host."""
-    from urllib.parse import unquote, urlparse
-
     parsed = urlparse(url)
     if parsed.netloc not in ("", "localhost"):
         raise ValueError(f"{url!r}: a file:// URL names a path on this machine (file:///PATH/NAME.zarr), "
@@ -77,7 +78,7 @@ def storage_options(protocol: str) -> dict[str, Any]:
 
 
 def filesystem(protocol: str):
-    import fsspec
+    import fsspec  # lazy: fsspec
 
     return fsspec.filesystem(protocol, **storage_options(protocol))
 
@@ -218,7 +219,6 @@ def write_atomic(path: Location, data: bytes | memoryview) -> None:
     if isinstance(path, Remote):
         path.write_bytes(data)
         return
-    import tempfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -252,7 +252,6 @@ def remove_tree(path: Location) -> None:
         except FileNotFoundError:
             pass
         return
-    import shutil
 
     shutil.rmtree(path, ignore_errors=True)
 
@@ -270,7 +269,7 @@ def zarr_store(path: Location, read_only: bool = False):
     """What ``zarr.open_group`` and ``xr.open_zarr`` open: the path itself on disk, or an fsspec store."""
     if not isinstance(path, Remote):
         return path
-    from zarr.storage import FsspecStore
+    from zarr.storage import FsspecStore  # lazy: zarr
 
     return FsspecStore.from_url(str(path), storage_options=storage_options(path.protocol), read_only=read_only)
 

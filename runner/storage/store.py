@@ -28,6 +28,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from runner.core.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
+from runner.storage.bucket_lock import Lease
 from runner.storage.location import Location, Remote, location, move_tree, reachable_problem, write_atomic, zarr_store
 from runner.storage.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
                             records_exist, write_records)
@@ -52,7 +53,7 @@ def chunk_codecs() -> dict[str, Any]:
     (zstd) followed by a CRC-32C checksum of each compressed chunk (zarr v3 ``crc32c``), so that a
     chunk whose bytes changed on disk fails to read instead of decoding to wrong values
     (:mod:`runner.storage.verify`). Stores made before this (format 3 without checksums) read as before."""
-    from zarr.codecs import Crc32cCodec, ZstdCodec
+    from zarr.codecs import Crc32cCodec, ZstdCodec  # lazy: zarr
 
     return {"compressors": (ZstdCodec(level=0, checksum=False), Crc32cCodec())}
 
@@ -60,7 +61,7 @@ def chunk_codecs() -> dict[str, Any]:
 def _write_every_chunk() -> None:
     """Store chunks that hold only the fill value too: a chunk a finished task wrote always exists,
     so a missing chunk file is damage, never "all NaN" (zarr skips such chunks by default)."""
-    import zarr
+    import zarr  # lazy: zarr
 
     zarr.config.set({"array.write_empty_chunks": True})
 
@@ -230,8 +231,6 @@ class Store:
     # --- locking
     def lock(self) -> None:
         if isinstance(self.state_dir, Remote):
-            from runner.storage.bucket_lock import Lease
-
             self._lease = Lease(self.state_dir)
             with writing(self.state_dir):
                 self._lease.acquire()
@@ -267,7 +266,7 @@ class Store:
         """What :meth:`open` would do to the arrays of this store for ``layout`` (nothing is written)."""
         if not (self.path / "zarr.json").exists():
             return Reshape()
-        import zarr
+        import zarr  # lazy: zarr
 
         return plan_reshape(zarr.open_group(zarr_store(self.path, read_only=True), mode="r", use_consolidated=False),
                             layout)
@@ -283,7 +282,7 @@ class Store:
             return self._open(layout, root_attrs, reshape)
 
     def _open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None) -> list[str]:
-        import zarr  # imported here: reading records (a no-op apply) needs no zarr
+        import zarr  # lazy: zarr (reading records, as a no-op apply does, needs no zarr)
 
         _write_every_chunk()
         if (self.path / "zarr.json").exists():
@@ -348,7 +347,7 @@ class Store:
     def attach(self) -> Store:
         """Open a store that another process has locked and laid out, to write a task's own regions
         (a worker of a distributed executor: no lock, no layout changes, no completion records)."""
-        import zarr
+        import zarr  # lazy: zarr
 
         _write_every_chunk()
         with writing(self.path):
@@ -416,7 +415,7 @@ class Store:
     def consolidate(self) -> None:
         """Refresh consolidated metadata so a plain ``xr.open_zarr(path)`` sees current attrs."""
         with writing(self.path):
-            import zarr
+            import zarr  # lazy: zarr
 
             zarr.consolidate_metadata(zarr_store(self.path))
 

@@ -26,9 +26,10 @@ from pathlib import Path
 
 from runner.core.errors import StorageError, Unavailable
 from runner.core.layout import internal
+from runner.storage.events import read_events
 from runner.storage.location import Location, Remote, location, remove_tree, zarr_store
 from runner.storage.records import chunk_coords, decode_key, encode_key
-from runner.storage.store import read_tasks, store_id
+from runner.storage.store import read_tasks, runner_dir, store_id
 
 WHOLE_READ_BYTES = 256 * 2**20
 """An array whose recorded chunks cover it and that is smaller than this is read in one call
@@ -172,7 +173,7 @@ def verify(path: Path, quick: bool = False) -> Damage:
     """Check one store (not a sweep's root): raises :class:`StoreUnreadable` for a store this project
     did not write or whose root metadata is corrupt; otherwise returns what is damaged. ``quick``:
     only that each recorded chunk file is there and not empty (no read: what ``plan`` checks)."""
-    import zarr
+    import zarr  # lazy: zarr
 
     path = location(path)
     problem = metadata_problem(path)
@@ -326,8 +327,6 @@ def spec_of(path: Path, target: Path | None = None) -> str:
     """The spec to name in advice: the one given, else the one the store's last run applied."""
     if target is not None and location(target).suffix == ".toml":
         return str(target)
-    from runner.storage.events import read_events
-    from runner.storage.store import runner_dir
 
     runs = [e for e in read_events(runner_dir(location(path)) / "events.jsonl") if e.get("event") == "run_started"]
     return str(runs[-1].get("spec", "SPEC")) if runs else "SPEC"

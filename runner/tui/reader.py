@@ -14,6 +14,7 @@ measure or variable.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,7 +126,7 @@ def _segment_of(path: Path) -> int | None:
     """The fewest steps one durable write of a per-step plot covers (chunk length along its step axis
     times the axis' stride); None when the store has no per-step plot or cannot be read yet."""
     try:
-        import zarr
+        import zarr  # lazy: zarr
 
         g = zarr.open_group(zarr_store(path, read_only=True), mode="r", use_consolidated=False)
         out = []
@@ -196,7 +197,7 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
     time (evenly strided: a terminal plot has fewer columns than that). Curve variables (plot hint
     ``curve``) are read by :func:`runner.tui.curves.read_curves`.
     """
-    import xarray as xr
+    import xarray as xr  # lazy: xarray
 
     path = location(path)
     if not (path / "zarr.json").exists():
@@ -283,8 +284,6 @@ def _summarise(var, labels: list[str]) -> Series:
 
 class _quiet:
     def __enter__(self):
-        import warnings
-
         self._w = warnings.catch_warnings()
         self._w.__enter__()
         warnings.simplefilter("ignore", category=RuntimeWarning)

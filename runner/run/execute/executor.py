@@ -33,7 +33,7 @@ FATAL: tuple[type[BaseException], ...] = (KeyboardInterrupt, Locked)
 
 
 def fatal(err: BaseException) -> bool:
-    from runner.storage.store import StoreWriteError
+    from runner.storage.store import StoreWriteError  # lazy: filelock
 
     return isinstance(err, (*FATAL, StoreWriteError))
 
@@ -77,7 +77,7 @@ class Job:
 
     def collecting(self) -> Collected:
         """A reporter for a run off the scheduler's thread, on a store handle of its own."""
-        from runner.storage.store import Store
+        from runner.storage.store import Store  # lazy: filelock
 
         return Collected(Store(self.store.path).attach())
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from runner.core import processes
 from runner.core.errors import Unavailable
+from runner.run.execute.reaper import descendants, stop_cluster
 from runner.storage.location import Location, location, write_atomic
 
 CLUSTER_FILE = "ray_cluster.json"
@@ -72,8 +73,6 @@ def check_address(address: str | None, timeout: float = CONNECT_SECONDS) -> None
 
 def note_cluster(state_dir: Location, session_dir: str) -> None:
     """Say in ``state_dir`` which local cluster this driver started (for :func:`stop_leftover`)."""
-    from runner.run.execute.reaper import descendants
-
     me = processes.me()
     info = {"session_dir": session_dir, "driver_pid": me["pid"], "driver_started": me["started"],
             "host": me["host"], "processes": descendants(me["pid"])}
@@ -92,7 +91,6 @@ def stop_leftover(state_dir: Location) -> int:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         return 0
-    from runner.run.execute.reaper import stop_cluster
 
     if info.get("host") != socket.gethostname() or processes.alive(info["driver_pid"], info["driver_started"]):
         return 0  # another machine's cluster, or its driver still runs (then it holds the lock: not here)

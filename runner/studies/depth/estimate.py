@@ -16,8 +16,14 @@ from pathlib import Path
 
 import torch
 
+from models.base import MapInputs
+from models.hub import ModelLoadError
+from models.registry import cache_dir
+from runner.core.device import make_deterministic
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.plugin.measures import measures
+from runner.storage.store import Store
+from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network
 from runner.studies.depth.spec import DepthSpec
@@ -87,15 +93,13 @@ def layout_bytes(spec: DepthSpec, networks: list[Network]) -> tuple[dict[str, fl
 
 def _not_built(net: Network) -> str | None:
     """Why the network's model cannot be calibrated without building or downloading something."""
-    from models.registry import cache_dir
-
     source = net.model.source
     where = net.model.family.location(source)
     if Path(where).is_relative_to(cache_dir()) and not Path(where).exists():
         return f"{source} is built by the first `runner apply`"
     if not source.on_hub:
         return None
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache  # lazy: huggingface_hub
 
     if not any(
             isinstance(try_to_load_from_cache(where, name, revision=net.model.revision), str)
@@ -106,11 +110,6 @@ def _not_built(net: Network) -> str | None:
 
 def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
     """Run the network's pass on a scratch store until a few steps are timed."""
-    from models.hub import ModelLoadError
-    from runner.core.device import make_deterministic
-    from runner.storage.store import Store
-    from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
-
     net = replace(net, index=0)
     S, N = spec.input.samples, net.n_tokens
     gen = torch.Generator().manual_seed(0)
@@ -167,9 +166,6 @@ def thread_probe(spec: DepthSpec, networks: list[Network], device: torch.device)
     """One application of the heaviest network's map to a batch the size the run uses, twins of
     the Lyapunov exponent included (random token ids: the cost does not depend on them), for
     :mod:`runner.run.threads`; None when its model is not built or cached yet."""
-    from models.base import MapInputs
-    from runner.studies.depth.iterate import build_map
-
     net = replace(heaviest(networks), index=0)
     if _not_built(net):
         return None

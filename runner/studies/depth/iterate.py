@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from models.base import MapInputs
+from models.init import TruncatedNormalInit
 from runner.core import interrupt
 from runner.core.device import set_precision
 from runner.storage.checkpoint import load_checkpoint, save_checkpoint
@@ -49,8 +51,6 @@ class PassInputs:
 
 
 def build_map(spec: DepthSpec, net: Network, device: torch.device):
-    from models.init import TruncatedNormalInit
-
     init = net.model.init
     return net.model.family.build(
         net.model.source, revision=net.model.revision, params=dict(net.model.params),
@@ -95,8 +95,6 @@ class IteratePass:
 
     # ------------------------------------------------------------------ state
     def _start(self) -> tuple[int, torch.Tensor, torch.Tensor]:
-        from models.base import MapInputs
-
         saved = load_checkpoint(self.checkpoint, self.ids, self.store.store_id, self.device)
         if saved is not None:
             tensors, meta = saved

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 
 from models.hub import ModelLoadError
-from models.registry import Dims
+from models.registry import Dims, family_for
 from runner.core.requirements import Requirement
 from runner.spec.specfile import SpecProblem
 from runner.studies.depth.spec import DepthSpec, ModelSpec
@@ -87,8 +87,6 @@ def resolve(spec: DepthSpec) -> tuple[list[Network], list[str]]:
 
 def tokenizer_location(spec: DepthSpec) -> str | None:
     """What the input sentences are tokenized with: ``[input] tokenizer`` or the first text model."""
-    from models.registry import family_for
-
     source = spec.input.tokenizer or next((m.series()[0][0].source for m in spec.text_models), None)
     if source is None:
         return None

@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, create_model, model_validator
 
 from models.registry import family_for
 from models.source import Source, SourceText
+from models.suites import parse_revisions, step_of
 from runner.core.device import DeviceName
 from runner.plugin.measures import measures, params_union
 from runner.spec.specfile import Name, StudySpec, Table, repeated
@@ -66,7 +67,6 @@ class ModelSpec(Table):
         directory's step folder as ``source``)."""
         if self.revisions is None:
             return [(self, None, None)]
-        from models.suites import parse_revisions, step_of
 
         out = []
         for r in parse_revisions(self.revisions):
@@ -85,8 +85,6 @@ class ModelSpec(Table):
         if problem:
             raise ValueError(problem)
         if self.revisions is not None:
-            from models.suites import parse_revisions, step_of
-
             if not family.series:
                 raise ValueError("revisions name checkpoints on the hub or step folders of a local directory of an "
                                  f"ALBERT (hf:<id>, path:<dir>) or a layers: stack, not of {self.source!r}")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from rich.filesize import decimal
 
 from runner.core.device import device_unavailable, set_precision
 from runner.core.layout import available_memory
@@ -35,6 +36,9 @@ from runner.studies.depth.samples import Samples, draw_pairs, draw_samples
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
 from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
+from models.hub import ModelLoadError, load_tokenizer
+from runner.core.estimate import precisions
+from runner.studies.depth.precision import validity
 
 
 def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
@@ -245,9 +249,6 @@ class DepthStudy(Study):
         return footprint(p.spec, p.state)
 
     def precision_validity(self, p: Prepared, device) -> dict[str, str]:
-        from runner.core.estimate import precisions
-        from runner.studies.depth.precision import validity
-
         registry = measures("depth")
         instances = [registry[m.kind](m) for m in p.spec.measure]
         found = {precision: validity(precision, instances) for precision, why in precisions(device).items()
@@ -261,8 +262,6 @@ class DepthStudy(Study):
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
     iteration cannot fit in this machine's memory; trajectory elements beyond every state."""
-    from rich.filesize import decimal
-
     layout = build_layout(spec, networks)  # coordinates are lazy: nothing is allocated here
     sizes = layout.nbytes()
     total = sum(sizes.values())
@@ -349,7 +348,6 @@ class DepthSession:
             net.model.family.location(net.model.source, build=True)
         if not spec.text_models:
             return None, None
-        from models.hub import ModelLoadError, load_tokenizer
 
         inp = spec.input
         base = self.p.spec_file.path.parent  # a plugin source's relative paths, as its check saw them
@@ -384,8 +382,6 @@ class DepthSession:
                           [float(x) for x in store.read("score")] if "score" in names else None)
         tokenizer = None
         if maskings(spec):
-            from models.hub import load_tokenizer
-
             tokenizer = load_tokenizer(tokenizer_location(spec))  # the model's files, not the input source
         return samples, tokenizer
 

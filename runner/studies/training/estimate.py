@@ -30,6 +30,10 @@ from runner.studies.training.session import read_corpus
 from runner.studies.training.spec import NetworkSpec, TrainingSpec
 from runner.checkpointed.files import save, weights
 from runner.studies.training.train import build_model, evaluate, train
+from runner.plugin.measures import measures
+from runner.storage.store import Store
+from runner.studies.training.context import Context
+from runner.studies.training.layout import build_layout
 
 if TYPE_CHECKING:
     from runner.plugin.study import Prepared
@@ -120,11 +124,6 @@ class _MeasureTimer:
     def _time(self, network: int, checkpoint: int, tasks: list) -> dict:
         """Load the network at ``checkpoint`` and run it over the analysis tokens (``load_s``), then
         run ``tasks`` as the session would (``task_s``: seconds by measure)."""
-        from runner.plugin.measures import measures
-        from runner.storage.store import Store
-        from runner.studies.training.context import Context
-        from runner.studies.training.layout import build_layout
-
         p, corpus = self.p, self.corpus()
         spec, steps = p.spec, p.state["steps"]
         layout = build_layout(spec, steps, p.state["stats"]["steps_per_epoch"], corpus, None)

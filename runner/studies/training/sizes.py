@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import shutil
 
+from rich.filesize import decimal
+
 from runner.core.layout import available_memory
 from runner.storage.location import is_url
 from runner.spec.specfile import SpecProblem
@@ -20,8 +22,6 @@ INDEX = 8  # bytes of an int64 token id
 
 
 def _decimal(n: float) -> str:
-    from rich.filesize import decimal
-
     return decimal(int(n))
 
 
@@ -170,8 +170,8 @@ def check_suites(study, stats: dict, configs: list) -> None:
 def _config_parameters(config) -> int | None:
     """Parameters of the model a configuration describes, counted on the meta device (nothing allocated);
     None when transformers cannot build it without its own code."""
-    import torch
-    from transformers import AutoModel
+    import torch  # lazy: torch
+    from transformers import AutoModel  # lazy: transformers
 
     try:
         with torch.device("meta"):

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_validator
 
 from models.source import Source, SourceText
+from models.suites import parse_revisions, step_of
 from runner.core.device import DeviceName
 from runner.data.registry import TAGGED, DataSource, check_data, data_source_for
 from runner.plugin.measures import measures, params_union
@@ -347,8 +348,6 @@ class NetworkSpec(Table):
             if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
                 raise ValueError(f"seeds must be distinct, not {self.seeds}")
             if self.revisions is not None:
-                from models.suites import parse_revisions, step_of
-
                 for r in parse_revisions(self.revisions):
                     step_of(r)
             return self
@@ -564,7 +563,7 @@ def missing_extras(study: TrainingStudySpec) -> list[str]:
     if not any(t.startswith("spacy_") for t in study.tagsets()):
         return []
     try:
-        import spacy
+        import spacy  # lazy: spacy
     except ImportError:
         return [f"spaCy for the silver tag sets {[t for t in study.tagsets() if t.startswith('spacy_')]}: {SPACY_INSTALL}"]
     if not spacy.util.is_package("en_core_web_sm"):

@@ -17,12 +17,14 @@ import hashlib
 import json
 from pathlib import Path
 
+import torch
+
 from models.registry import cache_dir
 from runner.core.device import device_unavailable
 from runner.core.plan import Task
 from runner.core.requirements import Requirement
 from runner.data.files import anchor
-from runner.data.registry import TAGGED, data_source_for
+from runner.data.registry import TAGGED, InputError, data_source_for
 from runner.spec.specfile import SpecError, SpecFile
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training import sizes
@@ -42,6 +44,10 @@ from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.session import TrainingSession, corpus_key, read_corpus
 from runner.studies.training.train import steps_per_epoch
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
+from models.hub import ModelLoadError
+from models.suites import load_config
+from runner.run.apply import prepare_all
+from runner.studies.training.data.treebank import load_treebank
 
 
 def _source_identity(study: TrainingStudySpec, base: Path) -> str:
@@ -76,9 +82,6 @@ UD_EWT = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT, e.g.
 
 def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
     """Treebanks of measures (``treebank = ...``) that are not here: a missing file, an uncached hub set."""
-    from runner.data.registry import InputError
-    from runner.studies.training.data.treebank import load_treebank
-
     out = []
     for i, m in enumerate(study.measure):
         tb = getattr(m, "treebank", None)
@@ -275,10 +278,6 @@ class TrainingStudy(Study):
         """Laid out for a small example (the generated tagged corpus, or a scaffold corpus for the
         scaffold measures), whose corpus is generated; None for a measure that needs data of its own
         (a treebank)."""
-        import torch
-
-        from runner.run.apply import prepare_all
-
         for tables in EXPLAIN_EXAMPLES:
             data = {**tables, "measure": [{"kind": kind}]}
             try:
@@ -304,9 +303,6 @@ class TrainingStudy(Study):
 
 def _configs(spec: TrainingStudySpec, suites) -> list:
     """Each suite network's configuration (its last checkpoint's), None where it cannot be read."""
-    from models.hub import ModelLoadError
-    from models.suites import load_config
-
     out = []
     for net, series in zip(spec.model, suites.series, strict=True):
         try:

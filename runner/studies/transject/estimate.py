@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.nn import functional as F
 
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.checkpointed.files import save, weights
@@ -28,6 +29,7 @@ from runner.studies.transject.models import build
 from runner.studies.transject.session import TransJectSession
 from runner.studies.transject.train import evaluate, train
 from runner.plugin.study import SourceUnavailable
+from runner.storage.store import Store
 
 #: Weights' worth written per epoch: the epoch file, and the resume file (weights and Adam's moments).
 FILES_PER_EPOCH = 4
@@ -69,8 +71,6 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
 def _warm(model, data, tr, device) -> None:
     """One untimed optimizer step: the imports and first-use costs a run pays once, before its first task
     ends, are not any network's cost."""
-    from torch.nn import functional as F
-
     optimizer = torch.optim.Adam(model.parameters(), lr=tr.lr, betas=tr.betas, eps=tr.eps)
     idx = slice(0, tr.batch_size)
     x, m, y = data.ids[idx].to(device), data.mask[idx].to(device), data.labels[idx].to(device)
@@ -94,8 +94,6 @@ class _Calibration:
         return self._session
 
     def time(self, n: int) -> dict:
-        from runner.storage.store import Store
-
         s, device = self.session(), self.device
         net, tr = s.nets[n], self.p.spec.training
         group = [t for t in self.p.tasks if t.network == n and t.kind not in ("train", "load")]

@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 
+from models.hub import ModelLoadError, hub_off
 from models.registry import family_for
 from models.source import Source
 from runner.studies.transject.spec import BASELINES, ModelSpec
@@ -49,8 +51,6 @@ def resolve_checkpoint(source: str, base: Path) -> Path:
     """The directory of a saved checkpoint: a local directory (beside the spec first), else a hub
     model repository (downloaded, or from the cache when the hub is off); raises
     :class:`models.hub.ModelLoadError` naming it."""
-    from models.hub import ModelLoadError, hub_off
-
     source = Source(source)
     raw = source.rest
     for p in (base / raw, Path(raw).expanduser()):
@@ -60,7 +60,7 @@ def resolve_checkpoint(source: str, base: Path) -> Path:
             return p
     if source.explicit_path or raw.startswith((".", "/", "~")) or raw.count("/") > 1:
         raise ModelLoadError(f"checkpoint {source!r}: no such directory")
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # lazy: huggingface_hub
 
     try:
         return Path(snapshot_download(raw, allow_patterns=["config.json", "model.safetensors", "vocab.json"],
@@ -79,8 +79,6 @@ def read_checkpoint(dir: Path) -> tuple[str, dict, list[str] | None]:
 
 
 def load_checkpoint_model(dir: Path, device) -> torch.nn.Module:
-    from safetensors.torch import load_file
-
     variant, params, _ = read_checkpoint(dir)
     model = build(variant, params, 0, device)
     model.load_state_dict(load_file(str(dir / "model.safetensors"), device=str(device)))

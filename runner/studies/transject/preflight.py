@@ -17,11 +17,18 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+from rich.filesize import decimal
+from safetensors import safe_open
+
 from runner.data.files import LABELLED_BUILDERS, split_files
 from runner.core.layout import available_memory
 from runner.storage.location import is_url
 from runner.spec.specfile import SpecProblem
 from runner.studies.transject.spec import BASELINES, TransJectSpec
+from models.transject import TransJectConfig, TransformerConfig
+from runner.studies.transject.models import params_of
+
 FP32 = 4
 
 
@@ -31,10 +38,6 @@ FP32 = 4
 def checkpoint_problem(folder: Path) -> str | None:
     """Why the saved checkpoint in ``folder`` cannot be loaded (one line naming the file), or None.
     Reads the JSON files and the safetensors header only, never the weights."""
-    from safetensors import safe_open
-
-    from models.transject import TransformerConfig, TransJectConfig
-
     config = folder / "config.json"
     try:
         meta = json.loads(config.read_bytes())
@@ -91,7 +94,7 @@ def _columns(p: Path, label: str) -> dict[str, list]:
     A parquet file's columns other than ``label`` are read as names and a row count only."""
     kind = LABELLED_BUILDERS[p.suffix.lower()]
     if kind == "parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # lazy: pyarrow
 
         f = pq.ParquetFile(p)
         rows = f.metadata.num_rows
@@ -101,11 +104,11 @@ def _columns(p: Path, label: str) -> dict[str, list]:
             out[label] = f.read(columns=[label]).column(label).to_pylist()
         return out
     if kind == "csv":
-        import pyarrow.csv as pcsv
+        import pyarrow.csv as pcsv  # lazy: pyarrow
 
         return pcsv.read_csv(p).to_pydict()
     if p.suffix.lower() == ".jsonl":
-        import pyarrow.json as pjson
+        import pyarrow.json as pjson  # lazy: pyarrow
 
         return pjson.read_json(p).to_pydict()
     rows = json.loads(p.read_bytes())
@@ -200,8 +203,6 @@ def training_nbytes(spec: TransJectSpec, variant: str, params: dict) -> dict[str
 
 def device_memory(device: str) -> tuple[int, str]:
     """Bytes the training device has, and its name: a CUDA device's memory, else the host's available memory."""
-    import torch
-
     if device != "cpu" and torch.cuda.is_available():
         index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
         return torch.cuda.get_device_properties(index).total_memory, f"cuda:{index}"
@@ -211,10 +212,6 @@ def device_memory(device: str) -> tuple[int, str]:
 def check_sizes(spec: TransJectSpec, classes: int | None) -> None:
     """Refuse, before anything is built, a network whose training cannot fit in memory or whose
     epoch checkpoints cannot fit on the store's disk (raises :class:`SpecProblem` naming the size)."""
-    from rich.filesize import decimal
-
-    from runner.studies.transject.models import params_of
-
     d = spec.data
     fixed = d.implied("vocab_size")  # a generated source's whole vocabulary (ListOps)
     vocab = min(d.vocab_size, fixed) if fixed else 2  # at least <pad> and <unk>

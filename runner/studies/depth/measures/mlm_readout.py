@@ -34,6 +34,9 @@ from analyses.readout import (
     masked_token_accuracy,
     ridge_readout_accuracy,
 )
+from models.albert import load_mlm_head
+from models.init import TruncatedNormalInit
+from models.registry import AlbertFamily
 from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
 from runner.studies.depth.resolve import derive_seed
@@ -126,14 +129,10 @@ class MLMReadout(TrajectoryMeasure):
     # ------------------------------------------------------------------ the pass
     def _setup(self, ctx, x) -> None:
         """The head and the masked positions, on the device (once per pass; also after a resume)."""
-        from models.registry import AlbertFamily
-
         self.head = None
         net = ctx.net
         if net.model.is_map or not isinstance(net.model.family, AlbertFamily) or ctx.inputs.masked is None:
             return
-        from models.albert import load_mlm_head
-        from models.init import TruncatedNormalInit
 
         init = net.model.init if self.p.head == "own" else None
         self.head = load_mlm_head(

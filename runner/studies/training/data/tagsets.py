@@ -32,8 +32,8 @@ def spacy_tags(
     e.g. ``pip install spacy && python -m spacy download en_core_web_sm``.
     """
     try:
-        import spacy
-        from spacy.tokens import Doc
+        import spacy  # lazy: spacy
+        from spacy.tokens import Doc  # lazy: spacy
     except ImportError as e:
         raise RuntimeError(
             "spacy_tags needs spaCy, which is optional and not installed: "

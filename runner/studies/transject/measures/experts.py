@@ -20,8 +20,10 @@ from pydantic import Field
 from torch.nn import functional as F
 
 from analyses.entropy import token_entropy
+from models.transject import entropic_residual
 from runner.plugin.measures import MeasureParams, hints, register
 from runner.studies.transject.measure import EpochContext, EpochMeasure, knn_sample_problems
+from runner.studies.transject.spec import BASELINES
 
 
 class Params(MeasureParams):
@@ -41,8 +43,6 @@ def _mean_entropy(h: torch.Tensor, mask: torch.Tensor, method: str, k: int) -> f
 def expert_outputs(model, layer: int, x: torch.Tensor, x0: torch.Tensor, mask: torch.Tensor,
                    gen: torch.Generator) -> list[torch.Tensor]:
     """TransJect: each expert's residual output X + (alpha/L) F_e(X) of layer ``layer`` (0-based)."""
-    from models.transject import entropic_residual
-
     sigma = model._broadcast(model.eigenvalues(x0, mask)[0])
     lay = model.layers[layer]
     a = lay.alpha / lay.n_layers
@@ -86,8 +86,6 @@ class Experts(EpochMeasure):
               "output (baselines), Sec. 4", method=self.p.method, k=self.p.k)
 
     def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        from runner.studies.transject.spec import BASELINES
-
         return knn_sample_problems(self.p.method, self.p.k, [
             (f"a head's output of [[model]] {m.name!r} (d_model / n_heads components)", m.d_model // m.n_heads)
             if m.variant in BASELINES else (f"an expert's output of [[model]] {m.name!r} (its d_model components)",
