@@ -11,7 +11,9 @@ sentence's tokens) only.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import abstractmethod
+from dataclasses import dataclass
 from typing import Protocol
 
 from pydantic import Field
@@ -32,6 +34,36 @@ class ActivationParams(MeasureParams):
         if not out["networks"]:  # left out when unnamed, so task ids made before the field existed stay
             del out["networks"]
         return out
+
+
+@dataclass(frozen=True)
+class ActivationView:
+    """What a study with checkpoints shows its measures of a spec (``Measure.problems(view)``), in words
+    every such study shares. Asked when the spec is checked, and again when the run knows the analysis
+    sentence (:meth:`knowing`)."""
+
+    networks: tuple[str, ...]
+    """The ``[[model]]`` names a measure may name."""
+    token_widths: tuple[tuple[str, int], ...] = ()
+    """(what, components) of each trained network's narrowest token representation: the samples a
+    per-token estimate has (entropy's k < N)."""
+    layers: tuple[str, ...] | None = None
+    """The layer names its networks have, when the spec tells (None: the study checks layer names)."""
+    layers_required: bool = False
+    """A measure with ``layers`` must name them (its default names another architecture's)."""
+    references: bool = True
+    """Networks may be compared with reference networks of other seeds or kinds (SVCCA's ``seed``,
+    ``tagger``); False: a network only with itself."""
+    sentence: tuple[str, ...] | None = None
+    """The analysis sentence's tokens, or None while only the run knows them (a corpus, ListOps)."""
+    closed_tokens: tuple[str, ...] | None = None
+    """Every token the analysis data can hold (a generated source), else None."""
+    source: str = ""
+    """The data source's name, for messages."""
+
+    def knowing(self, sentence) -> ActivationView:
+        """This view once the run has the analysis sentence."""
+        return dataclasses.replace(self, sentence=tuple(sentence))
 
 
 class ActivationContext(CheckpointContext, Protocol):
@@ -65,14 +97,11 @@ class ActivationMeasure(Measure):
         """The (network, checkpoint) pairs a task at ``checkpoint`` reads; None: no task there."""
         return [(network, checkpoint)]
 
-    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        """What the spec's other tables make impossible (``(key path in the measure's table, message)``)."""
-        names = [m.name for m in spec.model]
-        unknown = [x for x in getattr(self.p, "networks", []) if x not in names]
+    def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
+        """Networks it names that the spec lacks (a measure adds its own on the same view)."""
+        names = list(view.networks)
+        unknown = [x for x in self.p.networks if x not in names]
         return [(("networks",), f"no [[model]] named {unknown}; the spec has {names}")] if unknown else []
-
-    def sentence_problems(self, sentence: list[str]) -> list[tuple[tuple, str]]:
-        return []
 
     @abstractmethod
     def run(self, ctx: ActivationContext, task) -> None:

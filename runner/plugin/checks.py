@@ -177,7 +177,7 @@ def check_study(study, spec: dict | None = None, shape: Any = None) -> None:
     sf = SpecFile(Path("<check>"), "", data, located=False)
     try:
         spec = validate(model, sf)
-        problems = instance.check(spec, sf)
+        problems = instance.all_problems(spec, sf)
         if problems:
             raise SpecError(sf.path, problems)
         prepared = instance.prepare(spec, sf)

@@ -34,7 +34,8 @@ from runner.plugin.loader import load_plugins
 from runner.plugin.measure_protocol import MeasureTags, Shape
 from runner.spec.specfile import Table
 
-__all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measures", "params_union", "register"]
+__all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measure_problems", "measures", "params_union",
+           "register"]
 
 #: study name -> measure kind -> registration
 _REGISTRY: dict[str, dict[str, type[Measure]]] = {}
@@ -93,10 +94,28 @@ class Measure:
         class checks its own words, such as those of ``requires``)."""
         return []
 
+    def problems(self, view: Any) -> list[tuple[tuple | str, str]]:
+        """What the rest of the spec makes impossible for this measure, before anything runs:
+        ``(key in its [[measure]] table (a name or a path), message)``. ``view`` is what its study
+        shows a measure of the spec (:meth:`runner.plugin.study.Study.measure_view`). The engine
+        asks every measure of every study (:func:`measure_problems`); the one place a measure checks
+        the spec."""
+        return []
+
     @abstractmethod
     def variables(self, b: LayoutBuilder, shape: Shape) -> None:
         """Declare the variables it writes on ``b`` (``b.var(...)``, ``b.axis(...)``), for a run of ``shape``."""
         raise NotImplementedError
+
+
+def measure_problems(study: str, spec: Any, view: Any) -> list[tuple[tuple, str]]:
+    """Every ``[[measure]]`` entry's :meth:`Measure.problems` on ``view``, located in the spec."""
+    registry = measures(study)
+    out = []
+    for i, m in enumerate(spec.measure):
+        for key, message in registry[m.kind](m).problems(view):
+            out.append((("measure", i, *(key if isinstance(key, tuple) else (key,))), message))
+    return out
 
 
 def declare(measure: Measure, builder, *args) -> None:

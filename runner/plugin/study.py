@@ -29,6 +29,7 @@ from runner.core import errors
 from runner.core.errors import UsageError
 from runner.core.layout import Layout
 from runner.plugin.loader import load_plugins
+from runner.plugin.measures import measure_problems
 from runner.core.plan import Task
 from runner.spec.specfile import SpecError, SpecFile, StudySpec
 from runner.core.estimate import NoEstimate
@@ -145,6 +146,19 @@ class Study:
     def check(self, spec: StudySpec, sf: SpecFile) -> list[str]:
         """Problems the file system shows (as ``sf.problem`` lines): missing files, bad paths."""
         return []
+
+    def measure_view(self, spec: StudySpec) -> Any:
+        """What its measures' ``problems(view)`` see of ``spec`` (:meth:`Measure.problems
+        <runner.plugin.measures.Measure.problems>`): by default the spec itself; a study whose
+        measures are shared with others gives a typed summary they all understand."""
+        return spec
+
+    def all_problems(self, spec: StudySpec, sf: SpecFile) -> list[str]:
+        """Every measure's problems on :meth:`measure_view`, then :meth:`check`'s (files), as lines."""
+        root = self.spec_model()
+        found = [sf.problem(loc, message, root) for loc, message in
+                 measure_problems(self.name, spec, self.measure_view(spec))]
+        return found + self.check(spec, sf)
 
     def prepare(self, spec: StudySpec, sf: SpecFile) -> Prepared:
         raise NotImplementedError

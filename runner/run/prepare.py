@@ -32,7 +32,7 @@ def _validated(sf, sweep: bool = False, point: bool = False):
     study = study_for(sf)
     spec = validate(study.spec_model(), sf)
     check_reachable(spec.store_path())  # a bucket that cannot be reached: said before anything else is checked
-    problems = study.check(spec, sf)
+    problems = study.all_problems(spec, sf)
     store = store_path_problem(spec.store_path(), sweep, point)
     if store:
         problems.append(sf.problem(("experiment", "store" if spec.experiment.store else "name"), store))

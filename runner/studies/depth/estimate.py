@@ -21,7 +21,7 @@ from models.hub import ModelLoadError
 from models.registry import cache_dir
 from runner.core.device import make_deterministic
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
-from runner.plugin.measures import measures
+from runner.plugin.measures import measure_problems, measures
 from runner.storage.store import Store
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.layout import build_layout, maskings, segment_length
@@ -75,7 +75,7 @@ def calibration_spec(spec: DepthSpec, device: torch.device | None = None) -> Dep
     if spec.input.samples <= CALIBRATION_SAMPLES or (device is not None and device.type == "cuda"):
         return spec
     small = spec.model_copy(update={"input": spec.input.model_copy(update={"samples": CALIBRATION_SAMPLES})})
-    return spec if small.problems() else small
+    return spec if small.problems() or measure_problems("depth", small, small) else small
 
 
 def layout_bytes(spec: DepthSpec, networks: list[Network]) -> tuple[dict[str, float], int]:

@@ -85,6 +85,12 @@ def unmet_needs(needs: tuple[str, ...], net) -> str | None:
     return f"needs {' and '.join(missing)}" if missing else None
 
 
+def sample_problems(samples: list[int], spec) -> list[tuple[str, str]]:
+    """(``samples``, message) for each sample index outside the spec's ``[input] samples``."""
+    return [("samples", f"sample {s} out of range (input.samples = {spec.input.samples})")
+            for s in samples if not 0 <= s < spec.input.samples]
+
+
 class DepthMeasure(Measure):
     """Base of the depth study's measures. Its tags' ``requires`` (keys of :data:`NEEDS`): on a network
     without it, ``plan`` says "not applicable", no pass computes it, its values stay NaN and
@@ -132,8 +138,9 @@ class DepthMeasure(Measure):
         (its values stay NaN); a measure with outcome flags writes ``not_applicable`` there."""
 
     def problems(self, spec) -> list[tuple[str, str]]:
-        """(key, message) problems of this measure in the context of the whole spec."""
-        return []
+        """(key, message) problems of this measure in the whole spec (the depth study's view is its
+        :class:`~runner.studies.depth.spec.DepthSpec`): here, strides longer than the run."""
+        return self.stride_problems(spec.dynamics.steps)
 
     def precision_problem(self, precision: str, n_tokens: int, n_hidden: int) -> tuple[str, str] | None:
         """(key, why) when this measure cannot be trusted for a network of this size in ``precision``

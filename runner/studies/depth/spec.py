@@ -192,7 +192,6 @@ class DepthSpec(StudySpec):
             source = registry[k].tags.derived_from
             if source and source not in kinds:
                 out.append((("measure", i, "kind"), f"measure {k} needs a {source} measure"))
-        steps = self.dynamics.steps
         every = self.dynamics.checkpoint_every
         if every and every % self.stride_lcm():
             out.append((("dynamics", "checkpoint_every"),
@@ -208,14 +207,7 @@ class DepthSpec(StudySpec):
                 if reg.tags.timing == "step" and reg.tags.period(m) is None:
                     out.append((("dynamics", "early_exit"), f"measure {m.kind} ([[measure]] #{i + 1}) does not allow "
                                 "early exit (its values could differ from a full run); set early_exit = false"))
-        for i, m in enumerate(self.measure):
-            out += [(("measure", i, key), msg) for key, msg in registry[m.kind](m).stride_problems(steps)]
-            for s in getattr(m, "samples", []):
-                if not 0 <= s < self.input.samples:
-                    out.append((("measure", i, "samples"),
-                                f"sample {s} out of range (input.samples = {self.input.samples})"))
-            out += [(("measure", i, key), msg) for key, msg in registry[m.kind](m).problems(self)]
-        return out
+        return out  # each measure's own problems: Measure.problems, asked by the engine
 
     @property
     def text_models(self) -> list[ModelSpec]:

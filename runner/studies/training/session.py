@@ -16,7 +16,7 @@ from runner.checkpointed.session import Checkpoints, forked_rng
 from runner.studies.training.data.corpus import Corpus, load_corpus
 from runner.data.hub import offline_hub
 from runner.core.device import set_precision
-from runner.plugin.measures import measures
+from runner.plugin.measures import measure_problems, measures
 from runner.core.plan import Task
 from runner.spec.specfile import SpecError, SpecProblem
 from runner.studies.training.context import Context, sentence_words
@@ -72,8 +72,8 @@ class TrainingSession:
         self.spe = st["stats"]["steps_per_epoch"]
         self.suites = st.get("suites")
         sentence = sentence_words(self.spec, corpus)  # known only now: what a shared measure cannot do with it
-        late = [p.spec_file.problem(("measure", i, *loc), message) for i, m in enumerate(self.spec.measure)
-                for loc, message in getattr(measures("training")[m.kind](m), "sentence_problems", lambda _: [])(sentence)]
+        late = [p.spec_file.problem(loc, message)
+                for loc, message in measure_problems("training", self.spec, self.spec.view().knowing(sentence))]
         if late:
             raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(self.spec, self.steps, self.spe, corpus, self.suites)

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_val
 
 from models.source import Source, SourceText
 from models.suites import parse_revisions, step_of
+from runner.checkpointed.measure import ActivationView
 from runner.core.device import DeviceName
 from runner.data.registry import TAGGED, DataSource, check_data, data_source_for
 from runner.plugin.measures import measures, params_union
@@ -471,6 +472,16 @@ class TrainingStudySpec(StudySpec):
                         ".conllu with # newdoc"))
         out += self.corpus.split_problems()
         return out
+
+    def view(self) -> ActivationView:
+        """What its measures see of the spec (``Measure.problems``): the analysis sentence is known only
+        once the corpus is read (the session asks again then)."""
+        width = min(self.training.embedding_dim, self.training.hidden_dim)
+        return ActivationView(
+            networks=tuple(n.name for n in self.model),
+            token_widths=tuple((f"a token of [[model]] {n.name!r} (its {width} components)", width)
+                               for n in self.model if n.kind != "suite"),
+            source=self.corpus.reader.name if self.corpus.reader else "")
 
     def net(self, name: str) -> NetworkSpec:
         return next(n for n in self.model if n.name == name)

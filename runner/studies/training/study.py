@@ -138,6 +138,9 @@ class TrainingStudy(Study):
     name, spec_factory, table_models = "training", staticmethod(spec_model), TABLES
     figure_recipes = "runner.studies.training.figures"
 
+    def measure_view(self, spec: TrainingStudySpec):
+        return spec.view()
+
     def check(self, spec: TrainingStudySpec, sf: SpecFile) -> list[str]:
         return check_sources(spec, sf)
 

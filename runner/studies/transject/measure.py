@@ -81,16 +81,6 @@ class EpochMeasure(Measure):
     tags = MeasureTags("checkpoint")
     reference = PAPER
 
-    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        """What the spec's other tables make impossible for this measure, as ``(key path in the
-        measure's table, message)``; checked at validation, before anything runs."""
-        return []
-
-    def sentence_problems(self, sentence: list[str]) -> list[tuple[tuple, str]]:
-        """What this measure cannot do with the analysis sentence, checked when the run has it (ListOps'
-        first test sequence and a hub tokenizer's tokens are not known at validation)."""
-        return []
-
     @abstractmethod
     def run(self, ctx: EpochContext, task) -> None:
         raise NotImplementedError

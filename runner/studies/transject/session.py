@@ -20,7 +20,7 @@ from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read
 from runner.checkpointed.schedule import checkpoint_resource
 from runner.checkpointed.session import Checkpoints, forked_rng, relative_path, write_cell
 from runner.core.device import set_precision
-from runner.plugin.measures import measures
+from runner.plugin.measures import measure_problems, measures
 from runner.core.plan import Task
 from runner.spec.specfile import SpecError
 from runner.plugin.study import Prepared, SourceUnavailable
@@ -130,8 +130,8 @@ class TransJectSession:
         layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n["params"]["n_layers"]) for n in self.nets))]
         experts = max(n_experts(n["variant"], n["params"]) for n in self.nets)
         self.registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
-        late = [p.spec_file.problem(("measure", i, *loc), message) for i, m in enumerate(spec.measure)
-                for loc, message in self.registrations[m.kind].sentence_problems(list(self.sentence))]
+        late = [p.spec_file.problem(loc, message) for loc, message in
+                measure_problems("transject", spec, spec.view().knowing(self.sentence))]
         if late:  # the analysis sentence of ListOps or a hub tokenizer is known only now
             raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(spec, self.nets, self.spe, TransJectShape(layers, experts, list(self.sentence),

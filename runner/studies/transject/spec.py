@@ -8,11 +8,13 @@ d = 512, E = 4 experts; the baselines have 8 heads, d_ff = 2048 and dropout 0.1 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, create_model, model_validator
 
 from models.source import SourceText
+from runner.checkpointed.measure import ActivationView
 from runner.data.registry import DataSource, data_source_for
 from runner.core.device import DeviceName
 from runner.plugin.measures import measures, params_union
@@ -42,6 +44,14 @@ class ListOpsSpec(Table):
     min_length: int = Field(500, ge=0)
     """Kept trees have min_length < length < max_length tokens (LRA: 500, 2000)."""
     max_length: int = Field(2000, ge=2)
+
+
+@dataclass(frozen=True)
+class TransJectView(ActivationView):
+    """What a TransJect spec shows its measures: the kit's view, and each trained model's experts."""
+
+    expert_widths: tuple[tuple[str, int], ...] = ()
+    """(what, components) of each trained model's expert (TransJect) or head (baselines) output."""
 
 
 class DataSpec(Table):
@@ -186,12 +196,25 @@ class TransJectSpec(StudySpec):
         if tasks > MAX_TASKS:
             out.append((("training", "epochs"), f"{self.training.epochs} epochs make {tasks:,} tasks and checkpoints "
                         f"(networks x (1 + measures) x (epochs + 1)); a plan holds at most {MAX_TASKS:,}"))
-        registry = measures("transject")
-        for i, m in enumerate(self.measure):
-            reg = registry.get(m.kind)
-            if reg is not None:
-                out += [(("measure", i, *loc), message) for loc, message in reg(m).spec_problems(self)]
         return out
+
+    def view(self) -> TransJectView:
+        """What its measures see of the spec (``Measure.problems``)."""
+        trained = [m for m in self.model if not m.checkpoint]
+        deepest = max((m.n_layers for m in trained), default=None)
+        sentence = self.analysis_sentence()
+        return TransJectView(
+            networks=tuple(m.name for m in self.model),
+            token_widths=tuple((f"a token of [[model]] {m.name!r} (its d_model components)", m.d_model)
+                               for m in trained),
+            layers=None if deepest is None else ("embedding", *(f"layer{i + 1}" for i in range(deepest))),
+            layers_required=True, references=False, sentence=None if sentence is None else tuple(sentence),
+            closed_tokens=self.data.implied("tokens"), source=self.data.reader.name if self.data.reader else "",
+            expert_widths=tuple(
+                (f"a head's output of [[model]] {m.name!r} (d_model / n_heads components)", m.d_model // m.n_heads)
+                if m.variant in BASELINES else (f"an expert's output of [[model]] {m.name!r} (its d_model components)",
+                                                 m.d_model)
+                for m in trained))
 
     def task_count(self) -> int:
         """Tasks and checkpoint resources of the plan: each trained network has one per epoch (and

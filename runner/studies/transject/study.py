@@ -64,6 +64,9 @@ class TransJectStudy(Study):
     name, spec_factory, table_models = "transject", staticmethod(spec_model), TABLES
     figure_recipes = "runner.studies.transject.figures"
 
+    def measure_view(self, spec: TransJectSpec):
+        return spec.view()
+
     def check(self, spec: TransJectSpec, sf: SpecFile) -> list[str]:
         d = spec.data
         problem = check_data(d.source, sf.path.parent, LABELLED, "[data] source", splits=(d.train_split, d.test_split))

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from runner.plugin.measures import MeasureTags, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure, sample_problems
 
 
 class Params(DepthParams):
@@ -26,6 +26,9 @@ class Attention(TrajectoryMeasure):
     Params = Params
     # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
     tags = MeasureTags("step", requires=("attention",), strides=("every",), exit_period=1)
+
+    def problems(self, spec):
+        return super().problems(spec) + sample_problems(self.p.samples, spec)
 
     def variables(self, b, shape) -> None:
         dim = b.axis("attention_step", 0, shape.steps, self.p.every)

@@ -64,6 +64,9 @@ class EffectiveDimension(TrajectoryMeasure):
                   "NaN for reference maps")
 
     def problems(self, spec):
+        return super().problems(spec) + self._spec_problems(spec)
+
+    def _spec_problems(self, spec):
         if self.p.by_score and spec.input.score is None:
             return [("by_score", "needs sentence pairs with a score ([input] pair and score)")]
         return []

@@ -80,6 +80,9 @@ class HandwritingReadout(TrajectoryMeasure):
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())
 
     def problems(self, spec):
+        return super().problems(spec) + self._spec_problems(spec)
+
+    def _spec_problems(self, spec):
         out = []
         p = self.p
         if spec.input.score is None or not spec.text_models:

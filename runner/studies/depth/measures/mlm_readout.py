@@ -89,6 +89,9 @@ class MLMReadout(TrajectoryMeasure):
         return int(self.p.train_fraction * samples)
 
     def problems(self, spec):
+        return super().problems(spec) + self._spec_problems(spec)
+
+    def _spec_problems(self, spec):
         if not spec.text_models:
             return [("kind", "mlm_readout reads text models out with their MLM head; this spec has reference maps only")]
         out = []

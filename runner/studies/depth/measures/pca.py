@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.pca import pca_projection
 from runner.plugin.measures import MeasureTags, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure, sample_problems
 
 
 class Params(DepthParams):
@@ -46,6 +46,9 @@ class PCA(TrajectoryMeasure):
         return self.points(steps) * len(self.p.samples) * sample_nbytes  # the window, kept on the device
 
     def problems(self, spec):
+        return super().problems(spec) + sample_problems(self.p.samples, spec) + self._spec_problems(spec)
+
+    def _spec_problems(self, spec):
         steps = spec.dynamics.steps
         start, stop = self.window(steps)
         if not start < stop <= steps:

@@ -60,6 +60,9 @@ class STSFinetune(NetworkMeasure):
     tags = MeasureTags("network", requires=("text",))
 
     def problems(self, spec):
+        return super().problems(spec) + self._spec_problems(spec)
+
+    def _spec_problems(self, spec):
         out = pair_problems("sts_finetune", self.p, spec)
         if sorted(set(self.p.steps)) != self.p.steps or self.p.steps[0] < 1:
             out.append(("steps", "give distinct steps >= 1 in increasing order"))

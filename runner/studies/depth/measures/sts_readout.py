@@ -92,6 +92,9 @@ class STSReadout(TrajectoryMeasure):
         return self.p.start, steps if self.p.stop is None else self.p.stop
 
     def problems(self, spec):
+        return super().problems(spec) + self._spec_problems(spec)
+
+    def _spec_problems(self, spec):
         out = pair_problems("sts_readout", self.p, spec)
         start, stop = self.window(spec.dynamics.steps)
         if not start <= stop <= spec.dynamics.steps:

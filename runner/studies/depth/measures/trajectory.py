@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from runner.plugin.measures import MeasureTags, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure, sample_problems
 
 
 class Params(DepthParams):
@@ -34,6 +34,9 @@ class Trajectory(TrajectoryMeasure):
         return None
 
     def problems(self, spec):
+        return super().problems(spec) + sample_problems(self.p.samples, spec) + self._spec_problems(spec)
+
+    def _spec_problems(self, spec):
         bad = [t for t in self.p.tokens if not 0 <= t < spec.input.tokens]
         if bad and spec.text_models:
             return [("tokens", f"tokens {bad} out of range (input.tokens = {spec.input.tokens})")]

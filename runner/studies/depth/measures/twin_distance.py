@@ -39,7 +39,10 @@ class TwinDistance(TrajectoryMeasure):
     # exit_period 1: its twins are never renormalised (advance is the identity)
     tags = MeasureTags("step", twin=True, exit_period=1)
 
-    def problems(self, spec) -> list[tuple[str, str]]:
+    def problems(self, spec):
+        return super().problems(spec) + self._spec_problems(spec)
+
+    def _spec_problems(self, spec):
         out = []
         bad = [s for s in self.p.samples if not 0 <= s < spec.input.samples]
         if bad:

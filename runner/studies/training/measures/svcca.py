@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
-from runner.checkpointed.measure import ActivationContext, ActivationMeasure
+from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationView
 from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
@@ -46,22 +46,20 @@ class SVCCA(CheckpointMeasure, ActivationMeasure):
     tags = MeasureTags("checkpoint", suites=True)
     also = ("transject",)
 
-    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        """(TransJect specs) a network is compared with itself: its final epoch, or its other layers."""
-        if self.p.compare in ("seed", "tagger"):
-            return [(("compare",), f"compare = {self.p.compare!r} needs reference networks of a training spec; "
-                     "a TransJect network is compared with its own final epoch ('final') or layers ('layers')")]
-        unknown = super().spec_problems(spec)
-        if unknown:
+    def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
+        if self.p.compare in ("seed", "tagger") and not view.references:
+            return [(("compare",), f"compare = {self.p.compare!r} needs reference networks (other seeds, taggers), "
+                     "which this spec's networks cannot have; compare a network with its own final checkpoint "
+                     "('final') or its layers ('layers')")]
+        unknown = super().problems(view)
+        if unknown or not view.layers_required:
             return unknown
-        deepest = max((m.n_layers for m in spec.model if not m.checkpoint), default=None)
-        have = ["embedding"] + [f"layer{i + 1}" for i in range(deepest or 0)]
         if "layers" not in self.p.model_fields_set:
             return [(("layers",), "name the layers to compare: embedding, layer1 .. layerL (the LSTM default does "
                      "not apply)")]
-        bad = [x for x in self.p.layers if x not in have] if deepest is not None else []
+        bad = [x for x in self.p.layers if x not in view.layers] if view.layers is not None else []
         if bad:
-            return [(("layers",), f"no network has layer(s) {bad}; the deepest has {', '.join(have)}")]
+            return [(("layers",), f"no network has layer(s) {bad}; the deepest has {', '.join(view.layers)}")]
         return []
 
     def needs(self, n, c, last, refs):

@@ -12,7 +12,7 @@ import torch
 from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
-from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams
+from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams, ActivationView
 from runner.plugin.measures import hints, register
 from runner.studies.transject.measure import EpochMeasure
 
@@ -102,26 +102,22 @@ class Distances(ActivationMeasure, EpochMeasure):
     Params = Params
     also = ("training",)
 
-    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        if not self.p.pairs or super().spec_problems(spec):
-            return super().spec_problems(spec)
-        sentence = spec.analysis_sentence()
-        if sentence is not None:
-            return self.sentence_problems(sentence)
-        closed = spec.data.implied("tokens")  # the first test sequence of a generated source: only its tokens
+    def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
+        if not self.p.pairs or super().problems(view):
+            return super().problems(view)
+        if view.sentence is not None:
+            try:
+                resolve_pairs(list(view.sentence), self.p.pairs, self.p.max_tokens)
+            except ValueError as err:
+                return [(("pairs",), str(err))]
+            return []
+        closed = view.closed_tokens  # the first test sequence of a generated source: only its tokens
         if closed is not None:
             tokens = {t.lower() for t in closed}
             strange = [t for pair in self.p.pairs for t in pair if t.lower() not in tokens]
             if strange:
-                return [(("pairs",), f"{', '.join(map(repr, strange))} cannot be in a {spec.data.reader.name} "
+                return [(("pairs",), f"{', '.join(map(repr, strange))} cannot be in a {view.source} "
                          f"sequence (its tokens: {' '.join(closed)})")]
-        return []
-
-    def sentence_problems(self, sentence: list[str]) -> list[tuple[tuple, str]]:
-        try:
-            resolve_pairs(sentence, self.p.pairs, self.p.max_tokens)
-        except ValueError as err:
-            return [(("pairs",), str(err))]
         return []
 
     def variables(self, b, shape) -> None:

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from analyses.entropy import layer_entropy
 from analyses.token_geometry import quantiles
-from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams
+from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams, ActivationView
 from runner.plugin.measures import hints, register
 from runner.studies.transject.measure import QUANTILES, EpochMeasure, knn_sample_problems
 
@@ -42,10 +42,8 @@ class Entropy(ActivationMeasure, EpochMeasure):
               "mean token entropy", "nats", "mean over tokens of the finite token entropies (Eq. 8)",
               **hints(plot="curve", order=13))
 
-    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        return super().spec_problems(spec) or knn_sample_problems(self.p.method, self.p.k, [
-            (f"a token of [[model]] {m.name!r} (its d_model components)", m.d_model)
-            for m in spec.model if not m.checkpoint])
+    def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
+        return super().problems(view) or knn_sample_problems(self.p.method, self.p.k, list(view.token_widths))
 
     def run(self, ctx: ActivationContext, task) -> None:
         where = ctx.layer_index()

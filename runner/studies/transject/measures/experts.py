@@ -23,7 +23,7 @@ from analyses.entropy import token_entropy
 from models.transject import entropic_residual
 from runner.plugin.measures import MeasureParams, hints, register
 from runner.studies.transject.measure import EpochContext, EpochMeasure, knn_sample_problems
-from runner.studies.transject.spec import BASELINES
+from runner.studies.transject.spec import TransJectView
 
 
 class Params(MeasureParams):
@@ -85,12 +85,8 @@ class Experts(EpochMeasure):
               "nats", "mean over tokens of the entropy of X + (alpha/L) F_e(X) (TransJect) or of an attention head's "
               "output (baselines), Sec. 4", method=self.p.method, k=self.p.k)
 
-    def spec_problems(self, spec) -> list[tuple[tuple, str]]:
-        return knn_sample_problems(self.p.method, self.p.k, [
-            (f"a head's output of [[model]] {m.name!r} (d_model / n_heads components)", m.d_model // m.n_heads)
-            if m.variant in BASELINES else (f"an expert's output of [[model]] {m.name!r} (its d_model components)",
-                                             m.d_model)
-            for m in spec.model if not m.checkpoint])
+    def problems(self, view: TransJectView) -> list[tuple[tuple, str]]:
+        return knn_sample_problems(self.p.method, self.p.k, list(view.expert_widths))
 
     @torch.no_grad()
     def run(self, ctx: EpochContext, task) -> None:
