@@ -24,7 +24,7 @@ transformers is imported lazily (it takes seconds), so ``import models`` stays l
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -154,10 +154,20 @@ class FusedAlbertLayer(nn.Module):
 # --------------------------------------------------------------------------------------------
 
 
+def _exclude_mask_from_compilation() -> None:
+    """Keep ``AlbertMap._layer_mask`` out of ``torch.compile``: a compiled step guarded on its cache would
+    recompile once the cache is filled. Done when the first map is built, not as a decorator: the
+    decorator imports ``torch._dynamo`` (0.6 s) in every command that imports this module."""
+    if not AlbertMap._mask_excluded:
+        AlbertMap._layer_mask = torch.compiler.disable(AlbertMap._layer_mask)
+        AlbertMap._mask_excluded = True
+
+
 class AlbertMap(DynamicalMap):
     """ALBERT's shared layer as a dynamical map on ``(batch, n_tokens, hidden_size)`` states."""
 
     needs_tokens = True
+    _mask_excluded: ClassVar[bool] = False
 
     def __init__(self, model: AlbertModel, implementation: Implementation = "fused"):
         super().__init__()
@@ -179,6 +189,7 @@ class AlbertMap(DynamicalMap):
             self.layer = FusedAlbertLayer(hf_layer, config.hidden_act)
         # one-entry cache: the runner passes the same mask tensor at every step
         self._mask_cache: tuple[Any, ...] | None = None
+        _exclude_mask_from_compilation()
 
     # -- masks ---------------------------------------------------------------------------------
 
@@ -190,7 +201,6 @@ class AlbertMap(DynamicalMap):
         add = torch.zeros(keep.shape, dtype=x.dtype, device=x.device).masked_fill_(~keep, torch.finfo(x.dtype).min)
         return add[:, None, None, :]
 
-    @torch.compiler.disable  # a compiled step guarded on the cache would recompile once it is filled
     def _layer_mask(self, attention_mask: Tensor | None, x: Tensor) -> Tensor | None:
         """The mask the layer of this implementation takes, built once per mask tensor."""
         if attention_mask is None:

@@ -58,3 +58,19 @@ def test_a_compiled_map_gives_the_eager_values_under_new_ids(in_process, tmp_pat
         np.testing.assert_allclose(compiled[var].values, eager[var].values, rtol=1e-4, atol=1e-6)
     ids = [read_tasks(tmp_path / f"store/{name}.zarr").keys() for name in ("eager", "compiled")]
     assert not set(ids[0]) & set(ids[1])
+
+
+def test_the_compiler_is_imported_when_a_map_is_built_not_by_every_command():
+    """``torch._dynamo`` costs every command 0.6 s to import: loading the studies leaves it out, and
+    building an ALBERT map still keeps its mask cache out of compilation."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from runner.plugin.loader import load_plugins; load_plugins(); "
+             "assert 'torch._dynamo' not in sys.modules, 'imported by the plugins'; "
+             "from transformers import AlbertConfig, AlbertModel; from models.albert import AlbertMap; "
+             "AlbertMap(AlbertModel(AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, "
+             "num_attention_heads=2, intermediate_size=32))); "
+             "assert AlbertMap._layer_mask._torchdynamo_disable")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
