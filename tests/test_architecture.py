@@ -5,6 +5,7 @@ for analyses); the data layer and the monitor stay on their side."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,17 @@ def test_the_depth_core_check_finds_a_planted_measure_id(planted):
     clean = (ROOT / "runner" / "studies" / "depth" / "study.py").read_text()
     assert not depth_core_measure_names(clean, _depth_ids())
     assert depth_core_measure_names(clean + "\n" + planted + "\n", _depth_ids())
+
+
+def table_probes(text: str) -> list[str]:
+    """Reads of a ``[[measure]]`` table's field by a name the code guesses (``getattr(m, "layers", [])``)."""
+    return re.findall(r"getattr\((?:m|meas|measure|entry)\s*,\s*[\"'][a-z_]+[\"']", text)
+
+
+def test_no_study_probes_a_measure_table_by_name():
+    """A study reads a measure's table through what the measure declares (its tags name the parameters
+    that hold its networks, references, layers, tag sets and data: ``MeasureTags.named``)."""
+    code = [p for p in (ROOT / "runner").rglob("*.py") if "measures" not in p.parts]
+    offenders = {str(p.relative_to(ROOT)): found for p in code if (found := table_probes(p.read_text()))}
+    assert not offenders
+    assert table_probes('layers = getattr(m, "layers", [])') and table_probes("getattr(meas, 'networks', None)")

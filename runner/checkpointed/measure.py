@@ -44,18 +44,20 @@ class ActivationView:
 
     networks: tuple[str, ...]
     """The ``[[model]]`` names a measure may name."""
+    kinds: tuple[tuple[str, str], ...] = ()
+    """(network, kind) of each ``[[model]]``, in its study's words (a language model, a tagger, ...)."""
     token_widths: tuple[tuple[str, int], ...] = ()
     """(what, components) of each trained network's narrowest token representation: the samples a
-    per-token estimate has (entropy's k < N)."""
+    per-token estimate has (a k-nearest-neighbour estimate needs k < N)."""
     layers: tuple[str, ...] | None = None
     """The layer names its networks have, when the spec tells (None: the study checks layer names)."""
     layers_required: bool = False
     """A measure with ``layers`` must name them (its default names another architecture's)."""
     references: bool = True
-    """Networks may be compared with reference networks of other seeds or kinds (SVCCA's ``seed``,
-    ``tagger``); False: a network only with itself."""
+    """Networks may be compared with reference networks of other seeds or kinds; False: a network only
+    with itself (its final checkpoint, its layers)."""
     sentence: tuple[str, ...] | None = None
-    """The analysis sentence's tokens, or None while only the run knows them (a corpus, ListOps)."""
+    """The analysis sentence's tokens, or None while only the run knows them (read from its data)."""
     closed_tokens: tuple[str, ...] | None = None
     """Every token the analysis data can hold (a generated source), else None."""
     source: str = ""
@@ -64,6 +66,18 @@ class ActivationView:
     def knowing(self, sentence) -> ActivationView:
         """This view once the run has the analysis sentence."""
         return dataclasses.replace(self, sentence=tuple(sentence))
+
+
+def network_problems(measure: Measure, view: ActivationView) -> list[tuple[tuple, str]]:
+    """The networks and reference networks a checkpoint measure's table names (its tags say where)
+    that the spec lacks."""
+    names = list(view.networks)
+    out = []
+    for role in ("networks", "references"):
+        unknown = [x for x in measure.tags.named(measure.p, role) if x not in names]
+        if unknown:
+            out.append(((getattr(measure.tags, role),), f"no [[model]] named {unknown}; the spec has {names}"))
+    return out
 
 
 class ActivationContext(CheckpointContext, Protocol):
@@ -90,7 +104,7 @@ class ActivationContext(CheckpointContext, Protocol):
 class ActivationMeasure(Measure):
     """Base of a checkpoint measure on activations alone (see the module docstring)."""
 
-    tags = MeasureTags("checkpoint", suites=True)
+    tags = MeasureTags("checkpoint", suites=True, networks="networks")
     """It measures checkpoint suites too (a suite's context gives word activations)."""
 
     def needs(self, network: int, checkpoint: int, last: int, refs: list[int]) -> list[tuple[int, int]] | None:
@@ -99,9 +113,7 @@ class ActivationMeasure(Measure):
 
     def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
         """Networks it names that the spec lacks (a measure adds its own on the same view)."""
-        names = list(view.networks)
-        unknown = [x for x in self.p.networks if x not in names]
-        return [(("networks",), f"no [[model]] named {unknown}; the spec has {names}")] if unknown else []
+        return network_problems(self, view)
 
     @abstractmethod
     def run(self, ctx: ActivationContext, task) -> None:

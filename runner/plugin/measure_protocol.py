@@ -26,6 +26,8 @@ from typing import Any, Protocol
 TIMINGS = ("step", "checkpoint", "network", "derived")
 #: The compute methods of each timing; a measure implements one of them at least.
 COMPUTE = {"step": ("observe", "advance"), "checkpoint": ("run",), "network": ("run",), "derived": ("derive",)}
+#: What a checkpoint measure's table may name, each in the parameter its tags give (``MeasureTags.named``).
+ROLES = ("networks", "references", "layers", "tagsets", "data")
 #: How a per-step measure's pass may be split into sample shards.
 SHARDS = ("samples", "combine")
 
@@ -62,6 +64,18 @@ class MeasureTags:
     """(checkpoint, suites) It needs a suite's language-modelling head."""
     causal: bool = False
     """(checkpoint, suites) It needs a next-token (causal) objective."""
+    networks: str | None = None
+    """(checkpoint) The parameter listing the networks it measures (empty: its study's default)."""
+    references: str | None = None
+    """(checkpoint) The parameter listing reference networks a task reads besides its own."""
+    layers: str | None = None
+    """(checkpoint) The parameter listing the layers it reads."""
+    tagsets: str | None = None
+    """(checkpoint) The parameter listing the tag sets it reads (its study then loads them)."""
+    data: str | None = None
+    """(checkpoint) The parameter naming data it reads besides its study's (a treebank)."""
+    variant: str | None = None
+    """The parameter whose values make distinct instances of it in one spec (a comparison's mode)."""
 
     def problems(self) -> list[str]:
         """What is inconsistent in these tags (empty when they are valid)."""
@@ -70,7 +84,8 @@ class MeasureTags:
             return [f"timing {self.timing!r} is none of {', '.join(TIMINGS)}"]
         step_only = {"twin": self.twin, "twins_in_key": not self.twins_in_key, "shard": self.shard is not None,
                      "exit_period": self.exit_period is not None, "input_masking": bool(self.input_masking)}
-        checkpoint_only = {"suites": self.suites, "head": self.head, "causal": self.causal}
+        checkpoint_only = {"suites": self.suites, "head": self.head, "causal": self.causal, **{
+            role: getattr(self, role) is not None for role in ROLES}}
         for names, timing in ((step_only, "step"), (checkpoint_only, "checkpoint")):
             out += [f"{name} applies to timing {timing!r} only, not {self.timing!r}"
                     for name, set_ in names.items() if set_ and self.timing != timing]
@@ -88,7 +103,18 @@ class MeasureTags:
 
     def parameters(self) -> list[str]:
         """The names of parameters these tags refer to (each must be a field of the measure's table)."""
-        return [*self.strides, *self.input_masking, *([self.exit_period] if isinstance(self.exit_period, str) else [])]
+        return [*self.strides, *self.input_masking, *([self.exit_period] if isinstance(self.exit_period, str) else []),
+                *(name for role in (*ROLES, "variant") if (name := getattr(self, role)) is not None)]
+
+    def named(self, params: Any, role: str) -> list:
+        """The values of the parameter these tags name for ``role`` (one of :data:`ROLES` or
+        ``variant``), as a list; [] where they name none: how a study reads a measure's table
+        without knowing its fields."""
+        name = getattr(self, role)
+        if name is None:
+            return []
+        value = getattr(params, name)
+        return list(value) if isinstance(value, (list, tuple)) else [value]
 
     def period(self, params: Any) -> int | None:
         """The early-exit period for these parameters (see :attr:`exit_period`)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.plugin.measures import measures
+from runner.plugin.measures import measure_problems, measures
 from runner.spec.specfile import SpecProblem
 from runner.studies.depth.resolve import Network
 from runner.studies.depth.spec import spec_model
@@ -40,11 +40,13 @@ def test_strides_are_what_each_measure_declares():
     spec = _spec([{"name": "l", "source": "map:logistic"}],
                  [{"kind": "lyapunov", "tau": 4}, {"kind": "effective_dimension", "every": 6}], steps=24)
     assert spec.stride_lcm() == 12
-    problems = _spec([{"name": "l", "source": "map:logistic"}], [{"kind": "effective_dimension", "every": 40}]).problems()
-    assert [(loc, msg) for loc, msg in problems] == [
+    long = _spec([{"name": "l", "source": "map:logistic"}], [{"kind": "effective_dimension", "every": 40}])
+    assert not long.problems()  # the spec's own rules; the stride is the measure's to check
+    assert measure_problems("depth", long, long) == [
         (("measure", 0, "every"), "40 is larger than [dynamics] steps = 20; the measure would keep no value")]
     # PCA's every only thins its window: a window of its first point is valid (its window is checked apart)
-    assert not _spec([{"name": "l", "source": "map:logistic"}], [{"kind": "pca", "every": 40}]).problems()
+    window = _spec([{"name": "l", "source": "map:logistic"}], [{"kind": "pca", "every": 40}])
+    assert not window.problems() and not measure_problems("depth", window, window)
 
 
 def test_a_trajectory_beyond_every_state_is_refused_by_its_own_check(tmp_path, monkeypatch):

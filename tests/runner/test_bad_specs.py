@@ -206,7 +206,7 @@ CASES = [
     ("training-network-twice", TRAINING.replace('[[measure]]', '[[model]]\nname = "lm"\n\n[[measure]]'),
      "model names must be unique; 'lm' is repeated"),
     ("training-unknown-reference", TRAINING + '\n[[measure]]\nkind = "svcca"\ncompare = "seed"\nreference = ["nope"]\n',
-     "(svcca) reference: unknown networks ['nope']"),
+     "(svcca) reference: no [[model]] named ['nope']"),
     ("training-tagger-without-tagset", TRAINING.replace('[[measure]]', '[[model]]\nname = "t"\nkind = "tagger"\n\n[[measure]]'),
      "a tagger needs a tagset"),
     ("training-layer-beyond", edit(TRAINING, 'kind = "sparsity"', 'kind = "sparsity"\nlayers = ["lstm3"]'),

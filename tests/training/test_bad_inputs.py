@@ -285,7 +285,7 @@ CASES = [
      "(sparsity) layers: layer lstm3 but [training] num_layers = 2"),
     ("measure-suite-layer-on-lstm", training('kind = "sparsity"', 'kind = "sparsity"\nlayers = ["layer1"]'),
      "layer(s) ['layer1'] belong to checkpoint suites"),
-    ("measure-unknown-network", training('kind = "sparsity"', 'kind = "sparsity"\nnetworks = ["nope"]'), "unknown networks ['nope']"),
+    ("measure-unknown-network", training('kind = "sparsity"', 'kind = "sparsity"\nnetworks = ["nope"]'), "networks: no [[model]] named ['nope']"),
     ("measure-scaffold-on-english", add(L, '[[measure]]\nkind = "rule_probability"'), "rule_probability measures the scaffold test sets"),
     ("measure-twice", add(L, '[[measure]]\nkind = "sparsity"'), "each measure (and svcca compare mode) may appear once"),
     # --- scaffold corpora: bounded generator, sizes, shapes

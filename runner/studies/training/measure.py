@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from runner.checkpointed.measure import ActivationView, network_problems
 from runner.plugin.measures import Measure, MeasureParams, MeasureTags
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,10 +48,26 @@ class TrainingShape:
     """Tokens of the analysis sentence (``runner.studies.training.context.analysis_sentence``)."""
 
 
+#: What a training measure may require of the corpus (its tags' ``requires``), and what the spec says
+#: when the corpus lacks it.
+NEEDS = {
+    "scaffold": "measures the scaffold test sets; it needs [corpus] source = \"scaffold:\"",
+    "text": "reads English; the scaffold corpus' networks cannot",
+}
+
+
 class CheckpointMeasure(Measure):
     study = "training"
-    tags = MeasureTags("checkpoint")
+    tags = MeasureTags("checkpoint", networks="networks")
     reference = PAPER
+
+    @classmethod
+    def tag_problems(cls) -> list[str]:
+        unknown = [r for r in cls.tags.requires if r not in NEEDS]
+        return [f"requires {unknown}: the training study knows {', '.join(NEEDS)}"] if unknown else []
+
+    def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
+        return network_problems(self, view)
 
     def needs(self, network: int, checkpoint: int, last: int, refs: list[int]) -> list[tuple[int, int]] | None:
         """The (network, checkpoint) pairs a task at ``checkpoint`` reads; None: no task there."""

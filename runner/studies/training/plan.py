@@ -54,7 +54,7 @@ def make_tasks(study: TrainingStudySpec, steps_per_epoch: int, corpus_key: str) 
         reg = registry[m.kind](m)
         for name in study.measured(m):
             n = names[name]
-            refs = [names[r] for r in getattr(m, "reference", [])]
+            refs = [names[r] for r in registry[m.kind].tags.named(m, "references")]
             for c in range(len(steps)):
                 needs = reg.needs(n, c, last, refs)
                 if needs is None:
@@ -86,7 +86,7 @@ def suite_tasks(study: TrainingStudySpec, identities: list[list[dict]], corpus_k
                 if net.name not in study.measured(m):
                     continue
                 params, reg = m.params(), registry[m.kind](m)
-                needs = reg.needs(n, c, last, [names[r] for r in getattr(m, "reference", [])])
+                needs = reg.needs(n, c, last, [names[r] for r in registry[m.kind].tags.named(m, "references")])
                 if needs is None:
                     continue
                 payload = {"measure": m.kind, "params": params, "checkpoint": c, "corpus": corpus_key,

@@ -22,6 +22,7 @@ from runner.data.registry import TAGGED, DataSource, check_data, data_source_for
 from runner.plugin.measures import measures, params_union
 from runner.spec.specfile import Name, SpecFile, StudySpec, Table, repeated
 from runner.studies.training.data.corpus import scaffold_variants
+from runner.studies.training.measure import NEEDS
 from runner.studies.training.data.scaffold import (
     ScaffoldConfig,
     fill_problem,
@@ -409,41 +410,29 @@ class TrainingStudySpec(StudySpec):
         out += self._suite_problems()
         names = [n.name for n in self.model]
         known = set(names)
-        seen = [(m.kind, getattr(m, "compare", None)) for m in self.measure]
+        registry = measures("training")
+        tags = [registry[m.kind].tags for m in self.measure]
+        seen = [(m.kind, next(iter(t.named(m, "variant")), None)) for m, t in zip(self.measure, tags)]
         for i, (k, c) in enumerate(seen):
             if (k, c) in seen[:i]:
                 out.append((("measure", i, "kind"), "each measure (and svcca compare mode) may appear once; "
                             f"{k}{' ' + c if c else ''} is repeated"))
-        for i, m in enumerate(self.measure):
-            bad = [n for n in m.networks + getattr(m, "reference", []) if n not in known]
-            if bad:
-                out.append((("measure", i, "networks" if set(bad) & set(m.networks) else "reference"),
-                            f"unknown networks {bad}; networks: {names}"))
-                continue
+        for i, (m, t) in enumerate(zip(self.measure, tags)):
+            if any(n not in known for n in m.networks + t.named(m, "references")):
+                continue  # the measure says which (Measure.problems); the checks below need them
             for n in self.measured(m):
                 if self.net(n).kind == "tagger":
                     out.append((("measure", i, "networks"), f"measures language models; {n} is a tagger"))
-            if m.kind == "svcca" and m.compare in ("seed", "tagger"):
-                want = "lm" if m.compare == "seed" else "tagger"
-                wrong = [r for r in m.reference if self.net(r).kind.replace("suite", "lm") != want]
-                if not m.reference:
-                    out.append((("measure", i, "reference"), f"compare = {m.compare!r} needs reference networks"))
-                elif wrong:
-                    out.append((("measure", i, "reference"), f"references of compare = {m.compare!r} must be "
-                                f"{'language models' if want == 'lm' else 'taggers'}; not {wrong}"))
-            for layer in getattr(m, "layers", []):
+            for layer in t.named(m, "layers"):
                 if layer.startswith("lstm") and int(layer[4:]) > self.training.num_layers:
                     out.append((("measure", i, "layers"),
                                 f"layer {layer} but [training] num_layers = {self.training.num_layers}"))
         if not (self.checkpoints.every_epoch or self.checkpoints.steps or self.checkpoints.log_spaced):
             out.append((("checkpoints", "every_epoch"), "the schedule keeps no checkpoint besides the initial "
                         "one; set every_epoch, steps or log_spaced"))
-        for i, m in enumerate(self.measure):
-            if getattr(m, "scaffold_corpus", False) and not self.corpus.generated:
-                out.append((("measure", i, "kind"), f"{m.kind} measures the scaffold test sets; it needs [corpus] "
-                            "source = \"scaffold:\""))
-            if getattr(m, "treebank", None) and self.corpus.generated:
-                out.append((("measure", i, "kind"), f"{m.kind} reads English; the scaffold corpus' networks cannot"))
+        for i, (m, t) in enumerate(zip(self.measure, tags)):
+            needs = {"scaffold": not self.corpus.generated, "text": self.corpus.generated}
+            out += [(("measure", i, "kind"), f"{m.kind} {NEEDS[r]}") for r in t.requires if needs.get(r)]
         if self.corpus.scaffold is not None:
             out += self.corpus.scaffold.problems()
         if self.corpus.generated:
@@ -461,8 +450,8 @@ class TrainingStudySpec(StudySpec):
         for t in self.tagsets():
             if t in GMB_TAGSETS and getattr(self.corpus, GMB_TAGSETS[t]) is None:
                 out.append((("corpus", GMB_TAGSETS[t]), f"tag set {t!r} needs a GMB-style tagged file here"))
-        for i, m in enumerate(self.measure):
-            gmb = [t for t in getattr(m, "tagsets", []) if t in GMB_TAGSETS]
+        for i, (m, t) in enumerate(zip(self.measure, tags)):
+            gmb = [s for s in t.named(m, "tagsets") if s in GMB_TAGSETS]
             if gmb:
                 out.append((("measure", i, "tagsets"), f"{m.kind} reads tags aligned with the analysis tokens; the "
                             f"GMB tag sets {gmb} are another corpus (train taggers on them instead)"))
@@ -478,7 +467,7 @@ class TrainingStudySpec(StudySpec):
         once the corpus is read (the session asks again then)."""
         width = min(self.training.embedding_dim, self.training.hidden_dim)
         return ActivationView(
-            networks=tuple(n.name for n in self.model),
+            networks=tuple(n.name for n in self.model), kinds=tuple((n.name, n.kind) for n in self.model),
             token_widths=tuple((f"a token of [[model]] {n.name!r} (its {width} components)", width)
                                for n in self.model if n.kind != "suite"),
             source=self.corpus.reader.name if self.corpus.reader else "")
@@ -492,6 +481,7 @@ class TrainingStudySpec(StudySpec):
     def _suite_problems(self) -> list[tuple[tuple, str]]:
         """A spec measures suites or trains networks, not both; suites take the measures that read activations."""
         kinds = {n.kind == "suite" for n in self.model}
+        registry = measures("training")
         if kinds != {True}:
             if True in kinds:
                 first = next(i for i, n in enumerate(self.model) if n.kind == "suite")
@@ -500,18 +490,17 @@ class TrainingStudySpec(StudySpec):
             return [(("measure", i, "layers"), f"layer(s) {bad} belong to checkpoint suites; LSTMs have "
                      f"{', '.join(LSTM_LAYERS)}")
                     for i, m in enumerate(self.measure)
-                    for bad in [[x for x in getattr(m, "layers", []) if x not in LSTM_LAYERS]] if bad]
+                    for bad in [[x for x in registry[m.kind].tags.named(m, "layers") if x not in LSTM_LAYERS]] if bad]
         out: list[tuple[tuple, str]] = []
-        registry = measures("training")
         for i, m in enumerate(self.measure):
             if not registry[m.kind].tags.suites:
                 ok = sorted(k for k, r in registry.items() if r.tags.suites)
                 out.append((("measure", i, "kind"), f"{m.kind} needs networks this runner trains; a suite takes "
                             f"{', '.join(ok)}"))
-            elif "layers" in type(m).model_fields and "layers" not in m.model_fields_set:
+            elif registry[m.kind].tags.layers is not None and registry[m.kind].tags.layers not in m.model_fields_set:
                 out.append((("measure", i, "layers"), "name the suite's layers to measure: embedding, layer1 .. "
                             "layerN (the LSTM default does not apply)"))
-            elif any(not _SUITE_LAYER.match(x) for x in getattr(m, "layers", [])):
+            elif any(not _SUITE_LAYER.match(x) for x in registry[m.kind].tags.named(m, "layers")):
                 out.append((("measure", i, "layers"), f"a suite's layers are embedding, layer1 .. layerN, not "
                             f"{[x for x in m.layers if not _SUITE_LAYER.match(x)]}"))
         return out
@@ -523,8 +512,9 @@ class TrainingStudySpec(StudySpec):
     def tagsets(self) -> list[str]:
         """Tag sets the study needs (taggers, probes, the open/closed split of sparsity)."""
         out = {n.tagset for n in self.model if n.tagset}
+        registry = measures("training")
         for m in self.measure:
-            out |= set(getattr(m, "tagsets", []))
+            out |= set(registry[m.kind].tags.named(m, "tagsets"))
         return [t for t in TAGSETS if t in out]
 
 

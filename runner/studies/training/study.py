@@ -43,6 +43,7 @@ from runner.studies.training.spec import (
 from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.session import TrainingSession, corpus_key, read_corpus
 from runner.studies.training.train import steps_per_epoch
+from runner.plugin.measures import measures
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from models.hub import ModelLoadError
 from models.suites import load_config
@@ -83,8 +84,9 @@ UD_EWT = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT, e.g.
 def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
     """Treebanks of measures (``treebank = ...``) that are not here: a missing file, an uncached hub set."""
     out = []
+    registry = measures("training")
     for i, m in enumerate(study.measure):
-        tb = getattr(m, "treebank", None)
+        tb = next(iter(registry[m.kind].tags.named(m, "data")), None)
         if not tb:
             continue
         where = f"[[measure]] {i} ({m.kind}) treebank {tb!r}"

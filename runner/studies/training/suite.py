@@ -170,9 +170,10 @@ def resolve(spec: TrainingStudySpec, sf: SpecFile) -> tuple[Suites | None, list[
             raise SpecError(sf.path, [sf.problem(("measure", i, "kind"), f"{m.kind} reads the gradients of the "
                                                  f"next-token loss; {masked} are masked language models")])
     for i, m in enumerate(spec.measure):
-        for name in spec.measured(m) + list(getattr(m, "reference", [])):
+        tags = registry[m.kind].tags
+        for name in spec.measured(m) + tags.named(m, "references"):
             have = layers[[x.name for x in spec.model].index(name)]
-            bad = [x for x in getattr(m, "layers", []) if x not in have]
+            bad = [x for x in tags.named(m, "layers") if x not in have]
             if bad:
                 raise SpecError(sf.path, [sf.problem(("measure", i, "layers"), f"{name} has no layer {bad}; its "
                                                      f"layers are {have[0]}, {have[1]} .. {have[-1]}")])

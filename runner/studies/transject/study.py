@@ -129,7 +129,8 @@ class TransJectStudy(Study):
                          "trained": not m.checkpoint, "train_id": tid})
             for meas in spec.measure:
                 reg = measures("transject")[meas.kind]
-                if getattr(meas, "networks", None) and m.name not in meas.networks:
+                named = reg.tags.named(meas, "networks")
+                if named and m.name not in named:
                     continue  # a measure shared with the training study names the [[model]] entries it measures
                 for e in epochs:
                     payload = {"measure": meas.kind, "params": meas.params(), "train": tid, "checkpoint": e,

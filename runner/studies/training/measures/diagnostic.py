@@ -29,7 +29,7 @@ class Params(TrainingParams):
 @register
 class Diagnostic(CheckpointMeasure):
     Params = Params
-    tags = MeasureTags("checkpoint", suites=True)
+    tags = MeasureTags("checkpoint", suites=True, networks="networks", layers="layers", tagsets="tagsets")
 
     def variables(self, b, shape) -> None:
         p = self.p

@@ -32,7 +32,7 @@ class Params(TrainingParams):
 @register
 class Loss(CheckpointMeasure):
     Params = Params
-    tags = MeasureTags("checkpoint", suites=True, head=True)  # head: it reads a suite's language-modelling head
+    tags = MeasureTags("checkpoint", suites=True, head=True, networks="networks")  # head: it reads a suite's language-modelling head
 
     def variables(self, b, shape) -> None:
         b.var("analysis_loss", "loss", ("network", "checkpoint"), "float64", np.nan,

@@ -13,7 +13,7 @@ network reads it from a zero state, dropout off. Four registrations:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ from pydantic import Field
 from analyses.contextual_decomposition import interdependence, lstm_weights
 from analyses.rule_probability import cd_target_probability, target_probability
 from runner.studies.training.data.scaffold import OMEGA, PAPER
-from runner.plugin.measures import hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +33,6 @@ Focus = Literal["alpha", "scaffold", "rule"]
 
 
 class RuleParams(TrainingParams):
-    scaffold_corpus: ClassVar[bool] = True  # needs [corpus] source = "scaffold:" (checked by the spec)
     cases: int | None = Field(None, ge=1)
     """Test cases used per domain (default: all of ``[corpus.scaffold] test_cases``)."""
 
@@ -62,6 +61,7 @@ def by_domain_and_step(ctx, name: str) -> np.ndarray:
 
 
 class RuleMeasure(CheckpointMeasure):
+    tags = MeasureTags("checkpoint", requires=("scaffold",), networks="networks")
     reference = PAPER
 
 

@@ -43,7 +43,7 @@ def frequent_words(corpus, n: int) -> np.ndarray:
 class Sparsity(CheckpointMeasure):
     Params = Params
     # a suite's gradients need its language-modelling head and a next-token loss
-    tags = MeasureTags("checkpoint", suites=True, head=True, causal=True)
+    tags = MeasureTags("checkpoint", suites=True, head=True, causal=True, networks="networks", layers="layers")
 
     def variables(self, b, shape) -> None:
         p, corpus = self.p, shape.corpus

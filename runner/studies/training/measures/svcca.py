@@ -43,17 +43,30 @@ def _similarities(x, y, keep: float) -> tuple[float, float, float]:
 @register
 class SVCCA(CheckpointMeasure, ActivationMeasure):
     Params = Params
-    tags = MeasureTags("checkpoint", suites=True)
+    tags = MeasureTags("checkpoint", suites=True, networks="networks", references="reference", layers="layers",
+                       variant="compare")
     also = ("transject",)
 
     def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
-        if self.p.compare in ("seed", "tagger") and not view.references:
-            return [(("compare",), f"compare = {self.p.compare!r} needs reference networks (other seeds, taggers), "
+        compare = self.p.compare
+        if compare in ("seed", "tagger") and not view.references:
+            return [(("compare",), f"compare = {compare!r} needs reference networks (other seeds, taggers), "
                      "which this spec's networks cannot have; compare a network with its own final checkpoint "
                      "('final') or its layers ('layers')")]
         unknown = super().problems(view)
-        if unknown or not view.layers_required:
+        if unknown:
             return unknown
+        if compare in ("seed", "tagger"):
+            want = "lm" if compare == "seed" else "tagger"
+            kinds = dict(view.kinds)
+            wrong = [r for r in self.p.reference if kinds.get(r, want).replace("suite", "lm") != want]
+            if not self.p.reference:
+                return [(("reference",), f"compare = {compare!r} needs reference networks")]
+            if wrong:
+                return [(("reference",), f"references of compare = {compare!r} must be "
+                         f"{'language models' if want == 'lm' else 'taggers'}; not {wrong}")]
+        if not view.layers_required:
+            return []
         if "layers" not in self.p.model_fields_set:
             return [(("layers",), "name the layers to compare: embedding, layer1 .. layerL (the LSTM default does "
                      "not apply)")]

@@ -16,7 +16,7 @@ from analyses.contextual_decomposition import lstm_weights
 from analyses.syntactic_interdependence import aggregate, pair_interdependence
 from runner.studies.training.data.treebank import ParsedSentence, load_treebank
 from runner.studies.training.data.tagsets import CLOSED_CLASS, OPEN_CLASS
-from runner.plugin.measures import hints, register
+from runner.plugin.measures import MeasureTags, hints, register
 from runner.studies.training.measure import CheckpointMeasure, TrainingParams
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,6 +63,7 @@ def _word_class(upos: str) -> str:
 @register
 class SyntaxInterdependence(CheckpointMeasure):
     Params = Params
+    tags = MeasureTags("checkpoint", requires=("text",), networks="networks", data="treebank")
     example = {"treebank": "en_ewt-ud-test.conllu"}  # for check_measure: the paper's treebank
     reference = CH5
 
