@@ -13,9 +13,9 @@ from training_helpers import tiny_spec
 
 def _run(p, ckpt_dir, stop_after_step=None):
     study = p.spec
-    corpus = p.state["corpus"] or read_corpus(study, p.state["tagsets"], p.spec_file.path.parent)
+    corpus = p.state.corpus or read_corpus(study, list(p.state.tagsets), p.spec_file.path.parent)
     items = []
-    for item in train(study.model[0], study.network_seed(0), study.training, corpus, p.state["steps"], "tid",
+    for item in train(study.model[0], study.network_seed(0), study.training, corpus, p.state.steps, "tid",
                       ckpt_dir, torch.device("cpu")):
         items.append(item)
         if stop_after_step is not None and isinstance(item, Saved) and item.step == stop_after_step:
@@ -27,7 +27,7 @@ def test_checkpoints_follow_the_schedule_and_are_safetensors(tmp_path):
     p = prepare(tiny_spec(tmp_path))
     items = _run(p, tmp_path / "a")
     saved = [i for i in items if isinstance(i, Saved)]
-    assert [s.step for s in saved] == p.state["steps"] == [0, 1, 4, 5, 15, 20, 40, 60]
+    assert [s.step for s in saved] == p.state.steps == [0, 1, 4, 5, 15, 20, 40, 60]
     assert isinstance(items[-1], Finished)
     weights = load_file(str(saved[-1].path))
     assert "model.embedding.weight" in weights and "model.lstm2.weight_hh_l0" in weights

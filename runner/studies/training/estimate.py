@@ -44,7 +44,7 @@ TAGS = 50
 def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
     if precision not in (None, "fp32"):
         raise NoEstimate("the training study trains in fp32")
-    stats = p.state["stats"]
+    stats = p.state.stats
     if stats is None:
         raise NoEstimate("the corpus has not been read")
     training = p.spec.training
@@ -60,7 +60,7 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
                    "embedding_dim", "hidden_dim", "num_layers", "dropout", "batch_size", "bptt", "clip", "momentum",
                    "eval_batch_size"}), "v": 2}
         timed = calibrated(key, lambda net=net: time_training(net, training, stats["vocab"], device, valid))
-        n_checkpoints = len(p.state["steps"])
+        n_checkpoints = len(p.state.steps)
         # per epoch: a validation pass and the resume file; per checkpoint: its file and the resume file
         ends = training.epochs * (timed["eval_s"] + timed["save_s"]) + 2 * n_checkpoints * timed["save_s"]
         seconds = sum(timed["setup_s"] + t.steps * timed["step_s"] + ends for t in trains)
@@ -92,14 +92,14 @@ class _MeasureTimer:
     def __call__(self, network: int, tasks: list) -> float | None:
         """Seconds of all of ``tasks`` (one network's measure tasks), or None."""
         p = self.p
-        if p.state.get("suites") is not None:
+        if p.state.suites is not None:
             self.why = "checkpoint suites' measures are not timed"
             return None
         busiest = max({t.checkpoint for t in tasks}, key=lambda c: (sum(t.checkpoint == c for t in tasks), c))
         first = {}  # one task of each measure, at the busiest checkpoint where it runs there
         for t in sorted(tasks, key=lambda t: t.checkpoint != busiest):
             first.setdefault(t.measure, t)
-        net, spec, stats = p.spec.model[network], p.spec, p.state["stats"]
+        net, spec, stats = p.spec.model[network], p.spec, p.state.stats
         key = {"study": "training-measures", "device": device_key(self.device), "torch": torch.__version__,
                "network": net.model_dump(mode="json", exclude={"name", "seed"}), "corpus": spec.corpus.model_dump(mode="json"),
                "stats": {k: stats[k] for k in ("vocab", "tokens")},
@@ -117,16 +117,17 @@ class _MeasureTimer:
     def corpus(self):
         if self._corpus is None:
             p = self.p
-            p.state["corpus"] = p.state["corpus"] or read_corpus(p.spec, p.state["tagsets"], p.spec_file.path.parent)
-            self._corpus = p.state["corpus"]
+            if p.state.corpus is None:
+                p.state = p.state.with_corpus(read_corpus(p.spec, list(p.state.tagsets), p.spec_file.path.parent))
+            self._corpus = p.state.corpus
         return self._corpus
 
     def _time(self, network: int, checkpoint: int, tasks: list) -> dict:
         """Load the network at ``checkpoint`` and run it over the analysis tokens (``load_s``), then
         run ``tasks`` as the session would (``task_s``: seconds by measure)."""
         p, corpus = self.p, self.corpus()
-        spec, steps = p.spec, p.state["steps"]
-        layout = build_layout(spec, steps, p.state["stats"]["steps_per_epoch"], corpus, None)
+        spec, steps = p.spec, p.state.steps
+        layout = build_layout(spec, steps, p.state.steps_per_epoch, corpus, None)
         with tempfile.TemporaryDirectory(prefix="calibration-") as tmp:
             paths = {}
             for n, net in enumerate(spec.model):  # every network: a task may read another's checkpoints
@@ -194,7 +195,7 @@ def _vocabulary(size: int) -> Vocabulary:
 
 
 def thread_key(p) -> dict:
-    stats, training = p.state["stats"], p.spec.training
+    stats, training = p.state.stats, p.spec.training
     return {"study": "training", "torch": torch.__version__, "vocab": stats["vocab"] if stats else None,
             "training": training.model_dump(mode="json", include={
                 "embedding_dim", "hidden_dim", "num_layers", "batch_size", "bptt"})}
@@ -203,9 +204,9 @@ def thread_key(p) -> dict:
 def thread_probe(p, device: torch.device):
     """One training step (forward and backward on random tokens) of the spec's LSTM language model,
     for :mod:`runner.run.threads`; None for suites of published checkpoints and unread corpora."""
-    stats, training = p.state["stats"], p.spec.training
+    stats, training = p.state.stats, p.spec.training
     lm = next((n for n in p.spec.model if n.kind == "lm"), None)
-    if stats is None or p.state.get("suites") or lm is None:
+    if stats is None or p.state.suites or lm is None:
         return None
     empty = torch.zeros(0, dtype=torch.long)
     model = build_model(lm, training, Corpus(_vocabulary(stats["vocab"]), empty, empty, empty), 0, device)

@@ -61,16 +61,16 @@ class TrainingSession:
     def __init__(self, p: Prepared, device):
         self.p, self.spec, self.device = p, p.spec, device
         st = p.state
-        corpus = st["corpus"] or read_corpus(self.spec, st["tagsets"], p.spec_file.path.parent)
-        if corpus_key(corpus) != st["stats"]["corpus_key"]:  # the source changed under the same identity (a hub set)
-            st["stats_file"].unlink(missing_ok=True)
+        corpus = st.corpus or read_corpus(self.spec, list(st.tagsets), p.spec_file.path.parent)
+        if corpus_key(corpus) != st.stats["corpus_key"]:  # the source changed under the same identity (a hub set)
+            st.stats_file.unlink(missing_ok=True)
             raise SourceUnavailable(f"[corpus] source {self.spec.corpus.source!r} changed since it was planned; run apply "
                               "again to plan it anew")
-        st["corpus"] = corpus  # a distributed executor's workers get it with the plan: they never read the source
+        p.state = st.with_corpus(corpus)  # a distributed executor's workers get it with the plan: they never read it
         set_precision("fp32")  # the thesis' LSTMs in IEEE fp32 (cuDNN would otherwise use TF32 on CUDA)
-        self.corpus, self.steps = corpus, st["steps"]
-        self.spe = st["stats"]["steps_per_epoch"]
-        self.suites = st.get("suites")
+        self.corpus, self.steps = corpus, st.steps
+        self.spe = st.steps_per_epoch
+        self.suites = st.suites
         sentence = sentence_words(self.spec, corpus)  # known only now: what a shared measure cannot do with it
         late = [p.spec_file.problem(loc, message)
                 for loc, message in measure_problems("training", self.spec, self.spec.view().knowing(sentence))]

@@ -42,6 +42,7 @@ from runner.studies.training.spec import (
 )
 from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.session import TrainingSession, corpus_key, read_corpus
+from runner.studies.training.state import TrainingState
 from runner.studies.training.train import steps_per_epoch
 from runner.plugin.measures import measures
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
@@ -180,16 +181,14 @@ class TrainingStudy(Study):
             tasks += [Task("", m.kind, m.kind, labels.index(n), task_label(m.kind, m.params()))
                       for m in spec.measure for n in spec.measured(m)]
             return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
-                            state={"stats": None, "steps": suites.steps if suites else None, "corpus": None,
-                                   "suites": suites})
+                            state=TrainingState(None, suites.steps if suites else None, suites=suites))
         if suites is not None:
             sizes.check_suites(spec, stats, _configs(spec, suites))
             identities = [[suites.identity(n, c, net) for c in range(len(suites.steps))]
                           for n, net in enumerate(spec.model)]
             return Prepared(self, spec, sf, suite_tasks(spec, identities, stats["corpus_key"]), labels,
-                            spec.training.device, unmet, state={"stats": stats, "steps": suites.steps, "corpus": corpus,
-                                                                "stats_file": stats_file, "tagsets": tagsets,
-                                                                "suites": suites})
+                            spec.training.device, unmet,
+                            state=TrainingState(stats, suites.steps, corpus, stats_file, tuple(tagsets), suites))
         if stats["steps_per_epoch"] < 1:
             raise SpecError(sf.path, [sf.problem(("training", "batch_size"), f"batch_size x bptt ({spec.training.batch_size} "
                                                  f"x {spec.training.bptt}) is larger than the training split "
@@ -214,11 +213,10 @@ class TrainingStudy(Study):
         sizes.check_training(spec, stats, spec.store_path().absolute())
         steps, tasks = make_tasks(spec, stats["steps_per_epoch"], stats["corpus_key"])
         return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
-                        state={"stats": stats, "steps": steps, "corpus": corpus, "stats_file": stats_file,
-                               "tagsets": tagsets})
+                        state=TrainingState(stats, steps, corpus, stats_file, tuple(tagsets)))
 
     def describe(self, p: Prepared) -> list[str]:
-        s, stats, steps = p.spec, p.state["stats"], p.state["steps"]
+        s, stats, steps = p.spec, p.state.stats, p.state.steps
         if stats is None:
             lines = [f"corpus     {s.corpus.source}: not read (see the requirements below); the schedule and the "
                      "task ids follow once it is"]
@@ -245,7 +243,7 @@ class TrainingStudy(Study):
 
     @staticmethod
     def _describe_suites(p: Prepared) -> list[str]:
-        s, suites = p.spec, p.state.get("suites")
+        s, suites = p.spec, p.state.suites
         lines = []
         if suites is not None:
             steps = suites.steps
@@ -265,9 +263,9 @@ class TrainingStudy(Study):
         return lines
 
     def plan_json(self, p: Prepared) -> dict:
-        stats, suites = p.state["stats"], p.state.get("suites")
+        stats, suites = p.state.stats, p.state.suites
         out = {"steps_per_epoch": stats["steps_per_epoch"] if stats and not suites else None,
-               "checkpoint_steps": p.state["steps"]}
+               "checkpoint_steps": p.state.steps}
         if suites is not None:
             todo = [f for f in suites.fetch if not f.cached and f.missing is None]
             out["downloads"] = {"checkpoints": len(todo), "bytes": sum(f.bytes or 0 for f in todo),

@@ -40,7 +40,7 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
         raise NoEstimate("the TransJect study trains in fp32")
     timer = _Calibration(p, device)
     units, warm = [], 0.0
-    for n, net in enumerate(p.state["nets"]):
+    for n, net in enumerate(p.state.nets):
         tasks = [t for t in p.tasks if t.network == n]
         lead, measures = tasks[0], tasks[1:]
         key = {"study": "transject", "device": device_key(device), "torch": torch.__version__,

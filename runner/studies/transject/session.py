@@ -100,8 +100,8 @@ class TransJectSession:
     def __init__(self, p: Prepared, device):
         self.p, self.spec, self.device = p, p.spec, device
         spec, d = p.spec, p.spec.data
-        data = p.state.get("data") or read_data(p)
-        p.state["data"] = data  # a distributed executor's workers get it with the plan: they never read the source
+        data = p.state.data or read_data(p)
+        p.state = p.state.with_data(data)  # a distributed executor's workers get it with the plan: they never read it
         train, test = data.train, data.test
         self.vocab, self.unk = data.vocab, data.unk
         self.n_classes = d.n_classes or d.implied("n_classes") or max(train.labels + test.labels) + 1
@@ -115,8 +115,8 @@ class TransJectSession:
         self.test_split = test
         self.sentence = data.sentence
         self.spe = steps_per_epoch(len(self.train.labels), spec.training.batch_size)
-        self.nets = p.state["nets"]
-        self.dirs = p.state["dirs"]
+        self.nets = p.state.nets
+        self.dirs = p.state.dirs
         self.vocabs: dict[int, list[str]] = {}
         for n, net in enumerate(self.nets):
             m = net["entry"]

@@ -39,6 +39,7 @@ from runner.studies.transject.measure import TransJectShape
 from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, resolve_checkpoint)
 from runner.studies.transject.session import TransJectSession, tokenizer_problem
 from runner.studies.transject.spec import BASELINES, TABLES, TransJectSpec, spec_model
+from runner.studies.transject.state import TransJectState
 
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
 TRAIN_VERSION = 1
@@ -140,7 +141,7 @@ class TransJectStudy(Study):
                                       needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(reads)),
                                       group=f"measures:{n}:{e}", params=meas.params(), key=payload))
         return Prepared(self, spec, sf, tasks, [x["label"] for x in nets], spec.training.device, unmet,
-                        state={"nets": nets, "dirs": dirs})
+                        state=TransJectState(nets, dirs))
 
     def describe(self, p: Prepared) -> list[str]:
         s = p.spec
@@ -153,7 +154,7 @@ class TransJectStudy(Study):
                  + (f" max_test={d.max_test}" if d.max_test else "") + f" analysis_examples={d.analysis_examples}"]
         lines.append("training   " + " ".join(f"{k}={v}" for k, v in s.training.model_dump().items()))
         lines.append("models")
-        for net in p.state["nets"]:
+        for net in p.state.nets:
             m = net["entry"]
             what = f"checkpoint {m.checkpoint}" if m.checkpoint else (
                 f"{m.variant} seed={net['seed']} L={m.n_layers} d={m.d_model} pooling={s.pooling(m)} "
@@ -165,7 +166,7 @@ class TransJectStudy(Study):
         return lines
 
     def plan_json(self, p: Prepared) -> dict:
-        return {"epochs": p.spec.training.epochs, "networks": [n["label"] for n in p.state["nets"]]}
+        return {"epochs": p.spec.training.epochs, "networks": [n["label"] for n in p.state.nets]}
 
     def estimate(self, p: Prepared, device, precision, calibrated):
         return estimate(p, device, precision, calibrated)
