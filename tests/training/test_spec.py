@@ -8,7 +8,7 @@ from runner.run.prepare import validate_spec as load_training_spec
 from runner.spec.specfile import SpecError, read_toml
 from runner.plugin.study import study_for
 from runner.studies.training.plan import checkpoint_steps
-from runner.studies.training.spec import CheckpointSpec, LogSpaced, TrainingSpec
+from runner.studies.training.spec import CheckpointSpec, LogSpaced, LSTMTraining
 
 
 def is_training_spec(path) -> bool:
@@ -18,7 +18,7 @@ from training_helpers import ROOT, tiny_spec
 
 
 def test_defaults_are_the_thesis():
-    t = TrainingSpec()
+    t = LSTMTraining()
     assert (t.lr, t.lr_decay, t.clip, t.batch_size, t.bptt, t.dropout, t.epochs) == (20.0, 4.0, 0.25, 40, 35, 0.2, 50)
     assert (t.embedding_dim, t.hidden_dim, t.num_layers, t.momentum) == (200, 200, 2, 0.0)
     assert CheckpointSpec().every_epoch

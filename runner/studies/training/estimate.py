@@ -27,7 +27,7 @@ from runner.studies.training.data.corpus import Corpus, TagStreams, Variant
 from runner.studies.training.data.tokens import Vocabulary, batchify
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.studies.training.session import read_corpus
-from runner.studies.training.spec import NetworkSpec, TrainingSpec
+from runner.studies.training.spec import NetworkSpec, LSTMTraining
 from runner.checkpointed.files import save, weights
 from runner.studies.training.train import build_model, evaluate, train
 from runner.plugin.measures import measures
@@ -152,7 +152,7 @@ class _MeasureTimer:
         return {"load_s": load_s, "task_s": task_s}
 
 
-def time_training(net: NetworkSpec, training: TrainingSpec, vocab: int, device: torch.device,
+def time_training(net: NetworkSpec, training: LSTMTraining, vocab: int, device: torch.device,
                   valid_tokens: int = 0) -> dict:
     """Train the network on random tokens until a few steps are timed; then time a validation pass
     over ``valid_tokens`` random tokens (``eval_s``) and one checkpoint file (``save_s``)."""

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_val
 from models.source import Source, SourceText
 from models.suites import parse_revisions, step_of
 from runner.checkpointed.measure import ActivationView
+from runner.checkpointed.table import TrainingTable
 from runner.core.device import DeviceName
 from runner.data.registry import TAGGED, DataSource, check_data, data_source_for
 from runner.plugin.measures import measures, params_union
@@ -210,7 +211,7 @@ class CorpusSpec(Table):
         return self.model_dump(mode="json", exclude={k for k, v in later.items() if getattr(self, k) == v})
 
 
-class TrainingSpec(Table):
+class LSTMTraining(TrainingTable):
     epochs: int = Field(50, ge=1)
     """Passes over the training split (thesis: 50)."""
     lr: float = Field(20.0, gt=0)
@@ -367,7 +368,7 @@ class TrainingStudySpec(StudySpec):
     """A training spec (its ``measure`` list is typed by :func:`spec_model`)."""
 
     corpus: CorpusSpec
-    training: TrainingSpec = TrainingSpec()
+    training: LSTMTraining = LSTMTraining()
     checkpoints: CheckpointSpec = CheckpointSpec()
     model: list[NetworkSpec] = Field(min_length=1)
     measure: list[Any] = Field(default_factory=list)
@@ -534,7 +535,7 @@ def _spec_model(kinds: tuple[str, ...]) -> type[TrainingStudySpec]:
                         measure=(list[params_union("training")], Field(default_factory=list)))  # type: ignore[valid-type]
 
 
-TABLES = {"corpus": CorpusSpec, "scaffold": ScaffoldSpec, "training": TrainingSpec, "checkpoints": CheckpointSpec, "log_spaced": LogSpaced,
+TABLES = {"corpus": CorpusSpec, "scaffold": ScaffoldSpec, "training": LSTMTraining, "checkpoints": CheckpointSpec, "log_spaced": LogSpaced,
           "model": NetworkSpec}
 
 

@@ -26,10 +26,10 @@ from runner.checkpointed import loop as checkpointed
 from runner.checkpointed.loop import Finished, Saved
 from runner.studies.training.data.tokens import batchify, get_batch
 from runner.studies.training.data.corpus import Corpus
-from runner.studies.training.spec import NetworkSpec, TrainingSpec
+from runner.studies.training.spec import NetworkSpec, LSTMTraining
 
 
-def build_model(net: NetworkSpec, training: TrainingSpec, corpus: Corpus, seed: int, device="cpu"):
+def build_model(net: NetworkSpec, training: LSTMTraining, corpus: Corpus, seed: int, device="cpu"):
     """The network of a spec entry, initialised from ``seed`` (the LSTM family of :mod:`models.registry`)."""
     sizes = dict(vocab_size=len(corpus.vocab), embedding_dim=training.embedding_dim, hidden_dim=training.hidden_dim,
                  dropout=training.dropout)
@@ -40,7 +40,7 @@ def build_model(net: NetworkSpec, training: TrainingSpec, corpus: Corpus, seed: 
     return family_for(source).build(source, params=params, seed=seed, device=device)
 
 
-def steps_per_epoch(n_tokens: int, training: TrainingSpec) -> int:
+def steps_per_epoch(n_tokens: int, training: LSTMTraining) -> int:
     rows = n_tokens // training.batch_size
     return len(range(0, rows - 1, training.bptt))
 
@@ -86,7 +86,7 @@ def evaluate(model, words: Tensor, tags: Tensor | None, bptt: int) -> float:
     return total / max(count, 1)
 
 
-def own_steps(steps: list[int], spe: int, corpus: Corpus, net: NetworkSpec, training: TrainingSpec) -> list[int]:
+def own_steps(steps: list[int], spe: int, corpus: Corpus, net: NetworkSpec, training: LSTMTraining) -> list[int]:
     """The checkpoint steps of a network: the schedule's, which counts steps of the LM corpus; a tagger
     of another corpus (GMB, the longest documents) keeps checkpoint k at the same fraction of training
     (``round(step * spe / spe_lm)``), so epoch ends stay epoch ends."""
@@ -106,7 +106,7 @@ class LSTMRun:
     curve_names = ("train_loss", "lr", "val_loss", "epoch_train_loss", "epoch_lr")
     checkpoint_name = staticmethod(checkpoint_name)
 
-    def __init__(self, net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, device: torch.device):
+    def __init__(self, net: NetworkSpec, seed: int, training: LSTMTraining, corpus: Corpus, device: torch.device):
         self.training, self.epochs = training, training.epochs
         train_stream, valid_stream = (corpus.tagger_streams(net.tagset) if net.kind == "tagger"
                                       else corpus.streams(net.corpus_variant))
@@ -176,7 +176,7 @@ class LSTMRun:
             self.hidden = tuple((t[f"hidden.{k}.h"], t[f"hidden.{k}.c"]) for k in range(self.model.num_layers))
 
 
-def train(net: NetworkSpec, seed: int, training: TrainingSpec, corpus: Corpus, steps: list[int], train_id: str,
+def train(net: NetworkSpec, seed: int, training: LSTMTraining, corpus: Corpus, steps: list[int], train_id: str,
           ckpt_dir: Path, device: torch.device, progress: Callable[[int], None] | None = None,
           ) -> Iterator[Saved | Finished]:
     """Train (or resume) one network; yield after each scheduled checkpoint is saved, then Finished."""

@@ -15,6 +15,7 @@ from pydantic import Field, create_model, model_validator
 
 from models.source import SourceText
 from runner.checkpointed.measure import ActivationView
+from runner.checkpointed.table import TrainingTable
 from runner.data.registry import DataSource, data_source_for
 from runner.core.device import DeviceName
 from runner.plugin.measures import measures, params_union
@@ -107,7 +108,7 @@ class DataSpec(Table):
         return (self.reader.defaults if self.reader else {}).get(key, default)
 
 
-class TrainingSpec(Table):
+class TransJectTraining(TrainingTable):
     epochs: int = Field(30, ge=1)
     """Epochs at most (paper: 30)."""
     patience: int | None = Field(4, ge=1)
@@ -170,7 +171,7 @@ class ModelSpec(Table):
 
 class TransJectSpec(StudySpec):
     data: DataSpec
-    training: TrainingSpec = TrainingSpec()
+    training: TransJectTraining = TransJectTraining()
     model: list[ModelSpec] = Field(min_length=1)
     measure: list[Any] = Field(default_factory=list)
 
@@ -269,4 +270,4 @@ def _spec_model(kinds: tuple[str, ...]) -> type[TransJectSpec]:
                         measure=(list[params_union("transject")], Field(default_factory=list)))  # type: ignore[valid-type]
 
 
-TABLES = {"data": DataSpec, "listops": ListOpsSpec, "training": TrainingSpec, "model": ModelSpec}
+TABLES = {"data": DataSpec, "listops": ListOpsSpec, "training": TransJectTraining, "model": ModelSpec}

@@ -31,7 +31,7 @@ from runner.studies.transject.data.classification import Encoded
 from runner.storage.checkpoint import read_tensors
 from runner.storage.store import atomic_write_bytes
 from runner.studies.transject.models import build
-from runner.studies.transject.spec import TrainingSpec
+from runner.studies.transject.spec import TransJectTraining
 
 
 @torch.no_grad()
@@ -73,7 +73,7 @@ class TransJectRun:
     curve_names = ("train_loss", "test_loss", "test_accuracy")
     checkpoint_name = staticmethod(checkpoint_name)
 
-    def __init__(self, variant: str, params: dict, seed: int, tr: TrainingSpec, train: Encoded, test: Encoded, device):
+    def __init__(self, variant: str, params: dict, seed: int, tr: TransJectTraining, train: Encoded, test: Encoded, device):
         self.model = build(variant, params, seed, device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=tr.lr, betas=tr.betas, eps=tr.eps)
         self.tr, self.train, self.test, self.seed, self.device = tr, train, test, seed, device
@@ -122,7 +122,7 @@ def train_run(run: TransJectRun, train_id: str, label: str, ckpt_dir: Path, devi
     yield from checkpointed.train(run, run.seed, steps, train_id, label, ckpt_dir, device, progress)
 
 
-def train(variant: str, params: dict, seed: int, tr: TrainingSpec, train: Encoded, test: Encoded, train_id: str,
+def train(variant: str, params: dict, seed: int, tr: TransJectTraining, train: Encoded, test: Encoded, train_id: str,
           label: str, ckpt_dir: Path, device, progress: Callable[[int], None] | None = None,
           ) -> Iterator[Saved | Finished]:
     """Train (or resume) one network of the spec; yield after each epoch's checkpoint is saved, then Finished."""
