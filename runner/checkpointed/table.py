@@ -1,4 +1,4 @@
-"""The ``[training]`` table every study with checkpoints starts from."""
+"""The table of run settings every study with checkpoints starts from."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from runner.spec.specfile import Table
 
 
 class TrainingTable(Table):
-    """Base of a study's ``[training]`` table: how long, in batches of what size, on which device. A
+    """Base of a study's table of run settings: how long, in batches of what size, on which device. A
     study redeclares the fields with its paper's defaults and adds its optimiser's settings."""
 
     epochs: int = Field(1, ge=1)

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from runner.checkpointed.measure import ActivationView, network_problems
 from runner.plugin.measures import Measure, MeasureParams, MeasureTags
+from runner.studies.training.spec import NEEDS
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.studies.training.context import Context
@@ -46,14 +47,6 @@ class TrainingShape:
     """Per network: the corpus variant it trains on (scaffold corpora), else None."""
     sentence: list[str] = field(default_factory=list)
     """Tokens of the analysis sentence (``runner.studies.training.context.analysis_sentence``)."""
-
-
-#: What a training measure may require of the corpus (its tags' ``requires``), and what the spec says
-#: when the corpus lacks it.
-NEEDS = {
-    "scaffold": "measures the scaffold test sets; it needs [corpus] source = \"scaffold:\"",
-    "text": "reads English; the scaffold corpus' networks cannot",
-}
 
 
 class CheckpointMeasure(Measure):

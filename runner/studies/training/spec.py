@@ -23,7 +23,6 @@ from runner.data.registry import TAGGED, DataSource, check_data, data_source_for
 from runner.plugin.measures import measures, params_union
 from runner.spec.specfile import Name, SpecFile, StudySpec, Table, repeated
 from runner.studies.training.data.corpus import scaffold_variants
-from runner.studies.training.measure import NEEDS
 from runner.studies.training.data.scaffold import (
     ScaffoldConfig,
     fill_problem,
@@ -209,6 +208,14 @@ class CorpusSpec(Table):
         later = {"doc_field": None, "max_vocab": None, "tag_articles": None, "gmb_pos": None, "gmb_sem": None,
                  "analysis_split": "valid", "scaffold": None}
         return self.model_dump(mode="json", exclude={k for k, v in later.items() if getattr(self, k) == v})
+
+
+#: What a training measure may require of the corpus (its tags' ``requires``), and what the spec says
+#: when the corpus lacks it.
+NEEDS = {
+    "scaffold": "measures the scaffold test sets; it needs [corpus] source = \"scaffold:\"",
+    "text": "reads English; the scaffold corpus' networks cannot",
+}
 
 
 class LSTMTraining(TrainingTable):
