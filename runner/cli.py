@@ -45,6 +45,7 @@ from runner.run.changes import compare, summary
 from runner.run.execute.registry import ExecutorOptions, executor_problem, executors
 from runner.run.threads import for_run
 from runner.run.threads import use as use_threads
+from runner.spec.commandline import command
 from runner.storage.location import is_url, location
 
 
@@ -495,18 +496,19 @@ def cmd_apply(args) -> int:
                              + ", ".join(str(p.store_path) for p in prepared))
         from runner.tui.app import run_apply_with_monitor  # lazy: filelock, numpy, textual_plotext
 
-        return run_apply_with_monitor(args.spec, device=args.device, overrides=args.set)
+        return run_apply_with_monitor(args.spec, device=args.device, overrides=args.set, store=store_path)
     if not args.quiet and "outside" in describe_store(store_path):
         print(f"store: {describe_store(store_path)}", file=sys.stderr)
     finish_tracking = _stream_to_tracker(args.log_to, [p.store_path for p in prepared]) if args.log_to else None
     try:
         if sweep is None:
             code = report_outcome(apply(prepared[0], device=args.device, quiet=args.quiet, executor=options,
-                                        replace=args.replace, threads=args.threads), args.spec, store_path)
+                                        replace=args.replace, threads=args.threads), args.spec, store_path,
+                                  args.set)
         else:
             code = report_outcome(apply_sweep(sweep, prepared, device=args.device, quiet=args.quiet,
                                               executor=options, replace=args.replace, threads=args.threads),
-                                  args.spec, store_path)
+                                  args.spec, store_path, args.set)
     finally:
         if finish_tracking is not None:
             finish_tracking()
@@ -539,13 +541,13 @@ def _stream_to_tracker(target: str, stores: list[Path]):
     return finish
 
 
-def report_outcome(outcome, spec: Path, store_path: Path) -> int:
-    """Say what an apply did and return its exit code."""
+def report_outcome(outcome, spec: Path, store_path: Path, overrides=()) -> int:
+    """Say what an apply did and return its exit code (a hint to run it again keeps ``overrides``)."""
     from runner.run.apply import open_snippet  # lazy: filelock, pydantic, torch
 
     if outcome.interrupted:
-        print(f"interrupted; finished work is kept in {store_path}; run `runner apply {spec}` to resume",
-              file=sys.stderr)
+        print(f"interrupted; finished work is kept in {store_path}; run `{command('apply', spec, overrides)}` to "
+              "resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     if not outcome.ran and not outcome.failed:
         print(f"nothing to do: all {outcome.skipped} tasks of {spec} are done in {store_path}")

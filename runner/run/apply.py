@@ -33,6 +33,8 @@ from runner.storage.verify import Damage, repair, verify
 from runner.storage.store import (Store, StorePathError, StoreWriteError, read_tasks, records_lost, root_attrs,
                                   runner_dir, writing)
 from runner.plugin.study import Prepared, ShardError
+from runner.spec.commandline import command
+from runner.spec.specfile import SpecFile
 from runner.spec.sweep import Sweep, is_sweep, record
 from runner.run.threads import ThreadChoice, for_run
 from runner.run.threads import use as use_threads
@@ -48,8 +50,10 @@ class ReplaceRefused(ConsentNeeded):
     """Applying the spec would replace or drop finished results, and the user has not agreed to it
     (``apply --replace`` or ``[experiment] replace = true``); nothing ran."""
 
-    def __init__(self, store: Path, spec: Path, changes: Changes | None, extra: list[str] | None = None,
+    def __init__(self, store: Path, spec: SpecFile, changes: Changes | None, extra: list[str] | None = None,
                  lost_records: bool = False):
+        rerun = command("apply", spec.path, spec.overrides, "--replace")
+        spec = spec.path
         self.changes = changes
         lines = []
         if lost_records:
@@ -71,7 +75,7 @@ class ReplaceRefused(ConsentNeeded):
             + ("Nothing was run. A store on object storage keeps no earlier version, so they cannot be replaced "
                "there: give the changed spec another [experiment] name or store URL." if is_url(store) else
                f"Nothing was run. To replace them, keeping the store as it is now readable in {history_dir(store)}/: "
-               f"`runner apply {spec} --replace` (or [experiment] replace = true). To keep both, give the changed "
+               f"`{rerun}` (or [experiment] replace = true). To keep both, give the changed "
                "spec another [experiment] name or store."))
 
 
@@ -129,7 +133,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     changes = compare(p.tasks, p.labels, done)
     lost_records = records_lost(p.store_path)
     if (changes.needs_consent or lost_records) and not consent:  # said before anything is loaded
-        raise ReplaceRefused(p.store_path, p.spec_file.path, changes, lost_records=lost_records)
+        raise ReplaceRefused(p.store_path, p.spec_file, changes, lost_records=lost_records)
     dev = pick_device(device or p.device)
     make_deterministic(dev)
     cpu = for_run(p, dev, threads, Calibrator())
@@ -153,7 +157,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             reshape = store.reshape(session.layout)
             also = [tid for tid in reshape.lost(done) if tid not in {t.id for t in p.tasks} and tid not in changes.lost()]
             if (changes.needs_consent or also or lost_records) and not consent:
-                raise ReplaceRefused(p.store_path, p.spec_file.path, changes,
+                raise ReplaceRefused(p.store_path, p.spec_file, changes,
                                      [f"{summary(also, done)}: its arrays change shape"] if also else None,
                                      lost_records)
             kept = None
@@ -304,7 +308,7 @@ def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = 
         refused = [(p, compare(p.tasks, p.labels, read_tasks(p.store_path))) for p in prepared]
         for p, changes in refused:
             if changes.needs_consent or records_lost(p.store_path):
-                raise ReplaceRefused(p.store_path, p.spec_file.path, changes, lost_records=records_lost(p.store_path))
+                raise ReplaceRefused(p.store_path, p.spec_file, changes, lost_records=records_lost(p.store_path))
     record(sweep, prepared[0].spec_file.text)
     options = executor or ExecutorOptions()
     try:

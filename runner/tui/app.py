@@ -26,6 +26,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
+from runner.spec.commandline import command
 from runner.storage.location import location
 from runner.tui.reader import StoreData, StoreWatcher, read_summaries
 from runner.tui.state import RunState
@@ -326,8 +327,10 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_apply_with_monitor(spec_path: Path, device: str | None = None, overrides: list[str] = ()) -> int:
-    """Run ``runner apply SPEC`` in a subprocess and monitor its store; quitting stops it with SIGINT.
+def run_apply_with_monitor(spec_path: Path, device: str | None = None, overrides: list[str] = (),
+                           store: Path | None = None) -> int:
+    """Run ``runner apply SPEC`` in a subprocess and monitor its store (``store``: where the spec with
+    its ``overrides`` writes; default the spec's own); quitting stops it with SIGINT.
 
     The apply runs in a session of its own, so a Ctrl-C typed into the terminal reaches the monitor
     only; the monitor then stops the apply with one SIGINT (it finishes its step and exits 130)."""
@@ -338,7 +341,7 @@ def run_apply_with_monitor(spec_path: Path, device: str | None = None, overrides
     with tempfile.TemporaryFile(mode="w+") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            MonitorApp(Path(spec_path), process=proc, spec=Path(spec_path)).run()
+            MonitorApp(store or Path(spec_path), process=proc, spec=Path(spec_path)).run()
         finally:
             if proc.poll() is None:
                 print(f"stopping apply (pid {proc.pid}) with SIGINT…", file=sys.stderr)
@@ -348,8 +351,8 @@ def run_apply_with_monitor(spec_path: Path, device: str | None = None, overrides
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-                print(f"apply interrupted; finished work is kept; run `runner apply {spec_path}` to resume",
-                      file=sys.stderr)
+                print(f"apply interrupted; finished work is kept; run `{command('apply', spec_path, overrides)}` "
+                      "to resume", file=sys.stderr)
         log.seek(0)
         out = log.read().strip()
     code = exit_code(proc.returncode)

@@ -181,3 +181,11 @@ def test_a_copy_cut_short_is_never_a_version(applied, in_process):
     spec.write_text(spec.read_text().replace("steps = 40", "steps = 50"))
     assert in_process("apply", spec, "-q", "--replace")[0] == 0
     assert len(versions(store)) == 1 and not partial.exists()
+
+
+def test_the_hint_to_replace_keeps_the_overrides_the_user_gave(applied, in_process):
+    """Following the exit-77 hint applies the spec the user ran, overrides included (issue 37)."""
+    spec, store = applied
+    code, _, err = in_process("apply", spec, "-q", "--set", "dynamics.steps=50")
+    assert code == 77 and "steps: 40 -> 50" in err
+    assert f"`runner apply {spec} --set dynamics.steps=50 --replace`" in err, err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 import xarray as xr
@@ -100,3 +101,17 @@ def test_apply_runs_the_overridden_spec_and_keeps_the_overrides(in_process, spec
     assert code == 0  # nothing to do
     code, _, err = in_process("apply", spec, "-q")  # without it: other parameters, finished results kept
     assert code == 77, err
+
+
+def test_a_hint_to_run_again_keeps_the_overrides_quoted_to_paste(capsys):
+    import shlex
+    from types import SimpleNamespace
+
+    from runner.cli import report_outcome
+    from runner.spec.commandline import command
+
+    line = command("apply", Path("my specs/x.toml"), ['experiment.name="a b"', "dynamics.steps=80"], "--replace")
+    assert shlex.split(line) == ["runner", "apply", "my specs/x.toml", "--set", 'experiment.name="a b"', "--set",
+                                 "dynamics.steps=80", "--replace"]
+    code = report_outcome(SimpleNamespace(interrupted=True), Path("x.toml"), Path("store/a.zarr"), ["dynamics.steps=80"])
+    assert code == 130 and "run `runner apply x.toml --set dynamics.steps=80` to resume" in capsys.readouterr().err

@@ -232,16 +232,19 @@ def test_apply_with_monitor_stops_apply_with_sigint(tmp_path, monkeypatch, capsy
             self.watcher.poll()
             st = self.watcher.status()
             if st["state"] == "running" and any(t.get("step") for t in st["tasks"]):
-                seen["running"] = True
+                seen["running"], seen["store"] = True, st["store"]
                 break
             time.sleep(0.1)
 
     monkeypatch.setattr(MonitorApp, "run", fake_run)
-    code = app_module.run_apply_with_monitor(tmp_path / "live.toml")
-    assert seen.get("running") and code == 130
+    # run with an override, as `runner apply live.toml --set ... --monitor` does: the monitor watches the
+    # store the overridden spec writes, and the hint to resume keeps the override
+    other = tmp_path / "store" / "other.zarr"
+    code = app_module.run_apply_with_monitor(tmp_path / "live.toml", overrides=['experiment.name="other"'], store=other)
+    assert seen.get("running") and code == 130 and seen["store"] == str(other)
     err = capsys.readouterr().err
-    assert "SIGINT" in err and "resume" in err
-    assert load_status(tmp_path / "store" / "live.zarr")["state"] == "interrupted"
+    assert "SIGINT" in err and "resume" in err and "--set 'experiment.name=\"other\"'" in err
+    assert load_status(other)["state"] == "interrupted" and not (tmp_path / "store" / "live.zarr").exists()
 
 
 def test_fold_status_accepts_a_liveness_probe(done_root):
