@@ -255,7 +255,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
     first = prepared[0]
     _say(f"experiment {first.spec.experiment.name}: {first.spec.experiment.description}")
     _say(f"study      {first.study.name}")
-    _say(f"store      {describe_store(sweep.root)}")
+    _say(f"store      {describe_store(sweep.root, first.spec_file.path)}")
     if args.set:
         _say("overrides  " + " ".join(f"--set {o}" for o in args.set))
     for line in sweep.describe():
@@ -309,7 +309,7 @@ def _plan_one(args, p) -> int:
     spec = p.spec
     _say(f"experiment {spec.experiment.name}: {spec.experiment.description}")
     _say(f"study      {p.study.name}")
-    _say(f"store      {describe_store(p.store_path)}")
+    _say(f"store      {describe_store(p.store_path, p.spec_file.path)}")
     if args.set:
         _say("overrides  " + " ".join(f"--set {o}" for o in args.set))
     for line in p.study.describe(p):
@@ -497,8 +497,9 @@ def cmd_apply(args) -> int:
         from runner.tui.app import run_apply_with_monitor  # lazy: filelock, numpy, textual_plotext
 
         return run_apply_with_monitor(args.spec, device=args.device, overrides=args.set, store=store_path)
-    if not args.quiet and "outside" in describe_store(store_path):
-        print(f"store: {describe_store(store_path)}", file=sys.stderr)
+    where = describe_store(store_path, prepared[0].spec_file.path)
+    if not args.quiet and where != str(store_path):
+        print(f"store: {where}", file=sys.stderr)
     finish_tracking = _stream_to_tracker(args.log_to, [p.store_path for p in prepared]) if args.log_to else None
     try:
         if sweep is None:

@@ -375,14 +375,23 @@ def _task_info(t, p: Prepared, done: bool) -> dict:
             **({"group": t.group} if t.group else {}), **({"not_applicable": t.skip} if t.skip else {})}
 
 
-def describe_store(path: Path) -> str:
-    """Where the store goes, said plainly when that is outside the working directory."""
+def describe_store(path: Path, spec: Path | None = None) -> str:
+    """Where the store goes, said plainly when that is outside the working directory, or when a
+    relative store of a ``spec`` in another folder goes under the working directory (not the spec's
+    project), naming a store of that path beside the spec when there is one."""
     if isinstance(path, Remote):
         return f"{path} (object storage)"
+    cwd = Path.cwd()
     absolute = path.absolute()
-    if absolute.is_relative_to(Path.cwd()):
-        return str(path)
-    return f"{absolute} (outside the working directory {Path.cwd()})"
+    text = str(path) if absolute.is_relative_to(cwd) else f"{absolute} (outside the working directory {cwd})"
+    if spec is None or path.is_absolute() or Path(spec).absolute().parent.is_relative_to(cwd):
+        return text
+    text += " (relative to the working directory, not to the spec's folder)"
+    for root in list(Path(spec).absolute().parents)[:3]:
+        if (root / path).exists() and (root / path).resolve() != absolute.resolve():
+            return text + (f"; {root / path} exists: run from {root} to use it, or set [experiment] store "
+                           "to an absolute path")
+    return text
 
 
 def open_snippet(store_path: Path) -> str:

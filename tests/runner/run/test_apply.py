@@ -186,3 +186,23 @@ def test_status_and_show(tmp_path):
     show = run_cli("show", tmp_path / "store/status.zarr", cwd=tmp_path)
     assert "lyapunov_per_step" in show.stdout and "completed tasks: 8" in show.stdout
     assert "mean lambda/step" in show.stdout and "logistic=0.69" in show.stdout  # ln 2
+
+
+def test_a_spec_run_from_another_folder_says_where_its_relative_store_goes(tmp_path):
+    """`runner plan ../proj/specs/x.toml` from elsewhere plans into ./store: plan says so, and names the
+    store the spec has beside it (issue 37)."""
+    from tests.runner.helpers import maps_spec, run_cli, write_spec
+
+    project = tmp_path / "proj"
+    (project / "specs").mkdir(parents=True)
+    spec = write_spec(project / "specs", maps_spec("where", steps=20, samples=4))
+    assert run_cli("apply", "specs/spec.toml", cwd=project).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = run_cli("plan", spec, "--no-estimate", cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    said = " ".join(out.stdout.split())  # plan wraps its lines to the terminal
+    assert "relative to the working directory" in said and f"{project / 'store' / 'where.zarr'} exists" in said
+    assert f"run from {project}" in said
+    here = run_cli("plan", "specs/spec.toml", "--no-estimate", cwd=project)
+    assert next(x for x in here.stdout.splitlines() if x.startswith("store")).split() == ["store", "store/where.zarr"]
