@@ -498,7 +498,7 @@ def cmd_apply(args) -> int:
 
         return run_apply_with_monitor(args.spec, device=args.device, overrides=args.set, store=store_path)
     where = describe_store(store_path, prepared[0].spec_file.path)
-    if not args.quiet and where != str(store_path):
+    if not args.quiet and "(" in where:  # outside the working directory, or not beside the spec
         print(f"store: {where}", file=sys.stderr)
     finish_tracking = _stream_to_tracker(args.log_to, [p.store_path for p in prepared]) if args.log_to else None
     try:

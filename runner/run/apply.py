@@ -376,14 +376,15 @@ def _task_info(t, p: Prepared, done: bool) -> dict:
 
 
 def describe_store(path: Path, spec: Path | None = None) -> str:
-    """Where the store goes, said plainly when that is outside the working directory, or when a
-    relative store of a ``spec`` in another folder goes under the working directory (not the spec's
-    project), naming a store of that path beside the spec when there is one."""
+    """Where the store goes, as an absolute path (a relative store is relative to the working
+    directory), said plainly when that is outside the working directory, or when a relative store of
+    a ``spec`` in another folder goes under the working directory (not the spec's project), naming a
+    store of that path beside the spec when there is one."""
     if isinstance(path, Remote):
         return f"{path} (object storage)"
     cwd = Path.cwd()
     absolute = path.absolute()
-    text = str(path) if absolute.is_relative_to(cwd) else f"{absolute} (outside the working directory {cwd})"
+    text = str(absolute) if absolute.is_relative_to(cwd) else f"{absolute} (outside the working directory {cwd})"
     if spec is None or path.is_absolute() or Path(spec).absolute().parent.is_relative_to(cwd):
         return text
     text += " (relative to the working directory, not to the spec's folder)"

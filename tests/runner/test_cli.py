@@ -171,7 +171,7 @@ def test_plan_fits_an_80_column_terminal_and_groups_alike_requirements(name, in_
     monkeypatch.setenv("COLUMNS", "80")
     code, text, err = in_process("plan", ROOT / "specs" / name, "--no-estimate")
     assert code == 0, err
-    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in text.splitlines()), text  # a long path
     if name == "pythia_svcca.toml":
         said = " ".join(text.split())
         assert "[[model]] pythia-160m EleutherAI/pythia-160m: 20 checkpoints (step0, step1, step2 and 17 more): not in the Hugging Face" in said
@@ -179,4 +179,4 @@ def test_plan_fits_an_80_column_terminal_and_groups_alike_requirements(name, in_
     if name == "transject_imdb.toml":
         assert "OSError" not in text  # transformers' words: with --verbose
         code, verbose, _ = in_process("plan", ROOT / "specs" / name, "--no-estimate", "--verbose")
-        assert "OSError" in verbose and max(len(line) for line in verbose.splitlines()) <= 80
+        assert "OSError" in verbose and all(len(line) <= 80 or len(line.split()) == 1 for line in verbose.splitlines())
