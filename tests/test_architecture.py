@@ -222,3 +222,12 @@ def test_no_study_probes_a_measure_table_by_name():
     offenders = {str(p.relative_to(ROOT)): found for p in code if (found := table_probes(p.read_text()))}
     assert not offenders
     assert table_probes('layers = getattr(m, "layers", [])') and table_probes("getattr(meas, 'networks', None)")
+
+
+def test_the_readme_is_short_to_read():
+    """A newcomer finds the spec format in its first 80 lines; no line is wider than 100 columns
+    (tables and code blocks included)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert lines.index("## A spec") < 80
+    assert not [n for n, line in enumerate(lines, 1) if len(line) > 100]
+    assert "## Measures" in lines and "make test" in "\n".join(lines[:20])
