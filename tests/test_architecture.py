@@ -231,3 +231,9 @@ def test_the_readme_is_short_to_read():
     assert lines.index("## A spec") < 80
     assert not [n for n, line in enumerate(lines, 1) if len(line) > 100]
     assert "## Measures" in lines and "make test" in "\n".join(lines[:20])
+
+
+def test_one_toml_reader():
+    """Specs, overrides and stored specs are read by one library (tomli), never beside tomllib."""
+    code = [p for d in ("runner", "models", "analyses", "tests") for p in (ROOT / d).rglob("*.py")]
+    assert not [str(p) for p in code if re.search(r"^\s*(import|from) tomllib\b", p.read_text(), re.M)]

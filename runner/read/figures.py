@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import tomllib
+import tomli
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,8 +65,8 @@ def study_of(ds: xr.Dataset) -> str | None:
     from runner.spec.sweep import split  # lazy: pydantic
 
     try:
-        return study_for(split(SpecFile(Path("<store>"), text, tomllib.loads(text)))[0]).name
-    except (SpecError, tomllib.TOMLDecodeError):
+        return study_for(split(SpecFile(Path("<store>"), text, tomli.loads(text)))[0]).name
+    except (SpecError, tomli.TOMLDecodeError):
         return None
 
 
