@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import tomllib
+import tomli
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -237,7 +237,7 @@ def test_function_level_imports_are_for_heavy_or_optional_packages_and_say_which
 
 
 def test_the_optional_packages_are_those_of_the_extras_a_plain_install_lacks():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomli.loads((ROOT / "pyproject.toml").read_text())["project"]
 
     def names(requirements):
         return {re.split(r"[<>=\[ ;]", r, maxsplit=1)[0].lower() for r in requirements}
