@@ -198,6 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output (docs/json.md)")
     p.add_argument("--only", action="append", metavar="FIG",
                    help="draw only this figure id, or var:NAME for a fallback plot of variable NAME (repeatable)")
+    p.add_argument("--force", action="store_true",
+                   help="draw again even when the store's results have not changed since the figures were drawn")
     p.set_defaults(func=cmd_figures)
 
     p = sub.add_parser("explain", help="parameters of a spec table or measure, with defaults and meaning")
@@ -740,7 +742,7 @@ def cmd_history(args) -> int:
 
 
 def cmd_figures(args) -> int:
-    from runner.read.figures import default_out, figures  # lazy: numpy
+    from runner.read.figures import default_out, figures, fingerprint, up_to_date  # lazy: numpy
     from runner.storage.verify import trusted  # lazy: filelock, numpy
 
     path = _existing_store(args.target)
@@ -753,22 +755,31 @@ def cmd_figures(args) -> int:
     flag = "--out: " if args.out else ""
     if out.exists() and not out.is_dir():
         raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures")
+    fresh = not args.force and up_to_date(out, fingerprint(path, args.only)) is not None
     try:
-        drawn = figures(path, out=out, only=args.only)
+        drawn = figures(path, out=out, only=args.only, force=args.force)
     except KeyError as err:
         raise UsageError(f"--only: {err.args[0]}") from None
     except OSError as err:  # the folder cannot be made, or a figure cannot be written in it
         what = f"write the figures in {out}" if out.is_dir() else f"create the folder {out}"
         raise CannotWrite(f"{flag}cannot {what} ({err.strerror or err})") from None
     if args.json:
-        print(json.dumps({"out": str(out), "figures": [asdict(d) for d in drawn]}, indent=2))
+        print(json.dumps({"out": str(out), "up_to_date": fresh, "figures": [asdict(d) for d in drawn]}, indent=2))
+        return EXIT_OK
+    n = sum(d.status == "drawn" for d in drawn)
+    if fresh:
+        print(f"nothing to do: the {n} figure(s) in {out} show the store's results as they are (--force draws "
+              "them again)")
         return EXIT_OK
     if not args.only and any(d.id.startswith("var:") for d in drawn):
         print("no figure recipe covers this store: a fallback plot of each numeric variable (var:NAME)")
+    absent = [d for d in drawn if d.status != "drawn" and d.reason.startswith("the store has no ")]
     for d in drawn:
-        what = f"{', '.join(d.files)}" if d.status == "drawn" else f"skipped: {d.reason}"
-        print(f"  {d.id:<20} {d.reproduces:<28} {what}")
-    n = sum(d.status == "drawn" for d in drawn)
+        if d not in absent:
+            what = f"{', '.join(d.files)}" if d.status == "drawn" else f"skipped: {d.reason}"
+            print(f"  {d.id:<20} {d.reproduces:<28} {what}")
+    if absent:
+        print(f"  not in this spec's measures: {', '.join(d.id for d in absent)} (figures.json says what each needs)")
     print(f"{n} figure(s) in {out} (list: {out / 'figures.json'})")
     return EXIT_OK
 

@@ -20,13 +20,16 @@ draws one on any store, and a store to which no recipe applies gets one per nume
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
-import tomli
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import tomli
 
 from runner.core.layout import internal
 from runner.storage.location import location, zarr_store
@@ -95,13 +98,16 @@ def open_source(source: str | Path) -> tuple[xr.Dataset, Path]:
 
 
 def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
-            only: Sequence[str] | None = None) -> list[Drawn]:
+            only: Sequence[str] | None = None, force: bool = True) -> list[Drawn]:
     """Draw every figure the store's study can draw; write PNG, SVG and ``figures.json`` to ``out``.
 
     ``source`` is a spec, a store path or a dataset (``out`` is then required). ``only`` limits
     the figures to these ids; ``var:NAME`` draws the fallback plot of variable NAME. When no recipe
     applies to the store (none finds its variables), every numeric variable gets its fallback plot.
-    Returns one :class:`Drawn` per figure considered.
+    Returns one :class:`Drawn` per figure considered. With ``force=False``, figures of a store whose
+    results have not changed since they were drawn into ``out`` (the same completion records, spec,
+    selection and package version: :func:`fingerprint`) are not drawn again: the manifest's list is
+    returned, and :func:`up_to_date` says so.
     """
     import xarray as xr  # lazy: xarray
 
@@ -116,6 +122,9 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
         ds, store = open_source(source)
         out = out if out is not None else default_out(store)
     out = Path(out)
+    stamp = fingerprint(store, only) if store is not None else None
+    if not force and stamp is not None and (kept := up_to_date(out, stamp)) is not None:
+        return kept
     study = study_of(ds)
     chosen = recipes(study)
     variables: list[str] = []
@@ -143,9 +152,41 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
         else:
             drawn += [_draw(r, part, out, point) for point, part in parts.items()]
     manifest = {"spec_sha256": internal(ds.attrs).get("spec_sha256", ""), "study": study,
-                "fallback": uncovered, "figures": [asdict(d) for d in drawn]}
+                "fallback": uncovered, "figures": [asdict(d) for d in drawn],
+                **({"results": stamp} if stamp is not None else {})}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return drawn
+
+
+def fingerprint(store: Path, only: Sequence[str] | None) -> str:
+    """What the figures of ``store`` depend on: its completion records (and its points' in a sweep),
+    the figures asked for and this package's version (its recipes)."""
+    from runner.spec.sweep import is_sweep, points  # lazy: pydantic
+    from runner.storage.store import read_tasks  # lazy: filelock
+
+    parts = [store / p["name"] for p in points(store)] if is_sweep(store) else [store]
+    records = {str(p.relative_to(store)): read_tasks(p) for p in parts}
+    key = {"records": records, "only": sorted(only or []), "version": package_version()}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def up_to_date(out: Path, stamp: str) -> list[Drawn] | None:
+    """The figures drawn into ``out`` for results of this ``stamp``, when every file is still there."""
+    try:
+        manifest = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if manifest.get("results") != stamp:
+        return None
+    drawn = [Drawn(**d) for d in manifest.get("figures", [])]
+    return drawn if all((out / f).is_file() for d in drawn for f in d.files) else None
+
+
+def package_version() -> str:
+    try:
+        return version("transient")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _points(ds: xr.Dataset, store: Path | None) -> dict[str, xr.Dataset]:

@@ -47,3 +47,24 @@ def test_without_a_store_or_with_an_unknown_figure(tmp_path):
     out = run_cli("figures", spec, "--only", "fig2c", "--out", tmp_path / "figs", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["fig2c.png", "fig2c.svg", "figures.json"]
+
+
+def test_figures_of_unchanged_results_are_not_drawn_again(tmp_path):
+    """A second `make demo` says there is nothing to do instead of redrawing (issue 37); new results,
+    or --force, draw them again."""
+    spec = write_spec(tmp_path, maps_spec("again", steps=60, samples=4))
+    assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
+    first = run_cli("figures", spec, cwd=tmp_path)
+    assert first.returncode == 0 and "figure(s) in" in first.stdout, first.stderr
+    assert "not in this spec's measures:" in first.stdout  # the paper's figures of measures it lacks, in one line
+    png = tmp_path / "store/again.figures/fig2c.png"
+    drawn_at = png.stat().st_mtime_ns
+    again = run_cli("figures", spec, cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.startswith("nothing to do:"), again.stdout
+    assert png.stat().st_mtime_ns == drawn_at
+    assert json.loads(run_cli("figures", spec, "--json", cwd=tmp_path).stdout)["up_to_date"] is True
+    forced = run_cli("figures", spec, "--force", cwd=tmp_path)
+    assert forced.returncode == 0 and "figure(s) in" in forced.stdout and png.stat().st_mtime_ns != drawn_at
+    changed = run_cli("apply", spec, "--set", "dynamics.steps=80", "--replace", cwd=tmp_path)
+    assert changed.returncode == 0, changed.stderr
+    assert "figure(s) in" in run_cli("figures", spec, cwd=tmp_path).stdout  # new results: drawn again
