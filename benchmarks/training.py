@@ -28,7 +28,7 @@ from runner.studies.training.train import build_model, steps_per_epoch
 
 
 def corpus_of(p):
-    return p.state["corpus"] or read_corpus(p.spec, p.state["tagsets"], p.spec_file.path.parent)
+    return p.state.corpus or read_corpus(p.spec, list(p.state.tagsets), p.spec_file.path.parent)
 
 
 def plain_loop(p, corpus, device: torch.device) -> tuple[float, int]:
@@ -92,7 +92,7 @@ def main() -> None:
         assert not out.failed, out.failed
         records = read_tasks(p.store_path)
     t_measures = sum(r.get("seconds") or 0 for r in records.values() if r.get("kind") != "train")
-    steps = p.state["steps"]
+    steps = p.state.steps
     n_measures = sum(t.kind != "train" for t in p.tasks)
     n_checkpoints = len(steps) * len(p.spec.model)
     print(f"spec {args.spec}: {len(p.spec.model)} networks, {p.spec.training.epochs} epochs, "

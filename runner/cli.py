@@ -38,6 +38,7 @@ from runner.core.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_
 from runner.core.errors import exit_code as _exit_code
 from runner.core.estimate import BUDGET_S, Calibrator, estimate, render_points
 from runner.core.estimate import render as render_estimate
+from runner.core.formats import STORE_FORMAT
 from runner.core.plan import plan_rows
 from runner.core.requirements import lines as requirement_lines
 from runner.core.requirements import to_json as requirement_json
@@ -247,12 +248,12 @@ def _plan_sweep(args, sweep, prepared) -> int:
     cpu = _threads(args, prepared[0], calibrated)
     ests = [] if args.no_estimate else [estimate(p, calibrated=calibrated) for p in prepared]
     if args.json:
-        print(json.dumps({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
+        _emit({"spec": str(args.spec), "study": prepared[0].study.name, "store": str(sweep.root),
                           "overrides": args.set, "sweep": sweep.axes, "unmet": [requirement_json(u) for u in unmet], **({"estimate": [e.to_json() for e in ests]} if ests else {}),
                           **({"threads": cpu.to_json()} if cpu else {}),
                           "points": [{"name": pt.name, "values": pt.values, "store": str(p.store_path),
                                       "spec_sha256": p.spec.sha256(), "tasks": plan_rows(p.tasks, st, p.labels)}
-                                     for pt, p, st in rows]}, indent=2))
+                                     for pt, p, st in rows]})
         return EXIT_OK
     first = prepared[0]
     _say(f"experiment {first.spec.experiment.name}: {first.spec.experiment.description}")
@@ -300,13 +301,13 @@ def _plan_one(args, p) -> int:
                 row.update(action="replace", changes=replacing[row["id"]].changes)
             else:
                 row["action"] = {"done": "keep", "pending": "add", "blocked": "add"}.get(row["state"], row["state"])
-        print(json.dumps({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
+        _emit({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
                           "spec_sha256": p.spec.sha256(), "overrides": args.set,
                           "resolved": p.spec.model_dump(mode="json"),
                           **p.study.plan_json(p), "tasks": rows, "unmet": [requirement_json(u) for u in p.unmet],
                           **(_changes_json(changes) if changes else {}),
                           **({"threads": cpu.to_json()} if cpu else {}),
-                          **({"estimate": est.to_json()} if est else {})}, indent=2))
+                          **({"estimate": est.to_json()} if est else {})})
         return EXIT_OK
     spec = p.spec
     _say(f"experiment {spec.experiment.name}: {spec.experiment.description}")
@@ -544,6 +545,13 @@ def _stream_to_tracker(target: str, stores: list[Path]):
     return finish
 
 
+def _emit(value, **options) -> None:
+    """Print one JSON document (``--json``): each object in it (each of a list's objects) names the
+    ``store_format`` its keys are stable within (docs/json.md)."""
+    stamp = lambda d: {"store_format": STORE_FORMAT, **d} if isinstance(d, dict) else d  # noqa: E731
+    print(json.dumps([stamp(v) for v in value] if isinstance(value, list) else stamp(value), indent=2, **options))
+
+
 def report_outcome(outcome, spec: Path, store_path: Path, overrides=()) -> int:
     """Say what an apply did and return its exit code (a hint to run it again keeps ``overrides``)."""
     from runner.run.apply import open_snippet  # lazy: filelock, pydantic, torch
@@ -647,11 +655,11 @@ def cmd_status(args) -> int:
     swept = _sweep_points(path)
     if swept is None:
         status = _checked_status(path, args.target)
-        print(json.dumps(status, indent=2) if args.json else render_status(status))
+        _emit(status) if args.json else print(render_status(status))
         return EXIT_OK
     statuses = {name: _checked_status(point, args.target) for name, point in swept}
     if args.json:
-        print(json.dumps({"sweep": str(path), "points": statuses}, indent=2))
+        _emit({"sweep": str(path), "points": statuses})
     else:
         print("\n\n".join(f"sweep point {name} ({path / name})\n{render_status(st)}" for name, st in statuses.items()))
     return EXIT_OK
@@ -676,7 +684,7 @@ def cmd_verify(args) -> int:
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
     swept = _sweep_points(path)
     found = [verify(point) for _, point in swept if (point / "zarr.json").exists()] if swept else [verify(path)]
-    print(json.dumps([to_json(d) for d in found], indent=2) if args.json else "\n\n".join(render(d) for d in found))
+    _emit([to_json(d) for d in found]) if args.json else print("\n\n".join(render(d) for d in found))
     return EXIT_OK if all(d.ok for d in found) else EXIT_IOERR
 
 
@@ -693,9 +701,9 @@ def cmd_show(args) -> int:
     if args.json:
         from runner.read.status import show_json  # lazy: filelock, numpy
 
-        print(json.dumps(show_json(path) if swept is None else
-                         {"sweep": str(path), "points": {name: show_json(point) for name, point in swept
-                                                         if (point / "zarr.json").exists()}}, indent=2, default=str))
+        _emit(show_json(path) if swept is None else
+              {"sweep": str(path), "points": {name: show_json(point) for name, point in swept
+                                              if (point / "zarr.json").exists()}}, default=str)
     elif swept is None:
         print(render_show(path))
     else:
@@ -722,8 +730,8 @@ def cmd_history(args) -> int:
         return EXIT_OK
     found = versions(path)
     if args.json:
-        print(json.dumps([{"name": v.name, "store": str(v.store), **{k: v.manifest.get(k) for k in
-                           ("created_utc", "reason", "spec_sha256", "replaced", "dropped")}} for v in found], indent=2))
+        _emit([{"name": v.name, "store": str(v.store), **{k: v.manifest.get(k) for k in
+                ("created_utc", "reason", "spec_sha256", "replaced", "dropped")}} for v in found])
         return EXIT_OK
     if not found:
         kept = ("a store on object storage keeps none: apply --replace is refused there" if is_url(path)
@@ -764,7 +772,7 @@ def cmd_figures(args) -> int:
         what = f"write the figures in {out}" if out.is_dir() else f"create the folder {out}"
         raise CannotWrite(f"{flag}cannot {what} ({err.strerror or err})") from None
     if args.json:
-        print(json.dumps({"out": str(out), "up_to_date": fresh, "figures": [asdict(d) for d in drawn]}, indent=2))
+        _emit({"out": str(out), "up_to_date": fresh, "figures": [asdict(d) for d in drawn]})
         return EXIT_OK
     n = sum(d.status == "drawn" for d in drawn)
     if fresh:

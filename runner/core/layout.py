@@ -29,11 +29,8 @@ from typing import Any
 
 import numpy as np
 
-#: Version of the store's layout conventions, in the root attribute ``store_format``. A store of
-#: an older format is refused with a message saying what to do (see :mod:`runner.storage.store`).
-#: 3: completion records beside the store, the runner's own attributes under ``runner``, real units,
-#: NaN for "never" and flags for outcomes.
-STORE_FORMAT = 3
+from runner.core.formats import STORE_FORMAT  # noqa: F401 - where the store modules read it
+
 
 #: The one attribute, on the root and on each variable, where the runner keeps what it needs (JSON
 #: text: the root's store id and provenance; a variable's layout signature, measure and the hints

@@ -72,3 +72,18 @@ def test_the_documented_sweep_script_runs_branches_and_reads_json(spec, tmp_path
                              capture_output=True, text=True, timeout=600)  # no step counts: 100 and 200
     assert default.returncode == 0, default.stderr
     assert "steps=100: mean lambda/step:" in default.stdout and "steps=200: mean lambda/step:" in default.stdout
+
+
+def test_every_json_output_names_the_format_its_keys_are_stable_within(spec, tmp_path):
+    """docs/json.md: keys are stable within a store_format; every --json document says which."""
+    from runner.core.formats import STORE_FORMAT
+    from tests.runner.helpers import run_cli
+
+    assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
+    store = tmp_path / "store" / "maps.zarr"
+    for args in (["plan", spec, "--no-estimate"], ["status", store], ["show", store], ["verify", store],
+                 ["history", store], ["figures", store, "--only", "fig2c"]):
+        out = run_cli(*args, "--json", cwd=tmp_path)
+        assert out.returncode == 0, (args, out.stderr)
+        doc = json.loads(out.stdout)
+        assert all(d["store_format"] == STORE_FORMAT for d in (doc if isinstance(doc, list) else [doc])), args
