@@ -278,7 +278,7 @@ def _summarise(var, labels: list[str]) -> Series:
             else:
                 m, sd = np.nanmean(d, axis=0), np.nanstd(d, axis=0)
                 s.mean[i], s.lo[i], s.hi[i] = m, m - sd, m + sd
-                s.spread = "mean ± std"
+                s.spread = "mean, ± 1 s.d."
     return s
 
 
