@@ -164,8 +164,8 @@ def fingerprint(store: Path, only: Sequence[str] | None) -> str:
     from runner.spec.sweep import is_sweep, points  # lazy: pydantic
     from runner.storage.store import read_tasks  # lazy: filelock
 
-    parts = [store / p["name"] for p in points(store)] if is_sweep(store) else [store]
-    records = {str(p.relative_to(store)): read_tasks(p) for p in parts}
+    names = [p["name"] for p in points(store)] if is_sweep(store) else [""]
+    records = {name: read_tasks(store / name if name else store) for name in names}
     key = {"records": records, "only": sorted(only or []), "version": package_version()}
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
