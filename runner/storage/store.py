@@ -126,6 +126,18 @@ def is_sweep_root(path: Path) -> bool:
     return "sweep" in internal(attrs) or "runner_sweep" in attrs
 
 
+def kept_folder(path: Location) -> Path | None:
+    """The ``<name>.history`` or ``<name>.runner`` folder of a store ``<name>.zarr`` that ``path``
+    lies in, or None (local paths; a bucket has no such nesting to guard)."""
+    if not isinstance(path, Path):
+        return None
+    here = Path(os.path.abspath(path))
+    for folder in here.parents:
+        if folder.suffix in (".history", ".runner") and folder.with_suffix(".zarr").is_dir():
+            return folder
+    return None
+
+
 def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> str | None:
     """Why ``path`` cannot be this experiment's store (``sweep``: of a spec with a sweep; ``point``:
     a point of a sweep, whose store is a folder of the sweep's store), or None.
@@ -149,6 +161,11 @@ def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> 
                                                              else path.parent)):
         return (f"{path} is inside the zarr store {outer}; a store is never made inside another one: "
                 "choose a path outside it")
+    keeper = kept_folder(path)
+    if keeper is not None:
+        return (f"{path} is inside {keeper}, where the runner keeps another store's "
+                f"{'earlier versions' if keeper.suffix == '.history' else 'run state'}: a kept version is never "
+                "written in place and no store is made there; choose a path outside it")
     for link in (path, runner_dir(path)):
         if link.is_symlink():
             return (f"{link} is a symbolic link (to {os.readlink(link)}); the runner never writes through a link it "

@@ -190,3 +190,17 @@ def test_the_hint_to_replace_keeps_the_overrides_the_user_gave(applied, in_proce
     code, _, err = in_process("apply", spec, "-q", "--set", "dynamics.steps=50")
     assert code == 77 and "steps: 40 -> 50" in err
     assert f"`runner apply {spec} --set dynamics.steps=50 --replace`" in err, err
+
+
+def test_no_store_is_made_inside_a_kept_version_or_the_run_folder(applied, in_process):
+    """A kept version is never written in place, and no store is made in a store's .runner folder
+    (issue 36)."""
+    spec, store = applied
+    assert in_process("apply", spec, "-q", "--set", "dynamics.steps=50", "--replace")[0] == 0
+    (version,) = versions(store)
+    kept = _data(version.store)
+    for target in (version.store, store.parent / "r.runner" / "inner.zarr"):
+        code, _, err = in_process("apply", spec, "-q", "--set", f'experiment.store="{target}"', "--replace")
+        assert code == 65 and "a kept version is never written in place" in err and "Traceback" not in err, err
+    xr.testing.assert_identical(_data(version.store), kept)
+    assert not (store.parent / "r.runner" / "inner.zarr").exists()
