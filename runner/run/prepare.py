@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.spec.specfile import SpecError, SpecFile, SpecProblem, read_toml, validate
-from runner.storage.store import check_reachable, store_path_problem
+from runner.storage.store import StoreUnusable, check_reachable, foreign_or_corrupt, store_path_problem
 from runner.plugin.study import Prepared, study_for
 from runner.spec.sweep import Sweep, expand, point_problem, split
 from runner.spec import overrides as ov
@@ -35,7 +35,10 @@ def _validated(sf, sweep: bool = False, point: bool = False):
     problems = study.all_problems(spec, sf)
     store = store_path_problem(spec.store_path(), sweep, point)
     if store:
-        problems.append(sf.problem(("experiment", "store" if spec.experiment.store else "name"), store))
+        located = sf.problem(("experiment", "store" if spec.experiment.store else "name"), store)
+        if not problems and foreign_or_corrupt(spec.store_path()):  # not the spec's fault: what is there (66)
+            raise StoreUnusable(located)
+        problems.append(located)
     if problems:
         raise SpecError(sf.path, problems)
     return study, spec

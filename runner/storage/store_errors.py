@@ -24,6 +24,11 @@ class StoreFormatError(SpecInvalid):
     """A store written by an older runner, in a layout this one does not write to."""
 
 
+class StoreUnusable(Unavailable):
+    """The store path holds a zarr store this runner did not write, or one whose root metadata is
+    corrupt: nothing this runner may take over (66, as for the commands that read it)."""
+
+
 class StoreUnreachable(Unavailable):
     """A store on object storage that cannot be reached: no such bucket, no credentials, no endpoint (66)."""
 
