@@ -453,7 +453,7 @@ def _width() -> int:
 
 def cmd_apply(args) -> int:
     from runner.run.apply import (  # lazy: filelock, pydantic, torch
-        Unmet, apply, apply_sweep, describe_store, prepare_all)
+        Unmet, apply, apply_sweep, describe_store, prepare_all, store_note)
 
     if args.device:
         from runner.core.device import device_unavailable  # lazy: pydantic, torch
@@ -500,9 +500,8 @@ def cmd_apply(args) -> int:
         from runner.tui.app import run_apply_with_monitor  # lazy: filelock, numpy, textual_plotext
 
         return run_apply_with_monitor(args.spec, device=args.device, overrides=args.set, store=store_path)
-    where = describe_store(store_path, prepared[0].spec_file.path)
-    if not args.quiet and "(" in where:  # outside the working directory, or not beside the spec
-        print(f"store: {where}", file=sys.stderr)
+    if not args.quiet and store_note(store_path, prepared[0].spec_file.path):
+        print(f"store: {describe_store(store_path, prepared[0].spec_file.path)}", file=sys.stderr)
     finish_tracking = _stream_to_tracker(args.log_to, [p.store_path for p in prepared]) if args.log_to else None
     try:
         if sweep is None:
@@ -763,9 +762,11 @@ def cmd_figures(args) -> int:
     flag = "--out: " if args.out else ""
     if out.exists() and not out.is_dir():
         raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures")
-    fresh = not args.force and up_to_date(out, fingerprint(path, args.only)) is not None
+    stamp = fingerprint(path, args.only)
+    kept = None if args.force else up_to_date(out, stamp)
+    fresh = kept is not None
     try:
-        drawn = figures(path, out=out, only=args.only, force=args.force)
+        drawn = kept if fresh else figures(path, out=out, only=args.only, stamp=stamp)
     except KeyError as err:
         raise UsageError(f"--only: {err.args[0]}") from None
     except OSError as err:  # the folder cannot be made, or a figure cannot be written in it

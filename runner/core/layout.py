@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from runner.core.formats import STORE_FORMAT  # noqa: F401 - where the store modules read it
 
 
 #: The one attribute, on the root and on each variable, where the runner keeps what it needs (JSON

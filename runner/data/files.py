@@ -141,6 +141,15 @@ def read_conllu(path: str | Path) -> list[TaggedSentence]:
     return parse_conllu(Path(path).read_text(encoding="utf-8"))
 
 
+def files_digest(paths: list[Path]) -> str:
+    """16 hex digits of SHA-256 over the bytes of the files among ``paths`` that exist, in order."""
+    h = hashlib.sha256()
+    for p in paths:
+        if p.is_file():
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def split_files(source: str, base: Path, splits: tuple[str, str]) -> list[Path]:
     """The file(s) a labelled source names (one per split with ``{split}``), relative to ``base`` first."""
     raw = Source(source).rest
@@ -186,11 +195,7 @@ class LocalFile(DataSource):
 
     def identity(self, source: Source, base: Path, form: str = "", **options: Any) -> str:
         if form == LABELLED:  # every split's file, in the short form the TransJect study's keys have
-            h = hashlib.sha256()
-            for p in split_files(source, base, options["splits"]):
-                if p.is_file():
-                    h.update(p.read_bytes())
-            return f"local {h.hexdigest()[:16]}"
+            return f"local {files_digest(split_files(source, base, options['splits']))}"
         path = Path(anchor(source, base))
         return f"{path.resolve()} sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}"
 

@@ -142,7 +142,6 @@ class HubSource(DataSource):
     written = "'hf:<dataset id>'"
     gives = frozenset({DOCUMENTS, ROWS, TAGGED, LABELLED})
     remote = True
-    shuffled = True
 
     def check(self, source: Source, base: Path, form: str, **options: Any) -> str | None:
         if not HUB_ID.match(source.name):
@@ -221,9 +220,9 @@ class HubSource(DataSource):
                 out.append(labelled_rows(rows, text, label, f"hub dataset {source.hub_id!r} split {split!r}"))
         return numbered(out[0], out[1])
 
-    def unavailable(self, source: Source, *, subset: str | None, streaming: bool) -> str | None:
+    def unavailable(self, source: Source, *, subset: str | None = None, streaming: bool = True) -> str | None:
         if streaming:
-            return "the hub is switched off or out of reach here" if hub_off() else None
+            return "a hub dataset, streamed, and the hub is switched off or out of reach here" if hub_off() else None
         return hub_cached(source.hub_id, subset)
 
 

@@ -11,7 +11,7 @@ corpora):
 
 ``documents``
     Texts with an origin each (:class:`runner.data.forms.Documents`): drawn into token samples by
-    the depth study. A ``shuffled`` source (the hub) is read in a seeded shuffled order.
+    the depth study. Documents marked ``shuffled`` (the hub's) are read in a seeded shuffled order.
 ``rows``
     Records with named fields (sentence pairs with a score), as ``documents``.
 ``tagged``
@@ -58,8 +58,6 @@ class DataSource:
     remote: ClassVar[bool] = False
     """Read over the network: where it cannot be read, this machine lacks something (a requirement),
     the spec is not wrong."""
-    shuffled: ClassVar[bool] = False
-    """Read in a seeded shuffled order, one document at a time (True), or whole (False)."""
     pretokenized: ClassVar[bool] = False
     """Its texts are tokens separated by blanks: a study splits them and applies no tokenizer."""
     defaults: ClassVar[Mapping[str, Any]] = {}

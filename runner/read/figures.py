@@ -25,7 +25,6 @@ import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,16 +97,15 @@ def open_source(source: str | Path) -> tuple[xr.Dataset, Path]:
 
 
 def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
-            only: Sequence[str] | None = None, force: bool = True) -> list[Drawn]:
+            only: Sequence[str] | None = None, stamp: str | None = None) -> list[Drawn]:
     """Draw every figure the store's study can draw; write PNG, SVG and ``figures.json`` to ``out``.
 
     ``source`` is a spec, a store path or a dataset (``out`` is then required). ``only`` limits
     the figures to these ids; ``var:NAME`` draws the fallback plot of variable NAME. When no recipe
     applies to the store (none finds its variables), every numeric variable gets its fallback plot.
-    Returns one :class:`Drawn` per figure considered. With ``force=False``, figures of a store whose
-    results have not changed since they were drawn into ``out`` (the same completion records, spec,
-    selection and package version: :func:`fingerprint`) are not drawn again: the manifest's list is
-    returned, and :func:`up_to_date` says so.
+    Returns one :class:`Drawn` per figure considered. The manifest keeps the store's
+    :func:`fingerprint` (``stamp``, when the caller has it), so that :func:`up_to_date` can tell
+    figures that need no drawing again.
     """
     import xarray as xr  # lazy: xarray
 
@@ -122,9 +120,7 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
         ds, store = open_source(source)
         out = out if out is not None else default_out(store)
     out = Path(out)
-    stamp = fingerprint(store, only) if store is not None else None
-    if not force and stamp is not None and (kept := up_to_date(out, stamp)) is not None:
-        return kept
+    stamp = stamp or (fingerprint(store, only) if store is not None else None)
     study = study_of(ds)
     chosen = recipes(study)
     variables: list[str] = []
@@ -183,10 +179,9 @@ def up_to_date(out: Path, stamp: str) -> list[Drawn] | None:
 
 
 def package_version() -> str:
-    try:
-        return version("transient")
-    except PackageNotFoundError:
-        return "unknown"
+    from runner.run.provenance import package_versions  # lazy: pydantic
+
+    return package_versions().get("transient", "unknown")
 
 
 def _points(ds: xr.Dataset, store: Path | None) -> dict[str, xr.Dataset]:

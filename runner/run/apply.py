@@ -377,22 +377,29 @@ def _task_info(t, p: Prepared, done: bool) -> dict:
 
 def describe_store(path: Path, spec: Path | None = None) -> str:
     """Where the store goes, as an absolute path (a relative store is relative to the working
-    directory), said plainly when that is outside the working directory, or when a relative store of
-    a ``spec`` in another folder goes under the working directory (not the spec's project), naming a
-    store of that path beside the spec when there is one."""
+    directory), with :func:`store_note` when there is one."""
+    note = store_note(path, spec)
+    where = str(path) if isinstance(path, Remote) else str(path.absolute())
+    return f"{where} {note}" if note else where
+
+
+def store_note(path: Path, spec: Path | None = None) -> str | None:
+    """What a user should know of where the store goes, or None: on object storage; outside the
+    working directory; or a relative store of a ``spec`` in another folder, which goes under the
+    working directory (not the spec's project), naming a store of that path beside the spec."""
     if isinstance(path, Remote):
-        return f"{path} (object storage)"
+        return "(object storage)"
     cwd = Path.cwd()
     absolute = path.absolute()
-    text = str(absolute) if absolute.is_relative_to(cwd) else f"{absolute} (outside the working directory {cwd})"
-    if spec is None or path.is_absolute() or Path(spec).absolute().parent.is_relative_to(cwd):
-        return text
-    text += " (relative to the working directory, not to the spec's folder)"
-    for root in list(Path(spec).absolute().parents)[:3]:
-        if (root / path).exists() and (root / path).resolve() != absolute.resolve():
-            return text + (f"; {root / path} exists: run from {root} to use it, or set [experiment] store "
-                           "to an absolute path")
-    return text
+    notes = [] if absolute.is_relative_to(cwd) else [f"(outside the working directory {cwd})"]
+    if spec is not None and not path.is_absolute() and not Path(spec).absolute().parent.is_relative_to(cwd):
+        notes.append("(relative to the working directory, not to the spec's folder)")
+        beside = next((root for root in list(Path(spec).absolute().parents)[:3]
+                       if (root / path).exists() and (root / path).resolve() != absolute.resolve()), None)
+        if beside is not None:
+            notes[-1] += (f"; {beside / path} exists: run from {beside} to use it, or set [experiment] store "
+                          "to an absolute path")
+    return " ".join(notes) or None
 
 
 def open_snippet(store_path: Path) -> str:

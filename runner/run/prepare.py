@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.spec.specfile import SpecError, SpecFile, SpecProblem, read_toml, validate
-from runner.storage.store import StoreUnusable, check_reachable, foreign_or_corrupt, store_path_problem
+from runner.storage.store import check_reachable, foreign_or_corrupt, store_path_problem
+from runner.storage.store_errors import StoreUnusable
 from runner.plugin.study import Prepared, study_for
 from runner.spec.sweep import Sweep, expand, point_problem, split
 from runner.spec import overrides as ov

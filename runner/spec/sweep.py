@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.core.formats import STORE_FORMAT
 from runner.spec.specfile import SpecError, SpecFile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -177,7 +178,7 @@ def record(sweep: Sweep, spec_text: str) -> None:
     """Create the sweep's store (a zarr group) or add this grid's points to it."""
     import zarr  # lazy: zarr
 
-    from runner.core.layout import STORE_FORMAT, internal, with_internal  # lazy: numpy
+    from runner.core.layout import internal, with_internal  # lazy: numpy
     from runner.storage.store import writing  # lazy: filelock, numpy
 
     with writing(sweep.root):

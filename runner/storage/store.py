@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from filelock import FileLock, Timeout
 
-from runner.core.layout import INTERNAL, STORE_FORMAT, Layout, internal, with_internal
+from runner.core.formats import STORE_FORMAT
+from runner.core.layout import INTERNAL, Layout, internal, with_internal
 from runner.storage.bucket_lock import Lease
 from runner.storage.location import Location, Remote, location, move_tree, reachable_problem, write_atomic, zarr_store
 from runner.storage.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
                             records_exist, write_records)
 from runner.storage.store_errors import (StoreFormatError, StoreLocked, StorePathError,  # noqa: F401
-                                         StoreUnreachable, StoreUnusable, StoreWriteError, guard_writes, writing)
+                                         StoreUnreachable, StoreWriteError, guard_writes, writing)
 
 if TYPE_CHECKING:  # pragma: no cover
     import zarr
@@ -128,8 +129,7 @@ def is_sweep_root(path: Path) -> bool:
 
 def foreign_or_corrupt(path: Location) -> bool:
     """A zarr store at ``path`` that is not this runner's, or whose root metadata cannot be read."""
-    return (isinstance(path, Path) and (path / "zarr.json").is_file()
-            and (root_attrs(path) is None or not is_runner_store(path)))
+    return isinstance(path, Path) and (path / "zarr.json").is_file() and not is_runner_store(path)
 
 
 def kept_folder(path: Location) -> Path | None:

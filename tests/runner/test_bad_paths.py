@@ -13,7 +13,8 @@ import os
 import pytest
 
 from runner.cli import main
-from runner.core.layout import STORE_FORMAT, with_internal
+from runner.core.formats import STORE_FORMAT
+from runner.core.layout import with_internal
 
 DEPTH = """
 [experiment]

@@ -80,10 +80,12 @@ def test_every_json_output_names_the_format_its_keys_are_stable_within(spec, tmp
     from tests.runner.helpers import run_cli
 
     assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
+    assert run_cli("apply", spec, "--set", "dynamics.steps=30", "--replace", cwd=tmp_path).returncode == 0  # a version
     store = tmp_path / "store" / "maps.zarr"
     for args in (["plan", spec, "--no-estimate"], ["status", store], ["show", store], ["verify", store],
                  ["history", store], ["figures", store, "--only", "fig2c"]):
         out = run_cli(*args, "--json", cwd=tmp_path)
         assert out.returncode == 0, (args, out.stderr)
-        doc = json.loads(out.stdout)
-        assert all(d["store_format"] == STORE_FORMAT for d in (doc if isinstance(doc, list) else [doc])), args
+        docs = json.loads(out.stdout)
+        docs = docs if isinstance(docs, list) else [docs]
+        assert docs and all(d["store_format"] == STORE_FORMAT for d in docs), args

@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from models.source import Source
-from runner.data.registry import DOCUMENTS, ROWS, InputError, data_source, data_source_for
+from runner.data.registry import DOCUMENTS, ROWS, InputError, data_source
 from runner.data.text import document_text, require_field, split_sentences
 
 __all__ = ["InputError", "Samples", "draw_pairs", "draw_samples", "split_sentences"]
@@ -213,8 +213,6 @@ def draw_pairs(
     if len(fields) != 2:
         raise ValueError(f"fields must name the two sentences of a pair, got {list(fields)!r}")
     src = Source(source.strip()) if isinstance(source, str) else source
-    if isinstance(source, str) and source.strip() and (found := data_source_for(src)) and ROWS not in found.gives:
-        raise InputError(f"input {source!r} holds no sentence pairs; give 'hf:<id>' or a .jsonl/.csv/.tsv/.parquet file")
     reader = data_source(src, ROWS)
 
     def encode(rows: list[tuple[tuple[str, str, float], str]]) -> list[tuple[str, list[int], str, float]]:

@@ -179,9 +179,9 @@ class DepthStudy(Study):
         device = device_unavailable(spec.dynamics.device)
         if device:
             unmet.append(Requirement("[dynamics] device", device, kind="device", name=spec.dynamics.device))
-        if spec.text_models and self._input_unavailable(spec.input):
-            unmet.append(Requirement(f"[input] source {spec.input.source!r}", "a hub dataset, streamed, and the hub is "
-                                     "switched off or out of reach here", kind="data", name=spec.input.source,
+        why = self._input_unavailable(spec.input) if spec.text_models else None
+        if why:
+            unmet.append(Requirement(f"[input] source {spec.input.source!r}", why, kind="data", name=spec.input.source,
                                      fix="give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
                                      ".jsonl/.csv/.tsv/.parquet)"))
         return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
@@ -190,7 +190,7 @@ class DepthStudy(Study):
     @staticmethod
     def _input_unavailable(inp) -> str | None:
         reader = data_source_for(inp.source)
-        return reader.unavailable(inp.source, subset=inp.subset, streaming=True) if reader else None
+        return reader.unavailable(inp.source, subset=inp.subset, streaming=inp.streaming) if reader else None
 
     def describe(self, p: Prepared) -> list[str]:
         spec = p.spec

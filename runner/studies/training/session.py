@@ -72,8 +72,8 @@ class TrainingSession:
         self.spe = st.steps_per_epoch
         self.suites = st.suites
         sentence = sentence_words(self.spec, corpus)  # known only now: what a shared measure cannot do with it
-        late = [p.spec_file.problem(loc, message)
-                for loc, message in measure_problems("training", self.spec, self.spec.view().knowing(sentence))]
+        late = [p.spec_file.problem(loc, message, type(self.spec)) for loc, message in
+                measure_problems(p.study.name, self.spec, p.study.measure_view(self.spec).knowing(sentence))]
         if late:
             raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(self.spec, self.steps, self.spe, corpus, self.suites)

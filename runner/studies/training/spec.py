@@ -18,7 +18,6 @@ from models.source import Source, SourceText
 from models.suites import parse_revisions, step_of
 from runner.checkpointed.measure import ActivationView
 from runner.checkpointed.table import TrainingTable
-from runner.core.device import DeviceName
 from runner.data.registry import TAGGED, DataSource, check_data, data_source_for
 from runner.plugin.measures import measures, params_union
 from runner.spec.specfile import Name, SpecFile, StudySpec, Table, repeated
@@ -243,9 +242,6 @@ class LSTMTraining(TrainingTable):
     """Units of each LSTM layer (thesis: 200)."""
     num_layers: int = Field(2, ge=1, le=4)
     """LSTM layers of the language model (thesis: 2); taggers have one."""
-    device: DeviceName = "auto"
-    """``auto`` (CUDA when present), ``cpu``, ``cuda``..."""
-
     log_every: int = Field(1, ge=1)
     """Keep the training loss and learning rate every n optimizer steps."""
 

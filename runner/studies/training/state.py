@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,4 +32,4 @@ class TrainingState:
         return self.stats["steps_per_epoch"]
 
     def with_corpus(self, corpus: Corpus) -> TrainingState:
-        return TrainingState(self.stats, self.steps, corpus, self.stats_file, self.tagsets, self.suites)
+        return dataclasses.replace(self, corpus=corpus)

@@ -130,8 +130,8 @@ class TransJectSession:
         layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n["params"]["n_layers"]) for n in self.nets))]
         experts = max(n_experts(n["variant"], n["params"]) for n in self.nets)
         self.registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
-        late = [p.spec_file.problem(loc, message) for loc, message in
-                measure_problems("transject", spec, spec.view().knowing(self.sentence))]
+        late = [p.spec_file.problem(loc, message, type(spec)) for loc, message in
+                measure_problems(p.study.name, spec, p.study.measure_view(spec).knowing(self.sentence))]
         if late:  # the analysis sentence of ListOps or a hub tokenizer is known only now
             raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(spec, self.nets, self.spe, TransJectShape(layers, experts, list(self.sentence),

@@ -17,7 +17,6 @@ from models.source import SourceText
 from runner.checkpointed.measure import ActivationView
 from runner.checkpointed.table import TrainingTable
 from runner.data.registry import DataSource, data_source_for
-from runner.core.device import DeviceName
 from runner.plugin.measures import measures, params_union
 from runner.spec.specfile import Name, StudySpec, Table, repeated
 from runner.studies.transject.data.classification import tokenize
@@ -122,7 +121,6 @@ class TransJectTraining(TrainingTable):
     """Training and test batches (paper: 32)."""
     reconstruction_weight: float = Field(1.0, ge=0)
     """Weight of the eigenvalue reconstruction loss of the Approx. variants (Sec. 3.1; the paper gives none)."""
-    device: DeviceName = "auto"
 
 
 class ModelSpec(Table):

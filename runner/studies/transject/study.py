@@ -16,11 +16,11 @@ file's bytes, a hub id, the generator's parameters).
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 
 from models.hub import ModelLoadError
+from runner.data.files import files_digest
 from runner.data.registry import LABELLED, check_data
 from runner.studies.transject.data.classification import ListOpsSource
 from runner.checkpointed.measure import ActivationMeasure
@@ -43,14 +43,6 @@ from runner.studies.transject.state import TransJectState
 
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
 TRAIN_VERSION = 1
-
-
-def _sha(paths: list[Path]) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def data_identity(spec: TransJectSpec, base: Path) -> str:
@@ -113,7 +105,7 @@ class TransJectStudy(Study):
                     why = checkpoint_problem(dirs[n])
                     if why:
                         raise ModelLoadError(f"checkpoint {m.checkpoint!r}: {why}")
-                    ident = f"{m.checkpoint} {_sha([dirs[n] / f for f in ('config.json', 'model.safetensors', 'vocab.json')])}"
+                    ident = f"{m.checkpoint} {files_digest([dirs[n] / f for f in ('config.json', 'model.safetensors', 'vocab.json')])}"
                 except ModelLoadError as err:
                     unmet.append(f"[[model]] {m.name}: {err}")
                     ident = m.checkpoint

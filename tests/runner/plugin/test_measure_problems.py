@@ -37,9 +37,11 @@ def test_problems_are_located_in_the_measure_table():
     assert unknown and all(spec.measure[loc[1]].networks == ["lm"] for loc in unknown)
 
 
-def test_the_training_session_asks_again_with_the_analysis_sentence():
-    """distances' pairs are checked against the sentence once the run has it (``view.knowing``)."""
-    distances = measures("training")["distances"]
-    params = distances.Params(kind="distances", pairs=[["cat", "nosuchword"]])
-    assert distances(params).problems(ActivationView(networks=()).knowing(["the", "cat", "sat"]))
-    assert not distances(params).problems(ActivationView(networks=()))  # not known yet: nothing to say
+def test_the_training_session_asks_again_once_it_has_the_analysis_sentence(tmp_path):
+    """distances' pairs cannot be checked against a training corpus' sentence before it is read; the
+    session asks every measure again with it (``view.knowing``) and refuses before training."""
+    distances = next(i for i, m in enumerate(validate_spec(TINY).measure) if m.kind == "distances")
+    out = run_cli("apply", TINY, "--set", f'measure[{distances}].pairs=[["the", "nosuchword"]]', cwd=tmp_path)
+    assert out.returncode == 65 and "pairs" in out.stderr and "nosuchword" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "store" / "lstm_tiny.runner" / "checkpoints").exists()  # nothing trained

@@ -320,16 +320,3 @@ def test_the_header_eta_counts_the_groups_left_not_their_tasks():
     rs._progress(now=10.0)
     assert rs.eta_s == pytest.approx(2 / 0.5)  # no group has run yet: the steps only
 
-
-def test_a_plot_of_means_only_does_not_say_it_shows_a_spread():
-    """The view of all networks draws each network's mean; its title names the mean, not a band."""
-    import numpy as np
-    import xarray as xr
-
-    from runner.core.layout import with_internal
-    from runner.tui.reader import _summarise
-
-    var = xr.DataArray(np.arange(24.0).reshape(2, 3, 4), dims=("network", "sample", "t"), name="x",
-                       coords={"t": np.arange(4)}, attrs=with_internal({"long_name": "x", "units": "1"}, plot="series"))
-    s = _summarise(var, ["a", "b"])
-    assert s.spread.split(",")[0] == "mean" and "s.d." in s.spread

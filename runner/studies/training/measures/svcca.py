@@ -57,11 +57,11 @@ class SVCCA(CheckpointMeasure, ActivationMeasure):
         if unknown:
             return unknown
         if compare in ("seed", "tagger"):
+            if not self.p.reference:
+                return [(("reference",), f"compare = {compare!r} needs reference networks")]
             want = "lm" if compare == "seed" else "tagger"
             kinds = dict(view.kinds)
             wrong = [r for r in self.p.reference if kinds.get(r, want).replace("suite", "lm") != want]
-            if not self.p.reference:
-                return [(("reference",), f"compare = {compare!r} needs reference networks")]
             if wrong:
                 return [(("reference",), f"references of compare = {compare!r} must be "
                          f"{'language models' if want == 'lm' else 'taggers'}; not {wrong}")]

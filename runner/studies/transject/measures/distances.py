@@ -103,8 +103,9 @@ class Distances(ActivationMeasure, EpochMeasure):
     also = ("training",)
 
     def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
-        if not self.p.pairs or super().problems(view):
-            return super().problems(view)
+        unknown = super().problems(view)
+        if not self.p.pairs or unknown:
+            return unknown
         if view.sentence is not None:
             try:
                 resolve_pairs(list(view.sentence), self.p.pairs, self.p.max_tokens)
