@@ -1,18 +1,16 @@
-"""A checkpoint measure that reads activations only, so that every study with checkpoints can run it.
+"""What every study with checkpoints gives a checkpoint measure that reads activations only.
 
-A registration subclasses its own study's measure base class and :class:`ActivationMeasure`, and names
-the other studies whose specs may use it in ``also`` (``runner.plugin.measures.register`` registers it under
-each; ``docs/extending.md`` names the built-in ones). Its ``run(ctx, task)`` reads the
-:class:`ActivationContext` that each of those studies gives its measures, whose activations come from
-the models' adapters (:mod:`models.activations`); ``variables(builder, shape)`` reads ``shape.layers``
-(the store's ``layer`` axis), ``shape.names`` (network labels) and ``shape.sentence`` (the analysis
-sentence's tokens) only.
+Such a measure is a :class:`~runner.plugin.timings.CheckpointMeasure` with :data:`ACTIVATION_TAGS`,
+whose ``run(ctx, task)`` reads only the :class:`ActivationContext` (activations from the models'
+adapters, :mod:`models.activations`) and whose ``variables(builder, shape)`` reads only
+``shape.layers`` (the store's ``layer`` axis), ``shape.names`` (network labels) and ``shape.sentence``
+(the analysis sentence's tokens); its ``problems`` read the :class:`ActivationView`. Its ``also`` names
+the other studies whose specs may use it (``docs/extending.md`` names the built-in ones).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,11 +18,15 @@ from pydantic import Field
 from torch import Tensor
 
 from runner.plugin.measure_protocol import CheckpointContext
-from runner.plugin.measures import Measure, MeasureParams, MeasureTags
+from runner.plugin.measures import MeasureParams, MeasureTags
+
+#: The tags of a checkpoint measure on activations only: it measures checkpoint suites too (a
+#: suite's context gives word activations).
+ACTIVATION_TAGS = MeasureTags("checkpoint", suites=True, networks="networks")
 
 
 class ActivationParams(MeasureParams):
-    """Base of the ``[[measure]]`` table of an :class:`ActivationMeasure`."""
+    """Base of the ``[[measure]]`` table of a measure on activations only."""
 
     networks: list[str] = Field(default_factory=list)
     """``[[model]]`` names measured (default: those the study measures by default)."""
@@ -68,20 +70,8 @@ class ActivationView:
         return dataclasses.replace(self, sentence=tuple(sentence))
 
 
-def network_problems(measure: Measure, view: ActivationView) -> list[tuple[tuple, str]]:
-    """The networks and reference networks a checkpoint measure's table names (its tags say where)
-    that the spec lacks."""
-    names = list(view.networks)
-    out = []
-    for role in ("networks", "references"):
-        unknown = [x for x in measure.tags.named(measure.p, role) if x not in names]
-        if unknown:
-            out.append(((getattr(measure.tags, role),), f"no [[model]] named {unknown}; the spec has {names}"))
-    return out
-
-
 class ActivationContext(CheckpointContext, Protocol):
-    """What a study gives an :class:`ActivationMeasure` at one (network, checkpoint) task, beyond
+    """What a study gives a measure on activations only at one (network, checkpoint) task, beyond
     ``names`` and ``write`` (:class:`~runner.plugin.measure_protocol.CheckpointContext`)."""
 
     def activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
@@ -99,22 +89,3 @@ class ActivationContext(CheckpointContext, Protocol):
 
     def layer_index(self) -> dict[str, int]:
         """The store's ``layer`` coordinate: position of each layer name."""
-
-
-class ActivationMeasure(Measure):
-    """Base of a checkpoint measure on activations alone (see the module docstring)."""
-
-    tags = MeasureTags("checkpoint", suites=True, networks="networks")
-    """It measures checkpoint suites too (a suite's context gives word activations)."""
-
-    def needs(self, network: int, checkpoint: int, last: int, refs: list[int]) -> list[tuple[int, int]] | None:
-        """The (network, checkpoint) pairs a task at ``checkpoint`` reads; None: no task there."""
-        return [(network, checkpoint)]
-
-    def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
-        """Networks it names that the spec lacks (a measure adds its own on the same view)."""
-        return network_problems(self, view)
-
-    @abstractmethod
-    def run(self, ctx: ActivationContext, task) -> None:
-        raise NotImplementedError

@@ -21,6 +21,7 @@ import numpy as np
 from runner.core.layout import LayoutBuilder, Var
 from runner.plugin.measure_protocol import COMPUTE, MeasureTags
 from runner.plugin.measures import Measure, MeasureParams, declare, measures, tag_problems
+from runner.plugin.timings import BASES
 from runner.plugin.study import Study, studies
 from runner.spec.specfile import SpecError, SpecFile, StudySpec, validate
 
@@ -69,6 +70,9 @@ def check_measure(measure: type[Measure] | Measure, shape: Any = None) -> None:
     if _abstract(cls, "variables"):
         problems.append("it declares no variables (implement variables(b, shape))")
     tags = getattr(cls, "tags", None)
+    if isinstance(tags, MeasureTags) and tags.timing in BASES and not issubclass(cls, BASES[tags.timing]):
+        problems.append(f"timing {tags.timing!r}: subclass {BASES[tags.timing].__module__}."
+                        f"{BASES[tags.timing].__qualname__}, the base of its timing")
     if isinstance(tags, MeasureTags) and tags.timing in COMPUTE and all(_abstract(cls, m) for m in COMPUTE[tags.timing]):
         problems.append(f"timing {tags.timing!r} needs its compute method {' or '.join(COMPUTE[tags.timing])}(ctx, ...)")
     _fail(what, problems)

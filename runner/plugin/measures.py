@@ -1,7 +1,10 @@
 """Measures, declared once: a pure function in ``analyses/`` and one registration.
 
-A registration is a subclass of its study's measure base class (``docs/extending.md`` names
-them) decorated with :func:`register`. It holds:
+A registration is a subclass of its timing's base class (:mod:`runner.plugin.timings`: one per
+timing, none per study) decorated with :func:`register`. It holds:
+
+- ``study``: the study whose specs name it (its words for what a network must have, ``tags.requires``,
+  are the study's :func:`vocabulary`);
 
 - ``Params``: its ``[[measure]]`` table, a :class:`MeasureParams` with ``kind: Literal["name"]``
   and the paper's defaults (its docstring and field docstrings are what ``runner explain`` shows);
@@ -35,7 +38,7 @@ from runner.plugin.measure_protocol import MeasureTags, Shape
 from runner.spec.specfile import Table
 
 __all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measure_problems", "measures", "params_union",
-           "register"]
+           "register", "vocabulary"]
 
 #: study name -> measure kind -> registration
 _REGISTRY: dict[str, dict[str, type[Measure]]] = {}
@@ -60,8 +63,7 @@ class Measure:
 
     study: ClassVar[str]
     also: ClassVar[tuple[str, ...]] = ()
-    """Other studies whose specs may name it (a measure on activations only:
-    ``runner.checkpointed.measure.ActivationMeasure``)."""
+    """Other studies whose specs may name it (a measure on activations only)."""
     tags: ClassVar[MeasureTags]
     """Its capabilities (:class:`~runner.plugin.measure_protocol.MeasureTags`)."""
     version: ClassVar[int] = 1
@@ -88,11 +90,9 @@ class Measure:
             return ""
         return owner.__dict__.get("reference", "")
 
-    @classmethod
-    def tag_problems(cls) -> list[str]:
-        """What its study finds wrong in its tags beyond :meth:`MeasureTags.problems` (a study's base
-        class checks its own words, such as those of ``requires``)."""
-        return []
+    precision_checked: ClassVar[dict[str, bool]] = {}
+    """Reduced precisions in which its statistics were compared with fp32's, and whether they agreed
+    (``plan`` says so)."""
 
     def problems(self, view: Any) -> list[tuple[tuple | str, str]]:
         """What the rest of the spec makes impossible for this measure, before anything runs:
@@ -106,6 +106,22 @@ class Measure:
     def variables(self, b: LayoutBuilder, shape: Shape) -> None:
         """Declare the variables it writes on ``b`` (``b.var(...)``, ``b.axis(...)``), for a run of ``shape``."""
         raise NotImplementedError
+
+    def mark_not_applicable(self, store: Any, network: int) -> None:
+        """Record in the store that this measure does not apply to ``network``: by default nothing
+        (its values stay NaN); a measure with outcome flags writes ``not_applicable`` there."""
+
+
+#: study -> what its networks may have that a measure requires (``tags.requires``) -> how plan says it
+_VOCABULARY: dict[str, dict[str, str]] = {}
+
+
+def vocabulary(study: str, words: dict[str, str] | None = None) -> dict[str, str]:
+    """The words ``study`` lets its measures require (``tags.requires``), declared once by the study
+    with ``words``: what a network must have, and how ``plan`` says it lacks it."""
+    if words is not None:
+        _VOCABULARY[study] = dict(words)
+    return dict(_VOCABULARY.get(study, {}))
 
 
 def measure_problems(study: str, spec: Any, view: Any) -> list[tuple[tuple, str]]:
@@ -149,11 +165,17 @@ def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str
 
 def tag_problems(cls: type[Measure]) -> list[str]:
     """What is wrong with a measure's tags: not a :class:`MeasureTags`, contradicting themselves, or
-    using words its study does not know (``cls.tag_problems``)."""
+    requiring words its study does not know (:func:`vocabulary`)."""
     tags = getattr(cls, "tags", None)
     if not isinstance(tags, MeasureTags):
         return [f"tags must be a runner.plugin.measures.MeasureTags, not {type(tags).__name__}"]
-    return [f"tags: {p}" for p in tags.problems() or cls.tag_problems()]
+    problems = tags.problems()
+    if not problems and tags.requires:
+        known = vocabulary(getattr(cls, "study", ""))
+        unknown = [r for r in tags.requires if r not in known]
+        if unknown:
+            problems = [f"requires {unknown}: the {cls.study} study knows {', '.join(known) or 'no requirements'}"]
+    return [f"tags: {p}" for p in problems]
 
 
 def register(cls: type[Measure]) -> type[Measure]:

@@ -21,11 +21,11 @@ from runner.checkpointed.schedule import checkpoint_resource, checkpoint_steps, 
 from runner.checkpointed.session import Checkpoints, write_cell
 from runner.core.layout import LayoutBuilder, network_coords
 from runner.plugin.measure_protocol import CheckpointContext
-from runner.plugin.measures import Measure, MeasureParams, MeasureTags, declare, measures, params_union, register
+from runner.plugin.measures import MeasureParams, MeasureTags, declare, measures, params_union, register
+from runner.plugin.timings import CheckpointMeasure
 from runner.core.plan import Task, task_id
 from runner.spec.specfile import StudySpec, Table
-from runner.plugin.study import Prepared, Study
-from runner.plugin.study import register as register_study
+from runner.plugin.study import Prepared, Study, register as register_study
 
 
 class Descent(Table):
@@ -47,7 +47,7 @@ class DescentContext(CheckpointContext, Protocol):  # and the network at a check
 
 
 @register
-class WeightError(Measure):
+class WeightError(CheckpointMeasure):
     study, Params, tags = "descent", WeightErrorParams, MeasureTags("checkpoint")
     reference = "a known answer: w_k - w* = (I - 2 lr X^T X / n)^k (w_0 - w*)"
 

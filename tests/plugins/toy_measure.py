@@ -9,7 +9,8 @@ import torch
 from pydantic import Field
 
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import DepthParams
 
 
 class Params(DepthParams):
@@ -20,7 +21,8 @@ class Params(DepthParams):
 
 
 @register
-class StateRMS(TrajectoryMeasure):
+class StateRMS(StepMeasure):
+    study = "depth"
     Params = Params
     # kept every `every` steps: durable points fall on its multiples (no exit_period: early exit is refused)
     tags = MeasureTags("step", strides=("every",))

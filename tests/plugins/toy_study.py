@@ -18,7 +18,8 @@ from runner.core import interrupt
 from runner.storage.checkpoint import load_checkpoint, save_checkpoint
 from runner.core.layout import LayoutBuilder, network_coords
 from runner.plugin.measure_protocol import StepContext
-from runner.plugin.measures import Measure, MeasureParams, MeasureTags, declare, hints, measures, params_union, register
+from runner.plugin.measures import MeasureParams, MeasureTags, declare, hints, measures, params_union, register
+from runner.plugin.timings import StepMeasure
 from runner.core.plan import Task, task_id
 from runner.spec.specfile import StudySpec, Table
 from runner.plugin.study import Prepared, Study
@@ -39,7 +40,7 @@ class MSDParams(MeasureParams):
 
 
 @register
-class MSD(Measure):
+class MSD(StepMeasure):
     study, Params, tags = "walk", MSDParams, MeasureTags("step")
     reference = "a known answer: E[x_t^2] = t"
 

@@ -3,7 +3,7 @@
 A sample's *state* is its rows of the pass's batch: its reference row x and its twins (the
 Lyapunov exponent's, a raw twin). One step is ``u_t = f(z_t)``, then ``z_{t+1} = advance_{t+1}(u_t)``
 (a twin measure's renormalisation), where ``advance`` depends on t only through ``t mod p_m`` (the
-measure's :meth:`~runner.studies.depth.measure.TrajectoryMeasure.exit_period`). With
+measure's tags' ``exit_period``, :class:`~runner.plugin.timings.StepMeasure`). With
 ``P = lcm(exit_period of [dynamics], every p_m)``, if a sample's rows at step c equal, bit for
 bit, its rows at c - P, its future is P-periodic: ``u_t = u_{t-P}`` for every t >= c - P. So after
 recording its ``u`` for P steps it can leave the batch, and its ``u_t`` is replayed from that

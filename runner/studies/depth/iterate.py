@@ -30,7 +30,8 @@ from runner.core.layout import Layout, never_as_nan
 from runner.plugin.measures import measures
 from runner.storage.store import Store
 from runner.studies.depth.exit import EarlyExit
-from runner.studies.depth.measure import Segment, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import Segment
 from runner.studies.depth.micro_batches import apply_map
 from runner.studies.depth.resolve import Network, derive_seed
 from runner.studies.depth.spec import DepthSpec
@@ -79,9 +80,9 @@ class IteratePass:
         self.mask_x = self.mask_all[self.rows] if self.mask_all is not None else None
         registry = measures("depth")
         everything = {m.kind: registry[m.kind](m) for m in spec.measure if registry[m.kind].tags.timing == "step"}
-        self.active: list[TrajectoryMeasure] = [everything[k] for k in everything if k in kinds]
+        self.active: list[StepMeasure] = [everything[k] for k in everything if k in kinds]
         # twins are iterated whenever the spec has a measure that needs them, measured or not this pass
-        self.twins: list[TrajectoryMeasure] = [m for m in everything.values() if m.tags.twin]
+        self.twins: list[StepMeasure] = [m for m in everything.values() if m.tags.twin]
         self.twin_rows: dict[str, slice] = {}
         lo = self.S
         for m in self.twins:
@@ -192,7 +193,7 @@ class IteratePass:
 
         return self.exit.apply(t, z, f)
 
-    def twin(self, m: TrajectoryMeasure) -> torch.Tensor:
+    def twin(self, m: StepMeasure) -> torch.Tensor:
         """The current state of ``m``'s twins (its rows of the batch)."""
         return self.z[self.twin_rows[m.kind()]]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError, create_model, model_validator
 
@@ -18,6 +18,7 @@ from models.source import Source, SourceText
 from models.suites import parse_revisions, step_of
 from runner.core.device import DeviceName
 from runner.plugin.measures import measures, params_union
+from runner.plugin.timings import StepMeasure
 from runner.spec.specfile import Name, StudySpec, Table, repeated
 
 Precision = Literal["fp32", "fp64", "tf32", "bf16"]
@@ -182,6 +183,14 @@ class DepthSpec(StudySpec):
     dynamics: DynamicsSpec = DynamicsSpec()
     measure: list[Any] = Field(min_length=1)
 
+    #: As a measure's view (:class:`~runner.plugin.timings.StepView`): where the run's length is set.
+    steps_name: ClassVar[str] = "[dynamics] steps"
+
+    @property
+    def steps(self) -> int:
+        """Steps of the run (a measure's view, :class:`~runner.plugin.timings.StepView`)."""
+        return self.dynamics.steps
+
     def problems(self) -> list[tuple[tuple, str]]:
         out = repeated(self.model, "model")
         kinds = [m.kind for m in self.measure]
@@ -227,7 +236,8 @@ class DepthSpec(StudySpec):
     def stride_lcm(self) -> int:
         """Least common multiple of the measures' declared strides (their tags' ``strides``)."""
         registry = measures("depth")
-        return math.lcm(*(s for m in self.measure for s in registry[m.kind](m).stride_values()))
+        instances = [registry[m.kind](m) for m in self.measure]
+        return math.lcm(*(s for i in instances if isinstance(i, StepMeasure) for s in i.stride_values()))
 
 
 def spec_model() -> type[DepthSpec]:

@@ -21,6 +21,7 @@ from runner.core.device import device_unavailable, set_precision
 from runner.core.layout import available_memory
 from runner.storage.location import is_url
 from runner.plugin.measures import measures
+from runner.plugin.timings import StepMeasure
 from runner.core.plan import Task, task_id
 from runner.core.requirements import Requirement
 from runner.data.files import anchor
@@ -29,7 +30,7 @@ from runner.spec.specfile import SpecError, SpecFile, SpecProblem
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
-from runner.studies.depth.measure import Derivation, PassNetworkContext
+from runner.studies.depth.measure import Derivation, PassNetworkContext, unmet_needs
 from runner.studies.depth.estimate import estimate, thread_key, thread_probe
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.samples import Samples, draw_pairs, draw_samples
@@ -90,7 +91,8 @@ def check_precision(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> N
         for net in networks:
             if not net.n_hidden:  # the model's sizes cannot be read here (an unmet requirement says why)
                 continue
-            found = instance.precision_problem(net.precision, net.n_tokens, net.n_hidden)
+            found = instance.precision_problem(net.precision, net.n_tokens, net.n_hidden) \
+                if isinstance(instance, StepMeasure) else None
             if found:
                 problems.append(sf.problem(("measure", i, found[0]), f"{net.label}: {found[1]} (or set [dynamics] "
                                            "untrusted_precision = true)"))
@@ -108,7 +110,7 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
         skipped: dict[str, str] = {}  # measure kind -> why it does not apply to this network
         for m in spec.measure:
             reg = registry[m.kind]
-            why = reg(m).not_applicable(net) if net.n_hidden else None  # unknown sizes: decided once resolved
+            why = unmet_needs(reg.tags.requires, net) if net.n_hidden else None  # unknown sizes: decided once resolved
             source = reg.tags.derived_from
             if source in skipped:
                 why = why or f"its source {source} {skipped[source]}"
@@ -284,7 +286,8 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     widest = max([n.n_hidden for n in networks if n.n_hidden] or [0])
     registry = measures("depth")
     for i, m in enumerate(spec.measure):
-        found = registry[m.kind](m).state_problem(widest) if widest else None
+        instance = registry[m.kind](m)
+        found = instance.state_problem(widest) if widest and isinstance(instance, StepMeasure) else None
         if found:
             raise SpecProblem(("measure", i, found[0]), found[1])
 
@@ -301,7 +304,7 @@ def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:
     PCA window) and the weights a model family counts (``weights_nbytes``: a reservoir's), per network."""
     registry = measures("depth")
     rows = spec.input.samples + sum(n for _, n in _twins(spec, registry))
-    instances = [registry[m.kind](m) for m in spec.measure]
+    instances = [i for m in spec.measure if isinstance(i := registry[m.kind](m), StepMeasure)]
     out = 0
     for net in networks:
         itemsize = {"fp64": 8, "bf16": 2}.get(net.precision, 4)

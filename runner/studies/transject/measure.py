@@ -1,6 +1,7 @@
 """How a TransJect measure plugs in: it runs at each epoch's checkpoint, on the analysis examples.
 
-A registration (:mod:`runner.plugin.measures`) subclasses :class:`EpochMeasure`: ``variables`` declares
+A registration (:mod:`runner.plugin.measures`) subclasses the engine's
+:class:`~runner.plugin.timings.CheckpointMeasure` with ``study = STUDY``: ``variables`` declares
 what it writes (one ``(network, checkpoint)`` cell per task; the ``layer`` axis holds the
 embedding layer X^(0) and layers 1..L), and ``run(ctx, task)`` computes it with the pure functions
 of :mod:`analyses` from ``ctx.view(task.network, task.checkpoint)``, a :class:`View`: the network at
@@ -11,7 +12,6 @@ checkpoint (they run as one group).
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,8 +19,8 @@ import torch
 from torch import Tensor
 
 from runner.plugin.measure_protocol import CheckpointContext
-from runner.plugin.measures import Measure, MeasureTags
 
+STUDY = "transject"
 PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
          "Secs. 3-4, Figs. 1, 4-6, Tables 2-3")
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
@@ -61,7 +61,7 @@ class View:
 
 
 class EpochContext(CheckpointContext, Protocol):
-    """What the TransJect session gives an :class:`EpochMeasure`, beyond ``names`` and ``write``."""
+    """What the TransJect session gives its measures, beyond ``names`` and ``write``."""
 
     n_layers: int
     """Layers of the store's ``layer`` axis (the embedding and layers 1..L)."""
@@ -70,20 +70,6 @@ class EpochContext(CheckpointContext, Protocol):
 
     def view(self, network: int, checkpoint: int) -> View:
         """The network at that checkpoint and its hidden states (one per checkpoint, shared by its measures)."""
-
-
-class EpochMeasure(Measure):
-    """A measure of TransJect's checkpoints on a :class:`View`. (A measure on activations only is an
-    :class:`~runner.checkpointed.measure.ActivationMeasure` instead: ``ctx.activations`` and
-    ``ctx.sentence_activations`` from the view's hidden states.)"""
-
-    study = "transject"
-    tags = MeasureTags("checkpoint")
-    reference = PAPER
-
-    @abstractmethod
-    def run(self, ctx: EpochContext, task) -> None:
-        raise NotImplementedError
 
 
 def knn_sample_problems(method: str, k: int, samples: list[tuple[str, int]]) -> list[tuple[tuple, str]]:

@@ -23,7 +23,6 @@ from models.hub import ModelLoadError
 from runner.data.files import files_digest
 from runner.data.registry import LABELLED, check_data
 from runner.studies.transject.data.classification import ListOpsSource
-from runner.checkpointed.measure import ActivationMeasure
 from runner.checkpointed.schedule import checkpoint_resource, train_task
 from runner.core.device import device_unavailable
 from runner.plugin.measures import measures
@@ -128,7 +127,7 @@ class TransJectStudy(Study):
                 for e in epochs:
                     payload = {"measure": meas.kind, "params": meas.params(), "train": tid, "checkpoint": e,
                                "analysis": analysis_key, "v": reg.version}
-                    reads = reg(meas).needs(n, e, epochs[-1], []) if issubclass(reg, ActivationMeasure) else [(n, e)]
+                    reads = reg(meas).needs(n, e, epochs[-1], [])
                     tasks.append(Task(task_id(payload), meas.kind, meas.kind, n, meas.kind, deps=(tid,), checkpoint=e,
                                       needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(reads)),
                                       group=f"measures:{n}:{e}", params=meas.params(), key=payload))

@@ -17,6 +17,7 @@ from runner.core.layout import flags
 from runner.plugin.measure_protocol import CONTEXTS, CheckpointShape, MeasureTags, StepShape
 from runner.plugin.measures import Measure, MeasureParams, measures, register
 from runner.plugin.study import studies
+from runner.plugin.timings import CheckpointMeasure
 
 #: The plugins of tests/plugins/ that register measures or studies (tests/runner/plugin/test_plugins.py loads them
 #: through TRANSIENT_PLUGINS in the CLI; here each is imported, which registers it the same way, and
@@ -139,7 +140,7 @@ class ToyParams(MeasureParams):
     every: int = Field(1, ge=1)
 
 
-class Toy(Measure):
+class Toy(CheckpointMeasure):
     """A measure that passes every check; each test below breaks one thing of a subclass."""
 
     study, Params, tags, reference = "nowhere", ToyParams, MeasureTags("checkpoint"), "a toy's own definition"
@@ -227,10 +228,8 @@ def test_a_built_in_measure_cites_its_source():
 
 
 def test_a_depth_measure_requires_only_what_the_study_knows():
-    from runner.studies.depth.measure import DepthMeasure
-
-    broken = type("Broken", (DepthMeasure, Toy), {"__module__": __name__, "tags": MeasureTags("checkpoint",
-                                                                                             requires=("gpu",))})
+    broken = type("Broken", (Toy,), {"__module__": __name__, "study": "depth",
+                                     "tags": MeasureTags("checkpoint", requires=("gpu",))})
     with pytest.raises(ConformanceError, match=r"requires \['gpu'\]: the depth study knows tokens, attention"):
         check_measure(broken)
 

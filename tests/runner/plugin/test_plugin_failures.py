@@ -29,14 +29,16 @@ kind = "lyapunov"
 
 TAKES_LYAPUNOV = """
 from typing import Literal
-from runner.studies.depth.measure import DepthParams, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import DepthParams
 from runner.plugin.measures import MeasureTags, register
 
 class Params(DepthParams):
     kind: Literal["lyapunov"]
 
 @register
-class Mine(TrajectoryMeasure):
+class Mine(StepMeasure):
+    study = "depth"
     Params = Params
     tags = MeasureTags("step")
     {replaces}

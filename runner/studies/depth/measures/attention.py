@@ -9,7 +9,8 @@ import torch
 from pydantic import Field
 
 from runner.plugin.measures import MeasureTags, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure, sample_problems
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
 
 class Params(DepthParams):
@@ -22,7 +23,9 @@ class Params(DepthParams):
 
 
 @register
-class Attention(TrajectoryMeasure):
+class Attention(StepMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
     tags = MeasureTags("step", requires=("attention",), strides=("every",), exit_period=1)

@@ -12,7 +12,8 @@ from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 
 
 class Params(DepthParams):
@@ -40,7 +41,9 @@ def score_class(scores: torch.Tensor) -> torch.Tensor:
 
 
 @register
-class EffectiveDimension(TrajectoryMeasure):
+class EffectiveDimension(StepMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     precision_checked = {"tf32": True, "bf16": False}
     # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;

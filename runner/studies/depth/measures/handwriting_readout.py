@@ -28,7 +28,8 @@ from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 
 
 class Params(DepthParams):
@@ -71,7 +72,9 @@ class Params(DepthParams):
 
 
 @register
-class HandwritingReadout(TrajectoryMeasure):
+class HandwritingReadout(StepMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
     tags = MeasureTags("step", requires=("text",), exit_period=1)

@@ -10,7 +10,8 @@ from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation, renormalize
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
 
 
@@ -25,10 +26,12 @@ class Params(DepthParams):
 
 
 @register
-class Lyapunov(TrajectoryMeasure):
+class Lyapunov(StepMeasure):
     """The batch holds x and its twin y = x + k eps/||eps||; every tau steps lambda = ln(||y - x|| / k)
     and y is renormalised to distance k (Algorithm A1)."""
 
+    study = STUDY
+    reference = PAPER
     Params = Params
     precision_checked = {"tf32": True, "bf16": False}
     # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their

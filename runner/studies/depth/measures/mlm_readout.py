@@ -38,7 +38,8 @@ from models.albert import load_mlm_head
 from models.init import TruncatedNormalInit
 from models.registry import AlbertFamily
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
 
 
@@ -72,7 +73,9 @@ class Params(DepthParams):
 
 
 @register
-class MLMReadout(TrajectoryMeasure):
+class MLMReadout(StepMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     # exit_period 1: it reads x_t out with its own head, not through f
     tags = MeasureTags("step", requires=("mlm_head",), strides=("every",), exit_period=1,

@@ -13,7 +13,8 @@ from pydantic import Field
 from analyses.orbits import ORBIT_CLASSES, classify_orbits
 from runner.core.layout import flags
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
 
 #: The codes of ``orbit_class``: the classes, and not applicable.
@@ -36,7 +37,8 @@ class Params(DepthParams):
 
 
 @register
-class Orbit(TrajectoryMeasure):
+class Orbit(StepMeasure):
+    study = STUDY
     Params = Params
     tags = MeasureTags("step", shard="samples")
     reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "

@@ -10,7 +10,8 @@ from pydantic import Field
 
 from analyses.pca import pca_projection
 from runner.plugin.measures import MeasureTags, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure, sample_problems
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
 
 class Params(DepthParams):
@@ -28,7 +29,9 @@ class Params(DepthParams):
 
 
 @register
-class PCA(TrajectoryMeasure):
+class PCA(StepMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
 
@@ -39,7 +42,7 @@ class PCA(TrajectoryMeasure):
         start, stop = self.window(steps)
         return (stop - start) // self.p.every + 1
 
-    def stride_problems(self, steps):
+    def stride_problems(self, view):
         return []  # every > steps keeps the window's first point; the window itself is checked in problems
 
     def state_nbytes(self, steps, sample_nbytes):

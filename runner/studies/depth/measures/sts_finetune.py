@@ -24,7 +24,8 @@ from pydantic import Field
 
 from analyses.sts import finetune_readout, minibatch_orders
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, NetworkMeasure
+from runner.plugin.timings import NetworkMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams
 from runner.studies.depth.measures.sts_readout import minibatch_seed, pair_problems
 from runner.plugin.measure_protocol import NetworkContext
 
@@ -56,6 +57,8 @@ class Params(DepthParams):
 
 @register
 class STSFinetune(NetworkMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     tags = MeasureTags("network", requires=("text",))
 

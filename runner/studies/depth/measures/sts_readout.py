@@ -29,7 +29,8 @@ from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
 
 #: Bytes of staged states per trained block of steps.
@@ -83,7 +84,9 @@ def minibatch_seed(spec, p) -> int:
 
 
 @register
-class STSReadout(TrajectoryMeasure):
+class STSReadout(StepMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
     tags = MeasureTags("step", requires=("text",), strides=("every",), exit_period=1)

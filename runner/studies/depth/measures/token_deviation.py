@@ -11,7 +11,8 @@ from pydantic import Field
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
 from runner.core.layout import flags, never_as_nan
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import deviation_floor
 
 #: The codes of ``sync_outcome``, in order.
@@ -29,7 +30,9 @@ class Params(DepthParams):
 
 
 @register
-class TokenDeviation(TrajectoryMeasure):
+class TokenDeviation(StepMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     precision_checked = {"tf32": False, "bf16": False}
     tags = MeasureTags("step", requires=("tokens",), strides=("every",), shard="samples", exit_period=1)

@@ -9,7 +9,8 @@ import torch
 from pydantic import Field
 
 from runner.plugin.measures import MeasureTags, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure, sample_problems
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
 
 class Params(DepthParams):
@@ -23,7 +24,9 @@ class Params(DepthParams):
 
 
 @register
-class Trajectory(TrajectoryMeasure):
+class Trajectory(StepMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
 

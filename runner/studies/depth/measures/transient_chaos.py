@@ -11,7 +11,8 @@ from analyses.transient_chaos import summarize_chaos, transient_chaos, transient
 from runner.core.layout import flags
 from runner.plugin.measure_protocol import DerivedContext
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.depth.measure import DepthParams, DerivedMeasure
+from runner.plugin.timings import DerivedMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams
 
 #: Intervals of lambda read at once (rounded to whole stored chunks): the memory of a derivation,
 #: whatever the run's length (1000 samples x 2048 intervals in float64: 16 MB).
@@ -29,6 +30,8 @@ class Params(DepthParams):
 
 @register
 class TransientChaos(DerivedMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     precision_checked = {"tf32": True, "bf16": False}
     tags = MeasureTags("derived", derived_from="lyapunov")

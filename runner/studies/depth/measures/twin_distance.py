@@ -10,7 +10,8 @@ from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
 from runner.plugin.measures import MeasureTags, register
-from runner.studies.depth.measure import DepthParams, PassContext, TrajectoryMeasure
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
 
 
@@ -31,10 +32,12 @@ class Params(DepthParams):
 
 
 @register
-class TwinDistance(TrajectoryMeasure):
+class TwinDistance(StepMeasure):
     """Its twins are extra rows of the pass's batch, one per sample in ``samples``, advanced by the
     same application of f as x and never renormalised."""
 
+    study = STUDY
+    reference = PAPER
     Params = Params
     # exit_period 1: its twins are never renormalised (advance is the identity)
     tags = MeasureTags("step", twin=True, exit_period=1)

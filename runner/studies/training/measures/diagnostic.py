@@ -9,7 +9,8 @@ from pydantic import Field
 
 from analyses.diagnostic import train_diagnostic_classifier
 from runner.plugin.measures import MeasureTags, register
-from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer, TagSet
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,6 +29,8 @@ class Params(TrainingParams):
 
 @register
 class Diagnostic(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     tags = MeasureTags("checkpoint", suites=True, networks="networks", layers="layers", tagsets="tagsets")
 

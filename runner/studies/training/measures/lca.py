@@ -12,7 +12,8 @@ from torch import Tensor
 from analyses.loss_change import group_allocations, loss_change_allocation
 from runner.studies.training.data.tokens import get_batch
 from runner.plugin.measures import hints, register
-from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.training.measure import PAPER, STUDY, TAGS, TrainingParams
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.studies.training.context import Context
@@ -67,6 +68,9 @@ def _simpson_gradient(ctx, model, theta_a: dict, deltas: dict, g_a: dict, g_b: d
 
 @register
 class LossChange(CheckpointMeasure):
+    study = STUDY
+    tags = TAGS
+    reference = PAPER
     Params = Params
     version = 2
 

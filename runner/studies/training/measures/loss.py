@@ -13,7 +13,8 @@ import numpy as np
 from pydantic import Field
 
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.train import evaluate
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,6 +32,8 @@ class Params(TrainingParams):
 
 @register
 class Loss(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     tags = MeasureTags("checkpoint", suites=True, head=True, networks="networks")  # head: it reads a suite's language-modelling head
 

@@ -14,11 +14,13 @@ import numpy as np
 
 from analyses.contextual_decomposition import lstm_weights
 from analyses.rule_gradient import gradient_by_distance
-from runner.studies.training.data.scaffold import OMEGA
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.training.data.scaffold import OMEGA, PAPER
+from runner.studies.training.measure import STUDY
 from runner.plugin.measures import hints, register
 from runner.studies.training.measures.scaffold import (
     DOMAINS,
-    RuleMeasure,
+    RULE_TAGS,
     RuleParams,
     by_domain_and_step,
     domain_coord,
@@ -38,7 +40,10 @@ class GradientParams(RuleParams):
 
 
 @register
-class RuleGradient(RuleMeasure):
+class RuleGradient(CheckpointMeasure):
+    study = STUDY
+    tags = RULE_TAGS
+    reference = PAPER
     Params = GradientParams
 
     def variables(self, b, shape) -> None:

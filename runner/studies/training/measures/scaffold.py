@@ -23,7 +23,8 @@ from analyses.contextual_decomposition import interdependence, lstm_weights
 from analyses.rule_probability import cd_target_probability, target_probability
 from runner.studies.training.data.scaffold import OMEGA, PAPER
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.training.measure import STUDY, TrainingParams
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.studies.training.context import Context
@@ -60,9 +61,8 @@ def by_domain_and_step(ctx, name: str) -> np.ndarray:
     return np.full((len(DOMAINS), len(ctx.layout.coords[name].values)), np.nan)
 
 
-class RuleMeasure(CheckpointMeasure):
-    tags = MeasureTags("checkpoint", requires=("scaffold",), networks="networks")
-    reference = PAPER
+#: The tags of a rule measure: it needs networks trained on a scaffold corpus.
+RULE_TAGS = MeasureTags("checkpoint", requires=("scaffold",), networks="networks")
 
 
 class ProbabilityParams(RuleParams):
@@ -72,7 +72,10 @@ class ProbabilityParams(RuleParams):
 
 
 @register
-class RuleProbability(RuleMeasure):
+class RuleProbability(CheckpointMeasure):
+    study = STUDY
+    tags = RULE_TAGS
+    reference = PAPER
     Params = ProbabilityParams
 
     def variables(self, b, shape) -> None:
@@ -101,7 +104,10 @@ class CDParams(RuleParams):
 
 
 @register
-class RuleCDProbability(RuleMeasure):
+class RuleCDProbability(CheckpointMeasure):
+    study = STUDY
+    tags = RULE_TAGS
+    reference = PAPER
     Params = CDParams
 
     def variables(self, b, shape) -> None:
@@ -135,11 +141,14 @@ class PrefixParams(RuleParams):
 
 
 @register
-class RuleCDPrefix(RuleMeasure):
+class RuleCDPrefix(CheckpointMeasure):
     """Fig. 9: "the predicted P(x_t = omega | x_{t-k} ... x_{t-k+i}) according to CD, varying i ... with
     x_{t-k} = alpha": softmax(v_beta)[omega] at omega's step with the prefix alpha q_1 .. q_i in focus,
     i = 0 (alpha alone, Fig. 8's value) .. k (the whole rule). Entries beyond a network's k are NaN."""
 
+    study = STUDY
+    tags = RULE_TAGS
+    reference = PAPER
     Params = PrefixParams
 
     def variables(self, b, shape) -> None:
@@ -170,7 +179,10 @@ class DIParams(RuleParams):
 
 
 @register
-class RuleInterdependence(RuleMeasure):
+class RuleInterdependence(CheckpointMeasure):
+    study = STUDY
+    tags = RULE_TAGS
+    reference = PAPER
     Params = DIParams
 
     def variables(self, b, shape) -> None:

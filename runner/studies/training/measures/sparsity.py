@@ -12,7 +12,8 @@ from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sp
 from models.lstm import capture
 from runner.studies.training.data.tokens import get_batch
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +42,8 @@ def frequent_words(corpus, n: int) -> np.ndarray:
 
 @register
 class Sparsity(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     # a suite's gradients need its language-modelling head and a next-token loss
     tags = MeasureTags("checkpoint", suites=True, head=True, causal=True, networks="networks", layers="layers")

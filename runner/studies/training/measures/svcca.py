@@ -1,6 +1,6 @@
 """SVCCA, PWCCA and linear CKA of layer activations (Saphra 2021, Ch. 4 Figs. 3-5, 8-11).
 
-It reads activations only (:class:`~runner.checkpointed.measure.ActivationMeasure`), so TransJect specs
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so TransJect specs
 name it too: each epoch's hidden states against the network's last epoch's, or layer against layer."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import numpy as np
 from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
-from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationView
+from runner.checkpointed.measure import ActivationContext, ActivationView
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
 
 STATISTICS = {"svcca": "SVCCA mean canonical correlation (Raghu et al. 2017)",
@@ -41,7 +42,9 @@ def _similarities(x, y, keep: float) -> tuple[float, float, float]:
 
 
 @register
-class SVCCA(CheckpointMeasure, ActivationMeasure):
+class SVCCA(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
     tags = MeasureTags("checkpoint", suites=True, networks="networks", references="reference", layers="layers",
                        variant="compare")

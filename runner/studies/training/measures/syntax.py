@@ -17,7 +17,8 @@ from analyses.syntactic_interdependence import aggregate, pair_interdependence
 from runner.studies.training.data.treebank import ParsedSentence, load_treebank
 from runner.studies.training.data.tagsets import CLOSED_CLASS, OPEN_CLASS
 from runner.plugin.measures import MeasureTags, hints, register
-from runner.studies.training.measure import CheckpointMeasure, TrainingParams
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.training.measure import STUDY, TrainingParams
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.studies.training.context import Context
@@ -62,6 +63,7 @@ def _word_class(upos: str) -> str:
 
 @register
 class SyntaxInterdependence(CheckpointMeasure):
+    study = STUDY
     Params = Params
     tags = MeasureTags("checkpoint", requires=("text",), networks="networks", data="treebank")
     example = {"treebank": "en_ewt-ud-test.conllu"}  # for check_measure: the paper's treebank

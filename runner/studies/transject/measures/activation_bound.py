@@ -10,7 +10,8 @@ from pydantic import Field
 
 from analyses.token_geometry import activation_ratios, quantiles, sample_pairs
 from runner.plugin.measures import MeasureParams, hints, register
-from runner.studies.transject.measure import QUANTILES, EpochContext, EpochMeasure, tokens_of
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.transject.measure import PAPER, QUANTILES, STUDY, EpochContext, tokens_of
 
 
 class Params(MeasureParams):
@@ -23,7 +24,9 @@ class Params(MeasureParams):
 
 
 @register
-class ActivationBound(EpochMeasure):
+class ActivationBound(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
 
     def variables(self, b, shape) -> None:

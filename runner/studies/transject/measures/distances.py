@@ -1,6 +1,6 @@
 """Layer-wise Euclidean and cosine distances between token pairs of the analysis sentence (Fig. 1).
 
-It reads activations only (:class:`~runner.checkpointed.measure.ActivationMeasure`), so training specs
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so training specs
 name it too: the pairs of an LSTM's (or a suite's) analysis sentence, the analysis tokens' first sentence."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import torch
 from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
-from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams, ActivationView
+from runner.checkpointed.measure import ACTIVATION_TAGS, ActivationContext, ActivationParams, ActivationView
 from runner.plugin.measures import hints, register
-from runner.studies.transject.measure import EpochMeasure
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.transject.measure import PAPER, STUDY
 
 
 class Params(ActivationParams):
@@ -98,7 +99,10 @@ def at_layers(n_layers: int, rows: list[int], values: np.ndarray) -> np.ndarray:
 
 
 @register
-class Distances(ActivationMeasure, EpochMeasure):
+class Distances(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
+    tags = ACTIVATION_TAGS
     Params = Params
     also = ("training",)
 

@@ -1,6 +1,6 @@
 """Layer-wise differential entropy of token representations (Eq. 8, Fig. 5a).
 
-It reads activations only (:class:`~runner.checkpointed.measure.ActivationMeasure`), so training specs
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so training specs
 name it too: the entropy of each analysis token's hidden units at every layer of an LSTM (or a suite)."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from pydantic import Field
 
 from analyses.entropy import layer_entropy
 from analyses.token_geometry import quantiles
-from runner.checkpointed.measure import ActivationContext, ActivationMeasure, ActivationParams, ActivationView
+from runner.checkpointed.measure import ACTIVATION_TAGS, ActivationContext, ActivationParams, ActivationView
 from runner.plugin.measures import hints, register
-from runner.studies.transject.measure import QUANTILES, EpochMeasure, knn_sample_problems
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.transject.measure import PAPER, QUANTILES, STUDY, knn_sample_problems
 
 
 class Params(ActivationParams):
@@ -28,7 +29,10 @@ class Params(ActivationParams):
 
 
 @register
-class Entropy(ActivationMeasure, EpochMeasure):
+class Entropy(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
+    tags = ACTIVATION_TAGS
     Params = Params
     also = ("training",)
 

@@ -22,7 +22,8 @@ from torch.nn import functional as F
 from analyses.entropy import token_entropy
 from models.transject import entropic_residual
 from runner.plugin.measures import MeasureParams, hints, register
-from runner.studies.transject.measure import EpochContext, EpochMeasure, knn_sample_problems
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.transject.measure import PAPER, STUDY, EpochContext, knn_sample_problems
 from runner.studies.transject.spec import TransJectView
 
 
@@ -69,7 +70,9 @@ def head_outputs(layer_module, x: torch.Tensor, mask: torch.Tensor) -> list[torc
 
 
 @register
-class Experts(EpochMeasure):
+class Experts(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
 
     def variables(self, b, shape) -> None:

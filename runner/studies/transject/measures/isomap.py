@@ -9,7 +9,8 @@ from pydantic import Field
 
 from analyses.isomap import isomap_2d
 from runner.plugin.measures import MeasureParams, register
-from runner.studies.transject.measure import EpochContext, EpochMeasure
+from runner.plugin.timings import CheckpointMeasure
+from runner.studies.transject.measure import PAPER, STUDY, EpochContext
 
 
 class Params(MeasureParams):
@@ -21,7 +22,9 @@ class Params(MeasureParams):
 
 
 @register
-class IsomapMeasure(EpochMeasure):
+class IsomapMeasure(CheckpointMeasure):
+    study = STUDY
+    reference = PAPER
     Params = Params
 
     def variables(self, b, shape) -> None:
