@@ -77,6 +77,9 @@ def test_each_study_folder_registers_the_study_of_its_name():
 #: from importing any study. Everything else under ``runner/`` outside ``runner/studies`` is the
 #: engine, the monitor (``runner/tui``) and the training-as-time kit (``runner/checkpointed``) included.
 NOT_ENGINE = ("studies", "data")
+#: The kit's own measures (``runner/checkpointed/measures``) name themselves and the papers they
+#: follow, as every measure does; they still name no study (:func:`test_the_kits_measures_name_no_study`).
+KIT_MEASURES = ("checkpointed", "measures")
 
 #: Measure and family names that are also ordinary words the engine uses in its own sense. Each
 #: is allowed for the reason given; no other name of a registered plugin may appear in the engine.
@@ -91,7 +94,20 @@ GENERIC = {
 def engine_sources() -> dict[str, str]:
     """path -> text of every engine module."""
     return {str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "runner").rglob("*.py")
-            if p.relative_to(ROOT / "runner").parts[0] not in NOT_ENGINE}
+            if p.relative_to(ROOT / "runner").parts[0] not in NOT_ENGINE
+            and p.relative_to(ROOT / "runner").parts[:2] != KIT_MEASURES}
+
+
+def test_the_kits_measures_name_no_study():
+    """A measure of the kit applies to every study that takes it: it names no study and no table only
+    some studies have (its own name and its paper's are its business)."""
+    names = {**plugin_names(), "name": []}
+    sources = {p: p.read_text() for p in (ROOT / "runner" / Path(*KIT_MEASURES)).glob("*.py")}
+    assert len(sources) >= 3
+    offenders = {str(p): uses for p, text in sources.items() if (uses := study_name_uses(text, names))}
+    assert not offenders
+    assert study_name_uses(sources[ROOT / "runner" / "checkpointed" / "measures" / "svcca.py"] + '\nif study == "training":',
+                           names)
 
 
 def plugin_names() -> dict[str, list[str]]:

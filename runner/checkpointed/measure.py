@@ -20,6 +20,11 @@ from torch import Tensor
 from runner.plugin.measure_protocol import CheckpointContext
 from runner.plugin.measures import MeasureParams, MeasureTags
 
+#: The measures on activations only are registered under this name; a study offers them by taking it
+#: (``runner.plugin.measures.takes``).
+KIT = "checkpointed"
+#: Quantiles over tokens that the kit's measures store.
+QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 #: The tags of a checkpoint measure on activations only: it measures checkpoint suites too (a
 #: suite's context gives word activations).
 ACTIVATION_TAGS = MeasureTags("checkpoint", suites=True, networks="networks")
@@ -47,14 +52,13 @@ class ActivationView:
     networks: tuple[str, ...]
     """The ``[[model]]`` names a measure may name."""
     kinds: tuple[tuple[str, str], ...] = ()
-    """(network, kind) of each ``[[model]]``, in its study's words (a language model, a tagger, ...)."""
+    """(network, kind) of each ``[[model]]``: ``lm`` (trained to predict the next token, or a published
+    checkpoint of one), ``tagger`` (trained to tag), else its study's own word."""
     token_widths: tuple[tuple[str, int], ...] = ()
     """(what, components) of each trained network's narrowest token representation: the samples a
     per-token estimate has (a k-nearest-neighbour estimate needs k < N)."""
     layers: tuple[str, ...] | None = None
     """The layer names its networks have, when the spec tells (None: the study checks layer names)."""
-    layers_required: bool = False
-    """A measure with ``layers`` must name them (its default names another architecture's)."""
     references: bool = True
     """Networks may be compared with reference networks of other seeds or kinds; False: a network only
     with itself (its final checkpoint, its layers)."""
@@ -89,3 +93,7 @@ class ActivationContext(CheckpointContext, Protocol):
 
     def layer_index(self) -> dict[str, int]:
         """The store's ``layer`` coordinate: position of each layer name."""
+
+    def reference_layer(self, network: int) -> str:
+        """The layer of a reference ``network`` that other networks' layers are compared with (a
+        tagger's representation)."""

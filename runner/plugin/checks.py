@@ -102,15 +102,15 @@ def _params(cls: type[Measure], measure) -> tuple[MeasureParams | None, list[str
 
 
 def _variable_problems(measure: Measure, shape: Any) -> list[str]:
-    """Each study that registers the measure (its own, and those in ``also``) lays it out for its small
+    """Each study that offers the measure (its own, or each that takes its kit) lays it out for its small
     example (``Study.variables_of``) when ``shape`` is None and the study can; else ``variables(b,
     shape)`` runs on a sandbox builder."""
     cls, kind = type(measure), type(measure).kind()
     laid_out = []
     if shape is None:
         found = studies()
-        laid_out = [found[s]().variables_of(kind) for s in (cls.study, *cls.also)
-                    if s in found and _registered(s, kind) is cls]
+        laid_out = [found[s]().variables_of(kind) for s in found
+                    if (offered := _registered(s, kind)) is not None and issubclass(offered, cls)]
     if not any(v is not None for v in laid_out):
         b = _Sandbox()
         try:

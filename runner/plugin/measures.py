@@ -30,7 +30,7 @@ import typing
 from abc import abstractmethod
 from typing import Annotated, Any, ClassVar, Union
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from runner.core.layout import INTERNAL, LayoutBuilder
 from runner.plugin.loader import load_plugins
@@ -38,7 +38,7 @@ from runner.plugin.measure_protocol import MeasureTags, Shape
 from runner.spec.specfile import Table
 
 __all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measure_problems", "measures", "params_union",
-           "register", "vocabulary"]
+           "register", "takes", "vocabulary"]
 
 #: study name -> measure kind -> registration
 _REGISTRY: dict[str, dict[str, type[Measure]]] = {}
@@ -62,8 +62,7 @@ class Measure:
     """Base of every measure registration (see the module docstring)."""
 
     study: ClassVar[str]
-    also: ClassVar[tuple[str, ...]] = ()
-    """Other studies whose specs may name it (a measure on activations only)."""
+    """The study whose specs name it, or a kit whose measures every study that :func:`takes` it offers."""
     tags: ClassVar[MeasureTags]
     """Its capabilities (:class:`~runner.plugin.measure_protocol.MeasureTags`)."""
     version: ClassVar[int] = 1
@@ -179,19 +178,49 @@ def tag_problems(cls: type[Measure]) -> list[str]:
 
 
 def register(cls: type[Measure]) -> type[Measure]:
-    """Class decorator: make a measure available to specs of its study (and of the studies in ``also``).
+    """Class decorator: make a measure available to specs of its study (or of the studies that take its kit).
     Tags that contradict themselves, or use words its study does not know, are refused here, where the
     plugin author sees them."""
     problems = tag_problems(cls)
     if problems:
         raise TypeError(f"measure {cls.__module__}.{cls.__qualname__}: {'; '.join(problems)}")
-    for study in (cls.study, *cls.also):
-        known = _REGISTRY.setdefault(study, {}).get(cls.kind())
-        if known is not None and _name(known) != _name(cls) and not cls.replaces:
-            raise TypeError(f"measure {_name(cls)}: kind {cls.kind()!r} of the {study} study is {_name(known)}; "
-                            "give it another kind, or set `replaces = True` on it to replace that measure")
-        _REGISTRY[study][cls.kind()] = cls
+    study = cls.study
+    known = _REGISTRY.setdefault(study, {}).get(cls.kind())
+    if known is not None and _name(known) != _name(cls) and not cls.replaces:
+        raise TypeError(f"measure {_name(cls)}: kind {cls.kind()!r} of the {study} study is {_name(known)}; "
+                        "give it another kind, or set `replaces = True` on it to replace that measure")
+    _REGISTRY[study][cls.kind()] = cls
     return cls
+
+
+#: study -> kit it takes -> role -> (type, default) of the parameter a kit's measure names for that role
+_TAKES: dict[str, dict[str, dict[str, tuple[Any, Any]]]] = {}
+_TAKEN: dict[tuple[type, str], type] = {}
+
+
+def takes(study: str, kit: str, roles: dict[str, tuple[Any, Any]] | None = None) -> None:
+    """Let ``study``'s specs name the measures registered under ``kit``. ``roles``: for each role a
+    kit measure's tags may name (``layers``, ...), the type and default of that parameter in this
+    study's words (the layer names of its networks), as the study's specs see it."""
+    _TAKES.setdefault(study, {})[kit] = dict(roles or {})
+
+
+def _taken(cls: type[Measure], study: str, roles: dict[str, tuple[Any, Any]]) -> type[Measure]:
+    """``cls`` as ``study`` offers it: its table's parameters for ``roles`` typed and defaulted in the
+    study's words (the same class when no role applies)."""
+    fields = {name: role for role in roles if (name := getattr(cls.tags, role, None))}
+    if not fields:
+        return cls
+    if (cls, study) not in _TAKEN:
+        table = cls.Params
+        overrides = {name: (roles[role][0], Field(default_factory=lambda d=roles[role][1]: list(d),
+                                                  description=table.model_fields[name].description))
+                     for name, role in fields.items()}
+        params = create_model(table.__name__, __base__=table, __module__=table.__module__, __doc__=table.__doc__,
+                              **overrides)
+        _TAKEN[cls, study] = type(cls.__name__, (cls,), {"Params": params, "__module__": cls.__module__,
+                                                         "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+    return _TAKEN[cls, study]
 
 
 def _name(cls: type) -> str:
@@ -201,7 +230,9 @@ def _name(cls: type) -> str:
 def measures(study: str) -> dict[str, type[Measure]]:
     """The registered measures of a study (plugins included, :mod:`runner.plugin.loader`)."""
     _load_entry_points()
-    return dict(_REGISTRY.get(study, {}))
+    out = {kind: _taken(cls, study, roles) for kit, roles in _TAKES.get(study, {}).items()
+           for kind, cls in _REGISTRY.get(kit, {}).items()}
+    return {**out, **_REGISTRY.get(study, {})}
 
 
 def params_union(study: str) -> Any:

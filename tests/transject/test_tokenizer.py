@@ -33,7 +33,7 @@ def test_a_tokenizer_directory_gives_tokens_and_vocabulary(tmp_path, monkeypatch
 
 
 def test_pairs_are_found_across_word_pieces():
-    from runner.studies.transject.measures.distances import resolve_pairs
+    from runner.checkpointed.measures.distances import resolve_pairs
 
     sentence = ["the", "char", "##acters", "are", "unlike", "##able", "script"]
     pos, labels = resolve_pairs(sentence, [["characters", "script"], ["unlikeable", "are"]], 12)

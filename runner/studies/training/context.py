@@ -138,3 +138,7 @@ class Context:
 
     def layer_index(self) -> dict[str, int]:
         return {str(v): i for i, v in enumerate(self.layout.coords["layer"].values)}
+
+    def reference_layer(self, network: int) -> str:
+        """A tagger's representation: its LSTM layer (Ch. 4 Figs. 8-11)."""
+        return "lstm1"

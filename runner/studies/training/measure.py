@@ -17,11 +17,14 @@ from typing import Any
 
 from pydantic import Field
 
-from runner.plugin.measures import MeasureParams, MeasureTags, vocabulary
-from runner.studies.training.spec import NEEDS
+import runner.checkpointed.measures  # noqa: F401 - registers the kit's measures, which this study takes
+from runner.checkpointed.measure import KIT
+from runner.plugin.measures import MeasureParams, MeasureTags, takes, vocabulary
+from runner.studies.training.spec import LAYERS, NEEDS, Layer
 
 STUDY = "training"
 vocabulary(STUDY, NEEDS)
+takes(STUDY, KIT, roles={"layers": (list[Layer], LAYERS)})
 #: The tags of a measure of language models' checkpoints that reads nothing else.
 TAGS = MeasureTags("checkpoint", networks="networks")
 PAPER = "Saphra 2021, Training dynamics of neural language models (PhD thesis, Edinburgh), Ch. 4 and 6"

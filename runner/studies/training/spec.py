@@ -471,7 +471,7 @@ class TrainingStudySpec(StudySpec):
         once the corpus is read (the session asks again then)."""
         width = min(self.training.embedding_dim, self.training.hidden_dim)
         return ActivationView(
-            networks=tuple(n.name for n in self.model), kinds=tuple((n.name, n.kind) for n in self.model),
+            networks=tuple(n.name for n in self.model), kinds=tuple((n.name, "lm" if n.kind == "suite" else n.kind) for n in self.model),
             token_widths=tuple((f"a token of [[model]] {n.name!r} (its {width} components)", width)
                                for n in self.model if n.kind != "suite"),
             source=self.corpus.reader.name if self.corpus.reader else "")

@@ -18,12 +18,15 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+import runner.checkpointed.measures  # noqa: F401 - registers the kit's measures, which this study takes
+from runner.checkpointed.measure import KIT, QUANTILES  # noqa: F401 - QUANTILES: the quantiles its measures store
 from runner.plugin.measure_protocol import CheckpointContext
+from runner.plugin.measures import takes
 
 STUDY = "transject"
+takes(STUDY, KIT)
 PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
          "Secs. 3-4, Figs. 1, 4-6, Tables 2-3")
-QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 
 
 @dataclass(frozen=True)
@@ -70,18 +73,6 @@ class EpochContext(CheckpointContext, Protocol):
 
     def view(self, network: int, checkpoint: int) -> View:
         """The network at that checkpoint and its hidden states (one per checkpoint, shared by its measures)."""
-
-
-def knn_sample_problems(method: str, k: int, samples: list[tuple[str, int]]) -> list[tuple[tuple, str]]:
-    """The k-NN entropy needs 1 <= k < N samples and the Gaussian one N >= 2 (analyses/entropy.py);
-    ``samples``: (what the N samples are, N) of each network."""
-    out = []
-    for what, n in samples:
-        if method == "knn" and k >= n:
-            out.append((("k",), f"k = {k} needs more than {k} samples, but {what} gives {n}; take k < {n}"))
-        elif method == "gaussian" and n < 2:
-            out.append((("method",), f"the Gaussian estimate needs 2 samples or more, but {what} gives {n}"))
-    return out[:1]
 
 
 def tokens_of(hidden: Tensor, mask: Tensor) -> list[Tensor]:

@@ -301,6 +301,10 @@ class TransJectSession:
     def layer_index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.layer_names)}
 
+    def reference_layer(self, network: int) -> str:
+        """Its top layer (no TransJect spec has reference networks: the view says so)."""
+        return self.layer_names[-1]
+
     def _measure(self, group: list[Task]) -> None:
         n, e = group[0].network, group[0].checkpoint
         if self.worker:  # the checkpoints it reads were saved since it opened, by another process

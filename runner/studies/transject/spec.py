@@ -207,7 +207,7 @@ class TransJectSpec(StudySpec):
             token_widths=tuple((f"a token of [[model]] {m.name!r} (its d_model components)", m.d_model)
                                for m in trained),
             layers=None if deepest is None else ("embedding", *(f"layer{i + 1}" for i in range(deepest))),
-            layers_required=True, references=False, sentence=None if sentence is None else tuple(sentence),
+            references=False, sentence=None if sentence is None else tuple(sentence),
             closed_tokens=self.data.implied("tokens"), source=self.data.reader.name if self.data.reader else "",
             expert_widths=tuple(
                 (f"a head's output of [[model]] {m.name!r} (d_model / n_heads components)", m.d_model // m.n_heads)

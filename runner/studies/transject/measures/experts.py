@@ -23,7 +23,8 @@ from analyses.entropy import token_entropy
 from models.transject import entropic_residual
 from runner.plugin.measures import MeasureParams, hints, register
 from runner.plugin.timings import CheckpointMeasure
-from runner.studies.transject.measure import PAPER, STUDY, EpochContext, knn_sample_problems
+from runner.checkpointed.measures.entropy import knn_sample_problems
+from runner.studies.transject.measure import PAPER, STUDY, EpochContext
 from runner.studies.transject.spec import TransJectView
 
 

@@ -1,7 +1,7 @@
-"""Layer-wise differential entropy of token representations (Eq. 8, Fig. 5a).
+"""Layer-wise differential entropy of token representations (TransJect, Eq. 8, Fig. 5a).
 
-It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so training specs
-name it too: the entropy of each analysis token's hidden units at every layer of an LSTM (or a suite)."""
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so every study
+that takes the kit offers it: the entropy of each analysis token's hidden units at every layer."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from pydantic import Field
 
 from analyses.entropy import layer_entropy
 from analyses.token_geometry import quantiles
-from runner.checkpointed.measure import ACTIVATION_TAGS, ActivationContext, ActivationParams, ActivationView
+from runner.checkpointed.measure import ACTIVATION_TAGS, KIT, QUANTILES, ActivationContext, ActivationParams, ActivationView
 from runner.plugin.measures import hints, register
 from runner.plugin.timings import CheckpointMeasure
-from runner.studies.transject.measure import PAPER, QUANTILES, STUDY, knn_sample_problems
+
+PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
+         "Sec. 4, Eq. 8, Fig. 5a")
 
 
 class Params(ActivationParams):
@@ -30,11 +32,10 @@ class Params(ActivationParams):
 
 @register
 class Entropy(CheckpointMeasure):
-    study = STUDY
+    study = KIT
     reference = PAPER
     tags = ACTIVATION_TAGS
     Params = Params
-    also = ("training",)
 
     def variables(self, b, shape) -> None:
         b.coord("quantile", np.asarray(QUANTILES), long_name="quantile")
@@ -62,3 +63,15 @@ class Entropy(CheckpointMeasure):
             mean[where[layer]] = finite.mean() if finite.size else np.nan
         ctx.write("entropy_quantile", task, q)
         ctx.write("layer_entropy", task, mean)
+
+
+def knn_sample_problems(method: str, k: int, samples: list[tuple[str, int]]) -> list[tuple[tuple, str]]:
+    """The k-NN entropy needs 1 <= k < N samples and the Gaussian one N >= 2 (analyses/entropy.py);
+    ``samples``: (what the N samples are, N) of each network."""
+    out = []
+    for what, n in samples:
+        if method == "knn" and k >= n:
+            out.append((("k",), f"k = {k} needs more than {k} samples, but {what} gives {n}; take k < {n}"))
+        elif method == "gaussian" and n < 2:
+            out.append((("method",), f"the Gaussian estimate needs 2 samples or more, but {what} gives {n}"))
+    return out[:1]

@@ -1,7 +1,9 @@
 """SVCCA, PWCCA and linear CKA of layer activations (Saphra 2021, Ch. 4 Figs. 3-5, 8-11).
 
-It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so TransJect specs
-name it too: each epoch's hidden states against the network's last epoch's, or layer against layer."""
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so every study
+that takes the kit offers it: each checkpoint's activations against the network's last checkpoint's,
+a reference network's (another seed, a tagger) or layer against layer. The layers it compares by
+default are its study's (``takes(..., roles={"layers": ...})``)."""
 
 from __future__ import annotations
 
@@ -11,28 +13,32 @@ import numpy as np
 from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
-from runner.checkpointed.measure import ActivationContext, ActivationView
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.checkpointed.measure import KIT, ActivationContext, ActivationView
+from runner.plugin.measures import MeasureParams, MeasureTags, hints, register
 from runner.plugin.timings import CheckpointMeasure
-from runner.studies.training.measure import PAPER, STUDY, TrainingParams
-from runner.studies.training.spec import LAYERS, Layer
+
+PAPER = "Saphra 2021, Training dynamics of neural language models (PhD thesis, Edinburgh), Ch. 4 and 6"
 
 STATISTICS = {"svcca": "SVCCA mean canonical correlation (Raghu et al. 2017)",
               "pwcca": "projection-weighted CCA (Morcos et al. 2018)",
               "cka": "linear centred kernel alignment (Kornblith et al. 2019)"}
 
 
-class Params(TrainingParams):
+class Params(MeasureParams):
     """SVCCA, PWCCA and linear CKA of layer activations on the analysis tokens (Ch. 4 Figs. 3-5, 8-11)."""
 
     kind: Literal["svcca"]
+    networks: list[str] = Field(default_factory=list)
+    """Networks measured (default: those the study measures by default)."""
     compare: Literal["final", "seed", "layers", "tagger"] = "final"
     """``final``: each checkpoint vs the network's last one; ``seed``: vs ``reference`` (another LM
     with another seed) at the same checkpoint; ``layers``: every layer vs every layer at each
-    checkpoint; ``tagger``: each LM layer vs the ``reference`` tagger's LSTM layer."""
+    checkpoint; ``tagger``: each LM layer vs the ``reference`` tagger's representation (the layer its
+    study compares a tagger by)."""
     reference: list[str] = Field(default_factory=list)
     """Networks compared with (``seed``: one other LM; ``tagger``: the taggers)."""
-    layers: list[Layer] = Field(default_factory=lambda: list(LAYERS))
+    layers: list[str] = Field(default_factory=list)
+    """Layers compared (default: the study's; a study without one asks for them)."""
     keep_variance: float = Field(0.99, gt=0, le=1)
     """Variance kept by the SVD step (Raghu et al.: 0.99)."""
 
@@ -43,12 +49,11 @@ def _similarities(x, y, keep: float) -> tuple[float, float, float]:
 
 @register
 class SVCCA(CheckpointMeasure):
-    study = STUDY
+    study = KIT
     reference = PAPER
     Params = Params
     tags = MeasureTags("checkpoint", suites=True, networks="networks", references="reference", layers="layers",
                        variant="compare")
-    also = ("transject",)
 
     def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
         compare = self.p.compare
@@ -64,15 +69,13 @@ class SVCCA(CheckpointMeasure):
                 return [(("reference",), f"compare = {compare!r} needs reference networks")]
             want = "lm" if compare == "seed" else "tagger"
             kinds = dict(view.kinds)
-            wrong = [r for r in self.p.reference if kinds.get(r, want).replace("suite", "lm") != want]
+            wrong = [r for r in self.p.reference if kinds.get(r, want) != want]
             if wrong:
                 return [(("reference",), f"references of compare = {compare!r} must be "
                          f"{'language models' if want == 'lm' else 'taggers'}; not {wrong}")]
-        if not view.layers_required:
-            return []
-        if "layers" not in self.p.model_fields_set:
-            return [(("layers",), "name the layers to compare: embedding, layer1 .. layerL (the LSTM default does "
-                     "not apply)")]
+        if not self.p.layers:
+            return [(("layers",), "name the layers to compare: embedding, layer1 .. layerL (this study has no "
+                     "default)")]
         bad = [x for x in self.p.layers if x not in view.layers] if view.layers is not None else []
         if bad:
             return [(("layers",), f"no network has layer(s) {bad}; the deepest has {', '.join(view.layers)}")]
@@ -96,7 +99,7 @@ class SVCCA(CheckpointMeasure):
             b.coord("tagger", p.reference, long_name="tagger compared with")
             b.coord("tagger_network", np.array([shape.names.index(r) for r in p.reference]), ("tagger",))
             dims = ("network", "checkpoint", "tagger", "layer")
-            what = "the tagger's LSTM layer at the same checkpoint"
+            what = "the tagger's representation at the same checkpoint"
         for k, (stat, desc) in enumerate(STATISTICS.items()):
             extra = hints(plot="curve", order=3 + k if p.compare == "final" else 20) if len(dims) == 3 else {}
             if (stat, p.compare) == ("svcca", "final"):
@@ -117,7 +120,7 @@ class SVCCA(CheckpointMeasure):
                 ctx.activations(names.index(p.reference[0]), c)
             out = np.full((3, L), np.nan)
             for layer in p.layers:
-                if layer in acts:  # a shallower network of a TransJect spec lacks the deepest layers: NaN
+                if layer in acts:  # a shallower network lacks the deepest layers: NaN
                     out[:, li[layer]] = _similarities(acts[layer], ref[layer], p.keep_variance)
         elif p.compare == "layers":
             out = np.full((3, L, L), np.nan)
@@ -128,7 +131,7 @@ class SVCCA(CheckpointMeasure):
         else:
             out = np.full((3, len(p.reference), L), np.nan)
             for k, r in enumerate(p.reference):
-                tagger = ctx.activations(names.index(r), c)["lstm1"]
+                tagger = ctx.activations(names.index(r), c)[ctx.reference_layer(names.index(r))]
                 for layer in p.layers:
                     out[:, k, li[layer]] = _similarities(acts[layer], tagger, p.keep_variance)
         for s, stat in enumerate(("svcca", "pwcca", "cka")):

@@ -1,7 +1,7 @@
 """Layer-wise Euclidean and cosine distances between token pairs of the analysis sentence (Fig. 1).
 
-It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so training specs
-name it too: the pairs of an LSTM's (or a suite's) analysis sentence, the analysis tokens' first sentence."""
+It reads activations only (:class:`~runner.checkpointed.measure.ActivationContext`), so every study
+that takes the kit offers it: the pairs of each network's analysis sentence."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import torch
 from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
-from runner.checkpointed.measure import ACTIVATION_TAGS, ActivationContext, ActivationParams, ActivationView
+from runner.checkpointed.measure import ACTIVATION_TAGS, KIT, ActivationContext, ActivationParams, ActivationView
 from runner.plugin.measures import hints, register
 from runner.plugin.timings import CheckpointMeasure
-from runner.studies.transject.measure import PAPER, STUDY
+
+PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
+         "Sec. 3, Fig. 1")
 
 
 class Params(ActivationParams):
@@ -79,8 +81,8 @@ def resolve_pairs(sentence: list[str], pairs: list[list[str]], max_tokens: int) 
 
 
 def _by_width(states: list, pos: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`pair_distances` of each run of layers of one width (an LSTM's logits are wider than its
-    hidden layers), as ``(layers, P)`` arrays."""
+    """:func:`pair_distances` of each run of layers of one width (a network's output layer may be
+    wider than its hidden layers), as ``(layers, P)`` arrays."""
     eu, cos, start = [], [], 0
     for end in range(1, len(states) + 1):
         if end == len(states) or states[end].shape[-1] != states[start].shape[-1]:
@@ -100,11 +102,10 @@ def at_layers(n_layers: int, rows: list[int], values: np.ndarray) -> np.ndarray:
 
 @register
 class Distances(CheckpointMeasure):
-    study = STUDY
+    study = KIT
     reference = PAPER
     tags = ACTIVATION_TAGS
     Params = Params
-    also = ("training",)
 
     def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
         unknown = super().problems(view)
