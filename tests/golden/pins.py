@@ -1,18 +1,45 @@
 """Golden pins of what the runner plans and stores, taken before the engine was restructured.
 
-``python -m tests.golden.pins`` rewrites ``plans.json`` and ``values.json``; do that only on
-purpose (a change of task ids comes with a new ``store_format``, see docs/architecture.md).
-``python -m tests.golden.pins --plans NAME...`` pins the plans of new or deliberately changed specs.
-
-- plans: for every shipped spec, ``runner plan --json`` offline: each task's id, kind, measure,
-  network and dependencies, and the unmet requirements.
+- plans (``plans.json``): for every shipped spec, ``runner plan --json`` offline: each task's id,
+  kind, measure, network and dependencies, and the unmet requirements.
+  ``python -m tests.golden.pins --plans NAME...`` pins the plans of new or deliberately changed specs.
 - values: small real runs (``quickstart``, ``reference_maps``, the tiny LSTM study, which has
-  every training measure kind) through ``runner apply``: per variable and coordinate its dims,
-  shape, dtype and a SHA-256 of its values. Floating-point bits depend on the machine (BLAS picks
-  its kernels by CPU generation), so values are pinned per machine: each pin names the
-  fingerprint (Python, torch, CPU capability and model) it was taken on, and a run is compared with
-  the most specific pin that matches it, with one thread. ``--values`` adds the pin of this machine
-  (take it from a commit whose values an existing pin verified, then check the newer one against it).
+  every training measure kind) through ``runner apply`` with one thread, checked in two tiers
+  from one apply per run:
+
+  1. the tolerance tier (``tolerant.json``), on every machine: per variable and coordinate its
+     dims, shape and dtype, and by its tier (``tier``): *exact* (integers, strings, booleans:
+     the values, or a SHA-256 over 64 elements); *close* (non-chaotic floats: the NaN/Inf pattern
+     exactly, and mean, sd, min, max, 5/25/50/75/95% quantiles, 16 sampled elements and each
+     network's mean within ``RELATIVE`` = 1e-3 of the variable's largest magnitude); *statistical*
+     (``CHAOTIC``: what chaos amplifies, per network its mean and spread within ``SPREAD_SD``
+     standard deviations of the variable, and its NaN, Inf and flag fractions within
+     ``FRACTION``). A failure names the variable, what moved, by how much and the tolerance.
+     The tolerances are set from ``--sensitivity`` (this machine's runs under MKL's compatible
+     code path, ATen's, MKL's and oneDNN's AVX2 kernels, 2 threads) with a margin; the comments
+     at each say what was measured.
+  2. the bitwise tier (``values.json``), where a pin names this machine exactly: a SHA-256 per
+     variable. Floating-point bits depend on the machine (BLAS and MKL pick kernels by CPU model,
+     and a chaotic run amplifies the last bit), so each pin names the fingerprint (Python, torch
+     build, CPU capability, machine, CPU model) it was taken on and matches only that one; elsewhere
+     the bitwise tier skips, saying so, and the tolerance tier still checks every variable.
+
+Taking pins (``python -m tests.golden.pins ...``, a few minutes):
+
+- ``--values``: add this machine's bitwise pin. Take it from a commit whose values the tolerance
+  tier (and, where one exists, another pin) verified, then check the newer commit against it. It
+  refuses, naming what differs, where this machine's pin exists with other values (``--replace``
+  replaces it), and drops pins that name no CPU model (no machine matches them).
+- ``--retake``: re-take the tolerance tier and this machine's bitwise pin from one set of runs,
+  and drop from other machines' pins the variables whose bits changed here. Allowed only for a
+  deliberate change of stored values (a new measure, a fixed bug, a rewritten classifier: say
+  which variables and why in the commit, and bump ``store_format`` where the layout changed),
+  never to make a failing test pass: first read the failure's variable and amount, and a
+  restructure must change neither tier.
+- ``--tolerant``: re-take the tolerance tier only (after a tolerance or ``CHAOTIC`` changed).
+- no arguments: all the plans and ``--retake``.
+- ``--sensitivity``: how far the values move under other kernel paths of this machine, per tier as
+  a fraction of its tolerance (changes nothing).
 """
 
 from __future__ import annotations
@@ -72,7 +99,6 @@ def pin_for(pins: list[dict], here: dict[str, str]) -> dict | None:
 
 
 def runner(*args: str, cwd: Path, cache: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=cwd, env={**env(cache), **(extra_env or {})},
                           capture_output=True, text=True, timeout=1800)
 
@@ -166,7 +192,7 @@ CHAOTIC = {
 
 #: Non-chaotic float variables: every stored statistic and sampled element within this change,
 #: relative to the variable's largest magnitude (|got - pinned| / max |pinned|). Measured: at most
-#: 4e-6 (pwcca_seed) under ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=COMPATIBLE or 2 threads; the margin
+#: 4e-6 (pwcca_seed) under AVX2 kernels, MKL_CBWR=COMPATIBLE or 2 threads (``--sensitivity``); the margin
 #: allows for other CPUs' kernels, and any change of what is computed moves a value by far more.
 RELATIVE = 1e-3
 #: Chaotic variables: each network's mean and its spread (standard deviation) may move by this
@@ -379,6 +405,7 @@ def apply_run(name: str, work: Path, extra_env: dict[str, str] | None = None) ->
     """Apply a shipped spec from a copy whose store is in ``work``; the store's path."""
     src = ROOT / RUNS[name]
     text = src.read_text().replace("../../tests/data/", f"{ROOT}/tests/data/")
+    work.mkdir(parents=True, exist_ok=True)
     store = work / f"{name}.zarr"
     spec = work / f"{name}.toml"
     spec.write_text(text.replace("[experiment]\n", f'[experiment]\nstore = "{store}"\n', 1))
@@ -446,7 +473,10 @@ def store_pin(loaded: dict, *, replace: bool, prune_others: bool = False) -> Non
     _write(HERE / "values.json", {"pins": pins})
 
 
-SENSITIVITY = {"mkl-compatible": {"MKL_CBWR": "COMPATIBLE"}, "aten-avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+#: The kernel paths ``--sensitivity`` applies each run under (on top of ``env``).
+SENSITIVITY = {"mkl-compatible": {"MKL_CBWR": "COMPATIBLE"},
+               "avx2-kernels": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                                "DNNL_MAX_CPU_ISA": "AVX2"},
                "two-threads": {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}}
 
 
@@ -458,7 +488,9 @@ def sensitivity(work: Path) -> None:
         for name in RUNS:
             got = tolerant_of(name, load(apply_run(name, work / label, extra)))
             worst = _worst(got, pinned[name])
-            print(f"{label:15s} {name:15s} " + "  ".join(f"{t}: {v:.3g} ({where})" for t, (v, where) in worst.items()))
+            print(f"{label:15s} {name:15s} " + "  ".join(f"{t}: {v:.3g}" + (f" ({where})" if v else "")
+                                                        for t, (v, where) in worst.items()))
+            print("".join(f"    {failure}\n" for failure in compare_tolerant(got, pinned[name])[1]), end="", flush=True)
 
 
 def _worst(got: dict, pinned: dict) -> dict:
