@@ -14,13 +14,35 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from analyses._arrays import tensor
 
-__all__ = ["DiagnosticResult", "train_diagnostic_classifier"]
+__all__ = ["DiagnosticResult", "train_diagnostic_classifier", "wilson_interval"]
+
+#: The standard normal quantile of a two-sided 95% interval.
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes, n, z: float = Z95):
+    r"""Wilson score interval of a binomial proportion (Wilson 1927, JASA 22:209-212).
+
+    .. math:: \frac{\hat p + \frac{z^2}{2n} \pm z \sqrt{\frac{\hat p (1 - \hat p)}{n} + \frac{z^2}{4 n^2}}}
+              {1 + z^2 / n}, \quad \hat p = \text{successes} / n
+
+    ``successes`` and ``n`` are numbers or arrays (broadcast); the default z gives 95%. Returns
+    ``(low, high)`` as float64 arrays, NaN where ``n`` is 0.
+    """
+    k, n = np.asarray(successes, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,9 @@ class DynamicalMap(nn.Module):
     #: False for a map that differs from step to step (a stack of distinct layers): the pass calls
     #: :meth:`at` before each step.
     autonomous: bool = True
+    #: The closed interval ``(lo, hi)`` every element of a state must stay in for the map to be the
+    #: map studied (the logistic map's [0, 1]: outside it orbits run off to -inf); None: unbounded.
+    domain: tuple[float, float] | None = None
 
     def at(self, t: int) -> None:
         """The next :meth:`step` maps x_t to x_{t+1} (only non-autonomous maps need to know)."""

@@ -101,10 +101,12 @@ class _ReferenceMap(DynamicalMap):
 
 
 class LogisticMap(_ReferenceMap):
-    """``x -> r x (1 - x)``; initial states ``x ~ U(0.05, 0.95)``."""
+    """``x -> r x (1 - x)``; initial states ``x ~ U(0.05, 0.95)``. Its domain is [0, 1] (invariant
+    for r <= 4); a point outside runs off to -inf."""
 
     params_model = LogisticParams
     n_hidden = 1
+    domain = (0.0, 1.0)
 
     def __init__(self, params: LogisticParams | None = None, **kw):
         super().__init__(params or LogisticParams(), **kw)

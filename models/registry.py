@@ -103,6 +103,11 @@ class Family:
         study's memory check before anything runs (0: not counted)."""
         return 0
 
+    def domain(self, source: str) -> tuple[float, float] | None:
+        """The interval every element of the map's state must stay in (:attr:`DynamicalMap.domain`),
+        known without building it; None: unbounded or not declared."""
+        return None
+
 
 _FAMILIES: list[Family] = []
 
@@ -160,6 +165,10 @@ class MapFamily(Family):
     def weights_nbytes(self, source: str, params: dict, n_hidden: int, itemsize: int) -> int:
         size = getattr(self.maps[Source(source).rest], "weights_nbytes", None)  # a plugin map may not say
         return size(n_hidden, itemsize) if size else 0
+
+    def domain(self, source: str) -> tuple[float, float] | None:
+        cls = self.maps.get(Source(source).rest)
+        return getattr(cls, "domain", None)
 
 
 def register_map(name: str, cls, *, replaces: bool = False) -> None:

@@ -1,5 +1,6 @@
 """Known answers for the ReLU + softmax diagnostic classifier."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -43,3 +44,14 @@ def test_seed_makes_it_deterministic():
     a = train_diagnostic_classifier(x, labels, 2, epochs=5, lr=1e-2, seed=7)
     b = train_diagnostic_classifier(x, labels, 2, epochs=5, lr=1e-2, seed=7)
     assert a == b
+
+
+def test_wilson_interval_matches_the_textbook_values():
+    from analyses.diagnostic import wilson_interval
+
+    # Wilson 1927's score interval at 95%: 5 of 10 -> [0.2366, 0.7634]; 0 of 10 -> [0, 0.2775] (not [0, 0])
+    assert np.allclose(wilson_interval(5, 10), (0.2366, 0.7634), atol=5e-5)
+    assert np.allclose(wilson_interval(0, 10), (0.0, 0.2775), atol=5e-5)
+    low, high = wilson_interval(np.array([1, 81]), np.array([10, 263]))  # vectorised
+    assert np.allclose(low, (0.0179, 0.2553), atol=5e-4) and np.allclose(high, (0.4042, 0.3662), atol=5e-4)
+    assert np.isnan(wilson_interval(0, 0)).all()

@@ -130,6 +130,7 @@ def test_shards_cover_the_samples_once_and_derived_tasks_run_whole(tmp_path):
     spec = write_spec(tmp_path, maps_spec("bounds", samples=10, measures='''
         [[measure]]
         kind = "lyapunov"
+        k = 1e-8
         '''))
     p = prepare(spec)
     group = [t for t in p.tasks if t.network == 0]

@@ -96,3 +96,36 @@ def test_probes_show_the_majority_class_baseline(ds):
             assert set(line.get_ydata()) == {value[0]}
             assert line.get_label() == f"majority class ({tagset}): {value[0]:.3f}"
             assert line.get_label() in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_probes_store_their_n_and_interval_and_the_figure_draws_them(ds):
+    """Each probe keeps its held-out n and the Wilson 95% interval of its accuracy; the figure shades
+    the interval and says where it contains the majority class's accuracy."""
+    from analyses.diagnostic import wilson_interval
+    from runner.studies.training.measures.diagnostic import VERDICTS
+
+    where = dict(network="lm", tag_target="current", tagset="upos")
+    acc, n = ds["probe_accuracy"].sel(where).values, ds["probe_n"].sel(where).values
+    low, high = ds["probe_accuracy_low"].sel(where).values, ds["probe_accuracy_high"].sel(where).values
+    kept = np.isfinite(acc)
+    assert kept.any() and (n[kept] >= 1).all() and (n[kept] == np.round(n[kept])).all()
+    np.testing.assert_allclose(np.stack([low, high])[:, kept], np.stack(wilson_interval(np.round(acc * n), n))[:, kept])
+    assert (low[kept] <= acc[kept]).all() and (acc[kept] <= high[kept]).all()
+    majority = ds["probe_majority"].sel(where).values
+    verdict = ds["probe_against_majority"].sel(where).values
+    inside = (low <= majority) & (majority <= high)
+    assert (verdict[kept & inside] == VERDICTS.index("cannot_tell_from_majority")).all()
+    assert (verdict[kept & ~inside] != VERDICTS.index("cannot_tell_from_majority")).all()
+
+    current = draw("ch4_fig6_7", ds).axes[0]
+    for layer in ds["layer"].values:
+        if not np.isfinite(ds["probe_accuracy"].sel(dict(where, layer=layer))).any():
+            continue
+        (band,) = [c for c in current.collections if c.get_gid() == f"interval:upos {layer}"]
+        ys = band.get_paths()[0].vertices[:, 1]
+        at = dict(where, layer=layer)
+        assert np.isclose(ys.min(), np.nanmin(ds["probe_accuracy_low"].sel(at))) and \
+            np.isclose(ys.max(), np.nanmax(ds["probe_accuracy_high"].sel(at)))
+        (label,) = [k for k in labelled(current) if k.startswith(f"upos {layer}")]
+        told = ds["probe_against_majority"].sel(at).values
+        assert ("cannot be told from the majority class" in label) == bool((told == 1).any())

@@ -97,6 +97,7 @@ def big_store(tmp_path_factory):
     spec = write_spec(root, maps_spec("big", steps=2, samples=2, n=4, measures="""
         [[measure]]
         kind = "lyapunov"
+        k = 1e-8
         tau = 1
         [[measure]]
         kind = "transient_chaos"

@@ -154,6 +154,9 @@ class DynamicsSpec(Table):
     untrusted_precision: bool = False
     """Run measures in a precision they are not trusted in (to compare precisions, as
     benchmarks/precision.py does)."""
+    untrusted_perturbation: bool = False
+    """Run a perturbation (the Lyapunov exponent's k) that is not small against a map's domain, which
+    is refused otherwise: its twin leaves the linear regime, or the domain (to study just that)."""
     device: DeviceName = "auto"
     """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda``, ``cuda:1``..."""
     implementation: Literal["fused", "transformers"] = "fused"

@@ -139,10 +139,12 @@ def between_layers(ds: xr.Dataset) -> Figure:
 @recipe(study=STUDY, id="ch4_fig6_7", reproduces=f"{CH4}, Figs. 6-7", needs=("probe_accuracy",),
         title="Diagnostic classifiers: input tag (left) and next tag (right)")
 def diagnostic(ds: xr.Dataset) -> Figure:
-    """Held-out probe accuracy per tag set and layer over training; black dashed, per tag set: the
-    majority class's accuracy (``probe_majority``: always predicting the most frequent tag of the
-    training split), the baseline a probe must beat (the thesis, Ch. 4, after Zhang and Bowman 2018:
-    probes may only memorise each word's most frequent tag)."""
+    """Held-out probe accuracy per tag set and layer over training, shaded: its 95% Wilson interval
+    (``probe_accuracy_low``/``_high``, on ``probe_n`` held-out tokens; the legend says at how many
+    checkpoints it contains the baseline, where the probe cannot be told from the majority class);
+    black dashed, per tag set: the majority class's accuracy (``probe_majority``: always predicting
+    the most frequent tag of the training split), the baseline a probe must beat (the thesis, Ch. 4,
+    after Zhang and Bowman 2018: probes may only memorise each word's most frequent tag)."""
     acc = ds["probe_accuracy"]
     net = _lms(ds)[0]
     fig = new_figure(10, 4)
@@ -151,9 +153,11 @@ def diagnostic(ds: xr.Dataset) -> Figure:
     for ax, target in zip(np.atleast_1d(axes), acc["tag_target"].values, strict=True):
         for tagset in acc["tagset"].values:
             for layer in acc["layer"].values:
-                line = acc.sel(network=net, tag_target=target, tagset=tagset, layer=layer)
+                where = dict(network=net, tag_target=target, tagset=tagset, layer=layer)
+                line = acc.sel(where)
                 if _finite(line):
-                    _by_epoch(ax, line, f"{tagset} {layer}")
+                    _by_epoch(ax, line, f"{tagset} {layer}" + _indistinct(ds, where))
+                    _interval(ax, ds, where)
                     drawn += 1
         for k, tagset in enumerate(acc["tagset"].values):
             if "probe_majority" in ds:
@@ -165,6 +169,29 @@ def diagnostic(ds: xr.Dataset) -> Figure:
     if not drawn:
         raise NotDrawable("no diagnostic classifier has been trained yet")
     return fig
+
+
+def _interval(ax: Axes, ds: xr.Dataset, where: dict) -> None:
+    """The probe accuracy's 95% interval, shaded in its line's colour (stores before it was kept: none)."""
+    if "probe_accuracy_low" not in ds:
+        return
+    low, high = ds["probe_accuracy_low"].sel(where), ds["probe_accuracy_high"].sel(where)
+    x = low["step"].values if _suite(low) else low["epoch"].values
+    ax.fill_between(x, low.values, high.values, color=ax.lines[-1].get_color(), alpha=0.15, linewidth=0,
+                    gid=f"interval:{where['tagset']} {where['layer']}")
+
+
+def _indistinct(ds: xr.Dataset, where: dict) -> str:
+    """What the legend adds where the interval contains the majority class's accuracy."""
+    if "probe_against_majority" not in ds:
+        return ""
+    verdict = ds["probe_against_majority"].sel(where).values
+    done = int(np.isfinite(verdict).sum())
+    same = int((verdict == 1).sum())  # cannot_tell_from_majority
+    if not same:
+        return ""
+    return (" (cannot be told from the majority class)" if same == done else
+            f" (cannot be told from the majority class at {same} of {done} checkpoints)")
 
 
 def _majority(ax: Axes, majority: xr.DataArray, tagset: str, linestyle: str) -> None:

@@ -9,10 +9,19 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation, renormalize
+from runner.core.layout import flags
 from runner.plugin.measures import MeasureTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
+
+#: k may be at most this fraction of a map's domain width (and a twin farther out than this has left
+#: the domain): Algorithm A1 measures the linearised map only while the perturbation is small
+#: against the scale on which the map bends, which a bounded domain sets.
+MAX_K_OF_DOMAIN = 1e-3
+
+#: The codes of ``lyapunov_twin``, in order of precedence (a sample keeps the highest it reached).
+TWIN_OUTCOMES = ("stayed", "nonlinear", "twin_diverged", "left_domain", "diverged")
 
 
 class Params(DepthParams):
@@ -50,6 +59,14 @@ class Lyapunov(StepMeasure):
         b.var("lyapunov_per_step", "lyapunov", ("network", "sample", dim), dtype, np.nan,
               "local Lyapunov exponent per step", "1/step", "lambda(t) / tau", k=self.p.k, tau=tau,
               **hints(plot="series", order=0, headline=("mean lambda/step", "finite_mean")))
+        b.var("lyapunov_twin", "lyapunov", ("network", "sample"), "int8", -1, "Lyapunov twin outcome", None,
+              f"the worst of: stayed, the twin y stayed finite (and, for a map that declares a domain, within "
+              f"{MAX_K_OF_DOMAIN:g} of its width from x at each renormalisation and inside it); nonlinear, ||y - x|| "
+              f"grew beyond {MAX_K_OF_DOMAIN:g} of the domain's width within an interval, out of the linear regime "
+              "(lower k or tau); twin_diverged, y became non-finite while x did not (lambda NaN); left_domain, y "
+              "left the domain by more than that while x did not diverge (lambda there, NaN once y runs off, is not "
+              "the map's); diverged, "
+              "the state x diverged (see diverged_step)", k=self.p.k, tau=tau, **flags(*TWIN_OUTCOMES))
 
     def precision_problem(self, precision, n_tokens, n_hidden):
         floor = perturbation_floor(precision, n_tokens, n_hidden)
@@ -59,21 +76,76 @@ class Lyapunov(StepMeasure):
                          "fp32/fp64")
         return None
 
+    def problems(self, spec) -> list[tuple[str, str]]:
+        """Besides the strides: k must be small against the domain of every map that declares one."""
+        out = super().problems(spec)
+        if spec.dynamics.untrusted_perturbation:
+            return out
+        for m in spec.model:
+            domain = m.family.domain(m.source)
+            if domain is None:
+                continue
+            width = domain[1] - domain[0]
+            if self.p.k > MAX_K_OF_DOMAIN * width:
+                n = m.family.dims(m.source, revision=None, params=m.params, n_tokens=1).n_hidden
+                fix = valid_k(width, m.precision or spec.dynamics.precision, n)
+                out.append(("k", f"{m.name}: k = {self.p.k:g} is not small against the domain [{domain[0]:g}, "
+                            f"{domain[1]:g}] of {m.source} (need k <= {MAX_K_OF_DOMAIN:g} x its width = "
+                            f"{MAX_K_OF_DOMAIN * width:g}): the twin leaves the linear regime, or the domain, and "
+                            f"lambda is not the map's; set k = {fix:.0e} (or set [dynamics] untrusted_perturbation "
+                            "= true)"))
+                break
+        return out
+
     def perturb(self, ctx: PassContext, x0):
         gen = torch.Generator().manual_seed(ctx.net.seed("perturbation"))
         return initial_perturbation(x0, self.p.k, gen)
 
+    def start(self, ctx: PassContext, x0):
+        self.twin = torch.zeros(x0.shape[0], dtype=torch.int8, device=x0.device)  # TWIN_OUTCOMES codes
+
+    def state_dict(self):
+        return {"twin": self.twin}
+
+    def load_state_dict(self, state):
+        self.twin = state.get("twin")  # None: a checkpoint from before the outcome was kept (all "stayed" so far)
+
     def buffers(self, ctx: PassContext, seg):
         return {"lyapunov": self.nan((ctx.S, (seg.end - seg.start) // self.p.tau), torch.float64, ctx.device)}
 
+    def observe(self, ctx: PassContext, t, x, bufs, seg):
+        if t == ctx.T and self.twin is not None:  # the state at the end (tau need not divide the run)
+            self._mark(x)
+        return None
+
     def advance(self, ctx: PassContext, t, x, y, bufs, seg):
         tau = self.p.tau
+        measures = "lyapunov" in bufs  # this pass measures it (a pass may iterate the twin for another measure's sake)
+        if measures and self.twin is None:
+            self.twin = torch.zeros(x.shape[0], dtype=torch.int8, device=x.device)
+        domain = getattr(ctx.model, "domain", None)
+        margin = None if domain is None else MAX_K_OF_DOMAIN * (domain[1] - domain[0])
+        if measures and domain is not None:
+            out = ((y < domain[0] - margin) | (y > domain[1] + margin)).flatten(1).any(1)
+            self._raise(out, "left_domain")
         if t % tau:
             return y
         lam, y = renormalize(x, y, self.p.k)
-        if "lyapunov" in bufs:  # this pass measures it (a pass may iterate the twin for another measure's sake)
+        if measures:
             bufs["lyapunov"][:, t // tau - 1 - seg.start // tau] = lam
+            if margin is not None:
+                self._raise(self.p.k * torch.exp(lam) > margin, "nonlinear")
+            self._raise(torch.isnan(lam), "twin_diverged")
+            self._mark(x)
         return y
+
+    def _raise(self, where, outcome: str) -> None:
+        """Samples ``where`` reached ``outcome`` (they keep the highest code)."""
+        self.twin = torch.where(where, torch.clamp(self.twin, min=TWIN_OUTCOMES.index(outcome)), self.twin)
+
+    def _mark(self, x):
+        """Record a diverged state (its twin's NaN is then the state's)."""
+        self._raise(~torch.isfinite(x.flatten(1)).all(1), "diverged")
 
     def write(self, ctx: PassContext, bufs, seg):
         tau = self.p.tau
@@ -81,3 +153,11 @@ class Lyapunov(StepMeasure):
         region = (ctx.index, slice(None), slice(seg.start // tau, seg.start // tau + lam.shape[1]))
         ctx.store.write("lyapunov", region, lam)  # the store casts to the variable's dtype (float32 unless fp64)
         ctx.store.write("lyapunov_per_step", region, lam / tau)
+        if seg.last and self.twin is not None:
+            ctx.store.write("lyapunov_twin", (ctx.index, slice(None)), self.twin.cpu().numpy())
+
+
+def valid_k(width: float, precision: str, n_hidden: int) -> float:
+    """A perturbation between rounding and nonlinearity for a map's state of ``n_hidden`` elements on
+    a domain of ``width``: the geometric mean of the precision's floor and ``MAX_K_OF_DOMAIN * width``."""
+    return (perturbation_floor(precision, 1, n_hidden) * MAX_K_OF_DOMAIN * width) ** 0.5

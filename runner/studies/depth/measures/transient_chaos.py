@@ -19,7 +19,7 @@ from runner.studies.depth.measure import PAPER, STUDY, DepthParams
 CHUNK_INTERVALS = 2048
 
 #: The codes of ``chaos_outcome``, in order.
-CHAOS_OUTCOMES = ("chaotic_transient", "never_chaotic", "censored", "diverged", "not_applicable")
+CHAOS_OUTCOMES = ("chaotic_transient", "never_chaotic", "censored", "diverged", "not_applicable", "twin_left")
 
 
 class Params(DepthParams):
@@ -51,7 +51,9 @@ class TransientChaos(DerivedMeasure):
         b.var("chaos_outcome", m, ("network", "sample"), "int8", -1, "transient chaos outcome", None,
               "paper's sign criterion: chaotic_transient, lambda(t) stayed negative from chaos_length on; "
               "never_chaotic, length 0; censored, still positive in the last interval (a lower bound); diverged, "
-              "the state became non-finite (no length); see orbit_class for what the orbit settled on",
+              "the state became non-finite (no length); twin_left, lambda(t) is NaN because the perturbed twin left "
+              "the map's domain or diverged while the state did not (see lyapunov_twin; no length); see orbit_class "
+              "for what the orbit settled on",
               **flags(*CHAOS_OUTCOMES))
         b.var("fraction_never_chaotic", m, ("network",), "float64", np.nan, "fraction of samples never chaotic", "1",
               "over the samples that did not diverge; paper: 38.5% for initial networks, 0% pre-trained",
@@ -79,7 +81,11 @@ class TransientChaos(DerivedMeasure):
         store.write("chaos_censored", (network,), result.censored.numpy())
         store.write("chaos_mean_exponent", (network,), result.mean_exponent.numpy())
         length, censored = result.length.numpy(), result.censored.numpy()
-        outcome = np.select([np.isnan(length), censored, length == 0], [3, 2, 1], default=0).astype(np.int8)
+        state_diverged = np.isfinite(store.read("diverged_step", (network,)))  # the headline's count of diverged
+        code = CHAOS_OUTCOMES.index
+        outcome = np.select([np.isnan(length) & state_diverged, np.isnan(length), censored, length == 0],
+                            [code("diverged"), code("twin_left"), code("censored"), code("never_chaotic")],
+                            default=code("chaotic_transient")).astype(np.int8)
         store.write("chaos_outcome", (network,), outcome)
         store.write("fraction_never_chaotic", (network,), summary["fraction_never_chaotic"].numpy())
         store.write("mean_chaotic_exponent", (network,), summary["mean_exponent"].numpy())

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from analyses.diagnostic import train_diagnostic_classifier
+from analyses.diagnostic import train_diagnostic_classifier, wilson_interval
+from runner.core.layout import flags
 from runner.plugin.measures import MeasureTags, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
@@ -27,11 +28,16 @@ class Params(TrainingParams):
     lr: float = Field(1e-3, gt=0)
 
 
+#: The codes of ``probe_against_majority``, in order.
+VERDICTS = ("above_majority", "cannot_tell_from_majority", "below_majority")
+
+
 @register
 class Diagnostic(CheckpointMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
+    version = 2  # 2: the held-out count, the accuracy's 95% interval and its verdict against the majority class
     tags = MeasureTags("checkpoint", suites=True, networks="networks", layers="layers", tagsets="tagsets")
 
     def variables(self, b, shape) -> None:
@@ -44,12 +50,22 @@ class Diagnostic(CheckpointMeasure):
               epochs=p.epochs, lr=p.lr)
         b.var("probe_majority", "diagnostic", dims, "float64", np.nan, "majority-class accuracy", "1",
               "held-out accuracy of always predicting the most frequent tag (chance baseline)")
+        b.var("probe_n", "diagnostic", dims, "float64", np.nan, "held-out tokens of the probe", "tokens",
+              "n: the held-out tokens probe_accuracy and probe_majority are counted on")
+        for end in ("low", "high"):
+            b.var(f"probe_accuracy_{end}", "diagnostic", dims, "float64", np.nan,
+                  f"{end} end of the probe accuracy's 95% interval", "1",
+                  "Wilson score interval (Wilson 1927) of probe_accuracy, a proportion of probe_n held-out tokens")
+        b.var("probe_against_majority", "diagnostic", dims, "int8", -1, "probe against the majority class", None,
+              "above_majority / below_majority: the 95% interval of probe_accuracy lies above / below probe_majority; "
+              "cannot_tell_from_majority: it contains it (too few held-out tokens, or no better than the baseline)",
+              **flags(*VERDICTS))
 
     def run(self, ctx: Context, task) -> None:
         p = self.p
         acts = ctx.activations(task.network, task.checkpoint)
         li = ctx.layer_index()
-        out = np.full((2, len(li), len(p.tagsets), 2), np.nan)
+        out = np.full((3, len(li), len(p.tagsets), 2), np.nan)
         for k, tagset in enumerate(p.tagsets):
             n_classes = len(ctx.corpus.tags[tagset].vocab)
             for target, labels in enumerate(ctx.tag_labels(tagset)):
@@ -58,5 +74,12 @@ class Diagnostic(CheckpointMeasure):
                                                     seed=ctx.seed)
                     out[0, li[layer], k, target] = float(r.accuracy)
                     out[1, li[layer], k, target] = float(r.majority_accuracy)
-        ctx.write("probe_accuracy", task, out[0])
-        ctx.write("probe_majority", task, out[1])
+                    out[2, li[layer], k, target] = r.n_val
+        accuracy, majority, n = out
+        low, high = wilson_interval(np.round(accuracy * n), n)
+        verdict = np.select([low > majority, high < majority], [0, 2], default=1).astype(np.int8)
+        verdict[np.isnan(accuracy)] = -1  # layers not asked for
+        for name, values in (("probe_accuracy", accuracy), ("probe_majority", majority), ("probe_n", n),
+                             ("probe_accuracy_low", low), ("probe_accuracy_high", high),
+                             ("probe_against_majority", verdict)):
+            ctx.write(name, task, values)
