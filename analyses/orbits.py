@@ -12,7 +12,9 @@ RMS radius s = sqrt(mean_t ||x_t - mean x||^2). Every tolerance is a fraction of
 not change when the orbit is translated or scaled; only "stopped" compares the orbit's extent with the
 rounding of its states. In order (the first that holds):
 
-- **censored**: fewer than 8 states;
+- **censored**: fewer than 8 states, or a drift (below) slowing down as a fixed point is approached
+  whose way left, were its steps to go on shrinking at their rate of the last quarter, is longer than
+  the way it went in the window (x -> sin x late in its approach): the window cannot tell where it stops;
 - **diverged**: a state is not finite, or the orbit runs away: it drifts (below) and its second half
   goes ``growth`` (10) times farther from x_0 than its first half did;
 - **fixed point**: stopped, the last quarter's RMS radius within ``rounding`` (64) units in the last
@@ -21,9 +23,10 @@ rounding of its states. In order (the first that holds):
   than ``periodic_tol`` on average, at a rate that does not die out (the mean log-shrink of the later
   half of the states is at least a quarter of the earlier half's): a contraction onto a point, geometric
   or algebraic, whatever its rate (x -> sin x, a spiral shrinking by 0.9995 a step), not onto a circle;
-- **drifting**: unbounded but finite: every state of the last quarter lies farther (by a factor
+- **drifting**: finite, but moving away: every state of the last quarter lies farther (by a factor
   1 + ``periodic_tol``) from the first quarter's mean than any state of the first half (x -> x + 1,
-  x -> 1.001 x, a slowly growing spiral);
+  x -> 1.001 x, a slowly growing spiral): unbounded as far as the window shows (in a bounded system,
+  such as a network with layer normalisation, a transient still under way);
 - **periodic**, period p: the smallest lag p <= W / ``repetitions`` (4, at least: the window holds 4
   periods, the states classified 2) at which every state returns within the tolerance, max_t D_p(t) <=
   ``periodic_tol`` (1e-3) * s, or at which the orbit approaches a p-cycle (D_p shrinks as D_1 does for
@@ -114,6 +117,9 @@ def classify_orbits(x: Tensor, *, periodic_tol: float = PERIODIC_TOL, recurrence
         ratio.append(d[g:].amax(0))
         if p <= P:
             settled.append(_contracting(d, g, periodic_tol))
+        if p == 1:  # the way left, were the steps to go on shrinking at their recent rate: sum_k D_1 e^{-k r}
+            shrink = (d[:-g].clamp_min(tiny).log() - d[g:].clamp_min(tiny).log())[-(W - half) // 2 :].mean(0) / g
+            way_left = torch.where(shrink > 0, d[-1] / torch.expm1(shrink.clamp_min(tiny)), float("inf"))
     # max_t D_p(t) / s for every lag p = 1..W/2: (lags, samples)
     ratio = torch.stack(ratio) / size.clamp_min(tiny)
     # a lag is a return only if the orbit went away in between (the Theiler window, Theiler 1986)
@@ -134,7 +140,11 @@ def classify_orbits(x: Tensor, *, periodic_tol: float = PERIODIC_TOL, recurrence
     code = torch.where(best <= recurrence, ORBIT_CLASSES.index("quasi_periodic"), code)
     code = torch.where(found, ORBIT_CLASSES.index("periodic"), code)
     code = torch.where(drifting, ORBIT_CLASSES.index("drifting"), code)
-    code = torch.where(found & (lag == 1) | stopped, ORBIT_CLASSES.index("fixed_point"), code)
+    code = torch.where(found & (lag == 1), ORBIT_CLASSES.index("fixed_point"), code)
+    # a drift slowing down that would go farther than it went in the window: where it stops, the window cannot tell
+    unsure = found & (lag == 1) & drifting & (way_left > (x[-1] - x[0]).norm(dim=-1))
+    code = torch.where(unsure, ORBIT_CLASSES.index("censored"), code)
+    code = torch.where(stopped, ORBIT_CLASSES.index("fixed_point"), code)
     code = torch.where(diverged, ORBIT_CLASSES.index("diverged"), code).to(torch.int8)
     period = torch.where(code == ORBIT_CLASSES.index("periodic"), lag, period)
     period = torch.where(code == ORBIT_CLASSES.index("quasi_periodic"), best_lag + 1.0, period)

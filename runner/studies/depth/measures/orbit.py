@@ -64,7 +64,8 @@ class Orbit(TrajectoryMeasure):
               f"at the fundamental period orbit_period, at most {W // p.repetitions} steps, or contracting onto that "
               f"cycle), quasi-periodic (bounded, returns within {p.recurrence:g} s at a fixed lag), chaotic (bounded, "
               "no such lag: chaos, or a transient still going), diverged (not finite, or running away), censored "
-              "(too few states), drifting (finite but unbounded); compare chaos_outcome, the paper's sign criterion",
+              "(too few states, or a slowing drift with more way left than it went), drifting (finite, moving away: "
+              "unbounded as far as the window shows); compare chaos_outcome, the paper's sign criterion",
               **flags(*OUTCOMES), **tolerances)
         b.var("orbit_period", m, ("network", "sample"), "float64", np.nan, "orbit period", "steps",
               "the fundamental period of a periodic orbit (the smallest lag at which it returns within periodic_tol of "
