@@ -1,6 +1,6 @@
 """What each sample's orbit settled on at the end of the run, by recurrence
-(:func:`analyses.orbits.classify_orbits`): beside the paper's sign criterion (``transient_chaos``),
-which reads a smooth oscillation as chaos."""
+(:func:`analyses.orbits.classify_orbits`): beside the paper's sign criterion (Inoue et al. 2021,
+Sec. II.B, ``transient_chaos``), which reads a smooth oscillation as chaos."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from analyses.orbits import ORBIT_CLASSES, classify_orbits
+from analyses.orbits import GROWTH, ORBIT_CLASSES, PERIODIC_TOL, RECURRENCE, REPETITIONS, ROUNDING, classify_orbits
 from runner.core.layout import flags
 from runner.plugin.measures import MeasureTags, hints, register
 from runner.plugin.timings import StepMeasure
@@ -30,10 +30,12 @@ class Params(DepthParams):
     projection: int = Field(16, ge=1)
     """States are kept as random projections to this many dimensions (distances kept up to a small
     factor); a state with fewer elements is kept whole."""
-    periodic_tol: float = Field(1e-3, gt=0)
-    """Exact recurrence: max_t ||x_t - x_{t-p}|| at most this fraction of the orbit's size."""
-    recurrence: float = Field(0.1, gt=0)
-    """Recurrence-plot threshold, as a fraction of the orbit's size (quasi-periodic below it)."""
+    periodic_tol: float = Field(PERIODIC_TOL, gt=0, lt=1)
+    """Periodic: every state returns, p steps later, within this fraction of the orbit's RMS radius."""
+    recurrence: float = Field(RECURRENCE, gt=0)
+    """Recurrence-plot threshold, as a fraction of the orbit's RMS radius (quasi-periodic below it)."""
+    repetitions: int = Field(REPETITIONS, ge=4)
+    """A period is accepted only if the window holds it this many times (a longer cycle reads quasi-periodic)."""
 
 
 @register
@@ -41,6 +43,7 @@ class Orbit(StepMeasure):
     study = STUDY
     Params = Params
     tags = MeasureTags("step", shard="samples")
+    version = 2  # 2: fundamental periods, tolerances relative to the orbit's extent, drifting (issue 35)
     reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "
                  "Phys. Rev. A 40, 4028; Marwan, Romano, Thiel & Kurths 2007, Recurrence plots for the analysis of "
                  "complex systems, Phys. Rep. 438, 237")
@@ -52,21 +55,28 @@ class Orbit(StepMeasure):
         return min(self.p.window, steps // 2 + 1)
 
     def variables(self, b, shape) -> None:
-        m = "orbit"
+        m, W = "orbit", self.window(shape.steps)
+        p = self.p
+        tolerances = {"window": W, "periodic_tol": p.periodic_tol, "recurrence": p.recurrence,
+                      "repetitions": p.repetitions, "rounding_ulps": ROUNDING, "growth": GROWTH}
         b.var("orbit_class", m, ("network", "sample"), "int8", -1, "orbit class at the end of the run", None,
-              f"recurrence over the last {self.window(shape.steps)} states (analyses.orbits): a fixed point, a periodic "
-              f"orbit (orbit_period), quasi-periodic (recurrences within {self.p.recurrence:.0%} of the orbit's size "
-              "at a fixed lag), "
-              "chaotic (no such lag: chaos, or a transient still going), diverged, censored (too few states); "
-              "compare chaos_outcome, the paper's sign criterion",
-              **flags(*OUTCOMES))
+              f"recurrence over the last {W} states, the last half classified, tolerances relative to the "
+              f"orbit's RMS radius s (analyses.orbits): fixed point (stopped to within {ROUNDING:g} units in the "
+              f"last place, or contracting onto a point), periodic (every state returns within {p.periodic_tol:g} s "
+              f"at the fundamental period orbit_period, at most {W // p.repetitions} steps, or contracting onto that "
+              f"cycle), quasi-periodic (bounded, returns within {p.recurrence:g} s at a fixed lag), chaotic (bounded, "
+              "no such lag: chaos, or a transient still going), diverged (not finite, or running away), censored "
+              "(too few states, or a slowing drift with more way left than it went), drifting (finite, moving away: "
+              "unbounded as far as the window shows); compare chaos_outcome, the paper's sign criterion",
+              **flags(*OUTCOMES), **tolerances)
         b.var("orbit_period", m, ("network", "sample"), "float64", np.nan, "orbit period", "steps",
-              "the period of a periodic orbit; for a quasi-periodic one the lag of its closest return; NaN otherwise",
-              **hints(headline=("median orbit period", "median")))
+              "the fundamental period of a periodic orbit (the smallest lag at which it returns within periodic_tol of "
+              "its RMS radius); for a quasi-periodic one the lag of its closest return; NaN otherwise",
+              **hints(headline=("median orbit period", "median")), **tolerances)
         b.var("orbit_closest_return", m, ("network", "sample"), "float64", np.nan,
               "closest return relative to the orbit's size", "1",
-              "min over lags p of max_t ||x_t - x_{t-p}|| / size, over the last half of the window: 0 for an exact "
-              f"period, below {self.p.recurrence:g} quasi-periodic")
+              "min over lags p of max_t ||x_t - x_{t-p}|| / s (s the orbit's RMS radius), over the last half of the "
+              f"window: 0 for an exact period, below {p.recurrence:g} quasi-periodic")
 
     def mark_not_applicable(self, store, network: int) -> None:
         n = len(store.read("orbit_class", (network,)))
@@ -99,7 +109,8 @@ class Orbit(StepMeasure):
     def write(self, ctx: PassContext, bufs, seg):
         if not seg.last:
             return
-        orbits = classify_orbits(self.kept, periodic_tol=self.p.periodic_tol, recurrence=self.p.recurrence)
+        orbits = classify_orbits(self.kept, periodic_tol=self.p.periodic_tol, recurrence=self.p.recurrence,
+                                 repetitions=self.p.repetitions)
         rows = (ctx.index, slice(None))
         ctx.store.write("orbit_class", rows, orbits.kind.cpu().numpy())
         ctx.store.write("orbit_period", rows, orbits.period.cpu().numpy())
