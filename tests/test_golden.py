@@ -40,7 +40,8 @@ def test_plan_is_unchanged(spec, in_process):
 #: 0; every other array kept its bits. Re-taken within format 3 (issue 35): the orbit classifier's
 #: fundamental periods and ``drifting`` class (``orbit_class``, ``orbit_closest_return`` of the
 #: quickstart; the orbit measure's version 2 changes its 4 task ids), the Lyapunov twin's outcome
-#: (``lyapunov_twin`` added) and the probes' n and Wilson interval (4 variables added; the
+#: (``lyapunov_twin`` added, ``chaos_outcome`` gains ``twin_left``: version 2 of lyapunov and
+#: transient_chaos changes their task ids in the 7 specs that have them) and the probes' n and Wilson interval (4 variables added; the
 #: diagnostic measure's version 2 changes lstm_tiny's 8 probe task ids); every other array kept its bits.
 
 

@@ -42,6 +42,7 @@ class Lyapunov(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
+    version = 2  # 2: lyapunov_twin, what happened to the twin (its tasks rerun to write it)
     precision_checked = {"tf32": True, "bf16": False}
     # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
     # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda

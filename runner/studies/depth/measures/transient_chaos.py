@@ -33,6 +33,7 @@ class TransientChaos(DerivedMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
+    version = 2  # 2: twin_left, apart from diverged (the state)
     precision_checked = {"tf32": True, "bf16": False}
     tags = MeasureTags("derived", derived_from="lyapunov")
 
