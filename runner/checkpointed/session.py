@@ -1,14 +1,16 @@
-"""Which checkpoints of a run exist, and a training task's results written to the store as they come."""
+"""The session of a study with checkpoints: which checkpoints exist, training followed into the
+store as it comes, and the dispatch of a run's tasks (:class:`CheckpointedSession`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from runner.checkpointed.files import belongs
+from runner.checkpointed.files import RESUME, belongs, checkpoint_dir, read_metadata
 from runner.checkpointed.loop import Curves, Finished, Saved
 from runner.checkpointed.schedule import checkpoint_resource
 
@@ -79,3 +81,113 @@ class Checkpoints:
             self.paths[(network, c)] = None
             if report is not None:
                 report.provide(checkpoint_resource(network, c))
+
+
+class CheckpointedSession:
+    """A run of a study with checkpoints, as the kit drives it: the checkpoints saved so far (those an
+    early stop says never come included), the resources they provide, each task group dispatched
+    (``train``; a kind of the study's own, :meth:`handlers`; else a group of measures of one
+    checkpoint), a network trained through the kit's loop with its curves and checkpoints followed into
+    the store, and the measures' writes. A distributed executor's worker looks again before each
+    measure group for what other workers saved.
+
+    A study subclasses it and supplies what only it knows:
+
+    - ``labels`` (network labels) and :meth:`train_id`;
+    - :meth:`checkpoint_files`: where a network it trains saves each checkpoint, and at which step;
+    - :meth:`training`: the kit loop's items for a train task (``runner.checkpointed.loop.train`` on
+      its ``Trainable``), :meth:`write_curves` and :meth:`trained` (its extra writes once trained);
+    - :meth:`measure`: how a group of measure tasks of one checkpoint runs (its context).
+    """
+
+    def __init__(self, p: Any, device):
+        self.p, self.spec, self.device = p, p.spec, device
+        self.checkpoints = Checkpoints(p.store_path)
+        self.paths = self.checkpoints.paths
+        self.store = None
+        self.worker = False
+
+    # ---------------------------------------------------------------- what a study supplies
+
+    labels: list[str]
+
+    def train_id(self, network: int) -> str | None:
+        """The id of the task that trains ``network``; None for one this run does not train."""
+        raise NotImplementedError
+
+    def checkpoint_files(self, network: int) -> dict[int, tuple[Path, int]]:
+        """index -> (file, training step) of each checkpoint ``network`` saves when trained."""
+        raise NotImplementedError
+
+    def training(self, task, report) -> Iterator[Saved | Finished]:
+        raise NotImplementedError
+
+    def write_curves(self, store, network: int, curves: Curves) -> None:
+        raise NotImplementedError
+
+    def trained(self, task, report, done: Finished) -> dict:
+        """Its own writes once ``task``'s network is trained; what the task reports."""
+        return {"resumed_from": done.resumed_from}
+
+    def handlers(self) -> dict[str, Callable[[Any, Any], dict]]:
+        """Task kinds of its own besides ``train`` and the measures (``load``) -> how one runs."""
+        return {}
+
+    def measure(self, group: list) -> None:
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- the session protocol
+
+    def checkpoint_dir(self, store, network: int) -> Path:
+        return checkpoint_dir(store.state_dir, self.labels[network], self.train_id(network))
+
+    def write_inputs(self, store) -> None:
+        self.attach(store)
+
+    def attach(self, store, worker: bool = False) -> None:
+        """Measure on ``store`` (laid out by this process or a distributed executor's driver): the
+        checkpoints saved so far (``worker``: and before each measure group, those saved since)."""
+        self.store, self.worker = store, worker
+        self.scan()
+
+    def scan(self) -> None:
+        """Take the checkpoints saved since the last look, and those an early stop says never come."""
+        for n in range(len(self.labels)):
+            train_id = self.train_id(n)
+            files = self.checkpoint_files(n) if train_id is not None else {}
+            if not files:
+                continue
+            self.checkpoints.scan(n, {c: path for c, (path, _) in files.items()}, train_id)
+            meta = read_metadata(self.checkpoint_dir(self.store, n) / RESUME)
+            if meta is not None and meta.get("train_id") == train_id and meta.get("done") == "1":
+                stopped = int(meta["step"])
+                self.checkpoints.never(n, [c for c, (_, step) in files.items() if step > stopped])
+
+    def available(self) -> set[str]:
+        return self.checkpoints.available()
+
+    def run(self, group: list, report) -> dict:
+        lead = group[0]
+        if lead.kind == "train":
+            return self._train(lead, report)
+        own = self.handlers().get(lead.kind)
+        if own is not None:
+            return own(lead, report)
+        if self.worker:  # the checkpoints it reads were saved since it opened, by another process
+            self.scan()
+        with forked_rng(self.device):
+            self.measure(group)
+        return {}
+
+    def _train(self, task, report) -> dict:
+        n, store = task.network, report.store
+        done = self.checkpoints.follow(self.training(task, report), n, report,
+                                       lambda curves: self.write_curves(store, n, curves))
+        if done is None:
+            return {}
+        out = self.trained(task, report, done)
+        self.checkpoints.never(n, [c for c in self.checkpoint_files(n) if (n, c) not in self.paths], report)
+        return out
+
+    def write(self, name: str, task, values) -> None:
+        write_cell(self.store, name, task, values)

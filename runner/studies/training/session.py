@@ -11,8 +11,7 @@ import numpy as np
 
 from runner.core import interrupt
 from runner.checkpointed.axes import write_curves
-from runner.checkpointed.files import checkpoint_dir
-from runner.checkpointed.session import Checkpoints, forked_rng
+from runner.checkpointed.session import CheckpointedSession
 from runner.studies.training.data.corpus import Corpus, load_corpus
 from runner.data.hub import offline_hub
 from runner.core.device import set_precision
@@ -55,11 +54,12 @@ def read_corpus(spec: TrainingStudySpec, tagsets: list[str], base: Path) -> Corp
             raise SpecProblem(("corpus", "scaffold", "phrases"), str(err)) from None
 
 
-class TrainingSession:
-    """A training run: the corpus, the store's layout, the checkpoints, training and measuring."""
+class TrainingSession(CheckpointedSession):
+    """A training run: the corpus, the store's layout, training and measuring (the kit's
+    :class:`~runner.checkpointed.session.CheckpointedSession` drives them)."""
 
     def __init__(self, p: Prepared, device):
-        self.p, self.spec, self.device = p, p.spec, device
+        super().__init__(p, device)
         st = p.state
         corpus = st.corpus or read_corpus(self.spec, list(st.tagsets), p.spec_file.path.parent)
         if corpus_key(corpus) != st.stats["corpus_key"]:  # the source changed under the same identity (a hub set)
@@ -77,13 +77,9 @@ class TrainingSession:
         if late:
             raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(self.spec, self.steps, self.spe, corpus, self.suites)
+        self.labels = [m.name for m in self.spec.model]
         self.train_ids = {t.network: t.id for t in p.tasks if t.kind == "train"}
-        self.checkpoints = Checkpoints(p.store_path)
         self.ctx: Context | None = None
-        self.worker = False
-
-    def _dir(self, store, network: int) -> Path:
-        return checkpoint_dir(store.state_dir, self.spec.model[network].name, self.train_ids[network])
 
     def write_inputs(self, store) -> None:
         store.write("word_frequency", (slice(None),), np.asarray(self.corpus.frequencies(), dtype=np.float64))
@@ -92,49 +88,35 @@ class TrainingSession:
         self.attach(store)
 
     def attach(self, store, worker: bool = False) -> None:
-        """Measure on ``store``, laid out and its inputs written (by this process or a distributed
-        executor's driver): the measures' context, and the checkpoints saved so far (``worker``: and
-        before each measure, those other processes saved since)."""
-        self.store, self.worker = store, worker
+        """Measure on ``store``: the kit's look at the checkpoints, then the measures' context."""
+        super().attach(store, worker)
         if self.suites is not None:
             self.ctx = SuiteContext(self.spec, self.suites, self.corpus, self.layout, store, self.device)
             return
-        self._scan()
-        self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device,
-                           self.checkpoints.paths)
+        self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device, self.paths)
         self.ctx.base = self.p.spec_file.path.parent  # relative paths of measures (treebanks)
 
-    def _scan(self) -> None:
-        """Take the checkpoints saved since the last look."""
-        for n in range(len(self.spec.model)):
-            files = {c: self._dir(self.store, n) / checkpoint_name(c, s) for c, s in enumerate(self.steps)}
-            self.checkpoints.scan(n, files, self.train_ids[n])
+    # ---------------------------------------------------------------- what the kit's session asks
 
-    def available(self) -> set[str]:
-        return self.checkpoints.available()
+    def train_id(self, network: int) -> str | None:
+        return self.train_ids.get(network)  # none for a suite: it is not trained here
 
-    def run(self, group: list[Task], report) -> dict:
+    def checkpoint_files(self, network: int) -> dict[int, tuple[Path, int]]:
+        folder = self.checkpoint_dir(self.store, network)
+        return {c: (folder / checkpoint_name(c, s), s) for c, s in enumerate(self.steps)}
+
+    def training(self, t: Task, report):
+        return train(self.spec.model[t.network], t.params["seed"], self.spec.training, self.corpus, self.steps, t.id,
+                     self.checkpoint_dir(report.store, t.network), self.device, report.progress)
+
+    def write_curves(self, store, n: int, c) -> None:
+        write_curves(store, n, {"train_loss": c.train_loss, "learning_rate": c.lr, "val_loss": c.val_loss,
+                                "val_perplexity": np.exp(np.minimum(np.asarray(c.val_loss), 700)),
+                                "epoch_train_loss": c.epoch_train_loss, "epoch_learning_rate": c.epoch_lr})
+
+    def measure(self, group: list[Task]) -> None:
         (t,) = group
-        if t.kind == "train":
-            return self._train(t, report)
         reg = measures("training")[t.kind]
         if self.suites is not None:
             interrupt.stall_point(self.store.state_dir, self.p.labels[t.network], self.steps[t.checkpoint])
-        elif self.worker:  # the checkpoints it reads were saved since it opened, by another process
-            self._scan()
-        with forked_rng(self.device):
-            reg(reg.Params(kind=t.kind, **t.params)).run(self.ctx, t)
-        return {}
-
-    def _train(self, t: Task, report) -> dict:
-        n = t.network
-        items = train(self.spec.model[n], t.params["seed"], self.spec.training, self.corpus, self.steps, t.id,
-                      self._dir(report.store, n), self.device, report.progress)
-        done = self.checkpoints.follow(items, n, report, lambda curves: _write_curves(report.store, n, curves))
-        return {"resumed_from": done.resumed_from} if done else {}
-
-
-def _write_curves(store, n: int, c) -> None:
-    write_curves(store, n, {"train_loss": c.train_loss, "learning_rate": c.lr, "val_loss": c.val_loss,
-                            "val_perplexity": np.exp(np.minimum(np.asarray(c.val_loss), 700)),
-                            "epoch_train_loss": c.epoch_train_loss, "epoch_learning_rate": c.epoch_lr})
+        reg(reg.Params(kind=t.kind, **t.params)).run(self.ctx, t)

@@ -130,7 +130,7 @@ class _Calibration:
             for _ in range(2 if first else 0):  # the second time: imports and caches warm, as in a run
                 t0 = time.perf_counter()
                 with torch.random.fork_rng():
-                    s._measure(first)
+                    s.measure(first)
                 took.append(time.perf_counter() - t0)
             out["measure_s"] = took[-1]
             out["warm_s"] = out.get("warm_s", 0.0) + max(took[1:2] + [0.0]) - took[-1]

@@ -16,9 +16,9 @@ from models.transject import TransJectActivations
 from runner.data.registry import InputError
 from runner.studies.transject.data.classification import Split, build_vocab, encode, labelled_splits, tokenize
 from runner.checkpointed.axes import write_curves
-from runner.checkpointed.files import RESUME, checkpoint_dir, load_weights, read_metadata
+from runner.checkpointed.files import load_weights
 from runner.checkpointed.schedule import checkpoint_resource
-from runner.checkpointed.session import Checkpoints, forked_rng, relative_path, write_cell
+from runner.checkpointed.session import CheckpointedSession, forked_rng, relative_path
 from runner.core.device import set_precision
 from runner.plugin.measures import measure_problems, measures
 from runner.core.plan import Task
@@ -94,11 +94,12 @@ def read_data(p: Prepared) -> Data:
     return Data(train, test, vocab, unk, sentence[: d.max_length])
 
 
-class TransJectSession:
-    """A run: the data, the store's layout, training, loading saved weights and measuring."""
+class TransJectSession(CheckpointedSession):
+    """A run: the data, the store's layout, training, loading saved weights and measuring (the
+    kit's :class:`~runner.checkpointed.session.CheckpointedSession` drives them)."""
 
     def __init__(self, p: Prepared, device):
-        self.p, self.spec, self.device = p, p.spec, device
+        super().__init__(p, device)
         spec, d = p.spec, p.spec.data
         data = p.state.data or read_data(p)
         p.state = p.state.with_data(data)  # a distributed executor's workers get it with the plan: they never read it
@@ -142,10 +143,9 @@ class TransJectSession:
         self._current: tuple[tuple[int, int], View] | None = None  # the running group's view
         self._aside: tuple[tuple[int, int], View] | None = None  # another checkpoint's, read by its measures
         self.seed = spec.experiment.seed
-        self.checkpoints = Checkpoints(p.store_path)
-        self.paths = self.checkpoints.paths
+        self.labels = [net["label"] for net in self.nets]
         self._encoded: dict[int, tuple] = {}
-        self.worker = False
+        self._runs: dict[int, TransJectRun] = {}  # the networks training now (their best epoch, once trained)
 
     # ---------------------------------------------------------------- data per network
 
@@ -163,72 +163,50 @@ class TransJectSession:
             self._encoded[n] = (test, (test.ids[:k], test.mask[:k]), sent.ids)
         return self._encoded[n]
 
-    # ---------------------------------------------------------------- session protocol
+    # ---------------------------------------------------------------- what the kit's session asks
 
-    def _dir(self, store, n: int) -> Path:
-        return checkpoint_dir(store.state_dir, self.nets[n]["label"], self.nets[n]["train_id"])
+    def train_id(self, n: int) -> str | None:
+        return self.nets[n]["train_id"] if self.nets[n]["trained"] else None
 
-    def write_inputs(self, store) -> None:
-        self.attach(store)
+    def checkpoint_files(self, n: int) -> dict[int, tuple[Path, int]]:
+        ckpt = self.checkpoint_dir(self.store, n)
+        return {e: (ckpt / checkpoint_name(e, 0), e * self.spe) for e in range(self.spec.training.epochs + 1)}
 
-    def attach(self, store, worker: bool = False) -> None:
-        """Measure on ``store`` (laid out by this process or a distributed executor's driver): the
-        checkpoints saved so far (``worker``: and before each measure, those saved since)."""
-        self.store, self.worker = store, worker
-        self._scan()
-
-    def _scan(self) -> None:
-        """Take the checkpoints saved since the last look, and those an early stop says never come."""
-        E = self.spec.training.epochs
+    def scan(self) -> None:
         for n, net in enumerate(self.nets):
-            if not net["trained"]:
+            if not net["trained"]:  # a saved model: its one checkpoint is there from the start
                 self.paths[(n, 0)] = self.dirs[n] / "model.safetensors"
-                continue
-            ckpt = self._dir(self.store, n)
-            self.checkpoints.scan(n, {e: ckpt / checkpoint_name(e, 0) for e in range(E + 1)}, net["train_id"])
-            meta = read_metadata(ckpt / RESUME)
-            if meta is not None and meta.get("train_id") == net["train_id"] and meta.get("done") == "1":
-                self.checkpoints.never(n, range(int(meta["epoch"]) + 1, E + 1))  # after an early stop
+        super().scan()
 
-    def available(self) -> set[str]:
-        return self.checkpoints.available()
+    def handlers(self) -> dict:
+        return {"load": self._load}
 
-    def run(self, group: list[Task], report) -> dict:
-        lead = group[0]
-        if lead.kind == "train":
-            return self._train(lead, report)
-        if lead.kind == "load":
-            return self._load(lead, report)
-        with forked_rng(self.device):
-            self._measure(group)
-        return {}
+    def training(self, t: Task, report):
+        net, E, spe = self.nets[t.network], self.spec.training.epochs, self.spe
+        test, _, _ = self.encoded(t.network)
+        run = self._runs[t.network] = TransJectRun(net["variant"], net["params"], net["seed"], self.spec.training,
+                                                   self.train, test, self.device)
+        return train_run(run, t.id, net["label"], self.checkpoint_dir(report.store, t.network), self.device,
+                         lambda step: report.progress(min(E, step // spe)))
+
+    def write_curves(self, store, n: int, c) -> None:
+        write_curves(store, n, {"train_loss": c.train_loss, "test_loss": c.test_loss, "test_accuracy": c.test_accuracy})
 
     def _rel(self, path: Path) -> np.ndarray:
         return relative_path(path, self.p.store_path)
 
-    def _train(self, t: Task, report) -> dict:
-        store, n = report.store, t.network
-        net = self.nets[n]
-        test, _, _ = self.encoded(n)
-        E, spe = self.spec.training.epochs, self.spe
-        run = TransJectRun(net["variant"], net["params"], net["seed"], self.spec.training, self.train, test,
-                           self.device)
-        items = train_run(run, t.id, net["label"], self._dir(store, n), self.device,
-                          lambda step: report.progress(min(E, step // spe)))
-        done = self.checkpoints.follow(items, n, report, lambda c: write_curves(store, n, {
-            "train_loss": c.train_loss, "test_loss": c.test_loss, "test_accuracy": c.test_accuracy}))
-        if done is None:
-            return {}
-        c, best = done.curves, run.best_epoch
+    def trained(self, t: Task, report, done) -> dict:
+        store, n, net = report.store, t.network, self.nets[t.network]
+        c, best = done.curves, self._runs.pop(n).best_epoch
         store.write("best_epoch", (n,), np.asarray(best, dtype=np.float64))
         store.write("stopped_epoch", (n,), np.asarray(done.epochs, dtype=np.float64))
         if best > 0:
             store.write("accuracy", (n,), np.asarray(c.test_accuracy[best - 1]))
             store.write("final_test_loss", (n,), np.asarray(c.test_loss[best - 1]))
             out = store.state_dir / "export" / net["label"]
-            export(out, net["variant"], net["params"], self._dir(store, n) / checkpoint_name(best, 0), self.vocab)
+            export(out, net["variant"], net["params"], self.checkpoint_dir(store, n) / checkpoint_name(best, 0),
+                   self.vocab)
             store.write("export_path", (n,), self._rel(out))
-        self.checkpoints.never(n, range(done.epochs + 1, E + 1), report)  # early stop: later checkpoints never come
         return {"resumed_from": done.resumed_epoch}
 
     def _load(self, t: Task, report) -> dict:
@@ -305,10 +283,8 @@ class TransJectSession:
         """Its top layer (no TransJect spec has reference networks: the view says so)."""
         return self.layer_names[-1]
 
-    def _measure(self, group: list[Task]) -> None:
+    def measure(self, group: list[Task]) -> None:
         n, e = group[0].network, group[0].checkpoint
-        if self.worker:  # the checkpoints it reads were saved since it opened, by another process
-            self._scan()
         if self.paths.get((n, e)) is None:
             return  # after an early stop there are no weights at this epoch: the cell stays NaN
         self._current = ((n, e), self._compute_view(n, e))
@@ -317,6 +293,3 @@ class TransJectSession:
                 self.registrations[t.kind].run(self, t)
         finally:
             self._current = None
-
-    def write(self, name: str, task: Task, values) -> None:
-        write_cell(self.store, name, task, values)
