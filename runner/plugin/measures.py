@@ -38,7 +38,7 @@ from runner.plugin.measure_protocol import MeasureTags, Shape
 from runner.spec.specfile import Table
 
 __all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measure_problems", "measures", "params_union",
-           "register", "takes", "vocabulary"]
+           "kits", "register", "takes", "vocabulary"]
 
 #: study name -> measure kind -> registration
 _REGISTRY: dict[str, dict[str, type[Measure]]] = {}
@@ -203,6 +203,11 @@ def takes(study: str, kit: str, roles: dict[str, tuple[Any, Any]] | None = None)
     kit measure's tags may name (``layers``, ...), the type and default of that parameter in this
     study's words (the layer names of its networks), as the study's specs see it."""
     _TAKES.setdefault(study, {})[kit] = dict(roles or {})
+
+
+def kits(study: str) -> list[str]:
+    """The kits ``study`` takes (:func:`takes`)."""
+    return list(_TAKES.get(study, {}))
 
 
 def _taken(cls: type[Measure], study: str, roles: dict[str, tuple[Any, Any]]) -> type[Measure]:

@@ -49,27 +49,33 @@ class Recipe:
     """It draws a sweep's dimensions itself (e.g. Fig. 2B against N_w); else it is drawn per point."""
 
 
-_RECIPES: dict[str, Recipe] = {}
+#: (study or kit, figure id) -> recipe
+_RECIPES: dict[tuple[str, str], Recipe] = {}
 
 
 def recipe(*, study: str, id: str, reproduces: str, needs: Sequence[str], title: str = "", sweeps: bool = False):
     """Decorator: register ``draw(ds) -> Figure`` as figure ``id`` of ``study`` (``sweeps``: it
-    draws the swept dimensions of a sweep's dataset itself; otherwise it is drawn once per point)."""
+    draws the swept dimensions of a sweep's dataset itself; otherwise it is drawn once per point).
+    ``study`` may be a kit: every study that takes it (``runner.plugin.measures.takes``) draws it,
+    unless the study registers a recipe of the same id itself (its own drawing of that figure)."""
 
     def register(draw: Callable[[xr.Dataset], Figure]) -> Callable[[xr.Dataset], Figure]:
-        if id in _RECIPES and _RECIPES[id].draw is not draw:
-            raise ValueError(f"figure id {id!r} is registered twice")
-        _RECIPES[id] = Recipe(id, study, reproduces, tuple(needs), draw, title or (draw.__doc__ or "").strip(), sweeps)
+        key = (study, id)
+        if key in _RECIPES and _RECIPES[key].draw is not draw:
+            raise ValueError(f"figure id {id!r} of {study!r} is registered twice")
+        _RECIPES[key] = Recipe(id, study, reproduces, tuple(needs), draw, title or (draw.__doc__ or "").strip(), sweeps)
         return draw
 
     return register
 
 
-def recipes(study: str | None = None) -> dict[str, Recipe]:
-    """Registered recipes, of one study or all (plugins included)."""
+def recipes(study: str) -> dict[str, Recipe]:
+    """The recipes a study draws: those of the kits it takes, then its own (plugins included)."""
+    from runner.plugin.measures import kits  # lazy: numpy, pydantic
     from runner.plugin.study import studies  # lazy: numpy, pydantic
 
     for cls in studies().values():
         if cls.figure_recipes:
             importlib.import_module(cls.figure_recipes)
-    return {k: r for k, r in _RECIPES.items() if study is None or r.study == study}
+    owners = [*kits(study), study]
+    return {i: r for owner in owners for (s, i), r in _RECIPES.items() if s == owner}

@@ -18,7 +18,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from runner.plugin.recipes import NoValues, Recipe
-from runner.read.plotting import axis_label, mean_band, mean_legend, new_figure
+from runner.plugin.plotting import axis_label, mean_band, mean_legend, new_figure
 
 PREFIX = "var:"
 #: Networks drawn as lines at most; a store of more draws their mean (over networks too).

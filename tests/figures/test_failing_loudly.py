@@ -66,7 +66,7 @@ def test_fig2c_states_n_and_its_band(maps_store):
 def test_a_mean_with_missing_series_counts_only_those_with_values(maps_store):
     from matplotlib.figure import Figure
 
-    from runner.read.plotting import mean_band
+    from runner.plugin.plotting import mean_band
 
     ds = xr.open_zarr(maps_store[1], consolidated=False)
     lam = ds["lyapunov_per_step"].sel(network="logistic").load()
@@ -82,7 +82,7 @@ def test_a_mean_with_missing_series_counts_only_those_with_values(maps_store):
 
 
 def test_standard_error_known_answer():
-    from runner.read.plotting import standard_error
+    from runner.plugin.plotting import standard_error
 
     se = standard_error(np.array([[1.0, 1.0], [2.0, np.nan], [3.0, np.nan], [4.0, np.inf]]), axis=0)
     np.testing.assert_allclose(se[0], np.sqrt(5 / 3) / 2)  # s of 1..4 is sqrt(5/3), n = 4

@@ -72,10 +72,10 @@ def test_entropy_and_distances_on_the_lstms(tmp_path):
     assert not np.allclose(ds.pair_euclidean.values[lms[0], -1, :, 2], ds.pair_euclidean.values[lms[0], -1, :, 0])
     from runner.read.figures import recipes  # runner figures draws them with TransJect's Fig. 1 and 5a recipes
 
-    fig = recipes("training")["transject_fig1"].draw(ds)
+    fig = recipes("training")["fig1"].draw(ds)
     line = fig.axes[0].get_lines()[0]  # lm, Euclidean distance of the first pair over the layers
     np.testing.assert_array_equal(line.get_ydata(), ds.pair_euclidean.values[lms[0], -1, 0])
-    assert recipes("training")["transject_fig5a"].draw(ds).axes[0].get_xticklabels()[3].get_text() == "logits"
+    assert recipes("training")["fig5a"].draw(ds).axes[0].get_xticklabels()[3].get_text() == "logits"
 
 
 @pytest.mark.timeout(120)

@@ -74,7 +74,7 @@ def test_figures_are_drawn_from_the_stored_values(tiny_store, tmp_path):
     manifest = json.loads((tmp_path / "figures.json").read_text())
     drawn = {f["id"]: f for f in manifest["figures"]}
     assert set(drawn) == set(recipes("transject")) == {"fig1", "fig4", "fig5a", "fig5b", "fig5c", "fig6",
-                                                     "ch4_fig3_transject"}  # SVCCA, shared with the training study
+                                                     "ch4_fig3"}  # SVCCA's, the kit's figure
     assert all(f["status"] == "drawn" for f in drawn.values()), drawn
     assert all((tmp_path / f"{k}.png").stat().st_size > 0 for k in drawn)
     ds = xr.open_zarr(tiny_store, consolidated=False)

@@ -51,7 +51,7 @@ def test_runner_figures_draws_svcca_of_transject_epochs(tiny_store):
     from runner.read.figures import recipes
 
     ds = xr.open_zarr(tiny_store)
-    fig = recipes("transject")["ch4_fig3_transject"].draw(ds)
+    fig = recipes("transject")["ch4_fig3"].draw(ds)
     svcca_ax, cka_ax = fig.axes[:2]
     for ax, name in ((svcca_ax, "svcca_final"), (cka_ax, "cka_final")):
         lines = {line.get_label(): line.get_ydata() for line in ax.get_lines()}

@@ -9,7 +9,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from runner.read.figures import NotDrawable, recipe
-from runner.read.plotting import first_replicate, mean_band, mean_legend, models, new_figure, of_model
+from runner.plugin.plotting import first_replicate, mean_band, mean_legend, models, new_figure, of_model
 from runner.studies.depth.measures.effective_dimension import SCORE_CLASSES
 
 PAPER = "Inoue et al. 2021"

@@ -24,8 +24,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+import runner.checkpointed.measures.figures  # noqa: F401 - the kit's figures, which this study draws too
 from runner.read.figures import NotDrawable, recipe
-from runner.read.plotting import first_replicate, mean_legend, new_figure, pair_counts, standard_error, stat_note
+from runner.plugin.plotting import first_replicate, mean_legend, new_figure, pair_counts, standard_error, stat_note
 
 STUDY = "training"
 CH4 = "Saphra 2021, Ch. 4"
@@ -557,11 +558,3 @@ def di_by_syntax(ds: xr.Dataset) -> Figure:
     stat_note(axes[0], f"each point: the mean over its word pairs, {pair_counts(count.where(np.isfinite(mean)))} "
                        "(no band: the store keeps means and counts)")
     return fig
-
-
-# SVCCA is shared with the TransJect study (a measure on activations only): Fig. 3 drawn from its stores
-# too, each epoch against the network's last, for the first seed of each model.
-@recipe(study="transject", id="ch4_fig3_transject", reproduces=f"{CH4}, Fig. 3 (on TransJect's epochs)",
-        needs=("svcca_final", "cka_final"), title="Each epoch against the final epoch")
-def versus_final_epoch(ds: xr.Dataset) -> Figure:
-    return _similarity(ds, "final", [net for _, net in first_replicate(ds)])
