@@ -236,7 +236,7 @@ def cmd_plan(args) -> int:
         return EXIT_USAGE
     # nothing missing: read every recorded chunk back, so that a truncated or flipped one is work to
     # do (the repair apply would make), as verify would find it
-    return EXIT_USAGE if any(damage_of(p.store_path).tasks for p in prepared) else EXIT_OK
+    return EXIT_USAGE if any(not damage_of(p.store_path).ok for p in prepared) else EXIT_OK
 
 
 def _plan_sweep(args, sweep, prepared) -> int:
@@ -348,8 +348,21 @@ def _plan_one(args, p) -> int:
               + (f"; {len(changes.replace)} replace and {len(changes.drop)} drop finished results: apply refuses "
                  f"without --replace, which keeps the store as it is now in {_history_of(p.store_path)}/"
                  if consent else ""))
+        _repair_line(p.store_path)
     print_unmet(p.unmet, args.verbose)
     return EXIT_OK
+
+
+def _repair_line(path: Path) -> None:
+    """``repair ...``: what plan sees damaged without reading chunks back (files missing or empty,
+    metadata that differs from the manifest); apply repairs it."""
+    from runner.run.apply import damage_of  # lazy: filelock, pydantic, torch
+
+    damage = damage_of(path, quick=True)
+    if not damage.ok:
+        what = ", ".join(dict.fromkeys(f"{a} {k}" for a, k, _ in damage.problems[:4]))
+        _say(f"repair     {len(damage.problems)} damaged: {what}{' ...' if len(damage.problems) > 4 else ''}; apply "
+             f"repairs them (recomputes {len(damage.redo)} task(s)); `runner verify` reads every chunk back")
 
 
 def _check_flags(study, flags: list[str]) -> None:
