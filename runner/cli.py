@@ -173,7 +173,10 @@ def _parser() -> argparse.ArgumentParser:
                        description="Check a store as `git fsck` does: its metadata, and every chunk its finished "
                        "tasks recorded (missing, truncated, or failing its crc32c checksum). Names the damaged "
                        "tasks; `runner apply` recomputes exactly them.")
-    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml), or a "
+                   "kept version's store (store/x.history/VERSION/x.zarr)")
+    p.add_argument("--version", metavar="VERSION", help="check this kept version of the store (its name, as "
+                   "`runner history` lists them) against the records and manifest it carries")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_verify)
 
@@ -689,8 +692,22 @@ def _checked_status(path: Path, target: Path) -> dict:
 
 
 def cmd_verify(args) -> int:
+    from runner.storage.history import version_at, versions  # lazy: filelock, numpy
     from runner.storage.verify import render, to_json, verify  # lazy: filelock, numpy
 
+    kept = version_at(args.target) if args.version is None and not is_url(args.target) else None
+    if args.version is not None:
+        from runner.read.status import store_of  # lazy: filelock, numpy
+
+        found = {v.name: v for v in versions(store_of(args.target))}
+        if args.version not in found:
+            raise NoStore(f"{args.target} has no kept version {args.version!r}; versions: {', '.join(found) or 'none'} "
+                          f"(`runner history {args.target}`)")
+        kept = found[args.version]
+    if kept is not None:
+        damage = verify(kept.store, version=kept)
+        _emit([to_json(damage)]) if args.json else print(f"kept version {kept.name}\n{render(damage)}")
+        return EXIT_OK if damage.ok else EXIT_IOERR
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
@@ -741,9 +758,11 @@ def cmd_history(args) -> int:
         print(f"removed {gone.name} ({gone.store.parent})")
         return EXIT_OK
     found = versions(path)
+    checked = {v.name: _version_damage(v) for v in found}
     if args.json:
         _emit([{"name": v.name, "store": str(v.store), **{k: v.manifest.get(k) for k in
-                ("created_utc", "reason", "spec_sha256", "replaced", "dropped")}} for v in found])
+                ("created_utc", "reason", "spec_sha256", "replaced", "dropped")},
+                "ok": checked[v.name][0], "damage": checked[v.name][1]} for v in found])
         return EXIT_OK
     if not found:
         kept = ("a store on object storage keeps none: apply --replace is refused there" if is_url(path)
@@ -752,13 +771,30 @@ def cmd_history(args) -> int:
         return EXIT_OK
     print(f"{len(found)} earlier version(s) of {path}, oldest first (open one with xr.open_zarr(STORE)):")
     for v in found:
-        print(f"  {v.describe()}")
+        ok, what = checked[v.name]
+        print(f"  {v.describe()}" + ("" if ok else f"\n      DAMAGED: {what}; `runner verify {args.target} --version "
+                                                  f"{v.name}` lists it (a kept version is never written: remove it "
+                                                  "or keep it as it is)"))
         for r in v.manifest.get("replaced", [])[:6]:
             print(f"      replaced {r['network']} {r['measure']}: {'; '.join(r['changes']) or 'parameters changed'}")
         for d in v.manifest.get("dropped", [])[:6]:
             print(f"      dropped {d['network']} {d['measure']}")
     print(f"remove one with `runner history {args.target} --remove VERSION`")
     return EXIT_OK
+
+
+def _version_damage(version) -> tuple[bool, str]:
+    """(whole, what is wrong) of a kept version, checked against what it carries."""
+    from runner.storage.verify import StoreUnreadable, verify  # lazy: filelock, numpy
+
+    try:
+        damage = verify(version.store, version=version)
+    except StoreUnreadable as err:
+        return False, str(err)
+    if damage.ok:
+        return True, ""
+    shown = "; ".join(f"{a} {k}: {w}" for a, k, w in damage.problems[:2])
+    return False, f"{len(damage.problems)} problem(s): {shown}" + (" ..." if len(damage.problems) > 2 else "")
 
 
 def cmd_figures(args) -> int:

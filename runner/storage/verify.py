@@ -27,6 +27,7 @@ from pathlib import Path
 from runner.core.errors import StorageError, Unavailable
 from runner.core.layout import internal
 from runner.storage.events import read_events
+from runner.storage.history import version_at
 from runner.storage.location import Location, Remote, location, remove_tree, zarr_store
 from runner.storage.manifest import (ALGORITHM, array_nodes, MANIFEST, ROOT, ManifestCorrupt, check_manifest, chunk_digests,
                                      differences, normalized, read_manifest, record_digest)
@@ -72,6 +73,8 @@ class Damage:
     bad_records: list[str] = field(default_factory=list)
     """Record files that do not read (``<task id>.json``): ``apply`` removes them (their tasks run again)."""
     manifest_bad: bool = False
+    version: str | None = None
+    """The name of the kept version checked (never written: ``apply`` repairs only the store)."""
     covered: bool = False
     """The store has a manifest (metadata and the arrays apply writes are bound to it)."""
     chunks: int = 0
@@ -176,6 +179,8 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         raise StoreUnreadable(problem)
     t0 = time.monotonic()
     sid = store_id(path)
+    if version is None and isinstance(path, Path):
+        version = version_at(path)  # a kept version's store: checked against what the version carries
     if version is None:
         records, unreadable = read_tasks_checked(path)
         manifest_source = lambda: read_manifest(runner_dir(path), sid)  # noqa: E731
@@ -184,7 +189,7 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         unreadable = {}
         contents = version.manifest.get("contents")
         manifest_source = lambda: check_manifest(contents, sid) if contents is not None else None  # noqa: E731
-    damage = Damage(path, records=records)
+    damage = Damage(path, records=records, version=version.name if version is not None else None)
     try:
         manifest = manifest_source()
     except ManifestCorrupt as err:
@@ -556,6 +561,11 @@ def render(damage: Damage) -> str:
     if not damage.ok:
         lines.append(f"{len(damage.problems)} problem(s):")
         lines += damage.lines(limit=50)
+        if damage.version is not None:
+            lines.append(f"damaged task(s) of this kept version ({len(damage.tasks)}; a version is never written, "
+                         "`runner apply` repairs only the store; `runner history --remove` removes it):")
+            lines += [f"  {name}" for name in damage.task_names()]
+            return "\n".join(lines)
         if damage.tasks:
             lines.append(f"damaged task(s) ({len(damage.tasks)}), {len(damage.redo)} recomputed by `runner apply`:")
             lines += [f"  {name}" for name in damage.task_names()]
