@@ -173,7 +173,10 @@ def _parser() -> argparse.ArgumentParser:
                        description="Check a store as `git fsck` does: its metadata, and every chunk its finished "
                        "tasks recorded (missing, truncated, or failing its crc32c checksum). Names the damaged "
                        "tasks; `runner apply` recomputes exactly them.")
-    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
+    p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml), or a "
+                   "kept version's store (store/x.history/VERSION/x.zarr)")
+    p.add_argument("--version", metavar="VERSION", help="check this kept version of the store (its name, as "
+                   "`runner history` lists them) against the records and manifest it carries")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_verify)
 
@@ -236,7 +239,7 @@ def cmd_plan(args) -> int:
         return EXIT_USAGE
     # nothing missing: read every recorded chunk back, so that a truncated or flipped one is work to
     # do (the repair apply would make), as verify would find it
-    return EXIT_USAGE if any(damage_of(p.store_path).tasks for p in prepared) else EXIT_OK
+    return EXIT_USAGE if any(not damage_of(p.store_path).ok for p in prepared) else EXIT_OK
 
 
 def _plan_sweep(args, sweep, prepared) -> int:
@@ -348,8 +351,21 @@ def _plan_one(args, p) -> int:
               + (f"; {len(changes.replace)} replace and {len(changes.drop)} drop finished results: apply refuses "
                  f"without --replace, which keeps the store as it is now in {_history_of(p.store_path)}/"
                  if consent else ""))
+        _repair_line(p.store_path)
     print_unmet(p.unmet, args.verbose)
     return EXIT_OK
+
+
+def _repair_line(path: Path) -> None:
+    """``repair ...``: what plan sees damaged without reading chunks back (files missing or empty,
+    metadata that differs from the manifest); apply repairs it."""
+    from runner.run.apply import damage_of  # lazy: filelock, pydantic, torch
+
+    damage = damage_of(path, quick=True)
+    if not damage.ok:
+        what = ", ".join(dict.fromkeys(f"{a} {k}" for a, k, _ in damage.problems[:4]))
+        _say(f"repair     {len(damage.problems)} damaged: {what}{' ...' if len(damage.problems) > 4 else ''}; apply "
+             f"repairs them (recomputes {len(damage.redo)} task(s)); `runner verify` reads every chunk back")
 
 
 def _check_flags(study, flags: list[str]) -> None:
@@ -676,8 +692,22 @@ def _checked_status(path: Path, target: Path) -> dict:
 
 
 def cmd_verify(args) -> int:
+    from runner.storage.history import version_at, versions  # lazy: filelock, numpy
     from runner.storage.verify import render, to_json, verify  # lazy: filelock, numpy
 
+    kept = version_at(args.target) if args.version is None and not is_url(args.target) else None
+    if args.version is not None:
+        from runner.read.status import store_of  # lazy: filelock, numpy
+
+        found = {v.name: v for v in versions(store_of(args.target))}
+        if args.version not in found:
+            raise NoStore(f"{args.target} has no kept version {args.version!r}; versions: {', '.join(found) or 'none'} "
+                          f"(`runner history {args.target}`)")
+        kept = found[args.version]
+    if kept is not None:
+        damage = verify(kept.store, version=kept)
+        _emit([to_json(damage)]) if args.json else print(f"kept version {kept.name}\n{render(damage)}")
+        return EXIT_OK if damage.ok else EXIT_IOERR
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
@@ -728,9 +758,11 @@ def cmd_history(args) -> int:
         print(f"removed {gone.name} ({gone.store.parent})")
         return EXIT_OK
     found = versions(path)
+    checked = {v.name: _version_damage(v) for v in found}
     if args.json:
         _emit([{"name": v.name, "store": str(v.store), **{k: v.manifest.get(k) for k in
-                ("created_utc", "reason", "spec_sha256", "replaced", "dropped")}} for v in found])
+                ("created_utc", "reason", "spec_sha256", "replaced", "dropped")},
+                "ok": checked[v.name][0], "damage": checked[v.name][1]} for v in found])
         return EXIT_OK
     if not found:
         kept = ("a store on object storage keeps none: apply --replace is refused there" if is_url(path)
@@ -739,13 +771,30 @@ def cmd_history(args) -> int:
         return EXIT_OK
     print(f"{len(found)} earlier version(s) of {path}, oldest first (open one with xr.open_zarr(STORE)):")
     for v in found:
-        print(f"  {v.describe()}")
+        ok, what = checked[v.name]
+        print(f"  {v.describe()}" + ("" if ok else f"\n      DAMAGED: {what}; `runner verify {args.target} --version "
+                                                  f"{v.name}` lists it (a kept version is never written: remove it "
+                                                  "or keep it as it is)"))
         for r in v.manifest.get("replaced", [])[:6]:
             print(f"      replaced {r['network']} {r['measure']}: {'; '.join(r['changes']) or 'parameters changed'}")
         for d in v.manifest.get("dropped", [])[:6]:
             print(f"      dropped {d['network']} {d['measure']}")
     print(f"remove one with `runner history {args.target} --remove VERSION`")
     return EXIT_OK
+
+
+def _version_damage(version) -> tuple[bool, str]:
+    """(whole, what is wrong) of a kept version, checked against what it carries."""
+    from runner.storage.verify import StoreUnreadable, verify  # lazy: filelock, numpy
+
+    try:
+        damage = verify(version.store, version=version)
+    except StoreUnreadable as err:
+        return False, str(err)
+    if damage.ok:
+        return True, ""
+    shown = "; ".join(f"{a} {k}: {w}" for a, k, w in damage.problems[:2])
+    return False, f"{len(damage.problems)} problem(s): {shown}" + (" ..." if len(damage.problems) > 2 else "")
 
 
 def cmd_figures(args) -> int:

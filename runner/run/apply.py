@@ -29,7 +29,7 @@ from runner.run.provenance import now, provenance
 from runner.run.provenance import root_attrs as provenance_root_attrs
 from runner.storage.records import renumber_chunks
 from runner.run.prepare import prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.run.prepare)
-from runner.storage.verify import Damage, repair, verify
+from runner.storage.verify import Damage, rebind, repair, verify
 from runner.storage.store import (Store, StorePathError, StoreWriteError, read_tasks, records_lost, root_attrs,
                                   runner_dir, writing)
 from runner.plugin.study import Prepared, ShardError
@@ -106,7 +106,7 @@ def states(p: Prepared) -> dict[str, str]:
     """What ``apply`` would do with each task: the scheduler's dry run against the store's records
     (less those of tasks whose chunk files are missing or empty: apply recomputes them; a chunk
     that is there but corrupt only ``apply``, ``verify`` and ``status`` find, by reading it)."""
-    damaged = damage_of(p.store_path, quick=True).tasks
+    damaged = damage_of(p.store_path, quick=True).redo
     return dry_run(p.tasks, {tid: rec for tid, rec in read_tasks(p.store_path).items() if tid not in damaged})
 
 
@@ -150,8 +150,11 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             if not damage.ok:  # before the arrays are opened: a corrupt one is removed and made again
                 redo = repair(p.store_path, damage, store)
                 events.emit("results_damaged", task=redo, arrays=damage.variables)
-                view.warn(f"{p.store_path}: {len(damage.problems)} damaged chunk(s) of {', '.join(damage.variables)}; "
-                          f"recomputing the {len(redo)} task(s) that wrote them")
+                restored = f"; metadata written back from the manifest: {', '.join(a or '(root)' for a in damage.altered)}" \
+                    if damage.altered else ""
+                view.warn(f"{p.store_path}: {len(damage.problems)} damaged chunk(s), metadata or record(s) of "
+                          f"{', '.join(damage.variables)}; recomputing the {len(redo)} task(s) that wrote them"
+                          + restored)
             done = read_tasks(p.store_path)  # under the lock now
             changes = compare(p.tasks, p.labels, done)
             reshape = store.reshape(session.layout)
@@ -170,13 +173,14 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                             dropped=changes.drop + also)
                 view.warn(f"kept the store as it was in {kept.store} ({len(changes.lost()) + len(also)} finished "
                           "result(s) replaced or dropped; `runner history` lists the versions)")
-            store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
+            recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
             session.write_inputs(store)
+            store.seal()  # the manifest binds the inputs too
             interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the store
             done = store.tasks()  # without the tasks whose arrays were remade
-            _renumber(store, p, done, session.layout)
+            _renumber(store, p, done, session.layout, set(recreated))
             todo = [t for t in p.tasks if t.id not in done]
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
@@ -263,15 +267,20 @@ def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict
     return {**provenance_root_attrs(title, refs, prov["git_commit"], prov["git_dirty"]), INTERNAL: prov}
 
 
-def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout) -> None:
+def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout, remade: set[str] = frozenset()) -> None:
     """Records of kept results whose network moved (a network added or taken out before it) get its
-    new index, and so do the chunks they list."""
+    new index, and so do the chunks they list; the chunks of kept results in arrays remade with
+    their values carried over (verified before) are bound to their new bytes and keys."""
     dims = {v.name: v.dims for v in layout.vars.values()}
     moved = {t.id: {**done[t.id], "network": t.network} for t in p.tasks
              if t.id in done and done[t.id].get("network") != t.network}
     for tid, rec in moved.items():
         if "chunks" in rec:  # records made before chunks were listed have none
             rec["chunks"] = renumber_chunks(rec["chunks"], dims, done[tid].get("network"), rec["network"])
+    for tid, rec in done.items():
+        rec = moved.get(tid, rec)
+        if remade & set(rec.get("chunks") or {}):
+            moved[tid] = {**rec, "chunks": rebind(store.path, rec["chunks"], remade)}
     if moved:
         store.record_many(moved)
 

@@ -2,9 +2,13 @@
 
 ``store/<name>.history/<UTC time>/`` holds ``<name>.zarr``, the store as it was (``xr.open_zarr``
 opens it), and ``manifest.json``: when, why, the spec it was made with, the finished results that
-were replaced or dropped (with the values that changed) and every completion record it held. A
-version is made whole or not at all (built under a temporary name, then renamed), and removed only
-by ``runner history STORE --remove VERSION``.
+were replaced or dropped (with the values that changed), every completion record it held (with
+the digests of their chunks) and the store's manifest (``contents``: its metadata and the digests
+of the arrays apply writes, :mod:`runner.storage.manifest`), so that ``runner verify STORE --version
+VERSION`` checks a version as it checks the store. A version is made whole or not at all (built
+under a temporary name, then renamed), and removed only by ``runner history STORE --remove VERSION``.
+A version identical to the newest one (an apply killed right after the copy, then resumed) is not
+made twice.
 
 The copy costs no data: its files are hard links to the store's. That is safe because nothing
 writes a store's files in place: zarr's local store writes every chunk and metadata file to a
@@ -22,7 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from runner.storage.location import Location, is_url, location
-from runner.storage.store import atomic_write_bytes, writing
+from runner.storage.manifest import MANIFEST as STORE_MANIFEST
+from runner.storage.store import atomic_write_bytes, runner_dir, writing
 
 MANIFEST = "manifest.json"
 PARTIAL = ".partial-"
@@ -59,6 +64,13 @@ def snapshot(path: Path, manifest: dict) -> Version:
     """Keep the store at ``path`` as it is now, as a new version (see the module docstring)."""
     path = Path(path)
     folder = history_dir(path)
+    try:
+        manifest = {**manifest, "contents": json.loads((runner_dir(path) / STORE_MANIFEST).read_bytes())}
+    except (OSError, ValueError):
+        pass  # a store made before its manifest (or whose manifest is corrupt): the version is not covered
+    kept = versions(path)
+    if kept and _same(kept[-1].manifest, manifest):  # a kill right after the copy, and a resume
+        return kept[-1]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
     name, n = stamp, 1
     while (folder / name).exists():
@@ -74,6 +86,27 @@ def snapshot(path: Path, manifest: dict) -> Version:
                                                       sort_keys=True, default=str).encode())
         os.replace(tmp, folder / name)
     return Version(name, folder / name / path.name, manifest)
+
+
+def _same(old: dict, new: dict) -> bool:
+    """The same version: everything but when and its name."""
+    def strip(m: dict) -> str:
+        return json.dumps({k: v for k, v in m.items() if k not in ("created_utc", "name", "store")}, sort_keys=True,
+                          default=str)
+    return strip(old) == strip(new)
+
+
+def version_at(path: Path) -> Version | None:
+    """The kept version whose store is ``path`` (``x.history/<version>/x.zarr``), or None."""
+    path = Path(os.path.abspath(path))
+    folder = path.parent
+    if folder.parent.suffix != ".history" or not (folder / MANIFEST).is_file():
+        return None
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return Version(folder.name, path, manifest) if manifest.get("store", path.name) == path.name else None
 
 
 def _link_or_copy(src: str, dst: str) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.storage.location import Location, Remote, append_line, location, write_atomic
+from runner.storage.manifest import ALGORITHM, record_digest
 from runner.storage.store_errors import writing
 
 RECORDS = "records"
@@ -77,6 +78,28 @@ def read_records(state_dir: Location, store_id: str | None) -> dict[str, dict]:
     else:
         return {}
     return {name[:-5]: rec for name, data in contents if (rec := _record(data, store_id)) is not None}
+
+
+def unreadable_records(state_dir: Location) -> dict[str, str]:
+    """Record files (``<task id>.json``) that do not read as a record of any store, with why (on a
+    disk; on object storage a record is one PUT, written whole)."""
+    folder = records_dir(state_dir)
+    if isinstance(folder, Remote) or not folder.is_dir():
+        return {}
+    out = {}
+    for entry in os.scandir(folder):
+        if not entry.name.endswith(".json") or entry.name.startswith("."):
+            continue
+        try:
+            rec = json.loads(Path(entry.path).read_bytes())
+        except OSError:
+            continue
+        except ValueError as err:
+            out[entry.name] = f"corrupt (not JSON: {type(err).__name__})"
+            continue
+        if not isinstance(rec, dict) or "store_id" not in rec:
+            out[entry.name] = "corrupt (not a completion record)"
+    return out
 
 
 def _record(data: bytes, store_id: str) -> dict | None:
@@ -166,7 +189,8 @@ def write_records(state_dir: Location, store_id: str, records: dict[str, dict]) 
     """Write each record (one file or object per task); returns them as written (as JSON reads them back)."""
     out = {}
     for task_id, rec in records.items():
-        data = json.dumps({**rec, "store_id": store_id}, sort_keys=True, default=str)
+        rec = json.loads(json.dumps({**rec, "store_id": store_id}, default=str))  # as JSON reads it back
+        data = json.dumps({**rec, "digest": record_digest(rec)}, sort_keys=True)
         write_atomic(records_dir(state_dir) / f"{task_id}.json", data.encode())
         out[task_id] = json.loads(data)
     return out
@@ -298,6 +322,9 @@ def renumber_chunks(chunks: dict[str, dict], dims_of: dict[str, tuple[str, ...]]
             continue
         axis = dims.index("network")
         keys = [decode_key(k) for k in entry["keys"]]
-        out[name] = {**entry, "keys": sorted(encode_key(k[:axis] + ((new if k[axis] == old else k[axis]),)
-                                                        + k[axis + 1:]) for k in keys)}
+        moved = {encode_key(k): encode_key(k[:axis] + ((new if k[axis] == old else k[axis]),) + k[axis + 1:])
+                 for k in keys}
+        out[name] = {**entry, "keys": sorted(moved.values())}
+        if ALGORITHM in entry:  # the same bytes at the new place (taken again from the files by apply)
+            out[name][ALGORITHM] = {moved.get(k, k): d for k, d in entry[ALGORITHM].items()}
     return out

@@ -31,8 +31,10 @@ from runner.core.formats import STORE_FORMAT
 from runner.core.layout import INTERNAL, Layout, internal, with_internal
 from runner.storage.bucket_lock import Lease
 from runner.storage.location import Location, Remote, location, move_tree, reachable_problem, write_atomic, zarr_store
+from runner.storage.manifest import (ROOT, ManifestCorrupt, array_nodes, build, chunk_keys, chunk_digests, normalized,
+                                     read_manifest, write_manifest)
 from runner.storage.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
-                            records_exist, write_records)
+                            records_exist, unreadable_records, write_records)
 from runner.storage.store_errors import (StoreFormatError, StoreLocked, StorePathError,  # noqa: F401
                                          StoreUnreachable, StoreWriteError, guard_writes, writing)
 
@@ -250,6 +252,9 @@ class Store:
         self._written: dict[str, dict] = {}  # on object storage: the records this apply wrote, for the fold
         self.group: zarr.Group | None = None
         self._journal: Path | None = None
+        self._own: set[str] | None = None
+        """The arrays this apply writes itself (coordinates, inputs), whose chunks the manifest binds;
+        None until :meth:`open` (and in a worker, which writes no manifest)."""
 
     # --- locking
     def lock(self) -> None:
@@ -365,6 +370,8 @@ class Store:
         g.attrs.update({**attrs, "coordinates": " ".join(non_index)})
         self.forget(reshape.lost(self.tasks()))
         self.consolidate()  # a plain xr.open_zarr during the run sees every array (their data is live)
+        self._own = set(layout.coords) | self._sealed_own()
+        self.seal()
         return recreated
 
     def attach(self) -> Store:
@@ -387,6 +394,31 @@ class Store:
             arr[region] = values
             if self._journal is not None:
                 note_written(self._journal, name, arr, region)
+            elif self._own is not None:  # written by apply itself, outside any task (the inputs)
+                self._own.add(name)
+
+    # --- the manifest (runner.storage.manifest): every zarr.json, and the chunks of the arrays apply writes
+    def _sealed_own(self) -> set[str]:
+        """The arrays the last manifest bound chunk by chunk (apply's own), that are still here."""
+        try:
+            found = read_manifest(self.state_dir, self.store_id) or {}
+        except ManifestCorrupt:
+            found = {}
+        return {name for name in found.get("chunks") or {} if name in self.group.array_keys()}
+
+    def seal(self) -> None:
+        """Write the manifest as the store is now (the driver, after it wrote metadata or its own arrays)."""
+        if self._own is None or self.group is None:
+            return
+        with writing(self.state_dir):
+            metadata = {name: normalized(node) for name, _, node in array_nodes(self.path) if node is not None}
+            root = json.loads((self.path / "zarr.json").read_bytes())
+            metadata[ROOT] = normalized(root, root=True)
+            chunks = {}
+            for name in sorted(self._own & set(metadata)):
+                digests = chunk_digests(self.path / name, chunk_keys(self.path / name))
+                chunks[name] = {k: d for k, d in digests.items() if d is not None}
+            write_manifest(self.state_dir, build(self.store_id, metadata, chunks))
 
     @contextmanager
     def journal(self, task_ids: list[str]) -> Iterator[None]:
@@ -425,6 +457,7 @@ class Store:
     def set_attrs(self, **attrs: Any) -> None:
         with writing(self.path):
             self.group.attrs.update(attrs)
+        self.seal()
 
     def append_history(self, line: str) -> None:
         """Add a line to the root's ``history`` (CF/ACDD: one line per command that changed the store)."""
@@ -557,6 +590,11 @@ def _finish_carries(g: zarr.Group) -> None:
                                                                     if k != "carried"})})
         else:
             del g[name]
+
+
+def read_tasks_checked(path: Location) -> tuple[dict[str, dict], dict[str, str]]:
+    """(the completion records of a store, record files that do not read: file name -> why)."""
+    return read_tasks(path), unreadable_records(runner_dir(location(path)))
 
 
 def read_tasks(path: Location) -> dict[str, dict]:

@@ -27,9 +27,12 @@ from pathlib import Path
 from runner.core.errors import StorageError, Unavailable
 from runner.core.layout import internal
 from runner.storage.events import read_events
+from runner.storage.history import version_at
 from runner.storage.location import Location, Remote, location, remove_tree, zarr_store
-from runner.storage.records import chunk_coords, decode_key, encode_key
-from runner.storage.store import read_tasks, runner_dir, store_id
+from runner.storage.manifest import (ALGORITHM, array_nodes, MANIFEST, ROOT, ManifestCorrupt, check_manifest, chunk_digests,
+                                     differences, normalized, read_manifest, record_digest)
+from runner.storage.records import chunk_coords, decode_key, drop_records, encode_key
+from runner.storage.store import atomic_write_bytes, read_tasks_checked, runner_dir, store_id
 
 WHOLE_READ_BYTES = 256 * 2**20
 """An array whose recorded chunks cover it and that is smaller than this is read in one call
@@ -61,6 +64,19 @@ class Damage:
     """Arrays whose metadata is corrupt: ``apply`` removes and remakes them (their tasks run again)."""
     unchecked: list[str] = field(default_factory=list)
     """Tasks whose records list no chunks (recorded by an older runner): not checked."""
+    altered: dict[str, dict] = field(default_factory=dict)
+    """Array (``""``: the root) -> its metadata as the manifest keeps it, for each whose ``zarr.json``
+    differs from it or is corrupt: ``apply`` writes it back (its chunks are checked by their digests)."""
+    redo: list[str] = field(default_factory=list)
+    """The damaged tasks ``apply`` recomputes: those whose chunks or record are damaged (not those whose
+    array's metadata only is altered, which ``apply`` writes back)."""
+    bad_records: list[str] = field(default_factory=list)
+    """Record files that do not read (``<task id>.json``): ``apply`` removes them (their tasks run again)."""
+    manifest_bad: bool = False
+    version: str | None = None
+    """The name of the kept version checked (never written: ``apply`` repairs only the store)."""
+    covered: bool = False
+    """The store has a manifest (metadata and the arrays apply writes are bound to it)."""
     chunks: int = 0
     bytes: int = 0
     seconds: float = 0.0
@@ -91,16 +107,26 @@ class Damage:
         """One paragraph: what is damaged, whose results, and what to run."""
         names = self.task_names()
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        chunks = [(a, k) for a, k, _ in self.problems if k != "zarr.json"]
-        parts = [f"{len(chunks)} chunk(s) of {', '.join(sorted({a for a, _ in chunks}))} are missing, truncated or "
-                 "corrupt"] if chunks else []
+        chunks = [(a, k) for a, k, _ in self.problems if k != "zarr.json" and not a.startswith("(")]
+        parts = [f"{len(chunks)} chunk(s) of {', '.join(sorted({a for a, _ in chunks}))} are missing, truncated, "
+                 "corrupt or not the chunk written there"] if chunks else []
         parts += [f"the metadata (zarr.json) of {', '.join(self.broken)} is corrupt"] if self.broken else []
+        altered = [a or "(root)" for a in self.altered if a not in self.broken]
+        parts += [f"the metadata (zarr.json) of {', '.join(altered)} differs from the manifest "
+                  f"({self._first_metadata_problem()})"] if altered else []
+        records = [k for a, k, _ in self.problems if a == "(records)"]
+        parts += [f"{len(records)} completion record(s) are corrupt or altered ({', '.join(records[:3])})"] \
+            if records else []
+        parts += [f"its manifest ({MANIFEST}) is corrupt"] if self.manifest_bad else []
         text = f"{self.path} is damaged: " + " and ".join(parts)
         if names:
             text += f"; they belong to {len(names)} finished task(s): {shown}"
         if self.unowned:
             text += f"; arrays apply writes itself: {', '.join(self.unowned)}"
         return text + f". Run `runner apply {spec or 'SPEC'}` to recompute them (`runner verify` lists the chunks)"
+
+    def _first_metadata_problem(self) -> str:
+        return next((f"{a} {what}" for a, k, what in self.problems if k == "zarr.json" and a not in self.broken), "")
 
 
 def metadata_problem(path: Path) -> str | None:
@@ -121,42 +147,11 @@ def metadata_problem(path: Path) -> str | None:
 def array_metadata_problems(path: Path) -> dict[str, str]:
     """Array name -> why its ``zarr.json`` does not read (arrays of the root group and its sub-groups)."""
     out = {}
-    for name, meta, _node in _nodes(location(path)):
+    for name, meta, _node in array_nodes(location(path)):
         problem = _json_problem(meta)
         if problem:
             out[name] = f"metadata {meta} is corrupt ({problem})"
     return out
-
-
-def _nodes(path: Path, prefix: str = ""):
-    """(name, zarr.json, its parsed content or None) of every array under the group at ``path``; stops
-    at nested stores (sweep points)."""
-    if isinstance(path, Remote):
-        try:
-            listed = path.fs.ls(path.key, detail=True)
-        except OSError:
-            return
-        entries = sorted(((path / e["name"].rstrip("/").rsplit("/", 1)[-1], e["type"] == "directory") for e in listed),
-                         key=lambda e: e[0].name)
-    else:
-        try:
-            entries = sorted(((Path(e.path), e.is_dir()) for e in os.scandir(path)), key=lambda e: e[0].name)
-        except OSError:
-            return
-    for folder, is_dir in entries:
-        meta = folder / "zarr.json"
-        if not is_dir or not meta.is_file():
-            continue
-        try:
-            node = json.loads(meta.read_bytes())
-        except ValueError:
-            yield prefix + folder.name, meta, None
-            continue
-        if isinstance(node, dict) and node.get("node_type") == "group":
-            if internal(node.get("attributes") or {}).get("store_id") is None:  # a sub-group, not a point's store
-                yield from _nodes(folder, prefix + folder.name + "/")
-        else:
-            yield prefix + folder.name, meta, node
 
 
 def _json_problem(path: Path) -> str | None:
@@ -169,10 +164,13 @@ def _json_problem(path: Path) -> str | None:
     return None if isinstance(node, dict) else "not a JSON object"
 
 
-def verify(path: Path, quick: bool = False) -> Damage:
+def verify(path: Path, quick: bool = False, version=None) -> Damage:
     """Check one store (not a sweep's root): raises :class:`StoreUnreadable` for a store this project
     did not write or whose root metadata is corrupt; otherwise returns what is damaged. ``quick``:
-    only that each recorded chunk file is there and not empty (no read: what ``plan`` checks)."""
+    only that each recorded chunk file is there and not empty, and the metadata against the
+    manifest (no chunk read: what ``plan`` checks). ``version``: a kept version
+    (:class:`runner.storage.history.Version`) at ``path``, checked against the records and the
+    manifest it carries."""
     import zarr  # lazy: zarr
 
     path = location(path)
@@ -180,49 +178,175 @@ def verify(path: Path, quick: bool = False) -> Damage:
     if problem:
         raise StoreUnreadable(problem)
     t0 = time.monotonic()
-    damage = Damage(path, records=read_tasks(path))
+    sid = store_id(path)
+    if version is None and isinstance(path, Path):
+        version = version_at(path)  # a kept version's store: checked against what the version carries
+    if version is None:
+        records, unreadable = read_tasks_checked(path)
+        manifest_source = lambda: read_manifest(runner_dir(path), sid)  # noqa: E731
+    else:
+        records = {tid: rec for tid, rec in (version.manifest.get("records") or {}).items() if isinstance(rec, dict)}
+        unreadable = {}
+        contents = version.manifest.get("contents")
+        manifest_source = lambda: check_manifest(contents, sid) if contents is not None else None  # noqa: E731
+    damage = Damage(path, records=records, version=version.name if version is not None else None)
+    try:
+        manifest = manifest_source()
+    except ManifestCorrupt as err:
+        manifest = None
+        damage.manifest_bad = True
+        damage.problems.append(("(manifest)", MANIFEST, f"corrupt ({err})"))
+    damage.covered = manifest is not None
+    for name, what in sorted(unreadable.items()):
+        damage.problems.append(("(records)", name, what))
+        damage.bad_records.append(name)
     owners: dict[str, dict[str, set[str]]] = {}  # array -> chunk key -> task ids
+    expect: dict[str, dict[str, str]] = {}  # array -> chunk key -> digest
     grids: dict[str, list[int]] = {}
-    for tid, rec in damage.records.items():
+    chunk_tids: set[str] = set()
+    for tid, rec in sorted(damage.records.items()):
+        if "digest" in rec and rec["digest"] != record_digest(rec):
+            damage.problems.append(("(records)", f"{tid}.json", "altered (its digest does not match its content)"))
+            damage.tasks.setdefault(tid, []).append("its record is altered")
+            chunk_tids.add(tid)
+            continue
         if "chunks" not in rec:
             damage.unchecked.append(tid)
             continue
         for name, entry in rec["chunks"].items():
             grids.setdefault(name, entry["grid"])
+            digests = (entry.get(ALGORITHM) or {}) if entry["grid"] == grids[name] else {}
             for key in _keys(entry, grids[name]):
                 owners.setdefault(name, {}).setdefault(key, set()).add(tid)
-    nodes = {name: node for name, _, node in _nodes(path)}
+                if key in digests:
+                    expect.setdefault(name, {}).setdefault(key, digests[key])
+    nodes = {name: node for name, _, node in array_nodes(path)}
     bad_meta = array_metadata_problems(path)
     damage.broken = sorted(bad_meta)
-    group = zarr.open_group(zarr_store(path, read_only=True), mode="r", use_consolidated=False)
+    recorded_meta = (manifest or {}).get("metadata") or {}
     for name, what in bad_meta.items():
         damage.problems.append((name, "zarr.json", what))
-    for name in sorted(set(owners) - set(bad_meta)):
-        for key, what in _check_array(path, group, name, owners[name], grids[name], damage, quick):
+        if name in recorded_meta:
+            damage.altered[name] = recorded_meta[name]
+    for name, recorded in sorted(recorded_meta.items()):
+        if name == ROOT:
+            what = _root_differences(path, recorded, recorded_meta)
+        elif name in bad_meta or name not in nodes:
+            continue  # corrupt: said above; gone: its chunks are missing (below)
+        else:
+            what = differences(normalized(nodes[name]), recorded)
+        if what:
+            damage.problems.append((name or "(root)", "zarr.json", "; ".join(what)))
+            damage.altered[name] = recorded
+    group = zarr.open_group(zarr_store(path, read_only=True), mode="r", use_consolidated=False)
+    for name in sorted(owners):
+        grid = _grid_of(damage.altered.get(name) or nodes.get(name)) or grids[name]
+        for key, what, tids in _check_array(path, group, name, owners[name], grids[name], grid,
+                                            expect.get(name, {}), damage, quick):
             damage.problems.append((name, key, what))
-    # arrays no record lists: coordinates and inputs (apply writes them), or results of records made
-    # before chunks were listed (those records' tasks own them); small, read whole
+            chunk_tids |= tids
+            for tid in tids:
+                damage.tasks.setdefault(tid, []).append(f"{name} {key}: {what}")
+    driver = (manifest or {}).get("chunks") or {}
+    for name in sorted(driver):
+        for key, what in _check_driver(path, name, driver[name], nodes, damage, quick):
+            damage.problems.append((name, key, what))
+            if name not in damage.unowned:
+                damage.unowned.append(name)
+    # arrays neither records nor the manifest list: coordinates and inputs of a store made before the
+    # manifest, or results of records made before chunks were listed (those records' tasks own them);
+    # small, read whole
     by_measure: dict[str, set[str]] = {}
     for tid, rec in damage.records.items():
         by_measure.setdefault(str(rec.get("measure")), set()).add(tid)
-    for name in [] if quick else sorted(set(nodes) - set(owners) - set(bad_meta)):
+    for name in [] if quick else sorted(set(nodes) - set(owners) - set(bad_meta) - set(driver) - set(damage.altered)):
         what = _read(lambda n=name: group[n][...])
         if what:
             damage.problems.append((name, "(array)", what))
-    for name, key, what in damage.problems:
-        if name in bad_meta:  # its measure is unknown: records that list no chunks may own it too
-            tids = _owners_of(damage.records, name) | set(damage.unchecked)
-        elif key == "(array)":
             measure = internal((nodes.get(name) or {}).get("attributes")).get("measure")
             tids = set().union(*by_measure.values()) if measure == "*" else by_measure.get(str(measure), set())
-        else:
-            tids = owners[name][key]
+            chunk_tids |= tids
+            if not tids:
+                damage.unowned.append(name)
+    meta_tids: set[str] = set()
+    for name in set(bad_meta) | set(damage.altered) - {ROOT}:
+        meta_tids |= _owners_of(damage.records, name) | (set(damage.unchecked) if name not in damage.altered else set())
+    for name, key, what in damage.problems:
+        tids: set[str] = set()
+        if key == "zarr.json" and not name.startswith("("):
+            tids = meta_tids & (_owners_of(damage.records, name) | set(damage.unchecked))
+        elif key == "(array)" and name not in driver:
+            measure = internal((nodes.get(name) or {}).get("attributes")).get("measure")
+            tids = set().union(*by_measure.values()) if measure == "*" else by_measure.get(str(measure), set())
         for tid in tids:
             damage.tasks.setdefault(tid, []).append(f"{name} {key}: {what}")
-        if not tids and name not in damage.unowned:
+    for name in bad_meta:
+        if name not in damage.altered and not _owners_of(damage.records, name) and name not in damage.unowned:
             damage.unowned.append(name)
+    damage.redo = sorted(chunk_tids | (meta_tids - {t for n in damage.altered for t in _owners_of(damage.records, n)}))
     damage.seconds = time.monotonic() - t0
     return damage
+
+
+def _grid_of(meta: dict | None) -> list[int] | None:
+    try:
+        return list(meta["chunk_grid"]["configuration"]["chunk_shape"])
+    except (KeyError, TypeError):
+        return None
+
+
+def _root_differences(path: Path, recorded: dict, recorded_meta: dict) -> list[str]:
+    """How the root's ``zarr.json`` differs from the manifest: its attributes, and each array's copy
+    in its consolidated metadata (what ``xr.open_zarr`` reads by default)."""
+    try:
+        root = json.loads((location(path) / "zarr.json").read_bytes())
+    except (OSError, ValueError):
+        return []  # said by metadata_problem
+    out = differences(normalized(root, root=True), recorded)
+    copies = ((root.get("consolidated_metadata") or {}).get("metadata") or {}) if isinstance(root, dict) else {}
+    for name, meta in sorted(copies.items()):
+        if name in recorded_meta and name != ROOT and isinstance(meta, dict) and meta.get("node_type") == "array":
+            out += differences(normalized(meta), recorded_meta[name], f"consolidated_metadata.{name}.")
+    return out
+
+
+def _check_driver(path: Path, name: str, keys: dict[str, str], nodes: dict, damage: Damage, quick: bool):
+    """(key, what) of each chunk of an array ``apply`` writes itself that differs from the manifest."""
+    if name not in nodes and not (location(path) / name / "zarr.json").is_file():
+        return [("(array)", "missing (the whole array is gone)")]
+    folder = location(path) / name
+    sizes = _chunk_sizes(folder)
+    found, present = [], []
+    for key in sorted(keys):
+        try:
+            size = sizes(key)
+        except FileNotFoundError:
+            found.append((key, "missing (its chunk file is gone)"))
+            continue
+        damage.bytes += size
+        present.append(key)
+    damage.chunks += len(keys)
+    if quick:
+        return found
+    actual = chunk_digests(folder, present)
+    by_digest = {d: k for k, d in keys.items()}
+    for key in present:
+        if actual[key] != keys[key]:
+            found.append((key, _mismatch(actual[key], by_digest, key)))
+    return found
+
+
+def _mismatch(actual: str | None, by_digest: dict[str, str], key: str, decodes: bool | None = None) -> str:
+    other = by_digest.get(actual) if actual else None
+    if actual is None:
+        return "missing (its chunk file is gone)"
+    if other and other != key:
+        return f"holds the chunk recorded for {other} (chunks swapped or moved; its checksum is valid)"
+    if decodes:
+        return "holds other bytes than its task wrote, a valid chunk (replaced or stale; its crc32c checksum passes)"
+    if decodes is False:
+        return "corrupt (its bytes differ from the manifest and do not decode)"
+    return "differs from the manifest (replaced, stale or corrupt)"
 
 
 def _owners_of(records: dict[str, dict], name: str) -> set[str]:
@@ -246,18 +370,24 @@ def _regrid(keys: list[str], old: list[int], new: list[int], shape: tuple[int, .
     return sorted(out)
 
 
-def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: list[int], damage: Damage,
-                 quick: bool = False):
-    """(key, what) of each recorded chunk of array ``name`` that is missing or does not read."""
-    try:
-        arr = group[name]
-    except KeyError:
-        return [(key, "missing (the whole array is gone)") for key in sorted(keys)]
-    except Exception as err:  # noqa: BLE001 - any failure to open it is damage to report
-        return [(key, f"array does not open ({type(err).__name__}: {err})") for key in sorted(keys)]
-    if list(arr.chunks) != list(grid):  # remade with another chunking since: the same elements, new keys
-        keys = {new: tids for key, tids in keys.items() for new in _regrid([key], grid, list(arr.chunks), arr.shape)}
-    folder = path / name
+def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: list[int], now: list[int],
+                 expect: dict[str, str], damage: Damage, quick: bool = False):
+    """(key, what) of each recorded chunk of array ``name`` that is missing, or whose bytes differ
+    from the digest its record keeps, or (recorded without one) does not read. ``grid``: the grid
+    the records list keys on; ``now``: the array's grid (from its metadata, or the manifest's when
+    that is altered)."""
+    if list(now) != list(grid):  # remade with another chunking since: the same elements, new keys (no digests)
+        shape = None
+        try:
+            shape = group[name].shape
+        except Exception:  # noqa: BLE001 - an array that does not open is checked by its files
+            pass
+        keys = {new: tids for key, tids in keys.items() for new in _regrid([key], grid, list(now), shape)}
+        expect = {}
+    if not (location(path) / name).is_dir() and not isinstance(location(path), Remote):
+        damage.chunks += len(keys)
+        return [(key, "missing (the whole array is gone)", keys[key]) for key in sorted(keys)]
+    folder = location(path) / name
     sizes = _chunk_sizes(folder)
     found, present = [], []
     for key in sorted(keys):
@@ -273,14 +403,41 @@ def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: 
         present.append(key)
     damage.chunks += len(keys)
     if not present or quick:
-        return found
-    if len(present) == arr.nchunks and arr.nbytes <= WHOLE_READ_BYTES and _read(lambda: arr[...]) is None:
-        return found
-    for key in present:
-        what = _read(lambda k=key: arr.get_block_selection(decode_key(k)))
-        if what:
-            found.append((key, what))
-    return found
+        return [(k, what, keys[k]) for k, what in found]
+    hashed = [k for k in present if k in expect]
+    actual = chunk_digests(folder, hashed)
+    by_digest = {d: k for k, d in expect.items()}
+    arr = None
+    for key in hashed:
+        if actual[key] == expect[key]:
+            continue
+        if arr is None:
+            arr = _open(group, name)
+        decodes = None if isinstance(arr, str) else \
+            _read(lambda k=key: arr.get_block_selection(decode_key(k))) is None
+        found.append((key, _mismatch(actual[key], by_digest, key, decodes)))
+    rest = [k for k in present if k not in expect]
+    arr = _open(group, name) if rest and arr is None else arr
+    if not rest:
+        pass
+    elif isinstance(arr, str):
+        found += [(key, arr) for key in rest]
+    elif not (len(rest) == arr.nchunks and arr.nbytes <= WHOLE_READ_BYTES and _read(lambda: arr[...]) is None):
+        for key in rest:
+            what = _read(lambda k=key: arr.get_block_selection(decode_key(k)))
+            if what:
+                found.append((key, what))
+    return [(k, what, keys[k]) for k, what in found]
+
+
+def _open(group, name: str):
+    """The zarr array ``name``, or what keeps it from opening."""
+    try:
+        return group[name]
+    except KeyError:
+        return "missing (the whole array is gone)"
+    except Exception as err:  # noqa: BLE001 - any failure to open it is damage to report
+        return f"array does not open ({type(err).__name__}: {err})"
 
 
 def _chunk_sizes(folder: Location):
@@ -314,13 +471,48 @@ def _read(read) -> str | None:
 
 
 def repair(path: Path, damage: Damage, store) -> list[str]:
-    """Make a damaged store resumable (under ``apply``'s lock): forget the records of the tasks whose
-    chunks are damaged, and remove arrays whose metadata is corrupt or that no task writes (the
-    layout and the inputs are written again by ``apply``). Returns the task ids forgotten."""
-    for name in sorted(set(damage.broken) | set(damage.unowned)):
-        remove_tree(location(path) / name)
-    store.forget(sorted(damage.tasks))
-    return sorted(damage.tasks)
+    """Make a damaged store resumable (under ``apply``'s lock): write back from the manifest the
+    metadata that differs from it, forget the records of the tasks whose chunks or record are
+    damaged, remove record files that do not read and a corrupt manifest, and remove arrays whose
+    metadata is corrupt and not in the manifest or that no task writes (the layout and the inputs
+    are written again by ``apply``). Returns the task ids forgotten."""
+    root = location(path)
+    unowned = set(damage.unowned)
+    for name, meta in damage.altered.items():
+        if name in unowned:
+            continue
+        if name == ROOT:
+            current = json.loads((root / "zarr.json").read_bytes())
+            current.pop("consolidated_metadata", None)  # apply consolidates again
+            atomic_write_bytes(root / "zarr.json", json.dumps({**current, **meta}, indent=2).encode())
+        else:
+            atomic_write_bytes(root / name / "zarr.json", json.dumps(meta, indent=2).encode())
+    for name in sorted((set(damage.broken) - set(damage.altered)) | unowned):
+        remove_tree(root / name)
+    if damage.manifest_bad:
+        (runner_dir(root) / MANIFEST).unlink(missing_ok=True)
+    drop_records(runner_dir(root), [name[:-5] for name in damage.bad_records])
+    store.forget(sorted(damage.redo))
+    return sorted(damage.redo)
+
+
+def rebind(path: Path, chunks: dict[str, dict], arrays: set[str]) -> dict[str, dict]:
+    """A record's ``chunks`` with those of ``arrays`` (remade by ``apply``, which carried their values
+    over) bound to the arrays as they are now: keys on the new chunk grid, digests of the new files."""
+    import zarr  # lazy: zarr
+
+    group = zarr.open_group(zarr_store(location(path), read_only=True), mode="r", use_consolidated=False)
+    out = dict(chunks)
+    for name in sorted(arrays & set(chunks)):
+        entry = chunks[name]
+        arr = _open(group, name)
+        if isinstance(arr, str):
+            continue
+        grid = list(arr.chunks)
+        keys = entry["keys"] if entry["grid"] == grid else _regrid(entry["keys"], entry["grid"], grid, arr.shape)
+        digests = chunk_digests(location(path) / name, list(keys))
+        out[name] = {"grid": grid, "keys": sorted(keys), ALGORITHM: {k: d for k, d in digests.items() if d}}
+    return out
 
 
 def spec_of(path: Path, target: Path | None = None) -> str:
@@ -356,13 +548,30 @@ def render(damage: Damage) -> str:
     checked = (f"{damage.chunks} recorded chunk(s) ({damage.bytes / 1e6:.1f} MB) of {len(damage.records)} finished "
                f"task(s) read back in {damage.seconds:.2f} s")
     lines = [f"store {damage.path}: {'ok' if damage.ok else 'damaged'}", checked]
+    if not damage.covered and not damage.manifest_bad:
+        lines.append(f"no manifest ({MANIFEST}, made before issue 36): its metadata, coordinates and inputs are not "
+                     "covered (read only); the next apply that runs anything writes one")
     if damage.unchecked:
         lines.append(f"{len(damage.unchecked)} task(s) recorded by an older runner list no chunks: not checked")
+    undigested = sum(1 for rec in damage.records.values() for e in (rec.get("chunks") or {}).values()
+                     if ALGORITHM not in e)
+    if undigested:
+        lines.append(f"{undigested} recorded array(s) have no chunk digests (recorded before issue 36): their chunks "
+                     "are checked by crc32c only")
     if not damage.ok:
-        lines.append(f"{len(damage.problems)} damaged chunk(s):")
+        lines.append(f"{len(damage.problems)} problem(s):")
         lines += damage.lines(limit=50)
-        lines.append(f"damaged task(s) ({len(damage.tasks)}), recomputed by `runner apply`:")
-        lines += [f"  {name}" for name in damage.task_names()]
+        if damage.version is not None:
+            lines.append(f"damaged task(s) of this kept version ({len(damage.tasks)}; a version is never written, "
+                         "`runner apply` repairs only the store; `runner history --remove` removes it):")
+            lines += [f"  {name}" for name in damage.task_names()]
+            return "\n".join(lines)
+        if damage.tasks:
+            lines.append(f"damaged task(s) ({len(damage.tasks)}), {len(damage.redo)} recomputed by `runner apply`:")
+            lines += [f"  {name}" for name in damage.task_names()]
+        if damage.altered:
+            lines.append("metadata written back from the manifest by `runner apply`: "
+                         + ", ".join(a or "(root)" for a in damage.altered))
         if damage.unowned:
             lines.append(f"arrays apply writes itself, made again by `runner apply`: {', '.join(damage.unowned)}")
     return "\n".join(lines)
@@ -370,6 +579,7 @@ def render(damage: Damage) -> str:
 
 def to_json(damage: Damage) -> dict:
     return {"store": str(damage.path), "ok": damage.ok, "chunks_read": damage.chunks, "bytes_read": damage.bytes,
-            "seconds": round(damage.seconds, 3), "unchecked_tasks": damage.unchecked,
+            "seconds": round(damage.seconds, 3), "unchecked_tasks": damage.unchecked, "covered": damage.covered,
             "damaged": [{"array": a, "chunk": k, "problem": what} for a, k, what in damage.problems],
-            "damaged_tasks": {tid: damage.tasks[tid] for tid in sorted(damage.tasks)}, "remade_arrays": damage.unowned}
+            "damaged_tasks": {tid: damage.tasks[tid] for tid in sorted(damage.tasks)}, "recomputed_tasks": damage.redo,
+            "remade_arrays": damage.unowned, "restored_metadata": sorted(a or "(root)" for a in damage.altered)}

@@ -27,6 +27,7 @@ from runner.run.execute.executor import Done, Job, error_text, fatal
 from runner.core.plan import Task
 from runner.core.progress import ProgressView
 from runner.run.provenance import now
+from runner.storage.manifest import ALGORITHM, chunk_digests
 from runner.storage.records import attribute, forget_written, read_written
 from runner.storage.store import Store
 from runner.plugin.study import Prepared, Session
@@ -103,8 +104,9 @@ class Recorder:
         """Record a finished group in the store (the one writer of completion records) and say so."""
         group, ids = job.group, job.ids
         steps = max(t.steps for t in group)
-        chunks = attribute(group, read_written(self.store.state_dir, ids),
-                           {v.name: v.measure for v in self.session.layout.vars.values()})
+        written = read_written(self.store.state_dir, ids)
+        chunks = with_digests(self.store.path, attribute(group, written,
+                                                         {v.name: v.measure for v in self.session.layout.vars.values()}))
         self.store.record_many({t.id: {**self._record(t, seconds, extra), "chunks": chunks[t.id]} for t in group})
         forget_written(self.store.state_dir, ids)
         self.ran += ids
@@ -124,6 +126,18 @@ class Recorder:
                 "kind": t.kind, "checkpoint": t.checkpoint, "seconds": round(seconds, 3),
                 "resumed_from": extra.get("resumed_from", 0), "device": str(extra.get("device", self.device)),
                 "finished_utc": now(), "key": t.key}
+
+
+def with_digests(path, chunks: dict[str, dict]) -> dict[str, dict]:
+    """Each task's chunks (:func:`runner.storage.records.attribute`) with the digest of each chunk file
+    as it is now (``blake2b``: key -> digest, :mod:`runner.storage.manifest`), each file read once."""
+    wanted: dict[str, set[str]] = {}
+    for entries in chunks.values():
+        for name, entry in entries.items():
+            wanted.setdefault(name, set()).update(entry["keys"])
+    digests = {name: chunk_digests(path / name, sorted(keys)) for name, keys in wanted.items()}
+    return {tid: {name: {**entry, ALGORITHM: {k: digests[name][k] for k in entry["keys"] if digests[name][k]}}
+                  for name, entry in entries.items()} for tid, entries in chunks.items()}
 
 
 def combine(results: list[dict]) -> dict:

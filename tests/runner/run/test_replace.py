@@ -171,6 +171,8 @@ def test_kill_9_during_a_replace_loses_nothing(point, tmp_path):
     assert run_cli("apply", write_spec(reference, spec.read_text()), cwd=reference).returncode == 0
     xr.testing.assert_identical(_data(store), _data(reference / "store/r.zarr"))
     assert all(v.manifest["records"] for v in versions(store))
+    assert [v.name for v in versions(store)] == [version.name]  # resumed: the same version, not a second (issue 36)
+    assert run_cli("verify", store, "--version", version.name, cwd=tmp_path).returncode == 0
 
 
 def test_a_copy_cut_short_is_never_a_version(applied, in_process):

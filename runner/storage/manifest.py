@@ -1,0 +1,202 @@
+"""The manifest: every byte of a finished store bound to its place (issue 36).
+
+A chunk's crc32c (:func:`runner.storage.store.chunk_codecs`) proves its bytes are intact, not that
+they are the right chunk: two chunks of one array swapped both pass it. So the runner also keeps,
+beside the store, what each place must hold:
+
+- a finished task's record lists, per chunk it wrote, the chunk's key and the BLAKE2b digest of
+  the chunk file's bytes (``chunks[array]["blake2b"]``: key -> digest, :func:`chunk_digests`), taken
+  when the task is recorded; and the record carries the digest of its own content (``digest``,
+  :func:`record_digest`), so an edited record is found too;
+- ``<store>.runner/manifest.json`` (:func:`seal`, written by the one writer, ``apply``, whenever it
+  writes metadata or arrays of its own): the content of every array's ``zarr.json`` (shape, data
+  type, chunk grid, fill value, codecs, dimension names, attributes), the root's attributes, and
+  the digest of every chunk of the arrays ``apply`` writes itself (coordinates, inputs).
+
+:mod:`runner.storage.verify` compares the store with both and names what differs (the chunk key,
+or the metadata key: ``fill_value is 0.0, the manifest says NaN``); ``apply`` writes an altered
+``zarr.json`` back from the manifest and recomputes only the tasks whose chunks differ. A kept
+version (:mod:`runner.storage.history`) carries the records and this manifest, so it is checked the
+same way. A store without a manifest (made before it) is read as "not covered": verify says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+from pathlib import Path
+
+from runner.core.layout import internal
+from runner.storage.location import Location, Remote, location, write_atomic
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+ALGORITHM = "blake2b"
+ROOT = ""
+"""The manifest's name of the root group."""
+
+ARRAY_KEYS = ("node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs",
+              "dimension_names", "attributes", "storage_transformers", "zarr_format")
+"""The entries of an array's ``zarr.json`` a reader depends on: all of them."""
+
+
+class ManifestCorrupt(ValueError):
+    """The manifest file is there but does not read (not JSON, or its digest does not match)."""
+
+
+def digest(data: bytes | memoryview) -> str:
+    """BLAKE2b with a 128-bit digest, as hex (hashlib: about 1 GB/s on one core)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def record_digest(rec: dict) -> str:
+    """The digest of a completion record's content (everything but the digest itself)."""
+    return digest(_canonical({k: v for k, v in rec.items() if k != "digest"}))
+
+
+def chunk_digests(folder: Location, keys: list[str]) -> dict[str, str | None]:
+    """Chunk key -> the digest of its file under the array folder ``folder`` (None: no such file)."""
+    folder = location(folder)
+    if isinstance(folder, Remote):
+        got = folder.read_many([folder / k for k in keys])
+        by_key = {str(p)[len(str(folder)) + 1:]: data for p, data in got.items()}
+        return {k: digest(by_key[k]) if k in by_key else None for k in keys}
+    out: dict[str, str | None] = {}
+    for key in keys:
+        try:
+            with open(folder / key, "rb") as f:
+                out[key] = digest(f.read())
+        except FileNotFoundError:
+            out[key] = None
+    return out
+
+
+def chunk_keys(folder: Location) -> list[str]:
+    """The keys of every chunk file of the array at ``folder`` (``c/0/3``; ``c`` for a 0-d array)."""
+    folder = location(folder)
+    if isinstance(folder, Remote):
+        try:
+            found = folder.fs.find(f"{folder.key}/c")
+        except FileNotFoundError:
+            return []
+        return sorted(k[len(folder.key) + 1:] for k in found)
+    top = folder / "c"
+    if top.is_file():
+        return ["c"]
+    out = []
+    for dirpath, _dirs, files in os.walk(top):
+        rel = os.path.relpath(dirpath, folder).replace(os.sep, "/")
+        out += [f"{rel}/{f}" for f in files if not f.startswith(".")]
+    return sorted(out)
+
+
+def normalized(meta: Any, root: bool = False) -> dict:
+    """What of a ``zarr.json`` the manifest binds: an array's every entry a reader depends on; the
+    root's attributes (its consolidated metadata is a copy, checked against the arrays' entries)."""
+    if not isinstance(meta, dict):
+        return {}
+    if root:
+        return {"attributes": meta.get("attributes") or {}}
+    return {k: meta[k] for k in ARRAY_KEYS if k in meta}
+
+
+def differences(found: dict, recorded: dict, prefix: str = "") -> list[str]:
+    """The keys in which ``found`` differs from ``recorded`` (both :func:`normalized`), each named with
+    both values, as ``fill_value is 0.0, the manifest says NaN``."""
+    out = []
+    for key in sorted(set(found) | set(recorded), key=str):
+        a, b = found.get(key, _ABSENT), recorded.get(key, _ABSENT)
+        if _canonical(a) == _canonical(b):
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differences(a, b, name + ".")
+        elif a is _ABSENT:
+            out.append(f"{name} is missing, the manifest says {_short(b)}")
+        elif b is _ABSENT:
+            out.append(f"{name} is {_short(a)}, which the manifest does not have")
+        else:
+            out.append(f"{name} is {_short(a)}, the manifest says {_short(b)}")
+    return out
+
+
+_ABSENT = object()
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def array_nodes(path: Location, prefix: str = ""):
+    """(name, zarr.json, its parsed content or None) of every array under the group at ``path``; stops
+    at nested stores (sweep points)."""
+    if isinstance(path, Remote):
+        try:
+            listed = path.fs.ls(path.key, detail=True)
+        except OSError:
+            return
+        entries = sorted(((path / e["name"].rstrip("/").rsplit("/", 1)[-1], e["type"] == "directory") for e in listed),
+                         key=lambda e: e[0].name)
+    else:
+        try:
+            entries = sorted(((Path(e.path), e.is_dir()) for e in os.scandir(path)), key=lambda e: e[0].name)
+        except OSError:
+            return
+    for folder, is_dir in entries:
+        meta = folder / "zarr.json"
+        if not is_dir or not meta.is_file():
+            continue
+        try:
+            node = json.loads(meta.read_bytes())
+        except ValueError:
+            yield prefix + folder.name, meta, None
+            continue
+        if isinstance(node, dict) and node.get("node_type") == "group":
+            if internal(node.get("attributes") or {}).get("store_id") is None:  # a sub-group, not a point's store
+                yield from array_nodes(folder, prefix + folder.name + "/")
+        else:
+            yield prefix + folder.name, meta, node
+
+
+def read_manifest(state_dir: Location, store_id: str | None) -> dict | None:
+    """The manifest of the store ``store_id`` (None when there is none, or it is another store's:
+    not covered); :class:`ManifestCorrupt` when it is there but does not read."""
+    path = location(state_dir) / MANIFEST
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return check_manifest(data, store_id)
+
+
+def check_manifest(data: bytes | dict, store_id: str | None) -> dict | None:
+    """A manifest as read (bytes, or a dict a version keeps), checked: see :func:`read_manifest`."""
+    try:
+        found = json.loads(data) if isinstance(data, bytes | bytearray) else data
+    except ValueError as err:
+        raise ManifestCorrupt(f"not JSON: {type(err).__name__}") from None
+    if not isinstance(found, dict) or not isinstance(found.get("metadata"), dict) or \
+            not isinstance(found.get("chunks"), dict):
+        raise ManifestCorrupt("not a manifest")
+    if found.get("digest") != digest(_canonical({k: v for k, v in found.items() if k != "digest"})):
+        raise ManifestCorrupt("its digest does not match its content")
+    return found if found.get("store_id") == store_id else None
+
+
+def build(store_id: str, metadata: dict[str, dict], chunks: dict[str, dict[str, str]]) -> dict:
+    """A manifest: ``metadata`` (array name, or ``""`` for the root -> its ``zarr.json`` as parsed),
+    ``chunks`` (array -> chunk key -> digest, for the arrays ``apply`` writes itself)."""
+    out = {"format": FORMAT, "algorithm": ALGORITHM, "store_id": store_id, "metadata": metadata, "chunks": chunks}
+    return {**out, "digest": digest(_canonical(out))}
+
+
+def write_manifest(state_dir: Location, manifest: dict) -> None:
+    write_atomic(location(state_dir) / MANIFEST, json.dumps(manifest, sort_keys=True, default=str).encode())
