@@ -197,6 +197,6 @@ def on_common_steps(ds, dim: str = "step"):
             v = v.rename({own[0]: dim}).reindex({dim: steps})
         out[name] = v
     aligned = xr.Dataset(out, attrs=ds.attrs)
-    aligned[dim].attrs.update(with_internal({"units": "1", "long_name": "step of the iterated map (every measure's steps)"},
-                                            counts="steps"))
+    named = {"units": "1", "long_name": "step of the iterated map (every measure's steps)"}
+    aligned[dim].attrs.update(with_internal(named, counts="steps"))
     return aligned

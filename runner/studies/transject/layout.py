@@ -42,8 +42,8 @@ def build_layout(spec, nets: list[dict], spe: int, shape: TransJectShape, regist
         "test accuracy of the epoch with the lowest test loss (early stopping, patience epochs later); "
         "of the weights themselves for a saved checkpoint",
         **hints(headline=("test accuracy", "value"), table="test accuracy, mean ± s.d. over seeds (Tables 2-3)"))
-    var("final_test_loss", "train", ("network",), "float64", np.nan, "test loss of the kept weights (nats per example)", "1",
-        "the lowest test loss over the epochs (a saved checkpoint: its test loss)")
+    var("final_test_loss", "train", ("network",), "float64", np.nan, "test loss of the kept weights (nats per example)",
+        "1", "the lowest test loss over the epochs (a saved checkpoint: its test loss)")
     var("best_epoch", "train", ("network",), "float64", np.nan, "epoch with the lowest test loss (epochs)", "1",
         "NaN while training or for a saved checkpoint")
     var("stopped_epoch", "train", ("network",), "float64", np.nan, "epochs trained", "1",
