@@ -30,6 +30,7 @@ import tomli_w
 from pydantic import ConfigDict, ValidationError, validate_call
 
 from runner.core.errors import Unavailable, UsageError
+from runner.core.layout import counted, with_internal
 from runner.core.plan import plan_rows
 from runner.run.apply import Outcome, Unmet, apply_sweep, check_shards, prepare_all, read_spec, states
 from runner.run.apply import apply as apply_one
@@ -185,7 +186,7 @@ def on_common_steps(ds, dim: str = "step"):
     if not isinstance(dim, str) or not dim:
         raise ApiArgumentError(f"runner.api.on_common_steps: dim: a dimension name, not {dim!r}")
 
-    axes = [d for d in ds.dims if str(d).endswith("_step") and d in ds.coords and ds[d].attrs.get("units") == "steps"]
+    axes = [d for d in ds.dims if str(d).endswith("_step") and d in ds.coords and counted(ds[d].attrs) == "steps"]
     if not axes:
         return ds
     steps = np.unique(np.concatenate([ds[d].values for d in axes]))
@@ -196,5 +197,6 @@ def on_common_steps(ds, dim: str = "step"):
             v = v.rename({own[0]: dim}).reindex({dim: steps})
         out[name] = v
     aligned = xr.Dataset(out, attrs=ds.attrs)
-    aligned[dim].attrs.update(units="steps", long_name="step of the iterated map (every measure's steps)")
+    named = {"units": "1", "long_name": "step of the iterated map (every measure's steps)"}
+    aligned[dim].attrs.update(with_internal(named, counts="steps"))
     return aligned

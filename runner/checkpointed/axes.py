@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runner.core.layout import LayoutBuilder
+from runner.core.layout import LayoutBuilder, counts
 from runner.plugin.measures import hints
 
 
@@ -21,12 +21,12 @@ def declare_axes(b: LayoutBuilder, steps: list[int], steps_per_epoch: int, epoch
     ``log_every`` steps and every epoch; ``layers`` (the names of the measured layers)."""
     step_values = np.asarray(steps, dtype=np.int64)
     b.coord("checkpoint", np.arange(len(step_values)), long_name=checkpoint_meaning)
-    b.coord("step", step_values, ("checkpoint",), long_name="optimizer step", units="steps")
-    b.coord("epoch", step_values / steps_per_epoch, ("checkpoint",), long_name=epoch_meaning, units="epochs")
+    b.coord("step", step_values, ("checkpoint",), long_name="optimizer step", **counts("steps"))
+    b.coord("epoch", step_values / steps_per_epoch, ("checkpoint",), long_name=epoch_meaning, **counts("epochs"))
     total = steps_per_epoch * epochs
     b.coord("train_step", np.arange(log_every, total + 1, log_every, dtype=np.int64), long_name="optimizer step",
-            units="steps")
-    b.coord("training_epoch", np.arange(1, epochs + 1), long_name="epoch", units="epochs")
+            **counts("steps"))
+    b.coord("training_epoch", np.arange(1, epochs + 1), long_name="epoch", **counts("epochs"))
     b.coord("layer", layers, long_name=layer_meaning)
 
 
@@ -42,8 +42,9 @@ def declare_curve(b: LayoutBuilder, name: str, per: str, long_name: str, units: 
           **hints(plot="curve", order=order, overlay=overlay))
 
 
-def declare_train_loss(b: LayoutBuilder, units: str, description: str, overlay: str) -> None:
-    declare_curve(b, "train_loss", "step", "training loss", units, description, 0, overlay)
+def declare_train_loss(b: LayoutBuilder, per: str, description: str, overlay: str) -> None:
+    """The training loss, in nats per ``per`` (``"token"``, ``"example"``): dimensionless, units "1"."""
+    declare_curve(b, "train_loss", "step", f"training loss (nats per {per})", "1", description, 0, overlay)
 
 
 def write_curves(store, network: int, series: dict[str, list[float]]) -> None:

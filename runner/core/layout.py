@@ -6,9 +6,14 @@ the arrays from it. Conventions, for every study:
 
 - ``network`` is an index of string labels (``ds.sel(network="pretrained")``), with the ``model``
   and ``replicate`` coordinates;
-- every variable has ``long_name``, ``units`` (``"1"`` for a pure number, ``"steps"`` for step
-  counts and offsets, ``"1/step"``, ``"nats"``, ``"nats/token"``, ``"tokens"``, ``"epochs"``; none on
-  strings and booleans), ``description`` (its formula) and ``reference`` (its own citation, if any);
+- every variable and coordinate has a ``long_name``; every numeric variable ``units`` that UDUNITS
+  parses, none on strings, booleans and flags: a count (of steps, epochs, tokens) and a quantity in
+  nats are dimensionless, ``"1"``, and ``long_name`` says what is counted or per what ("(steps)",
+  "per step", "(nats per token)"); the runner attribute of a coordinate that counts steps or epochs
+  says so (:func:`counts`, read by :func:`counted`) for readers that look for time axes; a variable
+  has ``description`` (its formula), ``reference`` (its own citation, if any) and ACDD's
+  ``coverage_content_type`` (``modelResult``; ``coordinate`` on coordinates). CF has no
+  ``standard_name`` for these quantities: none is given;
 - "never" and "not computed" are NaN, never a sentinel number; a categorical outcome is an int8
   variable with CF ``flag_values``/``flag_meanings`` (:func:`flags`);
 - a chunk has exactly one writing task: one network per chunk, and along a time axis one
@@ -57,8 +62,41 @@ def with_internal(attrs: Mapping[str, Any], **entries: Any) -> dict[str, Any]:
 
 def flags(*meanings: str) -> dict[str, Any]:
     """CF attributes of a categorical outcome stored as int8 codes 0, 1, ... named by ``meanings``
-    (``flag_values``/``flag_meanings``); the fill, -1, means not written yet (xarray reads it as NaN)."""
+    (``flag_values``/``flag_meanings``); the fill, -1, means not written yet (xarray reads it as NaN).
+    zarr keeps attributes as JSON, so ``flag_values`` is a list of ints there; a netCDF copy gives it
+    the variable's own type (:func:`runner.read.netcdf.for_netcdf`)."""
     return {"flag_values": list(range(len(meanings))), "flag_meanings": " ".join(meanings), "_FillValue": -1}
+
+
+#: What a coordinate counts, by the ``units`` that stores written before their units were UDUNITS
+#: units gave it (:func:`counted` reads those stores too).
+_COUNTED_UNITS = {"steps": "steps", "epochs": "epochs"}
+
+
+def counts(what: str) -> dict[str, Any]:
+    """The attributes of a coordinate that counts ``what`` (``"steps"``, ``"epochs"``): units ``"1"``
+    (a count is dimensionless in UDUNITS) and, in its runner attribute, what it counts, so that
+    readers find the time axes (:func:`counted`). Its ``long_name`` says it too, for people."""
+    return {"units": "1", INTERNAL + ".counts": what}
+
+
+def counted(attrs: Mapping[str, Any] | None) -> str | None:
+    """What a coordinate with attributes ``attrs`` counts (``"steps"``, ``"epochs"``), or None: its
+    runner attribute's ``counts`` (:func:`counts`), or the units of a store written before."""
+    found = internal(attrs).get("counts")
+    return found if isinstance(found, str) else _COUNTED_UNITS.get(str((attrs or {}).get("units")))
+
+
+def _with_runner_entries(attrs: dict[str, Any]) -> dict[str, Any]:
+    """``attrs`` with its ``runner.*`` keys moved into the runner attribute."""
+    prefix = INTERNAL + "."
+    runner = {k.removeprefix(prefix): attrs.pop(k) for k in [k for k in attrs if k.startswith(prefix)]}
+    return with_internal(attrs, **runner) if runner else attrs
+
+
+def _coordinate_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """A coordinate's attributes: ACDD's ``coverage_content_type`` is ``coordinate`` unless given."""
+    return _with_runner_entries({**attrs, "coverage_content_type": attrs.get("coverage_content_type", "coordinate")})
 
 
 def never_as_nan(steps) -> np.ndarray:
@@ -173,20 +211,20 @@ class LayoutBuilder:
         else:
             values = list(values)
             array = np.asarray(values, dtype=object if values and isinstance(values[0], str) else None)
-        self.coords[name] = Coord(name, dims or (name,), array, len(array), attrs)
+        self.coords[name] = Coord(name, dims or (name,), array, len(array), _coordinate_attrs(attrs))
         return name
 
     def index(self, name: str, size: int, dims: tuple[str, ...] | None = None, value=None, **attrs) -> str:
         """A coordinate 0..size-1 (or ``size`` copies of ``value``), made only when first needed."""
         make = (lambda: np.arange(size)) if value is None else (lambda: np.full(size, value, dtype=object))
-        self.coords[name] = Coord(name, dims or (name,), make, size, attrs)
+        self.coords[name] = Coord(name, dims or (name,), make, size, _coordinate_attrs(attrs))
         return name
 
     def axis(self, name: str, start: int, stop: int, every: int, *, chunked: bool = True, **attrs) -> str:
         """A time axis holding the step t of each kept value, start, start + every, ... <= stop.
         ``chunked``: one chunk per segment along it (else one chunk: written once, at the end)."""
         size = max(0, (stop - start) // every + 1)
-        attrs = {"long_name": "step t", "units": "steps", **attrs}
+        attrs = _coordinate_attrs({"long_name": "step t", **counts("steps"), **attrs})
         self.coords[name] = Coord(name, (name,), lambda: np.arange(start, stop + 1, every, dtype=np.int64), size,
                                   attrs)
         self.strides[name] = every if chunked else -1
@@ -194,20 +232,18 @@ class LayoutBuilder:
 
     def var(self, name: str, measure: str, dims: tuple[str, ...], dtype, fill, long_name: str, units: str | None,
             description: str, reference: str | None = None, **extra) -> None:
-        """Declare a variable. ``units`` follows the store's conventions (module docstring) and is
-        left out for strings and booleans; ``reference`` defaults to the builder's; the hints of
+        """Declare a variable. ``units`` follows the store's conventions (module docstring: a UDUNITS
+        unit, ``"1"`` for counts and nats) and is left out for strings and booleans; ``reference``
+        defaults to the builder's; ``coverage_content_type`` (ACDD) to ``modelResult``; the hints of
         :func:`runner.plugin.measures.hints` (``runner.*`` entries) become the variable's runner attribute."""
         shape = tuple(self.coords[d].size for d in dims)
         chunks = tuple(self._chunk(d, n) for d, n in zip(dims, shape))
         reference = self.reference if reference is None else reference
         textual = dtype is str or np.dtype(dtype).kind in "bOUS"
         attrs = {"long_name": long_name, **({} if textual or units is None else {"units": units}),
-                 "description": description, **({"reference": reference} if reference else {})}
-        prefix = INTERNAL + "."
-        runner = {k.removeprefix(prefix): extra.pop(k) for k in [k for k in extra if k.startswith(prefix)]}
-        attrs.update(extra)
-        if runner:
-            attrs = with_internal(attrs, **runner)
+                 "description": description, **({"reference": reference} if reference else {}),
+                 "coverage_content_type": "modelResult"}
+        attrs = _with_runner_entries({**attrs, **extra})
         self.vars[name] = Var(name, measure, dims, shape, chunks, dtype, fill, attrs)
         if any(self.strides.get(d, -1) > 0 for d in dims):
             self.timed.add(name)

@@ -128,15 +128,49 @@ def _registered(study: str, kind: str) -> type[Measure] | None:
     return measures(study).get(kind)
 
 
+#: The units a variable may have where cf_units (UDUNITS-2) is not installed to ask: the dimensionless
+#: "1" (counts and nats too) and a few that UDUNITS defines.
+PLAIN_UNITS = frozenset({"1", "percent", "s", "m", "kg", "K", "bit", "byte"})
+#: Units UDUNITS parses as something else than their author meant.
+MISREAD = {"nat": "nano technical atmospheres (a pressure)"}
+
+
+def units_problem(units: Any) -> str | None:
+    """Why ``units`` are not units that UDUNITS parses (asked of cf_units when it is installed; else
+    they must be among :data:`PLAIN_UNITS`), or None."""
+    if not isinstance(units, str) or not units.strip():
+        return f"units {units!r} are no UDUNITS units"
+    if units.strip() in MISREAD:
+        return (f"units {units!r} are {MISREAD[units.strip()]} to UDUNITS; a quantity in nats is '1' ('(nats)' in "
+                "long_name)")
+    try:
+        import cf_units  # lazy: cf_units (optional: the test extra installs it)
+    except ImportError:
+        known = units in PLAIN_UNITS
+    else:
+        try:
+            parsed = cf_units.Unit(units)
+            known = not parsed.is_no_unit() and not parsed.is_unknown()
+        except ValueError:
+            known = False
+    if known:
+        return None
+    return (f"units {units!r} are no UDUNITS units: a count (of steps, epochs, tokens) or a quantity in nats is "
+            "'1', with what it counts or per what in long_name ('(steps)', 'per step', '(nats per token)')")
+
+
 def var_problems(v: Var) -> list[str]:
-    """How a variable breaks the store's conventions: units (none on strings, booleans and flags), NaN
-    for missing floats, CF flags on categorical integers, a long name and a description."""
+    """How a variable breaks the store's conventions: units (UDUNITS units, ``"1"`` for counts and nats;
+    none on strings, booleans and flags), NaN for missing floats, CF flags on categorical integers, a
+    long name, a description and ACDD's coverage_content_type."""
     out, a = [], v.attrs
     textual = v.dtype is str or np.dtype(v.dtype).kind in "bOUS"
     kind = "U" if v.dtype is str else np.dtype(v.dtype).kind
-    for key in ("long_name", "description"):
+    for key in ("long_name", "description", "coverage_content_type"):
         if not a.get(key):
             out.append(f"{key} is empty")
+    if a.get("units") and not textual and (problem := units_problem(a["units"])):
+        out.append(problem)
     if textual and "units" in a:
         out.append("a string or boolean variable has no units")
     if kind == "f" and not (isinstance(v.fill, float) and math.isnan(v.fill)):

@@ -10,6 +10,8 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from runner.core.layout import counted
+
 #: Points drawn per line at most: a 1e6-step run is thinned before it is plotted or bootstrapped.
 MAX_POINTS = 2000
 
@@ -159,7 +161,8 @@ def pair_counts(count: xr.DataArray) -> str:
 
 def axis_label(da: xr.DataArray) -> str:
     """``long_name [units]`` from a variable's or coordinate's CF attributes (its name without a
-    long_name; no units for a pure number, ``"1"``, or where none are set)."""
+    long_name; no units for a pure number, ``"1"``, or where none are set); a coordinate that counts
+    steps or epochs (:func:`runner.core.layout.counted`) says what it counts, ``[steps]``."""
     name = str(da.attrs.get("long_name") or da.name)
-    units = str(da.attrs.get("units", ""))
+    units = counted(da.attrs) or str(da.attrs.get("units", ""))
     return f"{name} [{units}]" if units and units != "1" else name

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.core.layout import internal
+from runner.core.layout import counted, internal
 from runner.read.figures import default_out
 from runner.read.figures import figures as draw_figures
 from runner.storage.location import Location, Remote, location, zarr_store
@@ -40,7 +40,8 @@ INSTALL = "pip install -e '.[tracker]'"
 MAX_POINTS = 5000
 #: Seconds between two streamed updates while a run goes.
 EVERY_S = 30.0
-STEP_UNITS = ("steps", "epochs")
+#: What a step-like axis counts (:func:`runner.core.layout.counted`).
+STEP_COUNTS = ("steps", "epochs")
 
 
 class TrackerError(Exception):
@@ -68,7 +69,7 @@ def check(target: str) -> str | None:
 def curves(ds) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """``{network: {variable: (steps, values)}}`` for each numeric variable with one step-like axis."""
     out: dict[str, dict] = {}
-    step_dims = [d for d in ds.dims if d in ds.coords and ds[d].attrs.get("units") in STEP_UNITS]
+    step_dims = [d for d in ds.dims if d in ds.coords and counted(ds[d].attrs) in STEP_COUNTS]
     for name, var in ds.data_vars.items():
         dims = [d for d in var.dims if d in step_dims]
         if "network" not in var.dims or len(dims) != 1 or var.dtype.kind not in "fiu":

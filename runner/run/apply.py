@@ -264,7 +264,18 @@ def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict
     e = p.spec.experiment
     refs = [*p.study.references, *(v.attrs.get("reference", "") for v in layout.vars.values())]
     title = f"{e.name}: {e.description}" if e.description else e.name
-    return {**provenance_root_attrs(title, refs, prov["git_commit"], prov["git_dirty"]), INTERNAL: prov}
+    kinds = list(dict.fromkeys(m.kind for m in getattr(p.spec, "measure", [])))
+    keywords = ["neural networks", "dynamics", p.study.name, *kinds]
+    return {**provenance_root_attrs(title, refs, prov["git_commit"], prov["git_dirty"], _summary(p, title, kinds),
+                                    keywords), INTERNAL: prov}
+
+
+def _summary(p: Prepared, title: str, kinds: list[str]) -> str:
+    """ACDD's ``summary``: the title, the study, its measures and networks (the first 10 named)."""
+    about = p.study.description or (type(p.study).__doc__ or "").strip().split("\n")[0].rstrip(".")
+    names = ", ".join(p.labels[:10]) + (f", ... ({len(p.labels)} in all)" if len(p.labels) > 10 else "")
+    measured = f"; measures: {', '.join(kinds)}" if kinds else ""
+    return f"{title}. The {p.study.name} study{f' ({about})' if about else ''}{measured}; networks: {names}."
 
 
 def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout, remade: set[str] = frozenset()) -> None:

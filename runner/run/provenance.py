@@ -1,7 +1,7 @@
 """Where a result came from: spec text and hash, package versions, the code that ran, the device.
 
-The store's root holds what a reader looks for (``title``, ``history``, ``references``,
-``source``, ``Conventions``) and, in its runner attribute, the rest: the spec, package versions,
+The store's root holds what a reader looks for (``title``, ``summary``, ``keywords``, ``history``,
+``references``, ``source``, ``Conventions``, ``date_modified``; the store sets ``date_created``) and, in its runner attribute, the rest: the spec, package versions,
 the git commit and whether the checkout had changes (untracked files count), and a hash of the
 source of every module of this project and of every plugin that was imported (``code_sha256``,
 with each file's hash), so that a measure in an untracked file or a plugin outside the repository
@@ -26,13 +26,14 @@ from runner.plugin.study import studies
 
 PACKAGES = ("torch", "transformers", "tokenizers", "datasets", "xarray", "zarr", "numpy", "pydantic", "transient")
 ROOT = Path(__file__).resolve().parents[2]  # the project: runner/run/provenance.py
-#: What ``Conventions`` says: the discovery attributes of ACDD. Not CF: the store follows CF's
-#: variable attributes (long_name, units, flag_values, flag_meanings, coordinates) but counts steps
-#: of a map, tokens and nats in units that UDUNITS does not define.
-CONVENTIONS = "ACDD-1.3"
-UNITS_NOTE = ("Variables follow CF's attribute conventions (long_name, units, flag_values/flag_meanings, NaN where "
-              "a value does not exist); the units 'steps' (applications of the map), 'tokens' and 'nats' are not "
-              "UDUNITS units, so the store does not claim CF.")
+#: What ``Conventions`` says: CF's variable attributes (long_name, UDUNITS units, flag_values of the
+#: variable's type, flag_meanings, coordinates) and ACDD's discovery attributes; tests/test_cf.py runs
+#: the IOOS compliance checker on the tiny specs' stores.
+CONVENTIONS = "CF-1.11, ACDD-1.3"
+UNITS_NOTE = ("Counts (steps of the map, epochs, tokens) and quantities in nats are dimensionless: their units are "
+              "'1' and the long_name says what is counted or per what ('(steps)', 'per step', '(nats per token)'). "
+              "CF defines no standard_name for these quantities, so none is given. 'NaN' is where a value does not "
+              "exist; a categorical outcome has flag_values and flag_meanings.")
 
 
 def package_versions() -> dict[str, str]:
@@ -98,12 +99,16 @@ def provenance(spec_text: str, spec_sha: str, device: str, **extra) -> dict:
             "device": device, "updated_utc": now(), **extra}
 
 
-def root_attrs(title: str, references: list[str], commit: str, dirty: bool) -> dict[str, str]:
-    """The root attributes a reader looks for; strings only, so ``to_netcdf`` of the dataset works."""
+def root_attrs(title: str, references: list[str], commit: str, dirty: bool, summary: str = "",
+               keywords: list[str] = ()) -> dict[str, str]:
+    """The root attributes a reader looks for; strings only, so ``to_netcdf`` of the dataset works.
+    ``summary`` and ``keywords`` (a comma-separated list) are ACDD's; ``date_modified`` is now."""
     version = package_versions().get("transient", "?")
     where = "" if commit == "unknown" else f" (git {commit[:12]}{', with changes' if dirty else ''})"
-    return {"title": title, "Conventions": CONVENTIONS, "source": f"transient runner {version}{where}",
-            "references": "\n".join(dict.fromkeys(r for r in references if r)), "comment": UNITS_NOTE}
+    return {"title": title, "summary": summary or title, "keywords": ", ".join(dict.fromkeys(k for k in keywords if k)),
+            "Conventions": CONVENTIONS, "source": f"transient runner {version}{where}",
+            "references": "\n".join(dict.fromkeys(r for r in references if r)), "comment": UNITS_NOTE,
+            "date_modified": now()}
 
 
 def plugin_modules() -> set[str]:

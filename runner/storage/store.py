@@ -20,6 +20,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,11 @@ def runner_dir(path: Location) -> Location:
     if path.parent.suffix == ".zarr":
         return runner_dir(path.parent) / path.name
     return path.with_suffix(".runner")
+
+
+def _now() -> str:
+    """The time now, as ACDD's dates and the ``history`` lines give it (ISO 8601, UTC, seconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def root_attrs(path: Path) -> dict | None:
@@ -320,6 +326,9 @@ class Store:
                 raise StoreFormatError(format_problem(self.path))
             self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
             make_records_dir(self.state_dir)  # again, after apply --replace kept them
+            if "date_created" not in self.group.attrs:  # written before ACDD's dates: when its first apply ran
+                first = str(self.group.attrs.get("history", "")).split(" ", 1)[0]
+                self.group.attrs.update({"date_created": first or _now()})
         else:
             if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
                 raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
@@ -327,7 +336,8 @@ class Store:
             store_id = uuid.uuid4().hex
             make_records_dir(self.state_dir)  # before the store: see records_lost
             self.group = zarr.open_group(zarr_store(self.path), mode="w", zarr_format=3)
-            self.group.attrs.update({**with_internal({}, store_id=store_id), "store_format": STORE_FORMAT})
+            self.group.attrs.update({**with_internal({}, store_id=store_id), "store_format": STORE_FORMAT,
+                                     "date_created": _now()})
         g = self.group
         _finish_carries(g)
         reshape = reshape if reshape is not None else plan_reshape(g, layout)
@@ -341,6 +351,8 @@ class Store:
             if c.name in existing:
                 old = g[c.name]
                 if old.shape == values.shape and np.array_equal(old[...], values):
+                    if dict(old.attrs) != c.attrs:
+                        old.attrs.update(c.attrs)  # e.g. the units of a store written before they were UDUNITS units
                     continue
                 del g[c.name]
             dtype = str if values.dtype == object else values.dtype

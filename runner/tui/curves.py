@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runner.core.layout import internal
+from runner.core.layout import counted, internal
 
 
 def is_curve(attrs) -> bool:
@@ -53,7 +53,9 @@ def with_units(name: str, units: str) -> str:
 
 
 def _label(coord) -> str:
-    return with_units(str(coord.attrs.get("long_name", coord.name)), str(coord.attrs.get("units", "")))
+    """A coordinate's ``long_name [units]``; a count of steps or epochs (units "1") says what it counts."""
+    units = str(coord.attrs.get("units", ""))
+    return with_units(str(coord.attrs.get("long_name", coord.name)), counted(coord.attrs) or units)
 
 
 def _thin(var, dim: str, max_points: int):

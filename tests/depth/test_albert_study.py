@@ -115,7 +115,7 @@ def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
     assert (ds.pca_explained_variance.sum("component") <= 1 + 1e-9).all()
     assert ds.effective_dimension.notnull().all() and (ds.effective_dimension >= 1).all()
     assert ds.lyapunov.notnull().all() and (ds.chaos_length >= 0).all()
-    assert ds.sync_offset.dtype == np.float64 and ds.sync_offset.attrs["units"] == "steps"
+    assert ds.sync_offset.dtype == np.float64 and ds.sync_offset.attrs["units"] == "1"
     assert ds.diverged_step.isnull().all()
 
     # initial networks are re-drawn per replicate, the pretrained one is the checkpoint

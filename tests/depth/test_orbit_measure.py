@@ -52,7 +52,8 @@ def test_known_orbits_are_classified_and_shown(tmp_path):
     assert classes(ds, "chaos") == classes(ds, "logistic") == {"chaotic"}  # r = 3.9 and r = 4
     assert ds.orbit_period.sel(network="chaos").isnull().all()
     assert classes(ds, "tanh") == {"fixed_point"}  # g = 0.5: contracting
-    assert ds.orbit_period.attrs["units"] == "steps" and "units" not in ds.orbit_class.attrs
+    assert ds.orbit_period.attrs["units"] == "1" and ds.orbit_period.attrs["long_name"].endswith("(steps)")
+    assert "units" not in ds.orbit_class.attrs
     assert ds.orbit_class.attrs["flag_meanings"].split()[-1] == "not_applicable"
     assert "Marwan" in ds.orbit_class.attrs["reference"] and "Inoue" not in ds.orbit_class.attrs["reference"]
     assert "Lathrop & Kostelich 1989" in ds.attrs["references"]  # the criterion's papers, not the study's

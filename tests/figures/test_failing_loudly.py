@@ -101,14 +101,14 @@ def test_var_fallback_draws_any_variable_with_its_units(maps_store, tmp_path):
 
     ds = xr.open_zarr(store, consolidated=False)
     ax = plot(ds, "lyapunov_per_step").axes[0]
-    assert ax.get_ylabel() == "local Lyapunov exponent per step [1/step]"
+    assert ax.get_ylabel() == "local Lyapunov exponent per step"
     assert ax.get_xlabel() == "interval start t [steps]"
     legend = ax.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["logistic (n=6)", "tanh (n=6)"]
     assert legend.get_title().get_text() == "mean over sample\nband: \u00b11 s.e. of the mean"
     np.testing.assert_allclose(ax.lines[1].get_ydata(), ds["lyapunov_per_step"].sel(network="tanh").mean("sample"))
     ax = plot(ds, "chaos_length").axes[0]  # (network, sample): one line per network, nothing averaged
-    assert ax.get_ylabel() == "transient chaos length [steps]"
+    assert ax.get_ylabel() == "transient chaos length (steps)"
     np.testing.assert_array_equal(ax.lines[0].get_ydata(), ds["chaos_length"].sel(network="logistic").values)
 
 

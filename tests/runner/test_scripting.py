@@ -40,7 +40,7 @@ def test_show_status_and_figures_speak_json(in_process, spec, tmp_path):
     assert code == 0 and shown["store"] == str(store)
     lam = next(r for r in shown["results"] if r["variable"] == "lyapunov_per_step")["per_network"]["logistic"]
     assert lam == pytest.approx(0.69, abs=0.05)  # the logistic map at r = 4: ln 2 per step
-    assert {"name": "lyapunov_per_step", "units": "1/step"}.items() <= next(
+    assert {"name": "lyapunov_per_step", "units": "1"}.items() <= next(
         v for v in shown["variables"] if v["name"] == "lyapunov_per_step").items()
     assert len(shown["tasks"]) == 8 and shown["provenance"]["spec_sha256"]
     code, out, _ = in_process("status", store, "--json")

@@ -40,11 +40,11 @@ class Entropy(CheckpointMeasure):
     def variables(self, b, shape) -> None:
         b.coord("quantile", np.asarray(QUANTILES), long_name="quantile")
         b.var("entropy_quantile", "entropy", ("network", "checkpoint", "layer", "quantile"), "float64", np.nan,
-              "token entropy", "nats",
+              "token entropy (nats)", "1",
               "quantiles over tokens of the differential entropy of the token's d components (Eq. 8, Fig. 5a); "
               "-inf values (tied components) are left out", method=self.p.method, k=self.p.k)
         b.var("layer_entropy", "entropy", ("network", "checkpoint", "layer"), "float64", np.nan,
-              "mean token entropy", "nats", "mean over tokens of the finite token entropies (Eq. 8)",
+              "mean token entropy (nats)", "1", "mean over tokens of the finite token entropies (Eq. 8)",
               **hints(plot="curve", order=13))
 
     def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:

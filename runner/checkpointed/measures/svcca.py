@@ -97,7 +97,8 @@ class SVCCA(CheckpointMeasure):
             what = "layer_other of the same checkpoint"
         else:
             b.coord("tagger", p.reference, long_name="tagger compared with")
-            b.coord("tagger_network", np.array([shape.names.index(r) for r in p.reference]), ("tagger",))
+            b.coord("tagger_network", np.array([shape.names.index(r) for r in p.reference]), ("tagger",),
+                    long_name="network index of the tagger")
             dims = ("network", "checkpoint", "tagger", "layer")
             what = "the tagger's representation at the same checkpoint"
         for k, (stat, desc) in enumerate(STATISTICS.items()):

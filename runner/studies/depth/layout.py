@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runner.core.layout import Layout, LayoutBuilder, network_coords
+from runner.core.layout import Layout, LayoutBuilder, counts, network_coords
 from runner.plugin.measures import declare, hints, measures
 from runner.studies.depth.measure import PAPER, DepthShape
 from runner.studies.depth.resolve import Network
@@ -38,7 +38,7 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
         b.coord("revision", [n.revision or "" for n in networks], ("network",), long_name="checkpoint of the series")
         b.coord("training_step", np.array([np.nan if n.training_step is None else n.training_step for n in networks],
                                           dtype=np.float64),
-                ("network",), long_name="training step of the checkpoint (NaN: not a series)", units="steps")
+                ("network",), long_name="training step of the checkpoint (NaN: not a series)", **counts("steps"))
     b.index("sample", S, long_name="input sample")  # lazy: sizes are checked before anything is allocated
     if spec.text_models:
         b.coord("token", np.arange(spec.input.tokens), long_name="token position")
@@ -51,20 +51,22 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
             b.coord("score", np.asarray(scores, dtype=np.float64), ("sample",),
                     long_name="annotated score of the sentence pair")
         b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", None,
-              "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)")
+              "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)",
+              coverage_content_type="auxiliaryInformation")
         if any(registry[m.kind].tags.timing == "step" and registry[m.kind].tags.input_masking for m in spec.measure):
             b.var("input_masked", "inputs", ("sample", "token"), "int8", -1, "token replaced by [MASK]", None,
                   "1 where the input token was replaced by the tokenizer's mask token in x_0 of every text model "
-                  "(the masking of an MLM readout; input_ids keep the original tokens, the labels), 0 elsewhere")
-    b.var("diverged_step", "*", ("network", "sample"), "float64", np.nan, "first non-finite step", "steps",
+                  "(the masking of an MLM readout; input_ids keep the original tokens, the labels), 0 elsewhere",
+                  coverage_content_type="auxiliaryInformation")
+    b.var("diverged_step", "*", ("network", "sample"), "float64", np.nan, "first non-finite step t (steps)", "1",
           "first step t at which the state held NaN or Inf, or its D(t) overflowed (NaN: never); later values of "
           "that sample are NaN", **hints(headline=("diverged samples", "count_finite")))
     if spec.dynamics.early_exit:
-        b.var("exit_step", "*", ("network", "sample"), "float64", np.nan, "early-exit step", "steps",
+        b.var("exit_step", "*", ("network", "sample"), "float64", np.nan, "early-exit step s (steps)", "1",
               "step s at which the sample left f's batch: its state (x and its twins) had repeated bit for bit, and "
               "its values from s on were replayed from that cycle, equal to a full run's (NaN: never)",
               **hints(headline=("exited samples", "count_finite")))
-        b.var("exit_period", "*", ("network", "sample"), "float64", np.nan, "period of x_t at exit", "steps",
+        b.var("exit_period", "*", ("network", "sample"), "float64", np.nan, "period of x_t at exit (steps)", "1",
               "least p with x_{t+p} = x_t bit for bit once the sample exited (1: a fixed point; NaN: never exited)")
     shape = DepthShape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]),
                   any(n.precision == "fp64" for n in networks), tuple(n.label for n in networks))

@@ -13,7 +13,7 @@ import numpy as np
 
 from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
 from runner.studies.training.data.corpus import Corpus
-from runner.core.layout import Layout, LayoutBuilder, network_coords
+from runner.core.layout import Layout, LayoutBuilder, counts, network_coords
 from runner.plugin.measures import declare, hints, measures
 from runner.studies.training.context import sentence_words
 from runner.studies.training.measure import PAPER, TrainingShape
@@ -38,7 +38,8 @@ def build_layout(study: TrainingStudySpec, steps: list[int], steps_per_epoch: in
     coord("seed", np.array([study.network_seed(i) for i in range(len(nets))]), ("network",),
           long_name="initialisation and dropout seed")
     coord("tagset_of_network", [n.tagset or "" for n in nets], ("network",), long_name="tag set a tagger predicts")
-    coord("tagger_mode", [n.mode if n.kind == "tagger" else "" for n in nets], ("network",))
+    coord("tagger_mode", [n.mode if n.kind == "tagger" else "" for n in nets], ("network",),
+          long_name="tagger mode: tag_predictor or input_tagger ('' for a language model)")
     coord("shuffled", np.array([n.shuffled for n in nets]), ("network",), long_name="trained on shuffled labels")
     if corpus.variants:  # scaffold corpora: which one each network trained on, and its settings
         coord("corpus_variant", [n.corpus_variant or "" for n in nets], ("network",),
@@ -53,21 +54,23 @@ def build_layout(study: TrainingStudySpec, steps: list[int], steps_per_epoch: in
 
     declare_checkpoint_path(b, "safetensors file of the weights, relative to the store's parent folder ('' while "
                                "not saved)")
-    declare_train_loss(b, "nats/token", "mean cross entropy of the batch at this step (dropout on)", "val_loss")
+    declare_train_loss(b, "token", "mean cross entropy of the batch at this step (dropout on)", "val_loss")
     declare_curve(b, "learning_rate", "step", "learning rate", "1",
                   "SGD rate at this step; divided by lr_decay after an epoch whose validation loss did not improve",
                   20, lr=study.training.lr, lr_decay=study.training.lr_decay)
-    declare_curve(b, "val_loss", "epoch", "validation loss", "nats/token",
+    declare_curve(b, "val_loss", "epoch", "validation loss (nats per token)", "1",
                   "mean cross entropy on the validation split after the epoch (dropout off)", 1)
     var("val_perplexity", "train", ("network", "training_epoch"), "float32", np.nan, "validation perplexity", "1",
         "exp(val_loss)", **hints(plot="curve", order=2, headline=("final val perplexity", "last")))
-    declare_curve(b, "epoch_train_loss", "epoch", "mean training loss", "nats/token", "mean over the epoch's batches",
-                  20)
+    declare_curve(b, "epoch_train_loss", "epoch", "mean training loss (nats per token)", "1",
+                  "mean over the epoch's batches", 20)
     declare_curve(b, "epoch_learning_rate", "epoch", "learning rate", "1", "rate used during the epoch", 20)
-    var("word_frequency", "corpus", ("vocab",), "float64", np.nan, "word frequency", "tokens",
-        "count in the training split (<unk> sums the words folded into it)")
+    var("word_frequency", "corpus", ("vocab",), "float64", np.nan, "word frequency (tokens)", "1",
+        "count in the training split (<unk> sums the words folded into it)",
+        coverage_content_type="auxiliaryInformation")
     var("word_class", "corpus", ("vocab",), str, "", "POS class", None,
-        "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
+        "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged",
+        coverage_content_type="auxiliaryInformation")
 
     shape = TrainingShape(layers, study.training.num_layers, [n.name for n in nets], corpus,
                   [n.corpus_variant for n in nets], sentence_words(study, corpus))
@@ -87,17 +90,20 @@ def _suite_layout(study: TrainingStudySpec, suites, corpus: Corpus) -> Layout:
     b.coord("network_kind", [n.kind for n in nets], ("network",), long_name="suite: a published checkpoint series")
     b.coord("source", [s[0].source for s in suites.series], ("network",), long_name="hub id or local directory")
     b.coord("checkpoint", np.arange(len(suites.steps)), long_name="checkpoint index")
-    b.coord("step", np.asarray(suites.steps, dtype=np.int64), ("checkpoint",), long_name="training step", units="steps")
+    b.coord("step", np.asarray(suites.steps, dtype=np.int64), ("checkpoint",), long_name="training step",
+            **counts("steps"))
     b.coord("epoch", np.full(len(suites.steps), np.nan), ("checkpoint",), long_name="epoch (unknown for a suite)",
-            units="epochs")
+            **counts("epochs"))
     b.coord("revision", [c.revision for c in suites.series[0]], ("checkpoint",),
             long_name="revision of the first network (hub branch or folder)")
     b.coord("layer", suites.layers, long_name="layer whose output is measured")
     _vocabulary(b, corpus)
-    b.var("word_frequency", "corpus", ("vocab",), "float64", np.nan, "word frequency", "tokens",
-          "count in the training split of [corpus] (<unk> sums the words folded into it)")
+    b.var("word_frequency", "corpus", ("vocab",), "float64", np.nan, "word frequency (tokens)", "1",
+          "count in the training split of [corpus] (<unk> sums the words folded into it)",
+          coverage_content_type="auxiliaryInformation")
     b.var("word_class", "corpus", ("vocab",), str, "", "POS class", None,
-          "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged")
+          "open or closed class of the word's majority UPOS in training (UD), other, or '' when untagged",
+          coverage_content_type="auxiliaryInformation")
     _measures(b, study, TrainingShape(suites.layers, len(suites.layers) - 1, [n.name for n in nets], corpus,
                               [None] * len(nets), sentence_words(study, corpus)))
     return b.build()

@@ -33,8 +33,8 @@ def build_layout(spec, nets: list[dict], spe: int, shape: TransJectShape, regist
                  layer_meaning="layer whose output is measured (embedding: X^(0))")
     declare_checkpoint_path(b, "weights after the epoch, relative to the store's parent folder ('' while not saved "
                                "or after an early stop)")
-    declare_train_loss(b, "nats/example", "cross entropy of the batch at this step (Fig. 4)", "test_loss")
-    declare_curve(b, "test_loss", "epoch", "test loss", "nats/example",
+    declare_train_loss(b, "example", "cross entropy of the batch at this step (Fig. 4)", "test_loss")
+    declare_curve(b, "test_loss", "epoch", "test loss (nats per example)", "1",
                   "mean cross entropy on the test split after the epoch (Fig. 4; early stopping watches it)", 1)
     declare_curve(b, "test_accuracy", "epoch", "test accuracy", "1",
                   "share of test examples classified correctly after the epoch", 2)
@@ -42,11 +42,11 @@ def build_layout(spec, nets: list[dict], spe: int, shape: TransJectShape, regist
         "test accuracy of the epoch with the lowest test loss (early stopping, patience epochs later); "
         "of the weights themselves for a saved checkpoint",
         **hints(headline=("test accuracy", "value"), table="test accuracy, mean ± s.d. over seeds (Tables 2-3)"))
-    var("final_test_loss", "train", ("network",), "float64", np.nan, "test loss of the kept weights", "nats/example",
-        "the lowest test loss over the epochs (a saved checkpoint: its test loss)")
-    var("best_epoch", "train", ("network",), "float64", np.nan, "epoch with the lowest test loss", "epochs",
+    var("final_test_loss", "train", ("network",), "float64", np.nan, "test loss of the kept weights (nats per example)",
+        "1", "the lowest test loss over the epochs (a saved checkpoint: its test loss)")
+    var("best_epoch", "train", ("network",), "float64", np.nan, "epoch with the lowest test loss (epochs)", "1",
         "NaN while training or for a saved checkpoint")
-    var("stopped_epoch", "train", ("network",), "float64", np.nan, "epochs trained", "epochs",
+    var("stopped_epoch", "train", ("network",), "float64", np.nan, "epochs trained", "1",
         "fewer than [training] epochs after an early stop; NaN while training")
     var("export_path", "train", ("network",), str, "", "exported weights", None,
         "directory with config.json, model.safetensors and vocab.json of the kept epoch (a [[model]] checkpoint "

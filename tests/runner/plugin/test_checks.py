@@ -4,6 +4,7 @@ passes them, plugins included, and each check fails a measure or study broken on
 from __future__ import annotations
 
 import importlib
+import sys
 from abc import abstractmethod
 from types import SimpleNamespace
 from typing import Literal
@@ -209,6 +210,16 @@ BROKEN = {
                                "toy: a numeric variable has units ('1' for a pure number)"),
     "no long name": (dict(variables=_var("toy", "toy", ("network",), "float64", np.nan, "", "1", "d")),
                      "toy: long_name is empty"),
+    "steps as units": (dict(variables=_var("toy", "toy", ("network",), "float64", np.nan, "x", "steps", "d")),
+                       "toy: units 'steps' are no UDUNITS units: a count (of steps, epochs, tokens) or a quantity in "
+                       "nats is '1'"),
+    "units per step": (dict(variables=_var("toy", "toy", ("network",), "float64", np.nan, "x", "1/step", "d")),
+                       "toy: units '1/step' are no UDUNITS units"),
+    "nats as units": (dict(variables=_var("toy", "toy", ("network",), "float64", np.nan, "x", "nats/token", "d")),
+                      "toy: units 'nats/token' are no UDUNITS units"),
+    "no coverage content type": (dict(variables=_var("toy", "toy", ("network",), "float64", np.nan, "x", "1", "d",
+                                                     coverage_content_type="")),
+                                 "toy: coverage_content_type is empty"),
     "variables that fail": (dict(variables=lambda self, b, shape: shape.steps),
                             "variables(b, shape) raised AttributeError"),
 }
@@ -254,3 +265,15 @@ def test_a_broken_study_fails_with_a_clear_message(registered_plugin):
 def _twice(prepared):
     prepared.tasks = prepared.tasks * 2
     return prepared
+
+
+def test_units_are_those_udunits_parses_and_a_fixed_set_without_cf_units(monkeypatch):
+    from runner.plugin.checks import PLAIN_UNITS, units_problem
+
+    pytest.importorskip("cf_units", reason="cf_units (the test extra) asks UDUNITS-2")
+    assert units_problem("1") is None and units_problem("m s-1") is None and units_problem("count") is None
+    assert all(units_problem(u) for u in ("steps", "1/step", "nats", "nats/token", "tokens", "epochs", "", None))
+    assert "a pressure" in units_problem("nat")  # UDUNITS reads nano technical atmospheres
+    monkeypatch.setitem(sys.modules, "cf_units", None)  # not installed: import raises ImportError
+    assert all(units_problem(u) is None for u in PLAIN_UNITS)
+    assert units_problem("m s-1") and units_problem("steps")

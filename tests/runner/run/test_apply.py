@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.core.layout import internal
+from runner.core.layout import counted, internal
 from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
 
 
@@ -54,8 +54,10 @@ def test_reference_maps_give_known_exponents_through_the_runner(tmp_path):
         unitless = var.dtype == bool or var.dtype.kind in "OUST" or "flag_meanings" in var.attrs
         assert var.attrs.get("long_name") and ("units" in var.attrs) != unitless, name
     units = {name: var.attrs.get("units") for name, var in {**ds.data_vars, **ds.coords}.items()}
-    assert units["lyapunov_per_step"] == "1/step" and units["lyapunov_step"] == "steps"
-    assert units["chaos_length"] == units["sync_offset"] == units["diverged_step"] == "steps"
+    # UDUNITS units: counts of steps and exponents per step are dimensionless, long_name says what they count
+    assert units["lyapunov_per_step"] == units["lyapunov_step"] == "1"
+    assert units["chaos_length"] == units["sync_offset"] == units["diverged_step"] == "1"
+    assert ds.chaos_length.attrs["long_name"].endswith("(steps)") and counted(ds.lyapunov_step.attrs) == "steps"
     assert units["chaos_censored"] is None and units["effective_dimension"] == "1"
     outcome = ds.chaos_outcome.attrs["flag_meanings"].split()
     assert [outcome[int(v)] for v in ds.chaos_outcome.sel(network="logistic").values] == \

@@ -93,7 +93,7 @@ def test_summaries_use_store_labels_and_skip_nan(tiny_root):
     data = read_summaries(tiny_root / "store" / "tiny.zarr")
     assert data.networks == ["chaotic", "calm"]
     lam = data.series["lyapunov_per_step"]
-    assert lam.long_name == "local Lyapunov exponent per step" and lam.units == "1/step"
+    assert lam.long_name == "local Lyapunov exponent per step" and lam.units == "1"
     assert lam.mean[0][:-1].mean() > 0 > lam.mean[1][:-1].mean()  # g = 2 chaotic, g = 0.5 contracting
     assert data.series["chaos_length"].values[0].size == 8
     assert data.series["deviation"].units.startswith("log10")

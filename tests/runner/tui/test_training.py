@@ -22,7 +22,7 @@ def test_training_store_is_read_with_its_labels(train_root):
     assert list(data.curves)[:9] == ["train_loss", "val_loss", "val_perplexity", "svcca_final", "pwcca_final",
                                      "cka_final", "chi_mean:activation", "chi_mean:gradient", "lca"]
     loss = data.curves["train_loss"]
-    assert (loss.long_name, loss.units, loss.x_label) == ("training loss", "nats/token", "optimizer step")
+    assert (loss.long_name, loss.units, loss.x_label) == ("training loss (nats per token)", "1", "optimizer step")
     assert np.isfinite(loss.y).all() and loss.y.shape == (2, loss.x.size)
     assert loss.overlay.x.tolist() == [20.0, 40.0]  # validation loss at each epoch's last step
     assert data.curves["val_loss"].x_label == "epoch"
@@ -45,7 +45,7 @@ def test_lines_per_layer_or_per_network_and_nan_skipped(train_root):
     what, ls = lines(lca, 1, "lstm1")
     assert what == "lm_b, lstm1" and len(ls) == 1
     what, ls = lines(data.curves["train_loss"], 1, None)
-    assert [ln.label for ln in ls] == ["lm_b", "lm_b validation loss"]
+    assert [ln.label for ln in ls] == ["lm_b", "lm_b validation loss (nats per token)"]
     sv = data.curves["svcca_final"]
     sv.y[:, :, 2:] = np.nan  # unfinished checkpoints
     _, ls = lines(sv, 0, None)

@@ -35,10 +35,10 @@ class Attention(StepMeasure):
 
     def variables(self, b, shape) -> None:
         dim = b.axis("attention_step", 0, shape.steps, self.p.every)
-        b.coord("attention_sample", np.array(self.p.samples))
-        b.coord("head", np.arange(shape.heads))
-        b.coord("query", np.arange(shape.tokens))
-        b.coord("key", np.arange(shape.tokens))
+        b.coord("attention_sample", np.array(self.p.samples), long_name="sample whose attention is kept")
+        b.coord("head", np.arange(shape.heads), long_name="attention head")
+        b.coord("query", np.arange(shape.tokens), long_name="query token position")
+        b.coord("key", np.arange(shape.tokens), long_name="key token position")
         b.var("attention", "attention", ("network", "attention_sample", dim, "head", "query", "key"), "float32", np.nan,
               "attention probability", "1", "softmax(Q K^T / sqrt(d) + mask) of the shared layer at x_t (Fig. 2A bottom)")
 

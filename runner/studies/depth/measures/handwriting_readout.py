@@ -27,6 +27,7 @@ import torch
 from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
+from runner.core.layout import counts
 from runner.plugin.measures import MeasureTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
@@ -109,8 +110,8 @@ class HandwritingReadout(StepMeasure):
 
     def variables(self, b, shape) -> None:
         p = self.p
-        b.coord("hw_t0", np.asarray(p.t0s(), dtype=np.int64), long_name="offset t0", units="steps")
-        b.coord("hw_dt", np.asarray(p.dts(), dtype=np.int64), long_name="length dT", units="steps")
+        b.coord("hw_t0", np.asarray(p.t0s(), dtype=np.int64), long_name="offset t0 (steps)", **counts("steps"))
+        b.coord("hw_dt", np.asarray(p.dts(), dtype=np.int64), long_name="length dT (steps)", **counts("steps"))
         b.coord("hw_letter", list(p.letters), long_name="letter")
         b.index("hw_point", p.demo[1] + 1, long_name="point t - t0 of the demonstration")
         b.coord("pen", ["dx", "dy"], long_name="pen direction component")

@@ -58,7 +58,7 @@ class Lyapunov(StepMeasure):
         b.var("lyapunov", "lyapunov", ("network", "sample", dim), dtype, np.nan,
               f"local Lyapunov exponent lambda(t) over tau = {tau} steps", "1", desc, k=self.p.k, tau=tau)
         b.var("lyapunov_per_step", "lyapunov", ("network", "sample", dim), dtype, np.nan,
-              "local Lyapunov exponent per step", "1/step", "lambda(t) / tau", k=self.p.k, tau=tau,
+              "local Lyapunov exponent per step", "1", "lambda(t) / tau", k=self.p.k, tau=tau,
               **hints(plot="series", order=0, headline=("mean lambda/step", "finite_mean")))
         b.var("lyapunov_twin", "lyapunov", ("network", "sample"), "int8", -1, "Lyapunov twin outcome", None,
               f"the worst of: stayed, the twin y stayed finite (and, for a map that declares a domain, within "

@@ -69,7 +69,7 @@ class Orbit(StepMeasure):
               "(too few states, or a slowing drift with more way left than it went), drifting (finite, moving away: "
               "unbounded as far as the window shows); compare chaos_outcome, the paper's sign criterion",
               **flags(*OUTCOMES), **tolerances)
-        b.var("orbit_period", m, ("network", "sample"), "float64", np.nan, "orbit period", "steps",
+        b.var("orbit_period", m, ("network", "sample"), "float64", np.nan, "orbit period (steps)", "1",
               "the fundamental period of a periodic orbit (the smallest lag at which it returns within periodic_tol of "
               "its RMS radius); for a quasi-periodic one the lag of its closest return; NaN otherwise",
               **hints(headline=("median orbit period", "median")), **tolerances)

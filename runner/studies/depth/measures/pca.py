@@ -65,8 +65,8 @@ class PCA(StepMeasure):
     def variables(self, b, shape) -> None:
         start, stop = self.window(shape.steps)
         dim = b.axis("pca_step", start, stop, self.p.every, chunked=False)  # written once, at the end
-        b.coord("pca_sample", np.array(self.p.samples))
-        b.coord("component", np.arange(self.p.components))
+        b.coord("pca_sample", np.array(self.p.samples), long_name="sample projected")
+        b.coord("component", np.arange(self.p.components), long_name="principal component")
         b.var("pca_projection", "pca", ("network", "pca_sample", dim, "component"), "float32", np.nan,
               "principal component score", "1", "x_t projected on the top principal axes of the window (Fig. 4C)")
         b.var("pca_explained_variance", "pca", ("network", "pca_sample", "component"), "float64", np.nan,

@@ -43,9 +43,10 @@ class TokenDeviation(StepMeasure):
         b.var("deviation", "token_deviation", ("network", "sample", dim), "float32", np.nan, "token deviation D(t)",
               "1", "D(t) = (1/N_w) sum_i ||x_t^i - mean_j x_t^j||^2 (Eq. 5)", threshold=p.threshold,
               **hints(plot="log_series", order=2))
-        b.var("sync_offset", "token_deviation", ("network", "sample"), "float64", np.nan, "synchronization offset",
-              "steps", "first step t with D(t) < threshold, exact at every step (Fig. 2B); NaN: not within the run, "
-              "see sync_outcome", threshold=p.threshold, **hints(headline=("median sync offset", "median")))
+        b.var("sync_offset", "token_deviation", ("network", "sample"), "float64", np.nan,
+              "synchronization offset (steps)", "1",
+              "first step t with D(t) < threshold, exact at every step (Fig. 2B); NaN: not within the run, see "
+              "sync_outcome", threshold=p.threshold, **hints(headline=("median sync offset", "median")))
         b.var("sync_outcome", "token_deviation", ("network", "sample"), "int8", -1, "synchronization outcome", None,
               "synchronized: D(t) fell below threshold (sync_offset); censored: not by the end of the run; diverged: "
               "the state became non-finite first; not_applicable: the network has one token, so D(t) = 0 by "

@@ -48,9 +48,9 @@ class Trajectory(StepMeasure):
     def variables(self, b, shape) -> None:
         p = self.p
         dim = b.axis("trace_step", 0, shape.steps, p.every)
-        b.coord("trace_sample", np.array(p.samples))
-        b.coord("trace_token", np.array(p.tokens))
-        b.coord("trace_element", np.array(p.elements))
+        b.coord("trace_sample", np.array(p.samples), long_name="traced sample")
+        b.coord("trace_token", np.array(p.tokens), long_name="traced token position")
+        b.coord("trace_element", np.array(p.elements), long_name="traced element of the token vector")
         b.var("trace", "trajectory", ("network", "trace_sample", dim, "trace_token", "trace_element"), "float32",
               np.nan, "state element x_t^i[e]", "1", "selected elements of selected token vectors (Fig. 2A top); NaN "
               "where the network's state has no such token or element")

@@ -39,7 +39,7 @@ class TransientChaos(DerivedMeasure):
 
     def variables(self, b, shape) -> None:
         m = "transient_chaos"
-        b.var("chaos_length", m, ("network", "sample"), "float64", np.nan, "transient chaos length", "steps",
+        b.var("chaos_length", m, ("network", "sample"), "float64", np.nan, "transient chaos length (steps)", "1",
               "time after which lambda(t) stays negative to the end of the run; 0: never chaotic (Fig. 4D); NaN: the "
               "sample diverged (see diverged_step); a censored length (chaos_censored) is a lower bound",
               **hints(plot="histogram", order=3, headline=("mean chaos length", "mean")))

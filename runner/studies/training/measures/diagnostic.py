@@ -50,7 +50,7 @@ class Diagnostic(CheckpointMeasure):
               epochs=p.epochs, lr=p.lr)
         b.var("probe_majority", "diagnostic", dims, "float64", np.nan, "majority-class accuracy", "1",
               "held-out accuracy of always predicting the most frequent tag (chance baseline)")
-        b.var("probe_n", "diagnostic", dims, "float64", np.nan, "held-out tokens of the probe", "tokens",
+        b.var("probe_n", "diagnostic", dims, "float64", np.nan, "held-out tokens of the probe (tokens)", "1",
               "n: the held-out tokens probe_accuracy and probe_majority are counted on")
         for end in ("low", "high"):
             b.var(f"probe_accuracy_{end}", "diagnostic", dims, "float64", np.nan,

@@ -81,11 +81,11 @@ class LossChange(CheckpointMeasure):
         groups = ["embedding"] + [f"lstm{i + 1}" for i in range(shape.num_layers)] + ["decoder"]
         b.coord("parameter_group", groups, long_name="layer whose parameters are allocated the loss change")
         b.var("lca", "lca", ("network", "checkpoint", "parameter_group"), "float64", np.nan,
-              "loss change allocation", "nats/token",
+              "loss change allocation (nats per token)", "1",
               "sum over the layer's parameters of g~_i (theta_c,i - theta_c-1,i), from the previous checkpoint "
               "(Lan et al. 2019; thesis Sec. 6.1.1.1); negative = the layer lowered the loss", rule=self.p.rule,
               **hints(plot="curve", order=8))
-        b.var("loss_change", "lca", ("network", "checkpoint"), "float64", np.nan, "loss change", "nats/token",
+        b.var("loss_change", "lca", ("network", "checkpoint"), "float64", np.nan, "loss change (nats per token)", "1",
               "L(theta_c) - L(theta_c-1) on the analysis tokens (dropout off)")
 
     def run(self, ctx: Context, task) -> None:

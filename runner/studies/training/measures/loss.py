@@ -39,7 +39,7 @@ class Loss(CheckpointMeasure):
 
     def variables(self, b, shape) -> None:
         b.var("analysis_loss", "loss", ("network", "checkpoint"), "float64", np.nan,
-              "loss on the analysis text", "nats/token",
+              "loss on the analysis text (nats per token)", "1",
               "mean cross entropy -log p(x_t | context) over the analysis tokens: the next word (LSTM) or next "
               "token (causal suite), or the masked tokens (masked suite)", mask_fraction=self.p.mask_fraction,
               **hints(plot="curve", order=5, headline=("final analysis loss", "last")))

@@ -49,7 +49,7 @@ class RuleGradient(CheckpointMeasure):
     def variables(self, b, shape) -> None:
         steps = step_coord(b, shape, "gradient_distance", "steps d from alpha to the hidden state the gradient is taken at")
         b.var("rule_gradient_norm", "rule_gradient", ("network", "checkpoint", domain_coord(b), steps),
-              "float64", np.nan, "magnitude of the error gradient at omega, by distance from alpha", "nats",
+              "float64", np.nan, "magnitude of the error gradient at omega, by distance from alpha (nats)", "1",
               "mean over test rules alpha q omega of ||d e / d h_{alpha+d}||, e = -log P(omega) at its step, h the "
               "top LSTM layer's hidden state (dimensionless), d = 0 .. k (Ch. 5 App. C, Fig. 12)",
               **hints(plot="curve", order=34))

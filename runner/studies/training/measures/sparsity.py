@@ -54,7 +54,7 @@ class Sparsity(CheckpointMeasure):
         b.coord("word_class_split", ["all", "open", "closed"], long_name="words entering the correlation")
         top = frequent_words(corpus, p.frequent_words)
         b.coord("word", [corpus.vocab.itos[i] for i in top], long_name="frequent word")
-        b.coord("word_id", top, ("word",))
+        b.coord("word_id", top, ("word",), long_name="word id of the frequent word")
         b.coord("word_count", np.asarray(corpus.frequencies())[top], ("word",), long_name="training frequency")
         cell = ("network", "checkpoint", "quantity", "layer")
         b.var("chi_mean", "sparsity", cell, "float64", np.nan, "mean sparsity chi", "1",

@@ -71,10 +71,10 @@ class SyntaxInterdependence(CheckpointMeasure):
 
     def variables(self, b, shape) -> None:
         p = self.p
-        seq = b.coord("seq_distance", np.arange(1, p.max_distance + 1), long_name="sequential distance r - l",
-                      units="words")
+        seq = b.coord("seq_distance", np.arange(1, p.max_distance + 1), long_name="sequential distance r - l (words)",
+                      units="1")
         syn = b.coord("syn_distance", np.arange(1, p.max_syntactic + 1),
-                      long_name="syntactic distance", units="edges")
+                      long_name="syntactic distance (edges)", units="1")
         pair = b.coord("pos_pair", list(CLASS_PAIRS), long_name="open/closed class of the left and right word")
         base = ("network", "checkpoint", seq)
         formula = "DI_r({l}, {r}) = ||h_lr - (h_l + h_r)|| / ||h_lr|| (Ch. 5 Eq. 2) of word pairs of the treebank"

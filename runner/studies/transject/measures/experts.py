@@ -85,8 +85,8 @@ class Experts(CheckpointMeasure):
               "(the authors' per-sample gate), the mean over the analysis examples of each example's weights; "
               "NaN for the baselines",
               **hints(plot="curve", order=14))
-        b.var("expert_entropy", "experts", cell, "float64", np.nan, "entropy of the expert's representation",
-              "nats", "mean over tokens of the entropy of X + (alpha/L) F_e(X) (TransJect) or of an attention head's "
+        b.var("expert_entropy", "experts", cell, "float64", np.nan, "entropy of the expert's representation (nats)",
+              "1", "mean over tokens of the entropy of X + (alpha/L) F_e(X) (TransJect) or of an attention head's "
               "output (baselines), Sec. 4", method=self.p.method, k=self.p.k)
 
     def problems(self, view: TransJectView) -> list[tuple[tuple, str]]:

@@ -1,0 +1,52 @@
+"""A store as netCDF (runner/read/netcdf.py): flag_values of the variable's own type, attributes netCDF
+can hold, zarr's encodings left behind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from runner.read.netcdf import for_netcdf
+
+netCDF4 = pytest.importorskip("netCDF4", reason="netCDF4 (the test extra's compliance-checker brings it)")
+
+
+def test_flag_values_take_the_stored_type_and_attributes_fit_netcdf(tmp_path):
+    store = tmp_path / "s.zarr"
+    ds = xr.Dataset({"outcome": ("network", np.array([0, 1], dtype=np.int8),
+                                 {"flag_values": [0, 1], "flag_meanings": "a b", "hint": True, "none": None,
+                                  "at": ["x", "y"], "nested": {"k": 1}}),
+                     "text": ("network", np.array(["p", "q"], dtype=object))},
+                    coords={"network": ("network", np.array(["n1", "n2"], dtype=object), {"long_name": "network"})})
+    ds["outcome"].encoding["_FillValue"] = -1
+    ds.to_zarr(store, zarr_format=3, consolidated=False)
+    read = xr.open_zarr(store, consolidated=False)
+    assert read["outcome"].attrs["flag_values"] == [0, 1]  # JSON in zarr
+    ready = for_netcdf(read)
+    ready.to_netcdf(tmp_path / "s.nc", engine="netcdf4")
+    with netCDF4.Dataset(tmp_path / "s.nc") as nc:
+        v = nc["outcome"]
+        assert v.dtype == np.int8 and v.flag_values.dtype == np.int8 and list(v.flag_values) == [0, 1]
+        assert v.hint == "true" and v.at == '["x", "y"]' and v.nested == '{"k": 1}' and "none" not in v.ncattrs()
+        assert v._FillValue == -1 and list(nc["network_label"][:]) == ["n1", "n2"]
+
+
+def test_an_index_of_strings_becomes_a_label_variable(tmp_path):
+    ds = xr.Dataset({"x": ("network", [1.0, 2.0], {"units": "1"})},
+                    coords={"network": ("network", np.array(["a", "b"], dtype=object), {"long_name": "network"}),
+                            "sample": ("sample", np.arange(3), {"long_name": "sample"})})
+    ready = for_netcdf(ds)
+    assert "network" not in ready.variables and "sample" in ready.indexes  # numbers stay coordinate variables
+    assert ready["network_label"].dims == ("network",) and ready["network_label"].attrs["long_name"] == "network"
+    ready.to_netcdf(tmp_path / "s.nc", engine="netcdf4")
+    back = xr.open_dataset(tmp_path / "s.nc").set_xindex("network_label")
+    assert float(back["x"].sel(network_label="b")) == 2.0
+
+
+def test_a_coordinate_variable_has_no_fill(tmp_path):
+    ds = xr.Dataset({"x": ("quantile", [1.0, 2.0], {"units": "1"})},
+                    coords={"quantile": ("quantile", np.array([0.25, 0.75]), {"long_name": "quantile"})})
+    for_netcdf(ds).to_netcdf(tmp_path / "s.nc", engine="netcdf4")
+    with netCDF4.Dataset(tmp_path / "s.nc") as nc:
+        assert "_FillValue" not in nc["quantile"].ncattrs() and "_FillValue" in nc["x"].ncattrs()
