@@ -18,7 +18,7 @@ from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, decl
 from runner.checkpointed.files import load_weights
 from runner.checkpointed.loop import Trainable, train
 from runner.checkpointed.schedule import checkpoint_resource, checkpoint_steps, train_task
-from runner.checkpointed.session import Checkpoints, write_cell
+from runner.checkpointed.session import CheckpointedSession
 from runner.core.layout import LayoutBuilder, network_coords
 from runner.plugin.measure_protocol import CheckpointContext
 from runner.plugin.measures import MeasureParams, MeasureTags, declare, measures, params_union, register
@@ -113,37 +113,35 @@ class DescentStudy(Study):
         return DescentSession(p)
 
 
-class DescentSession:
+class DescentSession(CheckpointedSession):  # the kit drives it: scan, dispatch, training followed, writes
     def __init__(self, p: Prepared):
-        self.p, d, self.steps = p, p.spec.descent, p.state["steps"]
-        b, self.names = LayoutBuilder(reference=WeightError.reference), ["gd"]  # names, write: a CheckpointContext
+        super().__init__(p, torch.device("cpu"))
+        d, self.steps, self.labels = p.spec.descent, p.state["steps"], ["gd"]
+        b, self.names = LayoutBuilder(reference=WeightError.reference), self.labels  # names, write: a CheckpointContext
         network_coords(b, self.names, ["descent"], [0])
         declare_axes(b, self.steps, d.steps_per_epoch, d.epochs, ["weights"])
         declare_checkpoint_path(b, "the weights at each checkpoint")
         declare_train_loss(b, "1", "mean squared error of the full batch", overlay=None)
         for m in p.spec.measure:  # a CheckpointShape: names, layers, sentence
             declare(measures("descent")[m.kind](m), b, SimpleNamespace(names=self.names, layers=["weights"], sentence=[]))
-        self.layout, self.ckpts = b.build(), Checkpoints(p.store_path)
+        self.layout, self.solution = b.build(), problem(d, p.spec.experiment.seed)[2]
 
-    def write_inputs(self, store):
-        self.dir = store.state_dir / "checkpoints" / self.p.state["train_id"]
-        self.ckpts.scan(0, {c: self.dir / f"step_{s:06d}.safetensors" for c, s in enumerate(self.steps)}, self.p.state["train_id"])
+    def train_id(self, network):
+        return self.p.state["train_id"]
 
-    def available(self):
-        return self.ckpts.available()
+    def checkpoint_files(self, network):
+        return {c: (self.checkpoint_dir(self.store, 0) / f"step_{s:06d}.safetensors", s) for c, s in enumerate(self.steps)}
 
-    def run(self, group, report):
-        (t,), d, seed = group, self.p.spec.descent, self.p.spec.experiment.seed
-        if t.kind == "train":
-            items = train(Run(d, seed), seed, self.steps, t.id, "gd", self.dir, torch.device("cpu"), report.progress)
-            done = self.ckpts.follow(items, 0, report, lambda c: write_curves(report.store, 0, {"train_loss": c.train_loss}))
-            return {"resumed_from": done.resumed_from} if done else {}
-        self.store, self.solution = report.store, problem(d, seed)[2]
+    def training(self, t, report):
+        d, seed = self.p.spec.descent, self.p.spec.experiment.seed
+        return train(Run(d, seed), seed, self.steps, t.id, "gd", self.checkpoint_dir(report.store, 0), self.device, report.progress)
+
+    def write_curves(self, store, network, c):
+        write_curves(store, network, {"train_loss": c.train_loss})
+
+    def measure(self, group):
+        (t,) = group
         measures("descent")[t.kind](next(m for m in self.p.spec.measure if m.kind == t.kind)).run(self, t)
-        return {}
 
     def model(self, checkpoint):  # with `solution`, what WeightError reads beside the CheckpointContext
-        return load_weights(m := build(self.p.spec.descent, self.p.spec.experiment.seed), self.ckpts.paths[(0, checkpoint)], "cpu") or m
-
-    def write(self, name, task, values):
-        write_cell(self.store, name, task, values)
+        return load_weights(m := build(self.p.spec.descent, self.p.spec.experiment.seed), self.paths[(0, checkpoint)], "cpu") or m
