@@ -6,9 +6,16 @@ MLflow (``pip install -e '.[tracker]'``; the default URI is ``sqlite:///store/ml
 local database that works offline): one run per store (the experiment's name, its spec and
 provenance as parameters and tags, the figures as artifacts) with one nested run per network:
 
-* curves: every numeric variable over a step-like axis (a coordinate in ``steps`` or ``epochs``:
-  training loss per step, validation loss per epoch, lambda(t) per interval, ...), averaged over
-  its other axes (samples, tokens), logged as a metric history with the axis value as the step;
+* parameters: every parameter of the spec as the run resolved it (its ``--set`` overrides and every
+  default), flattened to keys (``dynamics.steps``, ``measure.lyapunov.k``); a network's run adds its
+  own ``[[model]]`` entry (``model.source``, ...) and ``replicate``, so MLflow's compare view lines up
+  networks, and runs of one spec with different overrides, by what differs;
+* curves: the variables the monitor plots over a step-like axis (a coordinate counting steps or
+  epochs: training loss per step, validation loss per epoch, lambda(t) per interval, ...),
+  summarised as the monitor summarises them: a ``series`` by its mean over samples, a
+  ``log_series`` by its median, a ``curve`` one metric per value of its other axis (``svcca_final/
+  lstm1``); values that mean nothing as a mean (a trajectory's elements, projections, attention
+  maps) are left out; logged as a metric history with the axis value as the step;
 * headline numbers: ``runner show``'s results per network, as final metrics;
 * the figures ``runner figures`` draws (drawn again into the store's figures folder).
 
@@ -66,23 +73,98 @@ def check(target: str) -> str | None:
     return None
 
 
+#: Lines of one ``curve`` variable at most (one per value of its other axes).
+MAX_LINES = 32
+
+
 def curves(ds) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """``{network: {variable: (steps, values)}}`` for each numeric variable with one step-like axis."""
+    """``{network: {metric: (steps, values)}}`` for each variable the monitor plots over one
+    step-like axis (see the module docstring)."""
     out: dict[str, dict] = {}
     step_dims = [d for d in ds.dims if d in ds.coords and counted(ds[d].attrs) in STEP_COUNTS]
     for name, var in ds.data_vars.items():
         dims = [d for d in var.dims if d in step_dims]
-        if "network" not in var.dims or len(dims) != 1 or var.dtype.kind not in "fiu":
+        plot = internal(var.attrs).get("plot")
+        if "network" not in var.dims or len(dims) != 1 or var.dtype.kind not in "fiu" or plot not in SUMMARIES:
             continue
         (dim,) = dims
-        mean = var.astype("float64").mean([d for d in var.dims if d not in ("network", dim)], skipna=True)
+        others = [d for d in var.dims if d not in ("network", dim)]
+        values = var.astype("float64")
+        if plot == "curve":
+            lines = values.stack(line=others) if others else values.expand_dims(line=[None])
+            if lines.sizes["line"] > MAX_LINES:
+                continue
+            series = {_line_name(name, lines["line"].values[j]): lines.isel(line=j) for j in range(lines.sizes["line"])}
+        else:
+            reduce = values.median if plot == "log_series" else values.mean
+            series = {name: reduce(others, skipna=True) if others else values}
         steps = np.asarray(ds[dim].values, dtype=np.float64)
         keep = np.unique(np.linspace(0, len(steps) - 1, min(len(steps), MAX_POINTS)).round().astype(int))
-        for i, net in enumerate(ds["network"].values):
-            values = np.asarray(mean.isel(network=i).values)[keep]
-            finite = np.isfinite(values)
-            if finite.any():
-                out.setdefault(str(net), {})[name] = (steps[keep][finite], values[finite])
+        for metric, da in series.items():
+            da = da.transpose("network", dim)
+            for i, net in enumerate(ds["network"].values):
+                row = np.asarray(da.isel(network=i).values)[keep]
+                finite = np.isfinite(row)
+                if finite.any():
+                    out.setdefault(str(net), {})[metric] = (steps[keep][finite], row[finite])
+    return out
+
+
+#: How each plot of the monitor summarises a variable's samples (what a tracker logs of it).
+SUMMARIES = ("series", "log_series", "curve")
+
+
+def _line_name(name: str, value) -> str:
+    parts = value if isinstance(value, tuple) else (value,)
+    return "/".join([name, *(str(p) for p in parts if p is not None)])
+
+
+def resolved_spec(prov: dict) -> dict:
+    """The run's spec as it ran: its ``--set`` overrides set and every default filled in, as plain
+    values (the tables as written where it no longer validates: a study that changed since)."""
+    import tomli  # lazy: tomli
+
+    from runner.plugin.study import studies  # lazy: pydantic
+    from runner.spec import overrides as ov
+    from runner.spec.specfile import SpecError, SpecFile, validate
+
+    text = str(prov.get("spec_toml", ""))
+    try:
+        data = tomli.loads(text)
+    except tomli.TOMLDecodeError:
+        return {}
+    study = studies().get(str(prov.get("study", "")))
+    try:
+        sf = ov.apply(SpecFile(Path("spec.toml"), text, data), [ov.parse(o) for o in prov.get("overrides") or []])
+        return validate(study().spec_model(), sf).model_dump(mode="json") if study else sf.data
+    except (SpecError, ValueError, TypeError):
+        return data
+
+
+def flat(value, prefix: str = "") -> dict[str, str]:
+    """Nested tables as ``{"a.b": "value"}``; a list of tables by each entry's ``kind`` or ``name``
+    (``measure.lyapunov.k``, ``model.pretrained.source``), else its index."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}.{key}" if prefix else key).items()}
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        out: dict[str, str] = {}
+        for i, entry in enumerate(value):
+            out.update(flat(entry, f"{prefix}.{entry.get('kind') or entry.get('name') or i}"))
+        return out
+    return {prefix: value if isinstance(value, str) else json.dumps(value)}
+
+
+def network_params(spec: dict, ds) -> dict[str, dict[str, str]]:
+    """Each network's parameters: the spec's (but the other networks' entries), its own
+    ``[[model]]`` entry as ``model.*``, and its replicate."""
+    shared = flat({k: v for k, v in spec.items() if k != "model"})
+    entries = {str(m.get("name")): m for m in spec.get("model", []) if isinstance(m, dict)}
+    models = ds["model"].values if "model" in ds.coords else ds["network"].values
+    replicates = ds["replicate"].values if "replicate" in ds.coords else [None] * ds.sizes["network"]
+    out = {}
+    for net, model, rep in zip(map(str, ds["network"].values), map(str, models), replicates, strict=True):
+        own = flat({"model": entries.get(model, {"name": model})})
+        out[net] = {**shared, **own, **({"replicate": str(int(rep))} if rep is not None and rep == rep else {})}
     return out
 
 
@@ -128,14 +210,24 @@ class Exporter:
                 "transient.spec_sha256": str(prov.get("spec_sha256", "")), "transient.study": str(prov.get("study", "")),
                 "mlflow.source.git.commit": str(prov.get("git_commit", ""))}
         self.parent = client.create_run(exp_id, run_name=self.store.stem, tags=tags).info.run_id
-        client.log_param(self.parent, "spec_sha256", str(prov.get("spec_sha256", "")))
-        if prov.get("overrides"):
-            client.log_param(self.parent, "overrides", " ".join(prov["overrides"])[:6000])
+        spec = resolved_spec(prov)
+        run_params = {"spec_sha256": str(prov.get("spec_sha256", "")),
+                      **({"overrides": " ".join(prov["overrides"])} if prov.get("overrides") else {})}
+        self._params(self.parent, {**flat(spec), **run_params})
         client.log_text(self.parent, str(prov.get("spec_toml", "")), "spec.toml")
         client.log_text(self.parent, json.dumps(prov.get("package_versions", {}), indent=2), "package_versions.json")
-        for net in map(str, ds["network"].values):
+        for net, params in network_params(spec, ds).items():
             self.runs[net] = client.create_run(exp_id, run_name=net, tags={
                 **tags, "mlflow.parentRunId": self.parent, "transient.network": net}).info.run_id
+            self._params(self.runs[net], {**params, **run_params})
+
+    def _params(self, run: str, params: dict[str, str]) -> None:
+        """Log ``params`` (MLflow's limits: 100 a batch, 6000 characters a value)."""
+        from mlflow.entities import Param  # lazy: mlflow
+
+        items = [Param(_key(k)[:250], str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run, params=items[i:i + 100])
 
     def update(self) -> None:
         """Log the curves' points that are new since the last update (none before the store exists)."""

@@ -91,3 +91,63 @@ def test_the_export_streams_what_a_running_apply_has_made_durable(tmp_path):
     ds = xr.open_zarr(tmp_path / "store" / "maps.zarr")
     history = [m.step for m in client.get_metric_history(exporter.runs["tanh"], "effective_dimension")]
     assert sorted(history) == list(ds["neff_step"].values)  # every point once
+
+
+def _dataset() -> xr.Dataset:
+    """A store's variables over a step axis, one of each kind the monitor plots, and one it does not."""
+    from runner.core.layout import with_internal
+
+    rng = np.random.default_rng(0)
+    step = xr.DataArray([0, 10, 20], dims="s", attrs=with_internal({}, counts="steps"))
+    plot = lambda kind: with_internal({}, plot=kind)  # noqa: E731
+    return xr.Dataset(
+        {"lam": (("network", "sample", "s"), rng.normal(size=(2, 5, 3)), plot("series")),
+         "dev": (("network", "sample", "s"), np.exp(rng.normal(size=(2, 5, 3))), plot("log_series")),
+         "sim": (("network", "s", "layer"), rng.uniform(size=(2, 3, 2)), plot("curve")),
+         "trace": (("network", "sample", "s"), rng.normal(size=(2, 5, 3)))},
+        coords={"network": ["a", "b"], "layer": ["lstm1", "lstm2"], "s": step})
+
+
+def test_curves_are_what_the_monitor_plots_summarised_as_it_summarises_them():
+    from runner.read.tracker import curves
+
+    ds = _dataset()
+    got = curves(ds)
+    assert sorted(got["b"]) == ["dev", "lam", "sim/lstm1", "sim/lstm2"]  # a trajectory's elements are no curve
+    steps, values = got["b"]["lam"]
+    np.testing.assert_array_equal(steps, [0, 10, 20])
+    np.testing.assert_allclose(values, ds["lam"].sel(network="b").mean("sample"))
+    np.testing.assert_allclose(got["b"]["dev"][1], np.median(ds["dev"].sel(network="b").values, axis=0))
+    np.testing.assert_allclose(got["a"]["sim/lstm2"][1], ds["sim"].sel(network="a", layer="lstm2"))
+
+
+def test_params_are_the_spec_as_it_ran_flattened_with_each_networks_own_entry():
+    from runner.read.tracker import flat, network_params
+
+    spec = {"experiment": {"name": "x"}, "dynamics": {"steps": 40},
+            "model": [{"name": "tanh", "source": "map:tanh", "params": {"g": 0.5}}],
+            "measure": [{"kind": "lyapunov", "k": 1e-8}]}
+    assert flat(spec)["measure.lyapunov.k"] == "1e-08" and flat(spec)["model.tanh.params.g"] == "0.5"
+    ds = xr.Dataset(coords={"network": ["tanh/0", "tanh/1"], "model": ("network", ["tanh", "tanh"]),
+                            "replicate": ("network", [0, 1])})
+    params = network_params(spec, ds)
+    assert params["tanh/1"]["model.source"] == "map:tanh" and params["tanh/1"]["replicate"] == "1"
+    assert params["tanh/0"]["dynamics.steps"] == "40" and "model.tanh.source" not in params["tanh/0"]
+
+
+def test_two_applies_of_one_spec_differ_in_mlflow_by_the_overridden_parameter(in_process, spec, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'tracking.db'}"
+    for steps, store in ((40, "store/a.zarr"), (30, "store/b.zarr")):
+        code, _, err = in_process("apply", spec, "-q", "--set", f"dynamics.steps={steps}", "--set",
+                                  f'experiment.store="{store}"', "--log-to", f"mlflow:{uri}")
+        assert code == 0, err
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("maps").experiment_id])
+    a, b = (next(r for r in runs if r.info.run_name == "logistic" and r.data.tags["transient.store"].endswith(s))
+            for s in ("a.zarr", "b.zarr"))
+    differ = {k for k in a.data.params.keys() | b.data.params.keys() if a.data.params.get(k) != b.data.params.get(k)}
+    assert differ == {"dynamics.steps", "experiment.store", "overrides", "spec_sha256"}  # the hash: of the spec as run
+    assert a.data.params["model.source"] == "map:logistic" and a.data.params["measure.lyapunov.k"] == "1e-08"
+    assert a.data.params["dynamics.untrusted_precision"] == "false"  # a default: the spec as it ran
