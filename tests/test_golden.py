@@ -41,7 +41,8 @@ def test_plan_is_unchanged(spec, in_process):
 #: fundamental periods and ``drifting`` class (``orbit_class``, ``orbit_closest_return`` of the
 #: quickstart; the orbit measure's version 2 changes its 4 task ids), the Lyapunov twin's outcome
 #: (``lyapunov_twin`` added, ``chaos_outcome`` gains ``twin_left``: version 2 of lyapunov and
-#: transient_chaos changes their task ids in the 7 specs that have them) and the probes' n and Wilson interval (4 variables added; the
+#: transient_chaos changes their task ids in the 7 specs that have them; ``lyapunov_k`` added, a k
+#: per network when the table gives none, changing the ids of albert_sts and pythia_depth) and the probes' n and Wilson interval (4 variables added; the
 #: diagnostic measure's version 2 changes lstm_tiny's 8 probe task ids); every other array kept its bits.
 
 

@@ -58,7 +58,7 @@ def test_maps_declare_their_domain():
 
 
 def test_the_papers_k_on_the_logistic_map_is_refused_at_plan_and_the_fix_gives_ln_2(tmp_path, in_process):
-    code, out, err = in_process("plan", _write(tmp_path, "default"))  # k = 1.0, tau = 10: the defaults
+    code, out, err = in_process("plan", _write(tmp_path, "paper", lyapunov="k = 1.0"))  # ALBERT's k, tau = 10
     assert code == 65 and "Traceback" not in err
     assert "[[measure]] #1 (lyapunov) k: logistic: k = 1 is not small against the domain [0, 1] of map:logistic" in err
     assert "untrusted_perturbation = true" in err
@@ -72,8 +72,20 @@ def test_the_papers_k_on_the_logistic_map_is_refused_at_plan_and_the_fix_gives_l
     assert (ds.lyapunov_twin.values == TWIN_OUTCOMES.index("stayed")).all()
 
 
+def test_a_map_with_a_domain_gets_a_valid_k_by_default(tmp_path, in_process):
+    code, _, err = in_process("plan", _write(tmp_path, "paper", lyapunov="k = 1.0"))
+    suggested = float(re.search(r"set k = (\S+) ", err).group(1))
+    code, _, err = in_process("apply", _write(tmp_path, "default"))  # no k: the network's default
+    assert code == 0, err
+    ds = xr.open_zarr(tmp_path / "store/default.zarr", consolidated=False)
+    assert float(ds.lyapunov_k.sel(network="logistic")) == suggested  # what the refusal would have suggested
+    assert "k" not in ds.lyapunov.attrs  # per network, in lyapunov_k
+    assert float(ds.lyapunov_per_step.mean()) == pytest.approx(math.log(2), abs=TOLERANCE)
+    assert (ds.lyapunov_twin.values == TWIN_OUTCOMES.index("stayed")).all()
+
+
 def test_a_twin_that_left_the_domain_is_reported_as_such_and_the_counts_agree(tmp_path, in_process):
-    spec = _write(tmp_path, "asked", dynamics="untrusted_perturbation = true")
+    spec = _write(tmp_path, "asked", lyapunov="k = 1.0", dynamics="untrusted_perturbation = true")
     code, _, err = in_process("apply", spec)
     assert code == 0, err
     ds = xr.open_zarr(tmp_path / "store/asked.zarr", consolidated=False)

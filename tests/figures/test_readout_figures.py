@@ -42,7 +42,6 @@ SPEC = """
     [dynamics]
     steps = 20
     checkpoint_every = 10
-    untrusted_perturbation = true  # one k for ALBERT and the logistic map: the map's lambda is not read here
 
     [[measure]]
     kind = "sts_readout"

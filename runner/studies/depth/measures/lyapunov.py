@@ -19,6 +19,9 @@ from runner.studies.depth.precision import perturbation_floor
 #: the domain): Algorithm A1 measures the linearised map only while the perturbation is small
 #: against the scale on which the map bends, which a bounded domain sets.
 MAX_K_OF_DOMAIN = 1e-3
+#: The perturbation norm of the paper (Algorithm A1, for ALBERT's hidden states), the default of a
+#: network without a domain.
+DEFAULT_K = 1.0
 
 #: The codes of ``lyapunov_twin``, in order of precedence (a sample keeps the highest it reached).
 TWIN_OUTCOMES = ("stayed", "nonlinear", "twin_diverged", "left_domain", "diverged")
@@ -28,8 +31,10 @@ class Params(DepthParams):
     """Local Lyapunov exponent lambda(t), Algorithm A1 (Appendix C)."""
 
     kind: Literal["lyapunov"]
-    k: float = Field(1.0, gt=0)
-    """Perturbation norm (paper: 1.0)."""
+    k: float | None = Field(None, gt=0)
+    """Perturbation norm (paper: 1.0, for ALBERT's hidden states). Default: 1.0, and for a map that
+    declares its domain a k between rounding and nonlinearity there (stored per network in
+    ``lyapunov_k``)."""
     tau: int = Field(10, ge=1)
     """Renormalisation interval (paper: 10 short-term, 50 long-term)."""
 
@@ -42,7 +47,7 @@ class Lyapunov(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    version = 2  # 2: lyapunov_twin, what happened to the twin (its tasks rerun to write it)
+    version = 2  # 2: lyapunov_twin, what happened to the twin; lyapunov_k (its tasks rerun to write them)
     precision_checked = {"tf32": True, "bf16": False}
     # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
     # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
@@ -51,14 +56,17 @@ class Lyapunov(StepMeasure):
 
     def variables(self, b, shape) -> None:
         tau = self.p.tau
+        b.var("lyapunov_k", "lyapunov", ("network",), "float64", np.nan, "Lyapunov perturbation norm k", "1",
+              "||y_t - x_t|| after each renormalisation (Algorithm A1): the table's k, or its default for the "
+              "network (1.0; a map with a domain: a k between its rounding and nonlinearity)")
         dim = b.axis("lyapunov_step", 0, (shape.steps // tau - 1) * tau, tau, long_name="interval start t")
         desc = "lambda(t) = ln(||y_{t+tau} - x_{t+tau}|| / k), y_t = x_t + k eps/||eps|| (Algorithm A1); -inf where " \
                "the perturbation collapsed to 0 in the working precision, NaN where the sample diverged"
         dtype = "float64" if shape.float64 else "float32"  # lambda is computed in float64; kept so when asked for
         b.var("lyapunov", "lyapunov", ("network", "sample", dim), dtype, np.nan,
-              f"local Lyapunov exponent lambda(t) over tau = {tau} steps", "1", desc, k=self.p.k, tau=tau)
+              f"local Lyapunov exponent lambda(t) over tau = {tau} steps", "1", desc, **self._k_attrs(), tau=tau)
         b.var("lyapunov_per_step", "lyapunov", ("network", "sample", dim), dtype, np.nan,
-              "local Lyapunov exponent per step", "1", "lambda(t) / tau", k=self.p.k, tau=tau,
+              "local Lyapunov exponent per step", "1", "lambda(t) / tau", **self._k_attrs(), tau=tau,
               **hints(plot="series", order=0, headline=("mean lambda/step", "finite_mean")))
         b.var("lyapunov_twin", "lyapunov", ("network", "sample"), "int8", -1, "Lyapunov twin outcome", None,
               f"the worst of: stayed, the twin y stayed finite (and, for a map that declares a domain, within "
@@ -67,11 +75,23 @@ class Lyapunov(StepMeasure):
               "(lower k or tau); twin_diverged, y became non-finite while x did not (lambda NaN); left_domain, y "
               "left the domain by more than that while x did not diverge (lambda there, NaN once y runs off, is not "
               "the map's); diverged, "
-              "the state x diverged (see diverged_step)", k=self.p.k, tau=tau, **flags(*TWIN_OUTCOMES))
+              "the state x diverged (see diverged_step)", **self._k_attrs(), tau=tau, **flags(*TWIN_OUTCOMES))
+
+    def _k_attrs(self) -> dict:
+        return {"k": self.p.k} if self.p.k is not None else {}  # else per network: lyapunov_k
+
+    def k_for(self, net) -> float:
+        """The perturbation norm for the resolved network ``net``: the table's k, or its default."""
+        if self.p.k is not None:
+            return self.p.k
+        domain = net.model.family.domain(net.model.source)
+        if domain is None:
+            return DEFAULT_K
+        return float(f"{valid_k(domain[1] - domain[0], net.precision, net.n_hidden):.0e}")
 
     def precision_problem(self, precision, n_tokens, n_hidden):
         floor = perturbation_floor(precision, n_tokens, n_hidden)
-        if self.p.k < floor:
+        if self.p.k is not None and self.p.k < floor:  # a default k is above the floor by construction
             return "k", (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state: rounding "
                          f"moves it by about {floor / 10:.2g} per step (need k >= {floor:.2g}); raise k or use "
                          "fp32/fp64")
@@ -80,7 +100,7 @@ class Lyapunov(StepMeasure):
     def problems(self, spec) -> list[tuple[str, str]]:
         """Besides the strides: k must be small against the domain of every map that declares one."""
         out = super().problems(spec)
-        if spec.dynamics.untrusted_perturbation:
+        if spec.dynamics.untrusted_perturbation or self.p.k is None:  # a default k is valid for each network
             return out
         for m in spec.model:
             domain = m.family.domain(m.source)
@@ -100,7 +120,7 @@ class Lyapunov(StepMeasure):
 
     def perturb(self, ctx: PassContext, x0):
         gen = torch.Generator().manual_seed(ctx.net.seed("perturbation"))
-        return initial_perturbation(x0, self.p.k, gen)
+        return initial_perturbation(x0, self.k_for(ctx.net), gen)
 
     def start(self, ctx: PassContext, x0):
         self.twin = torch.zeros(x0.shape[0], dtype=torch.int8, device=x0.device)  # TWIN_OUTCOMES codes
@@ -131,11 +151,12 @@ class Lyapunov(StepMeasure):
             self._raise(out, "left_domain")
         if t % tau:
             return y
-        lam, y = renormalize(x, y, self.p.k)
+        k = self.k_for(ctx.net)
+        lam, y = renormalize(x, y, k)
         if measures:
             bufs["lyapunov"][:, t // tau - 1 - seg.start // tau] = lam
             if margin is not None:
-                self._raise(self.p.k * torch.exp(lam) > margin, "nonlinear")
+                self._raise(k * torch.exp(lam) > margin, "nonlinear")
             self._raise(torch.isnan(lam), "twin_diverged")
             self._mark(x)
         return y
@@ -156,6 +177,8 @@ class Lyapunov(StepMeasure):
         ctx.store.write("lyapunov_per_step", region, lam / tau)
         if seg.last and self.twin is not None:
             ctx.store.write("lyapunov_twin", (ctx.index, slice(None)), self.twin.cpu().numpy())
+        if seg.last:
+            ctx.store.write("lyapunov_k", (ctx.index,), np.asarray(self.k_for(ctx.net), dtype=np.float64))
 
 
 def valid_k(width: float, precision: str, n_hidden: int) -> float:
