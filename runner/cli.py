@@ -72,11 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: {unknown}", file=sys.stderr)
         return EXIT_USAGE
-    args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return EXIT_USAGE
     try:
+        args = parser.parse_args(argv)  # a store given as a target is parsed here (BadLocation: exit 66)
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return EXIT_USAGE
         return args.func(args)
     except KeyboardInterrupt:
         print("interrupted; run `runner apply` again to resume", file=sys.stderr)

@@ -22,7 +22,7 @@ import tomli
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runner.core.errors import EXIT_UNAVAILABLE, SpecInvalid
-from runner.storage.location import local_path, location
+from runner.storage.location import local_path, location, location_problem
 
 MAX_SPEC_BYTES = 1 << 20
 
@@ -312,14 +312,15 @@ class Experiment(Table):
     @field_validator("store")
     @classmethod
     def _store_place(cls, value: str | None) -> str | None:
-        """A local path, ``file:///path`` (read as that path) or a URL with ``//`` (``s3://...``): never
-        a string that would become a local folder named after a scheme (``s3:/x``, ``file:x``)."""
+        """A local path, ``file:///path`` (read as that path) or an ``s3://BUCKET/KEY`` URL, checked
+        by :func:`runner.storage.location.location_problem` before anything is written: never a string
+        that would become a local folder named after a scheme (``s3:/x``, ``file:x``, ``gs://x``), a
+        malformed bucket or key, ``~`` or a Windows path."""
         if value is None:
             return value
-        scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):", value)  # two letters at least: C:\ is a drive
-        if scheme and not value[scheme.end():].startswith("//"):
-            raise ValueError(f"{value!r} looks like a URL without '//' after '{scheme.group(1)}:'; write "
-                             f"s3://BUCKET/NAME.zarr, file:///PATH/NAME.zarr or a local path")
+        problem = location_problem(value)  # the rules every store location meets (its URL parsed once)
+        if problem:
+            raise ValueError(problem)
         value = local_path(value) if value.lower().startswith("file://") else value
         too_long = [part for part in re.split(r"[/\\]", value) if len(part.encode()) > NAME_MAX]
         stem = Path(value).stem
