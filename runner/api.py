@@ -18,6 +18,7 @@ boundary, strictly (``replace="no"`` is not a boolean, one string is not a list 
 
 from __future__ import annotations
 
+import datetime
 import functools
 import inspect
 from collections.abc import Sequence
@@ -31,14 +32,15 @@ from pydantic import ConfigDict, ValidationError, validate_call
 
 from runner.core.errors import Unavailable, UsageError
 from runner.core.plan import plan_rows
-from runner.run.apply import Outcome, Unmet, apply_sweep, check_shards, prepare_all, read_spec, states
+from runner.run.apply import (Outcome, Unmet, apply_sweep, check_shards, options_problem, prepare_all, read_spec,
+                              states)
 from runner.run.apply import apply as apply_one
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.spec.specfile import SpecFile
 from runner.spec.sweep import is_sweep
 from runner.storage.history import versions
 from runner.storage.location import location, zarr_store
-from runner.storage.store import node_type
+from runner.storage.store import check_reachable, node_type
 
 
 class ApiArgumentError(UsageError):
@@ -80,8 +82,29 @@ def load_spec(spec: str | Path | dict | SpecFile, overrides: Sequence[str] = ())
     """A spec's tables (a file's, or a dict's) with ``overrides`` (``"model[0].seed=3"``) set.
     Validation happens in :func:`plan` and :func:`apply`, as in the CLI."""
     if isinstance(spec, dict):
+        problem = _toml_problem(spec, "spec")
+        if problem:
+            raise ApiArgumentError(f"runner.api.load_spec: {problem}")
         spec = SpecFile(DICT_SPEC, tomli_w.dumps(spec), spec, located=False)  # the text: for the provenance
     return read_spec(spec, overrides)
+
+
+def _toml_problem(value: Any, where: str) -> str | None:
+    """Why ``value`` (a spec given as a dict, at ``where``) cannot be a spec's TOML, or None: a key
+    that is not a string, or a value TOML has no type for (None, a set, an object)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where}: the key {key!r} is not a string (a spec's tables and keys are named by strings)"
+            if (problem := _toml_problem(item, f"{where}[{key!r}]")) is not None:
+                return problem
+        return None
+    if isinstance(value, (list, tuple)):
+        return next((p for i, item in enumerate(value) if (p := _toml_problem(item, f"{where}[{i}]")) is not None), None)
+    if isinstance(value, (str, bool, int, float, datetime.date, datetime.time)):
+        return None
+    fix = " (leave the key out for its default)" if value is None else ""
+    return f"{where}: {value!r} is not a TOML value (strings, numbers, booleans, dates, lists and tables){fix}"
 
 
 @dataclass
@@ -128,8 +151,18 @@ def apply(spec: str | Path | dict | SpecFile | Plan, overrides: Sequence[str] = 
           address: str | None = None, shards: int = 1, device: str | None = None, replace: bool = False,
           threads: int | None = None, quiet: bool = True) -> Outcome:
     """Run what the store is missing, as ``runner apply`` does (resumable: call it again after an
-    interruption). Raises :class:`runner.run.apply.Unmet` for requirements this machine does not meet
-    and :class:`runner.run.apply.ReplaceRefused` before replacing finished results without ``replace``."""
+    interruption). The options are checked first, as the CLI's flags are (:class:`ApiArgumentError`:
+    a device this machine lacks, ``shards`` < 1, ``threads`` outside 1..4096, an unknown executor,
+    ``address`` without ``executor="ray"``, ``overrides`` with a :class:`Plan`). Raises
+    :class:`runner.run.apply.Unmet` for requirements this machine does not meet and
+    :class:`runner.run.apply.ReplaceRefused` before replacing finished results without ``replace``."""
+    problem = options_problem(device=device, shards=shards, threads=threads, executor=executor, address=address,
+                              flag=lambda name, value=None: name if value is None else f"{name}={value!r}")
+    if problem:
+        raise ApiArgumentError(f"runner.api.apply: {problem}")
+    if isinstance(spec, Plan) and overrides:
+        raise ApiArgumentError("runner.api.apply: overrides: a Plan is resolved already; give the overrides to "
+                               "runner.api.plan(spec, overrides), or the spec itself to apply")
     planned = spec if isinstance(spec, Plan) else plan(spec, overrides)
     unmet = planned.unmet + ([problem] if (problem := executor_problem(executor)) else [])
     if unmet:
@@ -152,9 +185,13 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     import xarray as xr  # lazy: xarray
 
     path = location(store)
+    check_reachable(path)  # a bucket that cannot be reached: one line naming the store (StoreUnreachable)
     if not (path / "zarr.json").exists():
-        raise NotAStore(f"{path}: no store here (run `runner apply` on its spec first)")
+        older = " (a zarr format 2 store; this runner reads its own stores, format 3)" if (path / ".zgroup").exists() else ""
+        raise NotAStore(f"{path}: no store here{older or ' (run `runner apply` on its spec first)'}")
     node = node_type(path)
+    if node is None:
+        raise NotAStore(f"{path}: its metadata {path / 'zarr.json'} is corrupt (not JSON), so it cannot be opened")
     if node != "group":
         raise NotAStore(f"{path}: {'an array' if node == 'array' else 'a part'} of a store, not a store; open the "
                         f"store that holds it ({path.parent})")

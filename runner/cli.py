@@ -43,8 +43,8 @@ from runner.core.plan import plan_rows
 from runner.core.requirements import lines as requirement_lines
 from runner.core.requirements import to_json as requirement_json
 from runner.run.changes import compare, summary
-from runner.run.execute.registry import ExecutorOptions, executor_problem, executors
-from runner.run.threads import for_run
+from runner.run.execute.registry import ExecutorOptions, executor_problem
+from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
 from runner.spec.commandline import command
 from runner.storage.location import is_url, location
@@ -363,8 +363,9 @@ def _check_flags(study, flags: list[str]) -> None:
 
 
 def _check_threads(args) -> None:
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads: give a number >= 1, not {args.threads}")
+    problem = threads_problem(args.threads)
+    if problem:
+        raise UsageError(problem)
 
 
 def _calibrator(args):
@@ -453,23 +454,12 @@ def _width() -> int:
 
 def cmd_apply(args) -> int:
     from runner.run.apply import (  # lazy: filelock, pydantic, torch
-        Unmet, apply, apply_sweep, describe_store, prepare_all, store_note)
+        Unmet, apply, apply_sweep, describe_store, options_problem, prepare_all, store_note)
 
-    if args.device:
-        from runner.core.device import device_unavailable  # lazy: pydantic, torch
-
-        problem = device_unavailable(args.device)
-        if problem:
-            raise UsageError(f"--device: {problem}")
-
-    if args.shards < 1:
-        raise UsageError("--shards: give a number >= 1")
-    _check_threads(args)
-
-    if args.executor not in executors():
-        raise UsageError(f"--executor: {executor_problem(args.executor)}")
-    if args.address and args.executor != "ray":
-        raise UsageError("--address names a Ray cluster: use it with --executor ray")
+    problem = options_problem(device=args.device, shards=args.shards, threads=args.threads, executor=args.executor,
+                              address=args.address)
+    if problem:
+        raise UsageError(problem)
     options = ExecutorOptions(args.executor, args.address, args.shards)
     sweep, prepared = prepare_all(args.spec, args.set)  # every input error is reported here, before anything runs
     _check_flags(prepared[0].study, ["--shards"] if args.shards > 1 else [])
