@@ -516,11 +516,11 @@ def _stream_to_tracker(target: str, stores: list[Path]):
     stop = threading.Event()
 
     def follow(store: Path) -> None:
-        exporter = stream(store, target, stop)
         try:
-            print(exporter.finish(), file=sys.stderr)
+            print(stream(store, target, stop).finish(), file=sys.stderr)
         except Exception as err:  # noqa: BLE001 - the run's results are in the store whatever the tracker says
-            print(f"warning: --log-to {target}: {type(err).__name__}: {err}", file=sys.stderr)
+            line = (str(err).strip().splitlines() or [""])[0]  # one line, whatever the tracker's library raises
+            print(f"warning: --log-to {target}: {type(err).__name__}: {line}", file=sys.stderr)
 
     threads = [threading.Thread(target=follow, args=(store,), daemon=True) for store in stores]
     for t in threads:
