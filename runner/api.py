@@ -10,9 +10,13 @@ or a script, with the same validation, the same tasks and the same store as the 
 
 A spec is a TOML file or a dict of its tables (``{"experiment": {...}, "model": [...], ...}``);
 errors are the CLI's exceptions (:class:`runner.spec.specfile.SpecError` with one line per problem,
-:class:`runner.run.apply.Unmet`, :class:`runner.run.apply.ReplaceRefused`, ...), each a
-:class:`runner.core.errors.RunnerError` with the CLI's message. Arguments are checked at the
-boundary, strictly (``replace="no"`` is not a boolean, one string is not a list of overrides):
+:class:`runner.spec.overrides.OverrideError`, :class:`runner.run.apply.Unmet`,
+:class:`runner.run.apply.ReplaceRefused`, :class:`NotAStore`,
+:class:`runner.storage.location.BadLocation`, ...), each a :class:`runner.core.errors.RunnerError`
+with the CLI's message and its ``exit_code``: ``except RunnerError`` catches every failure, and no
+library's exception (zarr's, xarray's, botocore's, tomli_w's) is let through for bad input.
+Arguments are checked at the boundary, strictly (``replace="no"`` is not a boolean, one string is
+not a list of overrides, ``threads=0`` is no thread count, a dict spec holds no ``None``):
 :class:`ApiArgumentError` names the function, the argument and what it got.
 """
 
@@ -80,7 +84,10 @@ DICT_SPEC = Path("<dict>")
 @checked
 def load_spec(spec: str | Path | dict | SpecFile, overrides: Sequence[str] = ()) -> SpecFile:
     """A spec's tables (a file's, or a dict's) with ``overrides`` (``"model[0].seed=3"``) set.
-    Validation happens in :func:`plan` and :func:`apply`, as in the CLI."""
+    Validation happens in :func:`plan` and :func:`apply`, as in the CLI. Raises
+    :class:`runner.spec.specfile.SpecMissing` for no such file,
+    :class:`runner.spec.overrides.OverrideError` for a malformed override (or a key set twice) and
+    :class:`ApiArgumentError` for a dict that TOML cannot hold (a ``None``, a set, a key not a string)."""
     if isinstance(spec, dict):
         problem = _toml_problem(spec, "spec")
         if problem:
@@ -181,7 +188,11 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     """A store as an ``xarray.Dataset``; a sweep's store as a ``DataTree`` (one node per point; or
     :func:`runner.spec.sweep.open_sweep` for one dataset with a dimension per swept key). With
     ``history``, a ``DataTree`` of the store as it is (``/current``) and each version that
-    ``apply --replace`` kept (``/history/<version>``, oldest first)."""
+    ``apply --replace`` kept (``/history/<version>``, oldest first). Raises
+    :class:`runner.storage.location.BadLocation` for a location that names no store (``gs://``, a
+    malformed bucket, ``~``), :class:`runner.storage.store_errors.StoreUnreachable` for a bucket that
+    does not answer and :class:`NotAStore` for a path with no store (or a part of one, or corrupt
+    metadata): all :class:`runner.core.errors.Unavailable` (66)."""
     import xarray as xr  # lazy: xarray
 
     path = location(store)

@@ -3,12 +3,15 @@
 Exit codes (one convention for every command, after sysexits.h):
   0    success, also "nothing to do" and output cut short by a closed pipe (`| head`)
   1    a task failed (the others ran; see `runner status`)
-  2    usage: unknown option, bad --device or --set, unknown name for explain
-  65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message)
-  66   an input is missing or unreadable: no such spec file or store (status, show, figures), a
-       zarr store this project did not write or whose metadata is corrupt, or a requirement this
-       machine does not meet (a model or data set neither cached nor reachable, a missing extra, no
-       CUDA, a local file that cannot be read)
+  2    usage: unknown option, bad --device, --set, --threads, --shards, --executor or --log-to, unknown
+       name for explain
+  65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message, or as
+       FILE: --set KEY=VALUE: [table] key: message where an override made it)
+  66   an input is missing or unreadable: no such spec file or store (status, show, figures), a store
+       location that names none (an unknown scheme, a malformed bucket or key, '~'), a plugin of
+       TRANSIENT_PLUGINS that cannot be loaded, a zarr store this project did not write or whose
+       metadata is corrupt, or a requirement this machine does not meet (a model or data set neither
+       cached nor reachable, a missing extra, no CUDA, a local file that cannot be read)
   74   the store cannot be written (disk full, read-only; figures: --out); finished work is kept.
        Also: the store is damaged (verify, show, figures: chunks of finished results missing,
        truncated or corrupt); `runner apply` recomputes them
