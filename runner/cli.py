@@ -198,7 +198,7 @@ def _parser() -> argparse.ArgumentParser:
                        "run; a figure whose variables the store lacks, or whose data has no values yet, is listed as skipped "
                        "with the reason. A store no recipe covers gets a fallback plot per numeric variable.")
     p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
-    p.add_argument("--out", type=Path, help="folder for the figures (default: store/<name>.figures)")
+    p.add_argument("--out", help="folder for the figures (default: store/<name>.figures)")
     p.add_argument("--json", action="store_true", help="machine-readable output (docs/json.md)")
     p.add_argument("--only", action="append", metavar="FIG",
                    help="draw only this figure id, or var:NAME for a fallback plot of variable NAME (repeatable)")
@@ -745,13 +745,15 @@ def cmd_figures(args) -> int:
     from runner.read.figures import default_out, figures, fingerprint, up_to_date  # lazy: numpy
     from runner.storage.verify import trusted  # lazy: filelock, numpy
 
+    if args.out is not None and not args.out.strip():  # Path("") is the working directory
+        raise UsageError("--out needs a folder for the figures (default: store/<name>.figures)")
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
     swept = _sweep_points(path)
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
         trusted(point, args.target)
-    out = args.out or default_out(path)
+    out = Path(args.out) if args.out is not None else default_out(path)
     flag = "--out: " if args.out else ""
     if out.exists() and not out.is_dir():
         raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures")

@@ -38,7 +38,7 @@ from runner.spec.specfile import SpecFile
 from runner.spec.sweep import Sweep, is_sweep, record
 from runner.run.threads import ThreadChoice, for_run, threads_problem
 from runner.run.threads import use as use_threads
-from runner.core.device import describe, make_deterministic, pick_device
+from runner.core.device import describe, device_unavailable, make_deterministic, pick_device
 from runner.core.progress import ProgressView
 from runner.core.requirements import lines as requirement_lines
 from runner.run.execute import lease
@@ -286,8 +286,6 @@ def options_problem(*, device: str | None = None, shards: int = 1, threads: int 
     range, an unknown executor, an address without Ray), or None; checked before the spec is read,
     by ``runner apply`` and :func:`runner.api.apply` alike. ``flag(name, value=None)`` writes an
     option as its caller names it (``--shards``; the API: ``shards``)."""
-    from runner.core.device import device_unavailable  # lazy: torch
-
     if device is not None and (problem := device_unavailable(device)):
         return f"{flag('device')}: {problem}"
     if shards < 1:
@@ -296,6 +294,8 @@ def options_problem(*, device: str | None = None, shards: int = 1, threads: int 
         return problem
     if (problem := executor_problem(executor)) is not None and problem.startswith("unknown executor"):
         return f"{flag('executor')}: {problem}"
+    if address is not None and not address.strip():
+        return f"{flag('address')} needs a Ray cluster's address (auto, ray://HOST:10001); leave it out to start one"
     if address and executor != "ray":
         return f"{flag('address')} names a Ray cluster: use it with {flag('executor', 'ray')}"
     return None

@@ -81,6 +81,10 @@ def apply(sf: SpecFile, overrides: list[Override]) -> SpecFile:
         if o.path in earlier:  # the last one would win silently
             raise OverrideError(f"--set {o.text}: {key_text(o.path)} is set already by --set {earlier[o.path].text}; "
                                 "give each key once")
+        inside = next((e for path, e in earlier.items() if path[:len(o.path)] == o.path), None)
+        if inside is not None:  # it would undo the earlier one silently
+            raise OverrideError(f"--set {o.text}: replaces the whole of {key_text(o.path)}, which --set {inside.text} "
+                                f"set a key of; give --set {inside.text} after it")
         earlier[o.path] = o
         *tables, key = o.path
         node = sweep

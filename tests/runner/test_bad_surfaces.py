@@ -91,6 +91,8 @@ API_CASES = [
     ("apply device empty", lambda s: api.apply(s, device=""), "runner.api.apply: device:"),
     ("apply executor unknown", lambda s: api.apply(s, executor="nope"),
      "runner.api.apply: executor: unknown executor 'nope'; known: local, ray"),
+    ("apply address empty", lambda s: api.apply(s, executor="ray", address=" "),
+     "runner.api.apply: address needs a Ray cluster's address"),
     ("apply address without ray", lambda s: api.apply(s, address="127.0.0.1:1"),
      "runner.api.apply: address names a Ray cluster: use it with executor='ray'"),
     ("apply a Plan with overrides", lambda s: api.apply(api.plan(s), ["dynamics.steps=3"]),
@@ -193,6 +195,9 @@ CLI_CASES = [
     ("history --json of no store", ["history", "nosuch.zarr", "--json"], 66, "no such store"),
     ("history --remove ''", ["history", "nosuch.zarr", "--remove", ""], 2, "--remove needs a version's name"),
     ("apply --log-to ''", ["apply", "maps.toml", "--log-to", ""], 2, "--log-to needs a tracker: mlflow, or mlflow:URI"),
+    ("figures --out ''", ["figures", "nosuch.zarr", "--out", ""], 2, "--out needs a folder for the figures"),
+    ("apply --address ''", ["apply", "maps.toml", "--executor", "ray", "--address", ""], 2,
+     "--address needs a Ray cluster's address (auto, ray://HOST:10001)"),
 ]
 
 
@@ -428,6 +433,11 @@ FLAGS = [
     (["plan", "maps.toml", "--set", 'measure[0].kind="nope"'], 65, "kind: unknown kind 'nope'; known: attention"),
     (["plan", "maps.toml", "--set", "dynamics.steps.x=1"], 2, "--set dynamics.steps.x=1: dynamics.steps is a value, "
                                                               "not a table"),
+    (["plan", "maps.toml", "--set", "experiment.seed=3", "--set", "experiment.seed=4"], 2,
+     "--set experiment.seed=4: experiment.seed is set already by --set experiment.seed=3; give each key once"),
+    (["plan", "maps.toml", "--set", "dynamics.steps=5", "--set", "dynamics={steps = 6}"], 2,
+     "--set dynamics={steps = 6}: replaces the whole of dynamics, which --set dynamics.steps=5 set a key of; give "
+     "--set dynamics.steps=5 after it"),
     (["apply", "maps.toml", "--threads", "0"], 2, "--threads: give a number from 1 to 4096, not 0"),
     (["apply", "maps.toml", "--threads", "-2"], 2, "--threads: give a number from 1 to 4096, not -2"),
     (["apply", "maps.toml", "--threads", "100000"], 2, "--threads: give a number from 1 to 4096, not 100000"),
