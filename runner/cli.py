@@ -613,8 +613,11 @@ def _not_a_store(path: Path) -> None:
     ``zarr.json`` is an array's) or the runner's folder beside a store."""
     from runner.storage.store import node_type  # lazy: filelock, numpy
 
-    if path.suffix == ".runner" and path.with_suffix(".zarr").exists():
+    if path.suffix == ".runner" and (path.with_suffix(".zarr").exists() or path.is_dir()):
         raise NoStore(f"{path}: the runner's folder beside the store {path.with_suffix('.zarr')}; give the store")
+    if path.suffix == ".history" and path.is_dir() and not (path / "zarr.json").exists():
+        raise NoStore(f"{path}: the earlier versions of the store {path.with_suffix('.zarr')}; give the store "
+                      f"(`runner history {path.with_suffix('.zarr')}` lists them)")
     if node_type(path) == "array":
         raise NoStore(f"{path}: an array of a store, not a store; give the store that holds it ({path.parent})")
 

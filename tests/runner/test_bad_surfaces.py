@@ -5,6 +5,7 @@ never a traceback, a silent acceptance or a folder named after a URL. In process
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -291,6 +292,26 @@ def test_a_part_of_a_store_is_not_taken_for_one(command, in_process, tmp_path):
     assert code == 66 and "an array of a store, not a store; give the store that holds it" in err, err
     code, _, err = in_process(command, "store/maps.runner")
     assert code == 66 and "the runner's folder beside the store store/maps.zarr; give the store" in err, err
+
+
+# (case, a folder beside where a store would be, the command): a part of a store, even before the
+# store exists, is named as what it is, not "no such store" nor "not created yet"
+PARTS = [(f"{command} {folder}", folder, command, message)
+         for folder, message in [("store/maps.runner", "store/maps.runner: the runner's folder beside the store "
+                                                       "store/maps.zarr; give the store"),
+                                  ("store/maps.history", "store/maps.history: the earlier versions of the store "
+                                                         "store/maps.zarr; give the store (`runner history "
+                                                         "store/maps.zarr` lists them)")]
+         for command in ("show", "verify", "status", "figures")]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case, folder, command, message", PARTS, ids=[c[0] for c in PARTS])
+def test_a_part_of_a_store_is_named_even_before_the_store(case, folder, command, message, in_process, tmp_path):
+    (tmp_path / folder).mkdir(parents=True)
+    code, out, err = in_process(command, folder)
+    assert code == 66 and message in err and err.count("\n") == 1, (code, out, err)
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == [Path(folder).name]
 
 
 # (case, the --set, exit code, the line's text): the problem is told at the override, never at a line
