@@ -45,6 +45,7 @@ from runner.spec.sweep import is_sweep
 from runner.storage.history import versions
 from runner.storage.location import location, zarr_store
 from runner.storage.store import check_reachable, node_type
+from runner.storage.verify import StoreDamaged
 
 
 class ApiArgumentError(UsageError):
@@ -206,15 +207,28 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     if node != "group":
         raise NotAStore(f"{path}: {'an array' if node == 'array' else 'a part'} of a store, not a store; open the "
                         f"store that holds it ({path.parent})")
-    read = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
+    tree_of = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
         (lambda p: xr.DataTree(xr.open_zarr(p, consolidated=False)))
+    read = functools.partial(_read, tree_of)
     if not history:
-        return read(path) if is_sweep(path) else xr.open_zarr(zarr_store(path, read_only=True), consolidated=False)
+        return read(path) if is_sweep(path) else \
+            _read(lambda p: xr.open_zarr(zarr_store(p, read_only=True), consolidated=False), path)
     tree = xr.DataTree()
     tree["current"] = read(path)
     for v in versions(path):
         tree[f"history/{v.name}"] = read(v.store)
     return tree
+
+
+def _read(read, path):
+    """``read(path)``, a damaged store (metadata corrupt, a version's store gone) told as
+    :class:`runner.storage.verify.StoreDamaged` (74) naming it, never zarr's or xarray's exception."""
+    try:
+        return read(path)
+    except Exception as err:  # noqa: BLE001 - whatever zarr or xarray raise on a damaged store
+        line = (str(err).strip().splitlines() or [""])[0]
+        raise StoreDamaged(f"{path}: cannot be read ({type(err).__name__}: {line}); `runner verify {path}` says what is "
+                           "damaged") from None
 
 
 def on_common_steps(ds, dim: str = "step"):

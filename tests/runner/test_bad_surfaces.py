@@ -125,6 +125,10 @@ API_CASES = [
     ("open a spec file", lambda s: api.open(s), "maps.toml: no store here (run `runner apply` on its spec first)"),
     ("open corrupt metadata", lambda s: api.open(_made(s, "c.zarr", "zarr.json", "{not json")),
      "c.zarr: its metadata c.zarr/zarr.json is corrupt (not JSON), so it cannot be opened"),
+    ("open a variable's corrupt metadata", lambda s: api.open(_damaged(s, "lyapunov/zarr.json")),
+     "made.zarr: cannot be read (JSONDecodeError: Expecting property name"),
+    ("open a kept version that is gone", lambda s: api.open(_damaged(s, "history"), history=True),
+     "made.zarr: cannot be read (FileNotFoundError: "),
     ("open a zarr v2 store", lambda s: api.open(_made(s, "v2.zarr", ".zgroup", '{"zarr_format": 2}')),
      "v2.zarr: no store here (a zarr format 2 store; this runner reads its own stores, format 3)"),
 ]
@@ -135,6 +139,21 @@ def _dict(**tables) -> dict:
     import tomli
 
     return {**tomli.loads(SPEC.format(store="")), **tables}
+
+
+def _damaged(spec, part: str) -> str:
+    """A store applied at made.zarr with ``part`` damaged: a metadata file overwritten, or the
+    store of the version ``apply --replace`` kept deleted (``history``)."""
+    import shutil
+
+    api.apply(spec, ['experiment.store="made.zarr"'])
+    if part == "history":
+        api.apply(spec, ['experiment.store="made.zarr"', "dynamics.steps=12"], replace=True)
+        (version,) = (spec.parent / "made.history").iterdir()
+        shutil.rmtree(version / "made.zarr")
+    else:
+        (spec.parent / "made.zarr" / part).write_text("{broken")
+    return "made.zarr"
 
 
 def _made(spec, folder: str, name: str, text: str):
