@@ -1,6 +1,7 @@
-"""Bad input on the newer surfaces (the Python API, store URLs, history, --log-to) is refused as the
-spec file's mistakes are: one line naming what is wrong, a documented exit code or a typed error,
-never a traceback, a silent acceptance or a folder named after a URL. In process."""
+"""Bad input on the newer surfaces (the Python API, store locations, overrides, flags, history,
+--log-to) is refused as the spec file's mistakes are: one line naming what is wrong, a documented
+exit code or a typed error, never a traceback, a silent acceptance or a folder named after a URL.
+In process; the plugins' corpus is tests/runner/plugin/test_plugin_failures.py."""
 
 from __future__ import annotations
 
