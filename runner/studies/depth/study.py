@@ -261,8 +261,9 @@ class DepthStudy(Study):
         return thread_key(p.spec, p.state)
 
 
-#: What a run's sizes depend on: a size problem is blamed on an override of one of these.
-SIZED_BY = (("input", "samples"), ("dynamics", "steps"), ("model",), ("measure",))
+#: The counts a run's sizes scale with: a size problem is blamed on an override of one of them (not
+#: on the file's line of the other), never on an override of a name or label.
+SIZED_BY = (("input", "samples"), ("dynamics", "steps"))
 
 
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
