@@ -314,6 +314,15 @@ def test_a_part_of_a_store_is_not_taken_for_one(command, in_process, tmp_path):
     assert code == 66 and "the runner's folder beside the store store/maps.zarr; give the store" in err, err
 
 
+@pytest.mark.timeout(60)
+def test_a_size_problem_of_the_file_is_not_blamed_on_an_unrelated_override(in_process, tmp_path):
+    text = SPEC.format(store="").replace("samples = 2", "samples = 10000000")
+    (tmp_path / "maps.toml").write_text(text.replace("steps = 10", "steps = 10000000"))
+    code, out, err = in_process("plan", "maps.toml", "--no-estimate", "--set", 'model[0].name="other"')
+    assert code == 65 and re.search(r"^error: maps\.toml:\d+: \[(dynamics|input)\] (steps|samples): the store would "
+                                    r"need ", err) and "--set" not in err, err
+
+
 # (case, a folder beside where a store would be, the command): a part of a store, even before the
 # store exists, is named as what it is, not "no such store" nor "not created yet"
 PARTS = [(f"{command} {folder}", folder, command, message)
