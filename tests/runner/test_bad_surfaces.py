@@ -393,10 +393,10 @@ def test_an_override_is_blamed_not_a_line_of_the_file(case, override, code, mess
 # networks, the measures): it is told at the override that made it, not at the file's line the
 # check happens to name (the largest variable's axis)
 SIZES = [
-    ("samples blamed, not the file's steps", {"steps": 10**7}, "input.samples=10000000",
-     "maps.toml: --set input.samples=10000000: [input] samples: the store would need "),
-    ("steps blamed, not the file's samples", {"samples": 10**7}, "dynamics.steps=10000000",
-     "maps.toml: --set dynamics.steps=10000000: [dynamics] steps: the store would need "),
+    ("samples blamed, not the file's steps", {"steps": 10**6}, "input.samples=1000000000",
+     "maps.toml: --set input.samples=1000000000: [input] samples: the store would need "),
+    ("steps blamed, not the file's samples", {"samples": 10**5}, "dynamics.steps=1000000000",
+     "maps.toml: --set dynamics.steps=1000000000: [dynamics] steps: the store would need "),
 ]
 
 
