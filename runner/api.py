@@ -44,8 +44,8 @@ from runner.spec.specfile import SpecFile
 from runner.spec.sweep import is_sweep
 from runner.storage.history import versions
 from runner.storage.location import location, zarr_store
-from runner.storage.store import check_reachable, node_type
-from runner.storage.verify import StoreDamaged
+from runner.storage.store import check_reachable, node_type, store_id
+from runner.storage.verify import StoreDamaged, spec_of, verify
 
 
 class ApiArgumentError(UsageError):
@@ -193,7 +193,10 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     :class:`runner.storage.location.BadLocation` for a location that names no store (``gs://``, a
     malformed bucket, ``~``), :class:`runner.storage.store_errors.StoreUnreachable` for a bucket that
     does not answer and :class:`NotAStore` for a path with no store (or a part of one, or corrupt
-    metadata): all :class:`runner.core.errors.Unavailable` (66)."""
+    metadata): all :class:`runner.core.errors.Unavailable` (66). A store of this runner whose
+    recorded chunks are not all there (checked without reading them, as ``plan`` does), or that
+    cannot be read, is :class:`runner.storage.verify.StoreDamaged` (74; ``runner verify`` reads
+    every chunk back)."""
     import xarray as xr  # lazy: xarray
 
     path = location(store)
@@ -207,6 +210,10 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     if node != "group":
         raise NotAStore(f"{path}: {'an array' if node == 'array' else 'a part'} of a store, not a store; open the "
                         f"store that holds it ({path.parent})")
+    if not is_sweep(path) and store_id(path) is not None:  # a store of this runner: its recorded chunks all there
+        damage = verify(path, quick=True)
+        if not damage.ok:
+            raise StoreDamaged(damage.summary(spec_of(path)))
     tree_of = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
         (lambda p: xr.DataTree(xr.open_zarr(p, consolidated=False)))
     read = functools.partial(_read, tree_of)

@@ -127,7 +127,9 @@ API_CASES = [
     ("open corrupt metadata", lambda s: api.open(_made(s, "c.zarr", "zarr.json", "{not json")),
      "c.zarr: its metadata c.zarr/zarr.json is corrupt (not JSON), so it cannot be opened"),
     ("open a variable's corrupt metadata", lambda s: api.open(_damaged(s, "lyapunov/zarr.json")),
-     "made.zarr: cannot be read (JSONDecodeError: Expecting property name"),
+     "made.zarr is damaged: the metadata (zarr.json) of lyapunov is corrupt; they belong to 1 finished task(s)"),
+    ("open a variable that is gone", lambda s: api.open(_damaged(s, "lyapunov")),
+     "made.zarr is damaged: 1 chunk(s) of lyapunov are missing, truncated or corrupt"),
     ("open a kept version that is gone", lambda s: api.open(_damaged(s, "history"), history=True),
      "made.zarr: cannot be read (FileNotFoundError: "),
     ("open a zarr v2 store", lambda s: api.open(_made(s, "v2.zarr", ".zgroup", '{"zarr_format": 2}')),
@@ -152,6 +154,8 @@ def _damaged(spec, part: str) -> str:
         api.apply(spec, ['experiment.store="made.zarr"', "dynamics.steps=12"], replace=True)
         (version,) = (spec.parent / "made.history").iterdir()
         shutil.rmtree(version / "made.zarr")
+    elif not part.endswith(".json"):  # a variable's folder
+        shutil.rmtree(spec.parent / "made.zarr" / part)
     else:
         (spec.parent / "made.zarr" / part).write_text("{broken")
     return "made.zarr"
