@@ -60,6 +60,8 @@ class Family:
     """The same map at every step (False: the map is told the step, :meth:`DynamicalMap.at`)."""
     mlm_head: ClassVar[bool] = False
     """Its checkpoints carry a pre-trained masked-LM head (:func:`models.albert.load_mlm_head`)."""
+    replaces: ClassVar[bool] = False
+    """Registered under a name another family has: replace it (else the registration is refused)."""
     series: ClassVar[bool] = False
     """A spec may name a checkpoint series of it (``revisions``): hub revisions, or step folders of a
     local directory (:meth:`checkpoint_source`)."""
@@ -113,7 +115,18 @@ _FAMILIES: list[Family] = []
 
 
 def register_family(family: Family) -> Family:
-    """Add a family; it is asked before the ones registered earlier (so a plugin may take a scheme)."""
+    """Add a family; it is asked before the ones registered earlier (so a plugin may take a scheme).
+    A name already taken by another family is refused unless the new one says ``replaces = True``
+    (then the old one is removed)."""
+    cls = type(family)
+    taken = [f for f in _FAMILIES if f.name == family.name]
+    other = [f for f in taken if (type(f).__module__, type(f).__qualname__) != (cls.__module__, cls.__qualname__)]
+    if other and not getattr(family, "replaces", False):
+        known = type(other[0])
+        raise ValueError(f"model family {family.name!r} is {known.__module__}.{known.__qualname__}'s; give "
+                         f"{cls.__module__}.{cls.__qualname__} another name, or set `replaces = True` to replace it")
+    for f in taken:
+        _FAMILIES.remove(f)
     _FAMILIES.insert(0, family)
     return family
 

@@ -10,14 +10,19 @@ or a script, with the same validation, the same tasks and the same store as the 
 
 A spec is a TOML file or a dict of its tables (``{"experiment": {...}, "model": [...], ...}``);
 errors are the CLI's exceptions (:class:`runner.spec.specfile.SpecError` with one line per problem,
-:class:`runner.run.apply.Unmet`, :class:`runner.run.apply.ReplaceRefused`, ...), each a
-:class:`runner.core.errors.RunnerError` with the CLI's message. Arguments are checked at the
-boundary, strictly (``replace="no"`` is not a boolean, one string is not a list of overrides):
+:class:`runner.spec.overrides.OverrideError`, :class:`runner.run.apply.Unmet`,
+:class:`runner.run.apply.ReplaceRefused`, :class:`NotAStore`,
+:class:`runner.storage.location.BadLocation`, ...), each a :class:`runner.core.errors.RunnerError`
+with the CLI's message and its ``exit_code``: ``except RunnerError`` catches every failure, and no
+library's exception (zarr's, xarray's, botocore's, tomli_w's) is let through for bad input.
+Arguments are checked at the boundary, strictly (``replace="no"`` is not a boolean, one string is
+not a list of overrides, ``threads=0`` is no thread count, a dict spec holds no ``None``):
 :class:`ApiArgumentError` names the function, the argument and what it got.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import inspect
 from collections.abc import Sequence
@@ -32,14 +37,16 @@ from pydantic import ConfigDict, ValidationError, validate_call
 from runner.core.errors import Unavailable, UsageError
 from runner.core.layout import counted, with_internal
 from runner.core.plan import plan_rows
-from runner.run.apply import Outcome, Unmet, apply_sweep, check_shards, prepare_all, read_spec, states
+from runner.run.apply import (Outcome, Unmet, apply_sweep, check_shards, options_problem, prepare_all, read_spec,
+                              states)
 from runner.run.apply import apply as apply_one
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.spec.specfile import SpecFile
 from runner.spec.sweep import is_sweep
 from runner.storage.history import versions
 from runner.storage.location import location, zarr_store
-from runner.storage.store import node_type
+from runner.storage.store import check_reachable, node_type, store_id
+from runner.storage.verify import StoreDamaged, spec_of, verify
 
 
 class ApiArgumentError(UsageError):
@@ -79,10 +86,34 @@ DICT_SPEC = Path("<dict>")
 @checked
 def load_spec(spec: str | Path | dict | SpecFile, overrides: Sequence[str] = ()) -> SpecFile:
     """A spec's tables (a file's, or a dict's) with ``overrides`` (``"model[0].seed=3"``) set.
-    Validation happens in :func:`plan` and :func:`apply`, as in the CLI."""
+    Validation happens in :func:`plan` and :func:`apply`, as in the CLI. Raises
+    :class:`runner.spec.specfile.SpecMissing` for no such file,
+    :class:`runner.spec.overrides.OverrideError` for a malformed override (or a key set twice) and
+    :class:`ApiArgumentError` for a dict that TOML cannot hold (a ``None``, a set, a key not a string)."""
     if isinstance(spec, dict):
+        problem = _toml_problem(spec, "spec")
+        if problem:
+            raise ApiArgumentError(f"runner.api.load_spec: {problem}")
         spec = SpecFile(DICT_SPEC, tomli_w.dumps(spec), spec, located=False)  # the text: for the provenance
     return read_spec(spec, overrides)
+
+
+def _toml_problem(value: Any, where: str) -> str | None:
+    """Why ``value`` (a spec given as a dict, at ``where``) cannot be a spec's TOML, or None: a key
+    that is not a string, or a value TOML has no type for (None, a set, an object)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where}: the key {key!r} is not a string (a spec's tables and keys are named by strings)"
+            if (problem := _toml_problem(item, f"{where}[{key!r}]")) is not None:
+                return problem
+        return None
+    if isinstance(value, (list, tuple)):
+        return next((p for i, item in enumerate(value) if (p := _toml_problem(item, f"{where}[{i}]")) is not None), None)
+    if isinstance(value, (str, bool, int, float, datetime.date, datetime.time)):
+        return None
+    fix = " (leave the key out for its default)" if value is None else ""
+    return f"{where}: {value!r} is not a TOML value (strings, numbers, booleans, dates, lists and tables){fix}"
 
 
 @dataclass
@@ -129,8 +160,18 @@ def apply(spec: str | Path | dict | SpecFile | Plan, overrides: Sequence[str] = 
           address: str | None = None, shards: int = 1, device: str | None = None, replace: bool = False,
           threads: int | None = None, quiet: bool = True) -> Outcome:
     """Run what the store is missing, as ``runner apply`` does (resumable: call it again after an
-    interruption). Raises :class:`runner.run.apply.Unmet` for requirements this machine does not meet
-    and :class:`runner.run.apply.ReplaceRefused` before replacing finished results without ``replace``."""
+    interruption). The options are checked first, as the CLI's flags are (:class:`ApiArgumentError`:
+    a device this machine lacks, ``shards`` < 1, ``threads`` outside 1..4096, an unknown executor,
+    ``address`` without ``executor="ray"``, ``overrides`` with a :class:`Plan`). Raises
+    :class:`runner.run.apply.Unmet` for requirements this machine does not meet and
+    :class:`runner.run.apply.ReplaceRefused` before replacing finished results without ``replace``."""
+    problem = options_problem(device=device, shards=shards, threads=threads, executor=executor, address=address,
+                              flag=lambda name, value=None: name if value is None else f"{name}={value!r}")
+    if problem:
+        raise ApiArgumentError(f"runner.api.apply: {problem}")
+    if isinstance(spec, Plan) and overrides:
+        raise ApiArgumentError("runner.api.apply: overrides: a Plan is resolved already; give the overrides to "
+                               "runner.api.plan(spec, overrides), or the spec itself to apply")
     planned = spec if isinstance(spec, Plan) else plan(spec, overrides)
     unmet = planned.unmet + ([problem] if (problem := executor_problem(executor)) else [])
     if unmet:
@@ -149,25 +190,53 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     """A store as an ``xarray.Dataset``; a sweep's store as a ``DataTree`` (one node per point; or
     :func:`runner.spec.sweep.open_sweep` for one dataset with a dimension per swept key). With
     ``history``, a ``DataTree`` of the store as it is (``/current``) and each version that
-    ``apply --replace`` kept (``/history/<version>``, oldest first)."""
+    ``apply --replace`` kept (``/history/<version>``, oldest first). Raises
+    :class:`runner.storage.location.BadLocation` for a location that names no store (``gs://``, a
+    malformed bucket, ``~``), :class:`runner.storage.store_errors.StoreUnreachable` for a bucket that
+    does not answer and :class:`NotAStore` for a path with no store (or a part of one, or corrupt
+    metadata): all :class:`runner.core.errors.Unavailable` (66). A store of this runner whose
+    recorded chunks are not all there (checked without reading them, as ``plan`` does), or that
+    cannot be read, is :class:`runner.storage.verify.StoreDamaged` (74; ``runner verify`` reads
+    every chunk back)."""
     import xarray as xr  # lazy: xarray
 
     path = location(store)
+    check_reachable(path)  # a bucket that cannot be reached: one line naming the store (StoreUnreachable)
     if not (path / "zarr.json").exists():
-        raise NotAStore(f"{path}: no store here (run `runner apply` on its spec first)")
+        older = " (a zarr format 2 store; this runner reads its own stores, format 3)" if (path / ".zgroup").exists() else ""
+        raise NotAStore(f"{path}: no store here{older or ' (run `runner apply` on its spec first)'}")
     node = node_type(path)
+    if node is None:
+        raise NotAStore(f"{path}: its metadata {path / 'zarr.json'} is corrupt (not JSON), so it cannot be opened")
     if node != "group":
         raise NotAStore(f"{path}: {'an array' if node == 'array' else 'a part'} of a store, not a store; open the "
                         f"store that holds it ({path.parent})")
-    read = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
+    if not is_sweep(path) and store_id(path) is not None:  # a store of this runner: its recorded chunks all there
+        damage = verify(path, quick=True)
+        if not damage.ok:
+            raise StoreDamaged(damage.summary(spec_of(path)))
+    tree_of = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
         (lambda p: xr.DataTree(xr.open_zarr(p, consolidated=False)))
+    read = functools.partial(_read, tree_of)
     if not history:
-        return read(path) if is_sweep(path) else xr.open_zarr(zarr_store(path, read_only=True), consolidated=False)
+        return read(path) if is_sweep(path) else \
+            _read(lambda p: xr.open_zarr(zarr_store(p, read_only=True), consolidated=False), path)
     tree = xr.DataTree()
     tree["current"] = read(path)
     for v in versions(path):
         tree[f"history/{v.name}"] = read(v.store)
     return tree
+
+
+def _read(read, path):
+    """``read(path)``, a damaged store (metadata corrupt, a version's store gone) told as
+    :class:`runner.storage.verify.StoreDamaged` (74) naming it, never zarr's or xarray's exception."""
+    try:
+        return read(path)
+    except Exception as err:  # noqa: BLE001 - whatever zarr or xarray raise on a damaged store
+        line = (str(err).strip().splitlines() or [""])[0]
+        raise StoreDamaged(f"{path}: cannot be read ({type(err).__name__}: {line}); `runner verify {path}` says what is "
+                           "damaged") from None
 
 
 def on_common_steps(ds, dim: str = "step"):

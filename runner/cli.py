@@ -3,12 +3,15 @@
 Exit codes (one convention for every command, after sysexits.h):
   0    success, also "nothing to do" and output cut short by a closed pipe (`| head`)
   1    a task failed (the others ran; see `runner status`)
-  2    usage: unknown option, bad --device or --set, unknown name for explain
-  65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message)
-  66   an input is missing or unreadable: no such spec file or store (status, show, figures), a
-       zarr store this project did not write or whose metadata is corrupt, or a requirement this
-       machine does not meet (a model or data set neither cached nor reachable, a missing extra, no
-       CUDA, a local file that cannot be read)
+  2    usage: unknown option, bad --device, --set, --threads, --shards, --executor or --log-to, unknown
+       name for explain
+  65   the spec is invalid (every problem listed as FILE:LINE: [table] key: message, or as
+       FILE: --set KEY=VALUE: [table] key: message where an override made it)
+  66   an input is missing or unreadable: no such spec file or store (status, show, figures), a store
+       location that names none (an unknown scheme, a malformed bucket or key, '~'), a plugin of
+       TRANSIENT_PLUGINS that cannot be loaded, a zarr store this project did not write or whose
+       metadata is corrupt, or a requirement this machine does not meet (a model or data set neither
+       cached nor reachable, a missing extra, no CUDA, a local file that cannot be read)
   74   the store cannot be written (disk full, read-only; figures: --out); finished work is kept.
        Also: the store is damaged (verify, show, figures: chunks of finished results missing,
        truncated or corrupt); `runner apply` recomputes them
@@ -43,8 +46,8 @@ from runner.core.plan import plan_rows
 from runner.core.requirements import lines as requirement_lines
 from runner.core.requirements import to_json as requirement_json
 from runner.run.changes import compare, summary
-from runner.run.execute.registry import ExecutorOptions, executor_problem, executors
-from runner.run.threads import for_run
+from runner.run.execute.registry import ExecutorOptions, executor_problem
+from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
 from runner.spec.commandline import command
 from runner.storage.location import is_url, location
@@ -72,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: {unknown}", file=sys.stderr)
         return EXIT_USAGE
-    args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return EXIT_USAGE
     try:
+        args = parser.parse_args(argv)  # a store given as a target is parsed here (BadLocation: exit 66)
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return EXIT_USAGE
         return args.func(args)
     except KeyboardInterrupt:
         print("interrupted; run `runner apply` again to resume", file=sys.stderr)
@@ -198,7 +201,7 @@ def _parser() -> argparse.ArgumentParser:
                        "run; a figure whose variables the store lacks, or whose data has no values yet, is listed as skipped "
                        "with the reason. A store no recipe covers gets a fallback plot per numeric variable.")
     p.add_argument("target", type=location, help="store directory (store/x.zarr) or spec (specs/x.toml)")
-    p.add_argument("--out", type=Path, help="folder for the figures (default: store/<name>.figures)")
+    p.add_argument("--out", help="folder for the figures (default: store/<name>.figures)")
     p.add_argument("--json", action="store_true", help="machine-readable output (docs/json.md)")
     p.add_argument("--only", action="append", metavar="FIG",
                    help="draw only this figure id, or var:NAME for a fallback plot of variable NAME (repeatable)")
@@ -379,8 +382,9 @@ def _check_flags(study, flags: list[str]) -> None:
 
 
 def _check_threads(args) -> None:
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads: give a number >= 1, not {args.threads}")
+    problem = threads_problem(args.threads)
+    if problem:
+        raise UsageError(problem)
 
 
 def _calibrator(args):
@@ -469,23 +473,12 @@ def _width() -> int:
 
 def cmd_apply(args) -> int:
     from runner.run.apply import (  # lazy: filelock, pydantic, torch
-        Unmet, apply, apply_sweep, describe_store, prepare_all, store_note)
+        Unmet, apply, apply_sweep, describe_store, options_problem, prepare_all, store_note)
 
-    if args.device:
-        from runner.core.device import device_unavailable  # lazy: pydantic, torch
-
-        problem = device_unavailable(args.device)
-        if problem:
-            raise UsageError(f"--device: {problem}")
-
-    if args.shards < 1:
-        raise UsageError("--shards: give a number >= 1")
-    _check_threads(args)
-
-    if args.executor not in executors():
-        raise UsageError(f"--executor: {executor_problem(args.executor)}")
-    if args.address and args.executor != "ray":
-        raise UsageError("--address names a Ray cluster: use it with --executor ray")
+    problem = options_problem(device=args.device, shards=args.shards, threads=args.threads, executor=args.executor,
+                              address=args.address)
+    if problem:
+        raise UsageError(problem)
     options = ExecutorOptions(args.executor, args.address, args.shards)
     sweep, prepared = prepare_all(args.spec, args.set)  # every input error is reported here, before anything runs
     _check_flags(prepared[0].study, ["--shards"] if args.shards > 1 else [])
@@ -542,11 +535,11 @@ def _stream_to_tracker(target: str, stores: list[Path]):
     stop = threading.Event()
 
     def follow(store: Path) -> None:
-        exporter = stream(store, target, stop)
         try:
-            print(exporter.finish(), file=sys.stderr)
+            print(stream(store, target, stop).finish(), file=sys.stderr)
         except Exception as err:  # noqa: BLE001 - the run's results are in the store whatever the tracker says
-            print(f"warning: --log-to {target}: {type(err).__name__}: {err}", file=sys.stderr)
+            line = (str(err).strip().splitlines() or [""])[0]  # one line, whatever the tracker's library raises
+            print(f"warning: --log-to {target}: {type(err).__name__}: {line}", file=sys.stderr)
 
     threads = [threading.Thread(target=follow, args=(store,), daemon=True) for store in stores]
     for t in threads:
@@ -636,8 +629,11 @@ def _not_a_store(path: Path) -> None:
     ``zarr.json`` is an array's) or the runner's folder beside a store."""
     from runner.storage.store import node_type  # lazy: filelock, numpy
 
-    if path.suffix == ".runner" and path.with_suffix(".zarr").exists():
+    if path.suffix == ".runner" and (path.with_suffix(".zarr").exists() or path.is_dir()):
         raise NoStore(f"{path}: the runner's folder beside the store {path.with_suffix('.zarr')}; give the store")
+    if path.suffix == ".history" and path.is_dir() and not (path / "zarr.json").exists():
+        raise NoStore(f"{path}: the earlier versions of the store {path.with_suffix('.zarr')}; give the store "
+                      f"(`runner history {path.with_suffix('.zarr')}` lists them)")
     if node_type(path) == "array":
         raise NoStore(f"{path}: an array of a store, not a store; give the store that holds it ({path.parent})")
 
@@ -801,13 +797,15 @@ def cmd_figures(args) -> int:
     from runner.read.figures import default_out, figures, fingerprint, up_to_date  # lazy: numpy
     from runner.storage.verify import trusted  # lazy: filelock, numpy
 
+    if args.out is not None and not args.out.strip():  # Path("") is the working directory
+        raise UsageError("--out needs a folder for the figures (default: store/<name>.figures)")
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
     swept = _sweep_points(path)
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
         trusted(point, args.target)
-    out = args.out or default_out(path)
+    out = Path(args.out) if args.out is not None else default_out(path)
     flag = "--out: " if args.out else ""
     if out.exists() and not out.is_dir():
         raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures")

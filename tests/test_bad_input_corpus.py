@@ -32,3 +32,22 @@ def test_each_case_runs_with_a_time_limit(name):
     tests = [f for k, f in vars(module).items() if k.startswith("test_") and hasattr(f, "pytestmark")
              and any(m.name == "parametrize" and "case" in str(m.args[0]) for m in f.pytestmark)]  # over the cases
     assert tests and all(any(m.name == "timeout" for m in f.pytestmark) for f in tests), name
+
+
+#: The corpus of the newer surfaces (issue 40): overrides, flags, store URLs, the Python API,
+#: history, --log-to and plugins.
+SURFACES = ("tests.runner.test_bad_surfaces", "tests.runner.plugin.test_plugin_failures")
+
+
+def test_the_surfaces_corpus_has_150_cases_or_more_each_with_a_time_limit():
+    counts = {name: _cases(importlib.import_module(name)) for name in SURFACES}
+    assert all(counts.values()) and sum(counts.values()) >= 150, counts
+    for name in SURFACES:
+        module = importlib.import_module(name)
+        tables = {k for k, v in vars(module).items() if k.isupper() and isinstance(v, list) and v
+                  and isinstance(v[0], tuple)}
+        over = [f for k, f in vars(module).items() if k.startswith("test_") and hasattr(f, "pytestmark")
+                and any(m.name == "parametrize" and set(map(id, m.args[1:2])) & {id(vars(module)[t]) for t in tables}
+                        for m in f.pytestmark)]  # the tests over a table of cases
+        assert len(over) == len(tables), (name, tables, over)  # every table drives a test
+        assert all(any(m.name == "timeout" for m in f.pytestmark) for f in over), name

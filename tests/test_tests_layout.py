@@ -48,7 +48,7 @@ RUNNER_TOP = {
     "test_gpu_studies.py": "runner/cli.py: every shipped tiny spec applied on CUDA",
     "test_bad_specs.py": "bad-input corpus: specs, through the CLI's entry point",
     "test_bad_paths.py": "bad-input corpus: flags and paths, through the CLI's entry point",
-    "test_bad_surfaces.py": "bad-input corpus: the API, store URLs, history, --log-to",
+    "test_bad_surfaces.py": "bad-input corpus: the API, store locations, overrides, flags, history, --log-to",
 }
 #: Test files directly in tests/, each checking the repository as a whole.
 TOP = {"test_architecture.py", "test_layers.py", "test_tests_layout.py", "test_golden.py",

@@ -10,8 +10,9 @@ The engine names no study, measure or model family. It imports, once:
   ``TRANSIENT_PLUGINS=my_lab.measures``): a plugin that is not packaged, or one in a test.
 
 A plugin that cannot be imported, raises or exits while it is imported is refused in one line that
-names it (:class:`PluginError`, exit 66), and a plugin that registers a measure, study or reference
-map under a name already taken is refused unless it says it replaces it (``replaces = True``).
+names it (:class:`PluginError`, exit 66), and so is a plugin that registers a measure, study, model
+family, reference map, data source or executor under a name already taken, unless it says it
+replaces it (``replaces = True``), and a ``TRANSIENT_PLUGINS`` with an empty or repeated entry.
 
 Executors are found by name, not imported here: the entry points of ``transient.executors`` are
 read by :func:`runner.run.execute.registry.executors`, and one is imported only when ``apply`` runs
@@ -63,9 +64,11 @@ def plugin_names() -> list[str]:
     if not raw.strip():
         return []
     names = [n.strip() for n in raw.split(",")]
-    for name in names:
+    for i, name in enumerate(names):
         if not name:
             raise PluginError(f"{ENV}={raw!r} has an empty entry; give module names separated by commas")
+        if name in names[:i]:
+            raise PluginError(f"{ENV}={raw!r} names {name!r} twice; give each module once")
         if "/" in name or "\\" in name or name.endswith(".py") or not all(p.isidentifier() for p in name.split(".")):
             raise PluginError(f"{ENV}: {name!r} is not a module name; give the importable module (e.g. "
                               f"'my_lab.measures', found on PYTHONPATH), not a file path")

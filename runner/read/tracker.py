@@ -51,6 +51,11 @@ EVERY_S = 30.0
 STEP_COUNTS = ("steps", "epochs")
 
 
+#: The tracking URI schemes MLflow stores runs at (``postgresql+psycopg2:``: the part before ``+``);
+#: a URI without a scheme is a local folder.
+URI_SCHEMES = ("file", "sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks", "databricks-uc", "uc")
+
+
 class TrackerError(Exception):
     """A ``--log-to`` that names no known tracker, or one whose package is missing."""
 
@@ -62,6 +67,13 @@ def parse(target: str) -> tuple[str, str | None]:
         raise TrackerError(f"--log-to {target}: unknown tracker {name!r}; known: {', '.join(TRACKERS)}")
     if colon and not uri.strip():
         raise TrackerError(f"--log-to {target}: no URI after ':'; write --log-to {name} (its default) or {name}:URI")
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):", uri)  # two letters at least: C:\ is a drive
+    if scheme and scheme.group(1).split("+")[0].lower() not in URI_SCHEMES:
+        raise TrackerError(f"--log-to {target}: MLflow stores no runs at {scheme.group(1)}: URIs; give a folder, "
+                           f"sqlite:///FILE.db, http(s)://SERVER or {', '.join(s + ':' for s in URI_SCHEMES[4:7])}...")
+    if scheme and scheme.group(1).lower() == "sqlite" and not uri[scheme.end():].startswith("///"):
+        raise TrackerError(f"--log-to {target}: a SQLite URI names its file after three slashes: sqlite:///FILE.db "
+                           "(four for an absolute path: sqlite:////PATH/FILE.db)")
     return name, uri or None
 
 

@@ -36,9 +36,9 @@ from runner.plugin.study import Prepared, ShardError
 from runner.spec.commandline import command
 from runner.spec.specfile import SpecFile
 from runner.spec.sweep import Sweep, is_sweep, record
-from runner.run.threads import ThreadChoice, for_run
+from runner.run.threads import ThreadChoice, for_run, threads_problem
 from runner.run.threads import use as use_threads
-from runner.core.device import describe, make_deterministic, pick_device
+from runner.core.device import describe, device_unavailable, make_deterministic, pick_device
 from runner.core.progress import ProgressView
 from runner.core.requirements import lines as requirement_lines
 from runner.run.execute import lease
@@ -294,6 +294,31 @@ def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout, remade: 
             moved[tid] = {**rec, "chunks": rebind(store.path, rec["chunks"], remade)}
     if moved:
         store.record_many(moved)
+
+
+def _cli_flag(name: str, value: str | None = None) -> str:
+    return f"--{name}" + (f" {value}" if value is not None else "")
+
+
+def options_problem(*, device: str | None = None, shards: int = 1, threads: int | None = None,
+                    executor: str = "local", address: str | None = None, flag=_cli_flag) -> str | None:
+    """Why apply's options cannot be used (a device this machine lacks, shards or threads out of
+    range, an unknown executor, an address without Ray), or None; checked before the spec is read,
+    by ``runner apply`` and :func:`runner.api.apply` alike. ``flag(name, value=None)`` writes an
+    option as its caller names it (``--shards``; the API: ``shards``)."""
+    if device is not None and (problem := device_unavailable(device)):
+        return f"{flag('device')}: {problem}"
+    if shards < 1:
+        return f"{flag('shards')}: give a number >= 1, not {shards}"
+    if (problem := threads_problem(threads, flag("threads"))) is not None:
+        return problem
+    if (problem := executor_problem(executor)) is not None and problem.startswith("unknown executor"):
+        return f"{flag('executor')}: {problem}"
+    if address is not None and not address.strip():
+        return f"{flag('address')} needs a Ray cluster's address (auto, ray://HOST:10001); leave it out to start one"
+    if address and executor != "ray":
+        return f"{flag('address')} names a Ray cluster: use it with {flag('executor', 'ray')}"
+    return None
 
 
 def check_shards(p: Prepared, shards: int) -> None:

@@ -87,7 +87,7 @@ def _prepare(sf, point: bool = False) -> Prepared:
     try:
         p = study.prepare(spec, sf)
     except SpecProblem as err:
-        raise SpecError(sf.path, [sf.problem(err.loc, err.message, type(spec))]) from None
+        raise SpecError(sf.path, [sf.problem(err.loc, err.message, type(spec), err.also)]) from None
     if sf.overrides:  # in the provenance, beside the spec's text
         p.attrs["overrides"] = [o.text for o in sf.overrides]
     return p

@@ -32,6 +32,16 @@ from runner.core.estimate import NoEstimate
 
 #: Seconds of timing per candidate (at least two steps each, after one untimed warm-up step).
 PROBE_S = 0.3
+#: The most threads a run may be told to use (``--threads``, the API's ``threads``, as ``[experiment]
+#: threads``): beyond it thread creation fails mid-run, after the store was opened.
+MAX_THREADS = 4096
+
+
+def threads_problem(requested: int | None, source: str = "--threads") -> str | None:
+    """Why ``requested`` threads cannot be asked for (``source`` names the flag or argument), or None."""
+    if requested is None or 1 <= requested <= MAX_THREADS:
+        return None
+    return f"{source}: give a number from 1 to {MAX_THREADS}, not {requested}"
 
 
 @dataclass(frozen=True)

@@ -71,12 +71,21 @@ def _value(raw: str) -> Any:
 
 def apply(sf: SpecFile, overrides: list[Override]) -> SpecFile:
     """``sf`` with each override set (tables created as needed); :class:`OverrideError` for a path
-    that goes through a value, an index past an array's end, or a sweep axis."""
+    that goes through a value, an index past an array's end, a sweep axis, or a key set twice."""
     if not overrides:
         return sf
     data = copy.deepcopy(sf.data)
     sweep = data.get("sweep") if isinstance(data.get("sweep"), dict) else {}
+    earlier: dict[tuple, Override] = {o.path: o for o in sf.overrides}
     for o in overrides:
+        if o.path in earlier:  # the last one would win silently
+            raise OverrideError(f"--set {o.text}: {key_text(o.path)} is set already by --set {earlier[o.path].text}; "
+                                "give each key once")
+        inside = next((e for path, e in earlier.items() if path[:len(o.path)] == o.path), None)
+        if inside is not None:  # it would undo the earlier one silently
+            raise OverrideError(f"--set {o.text}: replaces the whole of {key_text(o.path)}, which --set {inside.text} "
+                                f"set a key of; give --set {inside.text} after it")
+        earlier[o.path] = o
         *tables, key = o.path
         node = sweep
         for t in tables:  # [sweep.corpus.scaffold] rules = [...] is the axis corpus.scaffold.rules

@@ -22,7 +22,7 @@ import tomli
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runner.core.errors import EXIT_UNAVAILABLE, SpecInvalid
-from runner.storage.location import local_path, location
+from runner.storage.location import local_path, location, location_problem
 
 MAX_SPEC_BYTES = 1 << 20
 
@@ -51,8 +51,10 @@ class SpecMissing(SpecError):
 class SpecProblem(Exception):
     """A problem found after validation (e.g. once a model's size is known), at a spec location."""
 
-    def __init__(self, loc: Loc, message: str):
-        self.loc, self.message = loc, message
+    def __init__(self, loc: Loc, message: str, also: tuple[Loc, ...] = ()):
+        self.loc, self.message, self.also = loc, message, also
+        """``also``: other locations the problem depends on (a size: the samples and the steps); an
+        override of one of them is blamed where the file's line at ``loc`` did not change."""
         super().__init__(message)
 
 
@@ -85,9 +87,12 @@ class SpecFile:
     """Whether ``text`` is what ``data`` was read from, so that a problem has a line (not for a
     spec given as a dict)."""
 
-    def problem(self, loc: Loc, message: str, root: type[BaseModel] | None = None) -> str:
+    def problem(self, loc: Loc, message: str, root: type[BaseModel] | None = None, also: tuple[Loc, ...] = ()) -> str:
         """``FILE:LINE: [table] key: message`` for a problem at ``loc``; ``FILE: --set KEY=VALUE:
-        [table] key: message`` where an override set it."""
+        [table] key: message`` where an override set it, or set one of the locations in ``also`` that
+        the problem depends on as well (then the problem is told at that location)."""
+        if self._override_at(list(loc)) is None:
+            loc = next((o.path for a in also for o in reversed(self.overrides) if o.path[:len(a)] == tuple(a)), loc)
         loc = _strip_tags(list(loc), self.data)
         array = _is_array(loc, self.data)
         key = ".".join(str(p) for p in loc[2 if array else 1:])
@@ -97,15 +102,18 @@ class SpecFile:
     def origin(self, loc: Loc) -> str:
         """Where a problem at ``loc`` comes from: ``FILE: --set KEY=VALUE`` where an override set it
         (or made the table it is in), else ``FILE:LINE`` (``FILE`` for a spec given as a dict)."""
-        loc = list(loc)
-        by = next((o for o in reversed(self.overrides) if tuple(loc[:len(o.path)]) == o.path
-                   or (len(loc) < len(o.path) and tuple(o.path[:len(loc)]) == tuple(loc)
-                       and not self._in_file(loc))), None)  # a table only an override made
+        by = self._override_at(list(loc))
         if by is not None:
             return f"{self.path}: --set {by.text}"
         if not self.located:
             return f"{self.path}"
         return f"{self.path}:{locate(self.text, tuple(loc))}"
+
+    def _override_at(self, loc: list):
+        """The last override that set ``loc`` (or the table it is in, or made that table), or None."""
+        return next((o for o in reversed(self.overrides) if tuple(loc[:len(o.path)]) == o.path
+                     or (len(loc) < len(o.path) and tuple(o.path[:len(loc)]) == tuple(loc)
+                         and not self._in_file(loc))), None)  # a table only an override made
 
     def _in_file(self, loc: list) -> bool:
         """Whether the spec's own text has ``loc`` (not only an override)."""
@@ -312,14 +320,15 @@ class Experiment(Table):
     @field_validator("store")
     @classmethod
     def _store_place(cls, value: str | None) -> str | None:
-        """A local path, ``file:///path`` (read as that path) or a URL with ``//`` (``s3://...``): never
-        a string that would become a local folder named after a scheme (``s3:/x``, ``file:x``)."""
+        """A local path, ``file:///path`` (read as that path) or an ``s3://BUCKET/KEY`` URL, checked
+        by :func:`runner.storage.location.location_problem` before anything is written: never a string
+        that would become a local folder named after a scheme (``s3:/x``, ``file:x``, ``gs://x``), a
+        malformed bucket or key, ``~`` or a Windows path."""
         if value is None:
             return value
-        scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):", value)  # two letters at least: C:\ is a drive
-        if scheme and not value[scheme.end():].startswith("//"):
-            raise ValueError(f"{value!r} looks like a URL without '//' after '{scheme.group(1)}:'; write "
-                             f"s3://BUCKET/NAME.zarr, file:///PATH/NAME.zarr or a local path")
+        problem = location_problem(value)  # the rules every store location meets (its URL parsed once)
+        if problem:
+            raise ValueError(problem)
         value = local_path(value) if value.lower().startswith("file://") else value
         too_long = [part for part in re.split(r"[/\\]", value) if len(part.encode()) > NAME_MAX]
         stem = Path(value).stem

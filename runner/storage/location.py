@@ -29,9 +29,82 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Union
 from urllib.parse import unquote, urlparse
 
+from runner.core.errors import Unavailable
+
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 WRITABLE = ("s3",)
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+class BadLocation(Unavailable):
+    """A store location that names no store this runner could read or write: a malformed or unknown
+    URL, an invalid bucket or key, or a local path that would not mean what it says (``~/x``, a
+    Windows path on POSIX, a NUL byte). Raised by :func:`location` before anything is read or
+    written (exit 66); a spec's ``[experiment] store`` is checked by the same rules (exit 65)."""
+
+
+def location_problem(text: str) -> str | None:
+    """Why the store location ``text`` (as a user wrote it: a local path, ``file:///PATH`` or
+    ``s3://BUCKET/KEY``) names no store, or None. The one place a store location is parsed: the
+    spec's validation, :func:`location` and :func:`reachable_problem` ask it, so that nothing is
+    written, and no request made, for a location that cannot be right."""
+    if "\0" in text:
+        return f"{text!r} holds a NUL byte, which no path or key may hold"
+    if not text.strip():
+        return f"{text!r} names no store; give a path such as 'store/NAME.zarr', or s3://BUCKET/NAME.zarr"
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):", text)  # two letters at least: C:\ is a drive
+    if scheme and not text[scheme.end():].startswith("//"):
+        return (f"{text!r} looks like a URL without '//' after '{scheme.group(1)}:'; write s3://BUCKET/NAME.zarr, "
+                "file:///PATH/NAME.zarr or a local path")
+    if "://" in text and not _URL.match(text):
+        return (f"{text!r} is neither a URL (a scheme such as s3:// or file:// first) nor a local path; write "
+                "s3://BUCKET/NAME.zarr, file:///PATH/NAME.zarr or a local path")
+    if text.lower().startswith("file://"):
+        try:
+            local = local_path(text)
+        except ValueError as err:
+            return str(err)
+        if not local:
+            return f"{text!r} names no path; write file:///PATH/NAME.zarr (three slashes before an absolute path)"
+        return location_problem(local)
+    if _URL.match(text):
+        return _url_problem(text)
+    if text.startswith("~"):
+        whole = os.path.expanduser(text)
+        return (f"{text!r}: '~' is not expanded here (a shell would expand it); write the whole path"
+                + (f", such as {whole!r}" if whole != text else ""))
+    if os.sep == "/" and (re.match(r"^[A-Za-z]:[\\/]", text) or "\\" in text):
+        return (f"{text!r} is a Windows path; on this machine write a POSIX path (folders separated by '/'), "
+                "such as 'store/NAME.zarr'")
+    return None
+
+
+def _url_problem(url: str) -> str | None:
+    """Why the URL ``url`` names no store the runner writes (an unknown scheme, a malformed bucket
+    or key), or None; nothing is requested."""
+    protocol = _URL.match(url).group(1).lower()
+    if protocol not in WRITABLE:
+        return (f"{url}: the runner writes stores on local disks and on s3:// only (the lock needs S3's "
+                f"conditional writes); {protocol}:// is not supported")
+    rest = url[_URL.match(url).end():]
+    bucket, _, key = rest.partition("/")
+    key = key.rstrip("/")
+    if "?" in rest or "#" in rest:
+        return (f"{url}: a store URL has no query or fragment ('?', '#'); write s3://BUCKET/NAME.zarr (the endpoint "
+                "and credentials come from AWS_ENDPOINT_URL and AWS_PROFILE)")
+    if not bucket:
+        return f"{url}: no bucket after {protocol}://; write {protocol}://BUCKET/NAME.zarr"
+    if not key:
+        return f"{url}: name a store inside the bucket, such as s3://{bucket or 'BUCKET'}/NAME.zarr"
+    if not _BUCKET.match(bucket) or ".." in bucket or re.match(r"^\d+\.\d+\.\d+\.\d+$", bucket):
+        return (f"{url}: {bucket!r} is not a valid S3 bucket name (3-63 lowercase letters, digits, dots and "
+                "hyphens, beginning and ending with a letter or digit)")
+    parts = key.split("/")
+    if any(part in (".", "..") for part in parts):
+        return f"{url}: '.' and '..' are not folders on object storage; write the store's whole key"
+    if "" in parts:
+        return f"{url}: an empty folder name ('//') in the key; write s3://{bucket}/{'/'.join(p for p in parts if p)}"
+    return None
 
 
 def is_url(path: Any) -> bool:
@@ -43,9 +116,12 @@ def is_url(path: Any) -> bool:
 
 def location(path: Any) -> Union[Path, "Remote"]:
     """``path`` as the runner addresses it: a :class:`Remote` for a URL, else a ``Path`` (a
-    ``file://`` URL is its local path)."""
+    ``file://`` URL is its local path). A string is parsed here, once: :class:`BadLocation` for one
+    :func:`location_problem` refuses."""
     if isinstance(path, Remote):
         return path
+    if isinstance(path, str) and (problem := location_problem(path)):
+        raise BadLocation(problem)
     if is_url(path):
         return Remote(path)
     if isinstance(path, str) and path.lower().startswith("file://"):
@@ -279,16 +355,9 @@ def reachable_problem(path: Location) -> str | None:
     answering, a protocol the runner does not write), or None. One request, before any compute."""
     if not isinstance(path, Remote):
         return None
-    if path.protocol not in WRITABLE:
-        return (f"{path}: the runner writes stores on local disks and on s3:// only (the lock needs S3's "
-                f"conditional writes); {path.protocol}:// is not supported")
-    if not path.key or "/" not in path.key:
-        return f"{path}: name a store inside the bucket, such as s3://{path.bucket or 'BUCKET'}/NAME.zarr"
-    if not _BUCKET.match(path.bucket) or ".." in path.bucket or re.match(r"^\d+\.\d+\.\d+\.\d+$", path.bucket):
-        return (f"{path}: {path.bucket!r} is not a valid S3 bucket name (3-63 lowercase letters, digits, dots and "
-                "hyphens, beginning and ending with a letter or digit)")
-    if any(part in (".", "..") for part in path.key.split("/")):
-        return f"{path}: '.' and '..' are not folders on object storage; write the store's whole key"
+    problem = _url_problem(str(path))  # a Remote made without location() (a URL of its parts)
+    if problem:
+        return problem
     try:
         path.fs.ls(path.bucket, detail=False)
     except FileNotFoundError:

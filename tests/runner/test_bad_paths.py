@@ -103,8 +103,8 @@ def with_sweep(study: str, key: str, values: str) -> str:
 FLAGS = []
 for _s in SPECS:
     FLAGS += [
-        (f"threads-zero-plan-{_s}", _s, None, ["plan", "--threads", "0"], 2, "--threads: give a number >= 1, not 0"),
-        (f"threads-zero-apply-{_s}", _s, None, ["apply", "--threads", "0"], 2, "--threads: give a number >= 1, not 0"),
+        (f"threads-zero-plan-{_s}", _s, None, ["plan", "--threads", "0"], 2, "--threads: give a number from 1 to 4096, not 0"),
+        (f"threads-zero-apply-{_s}", _s, None, ["apply", "--threads", "0"], 2, "--threads: give a number from 1 to 4096, not 0"),
         (f"shards-zero-{_s}", _s, None, ["apply", "--shards", "0"], 2, "--shards: give a number >= 1"),
         (f"address-without-ray-{_s}", _s, None, ["apply", "--address", "auto"], 2,
          "--address names a Ray cluster: use it with --executor ray"),

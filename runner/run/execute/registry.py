@@ -40,8 +40,13 @@ class ExecutorOptions:
     extra: dict = field(default_factory=dict)
 
 
-def register_executor(name: str, target: str) -> None:
-    """Make ``--executor name`` run through ``target`` (``"package.module:Class"``)."""
+def register_executor(name: str, target: str, *, replaces: bool = False) -> None:
+    """Make ``--executor name`` run through ``target`` (``"package.module:Class"``); a name already
+    taken (``local``, ``ray``, another plugin's) is refused unless ``replaces``."""
+    known = _EXECUTORS.get(name)
+    if known is not None and known != target and not replaces:
+        raise ValueError(f"executor {name!r} is {known}; give {target} another name, or pass replaces=True to "
+                         "replace it")
     _EXECUTORS[name] = target
 
 

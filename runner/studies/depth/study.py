@@ -261,6 +261,11 @@ class DepthStudy(Study):
         return thread_key(p.spec, p.state)
 
 
+#: The counts a run's sizes scale with: a size problem is blamed on an override of one of them (not
+#: on the file's line of the other), never on an override of a name or label.
+SIZED_BY = (("input", "samples"), ("dynamics", "steps"))
+
+
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
     iteration cannot fit in this machine's memory; trajectory elements beyond every state."""
@@ -274,7 +279,7 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
         name, size = max(sizes.items(), key=lambda kv: kv[1])
         where = ("dynamics", "steps") if name in layout.timed else ("input", "samples")
         raise SpecProblem(where, f"the store would need {decimal(total)} ({name}: {decimal(size)}) but {folder} has "
-                          f"{decimal(free)} free; fewer steps, samples or networks, or a larger `every`")
+                          f"{decimal(free)} free; fewer steps, samples or networks, or a larger `every`", SIZED_BY)
     held = footprint(spec, networks, layout)
     state, host = held["device"], held["host"]
     memory = available_memory()
@@ -282,7 +287,7 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
         where = ("input", "samples") if state > host else ("dynamics", "steps")
         raise SpecProblem(where, f"the run needs about {decimal(host + state)} of memory at once (state "
                           f"{decimal(state)}, coordinates and results of one segment {decimal(host)}); this machine "
-                          f"has {decimal(memory)} available")
+                          f"has {decimal(memory)} available", SIZED_BY)
     widest = max([n.n_hidden for n in networks if n.n_hidden] or [0])
     registry = measures("depth")
     for i, m in enumerate(spec.measure):

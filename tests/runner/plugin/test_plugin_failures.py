@@ -9,6 +9,9 @@ import sys
 import pytest
 
 import runner.plugin.loader as loader
+import models.registry as families
+import runner.data.registry as sources
+import runner.run.execute.registry as executors
 from models.maps import MAPS
 from runner.plugin.measures import _REGISTRY
 from runner.plugin.study import _STUDIES
@@ -62,7 +65,8 @@ def plugins(tmp_path, monkeypatch):
     the plugins again when the CLI asks; the registries are restored afterwards."""
     monkeypatch.delenv("TRANSIENT_PLUGINS", raising=False)
     loader.load_plugins()  # the built-in studies and measures, registered before the snapshot
-    saved = ({k: dict(v) for k, v in _REGISTRY.items()}, dict(_STUDIES), dict(MAPS))
+    saved = ({k: dict(v) for k, v in _REGISTRY.items()}, dict(_STUDIES), dict(MAPS), list(families._FAMILIES),
+             list(sources._SOURCES), dict(executors._EXECUTORS))
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def set_up(env: str, **modules: str) -> None:
@@ -78,10 +82,36 @@ def plugins(tmp_path, monkeypatch):
     _STUDIES.update(saved[1])
     MAPS.clear()
     MAPS.update(saved[2])
+    families._FAMILIES[:] = saved[3]
+    sources._SOURCES[:] = saved[4]
+    executors._EXECUTORS.clear()
+    executors._EXECUTORS.update(saved[5])
     for name in [m for m in sys.modules if m.startswith("plugin_case_")]:
         del sys.modules[name]
     loader._loaded = True  # the built-in studies stay imported
 
+
+TAKES_FAMILY = """
+from models.registry import Family, register_family
+
+class Mine(Family):
+    name = "map"
+    {replaces}
+    def matches(self, source):
+        return source.scheme == "mine"
+
+register_family(Mine())
+"""
+
+TAKES_SOURCE = """
+from runner.data.registry import DataSource, register_data_source
+
+class Mine(DataSource):
+    name = "local file"
+    scheme = "mine"
+
+register_data_source(Mine())
+"""
 
 CASES = [
     ("missing", "plugin_case_nowhere", {}, "TRANSIENT_PLUGINS plugin 'plugin_case_nowhere' cannot be loaded: "
@@ -102,9 +132,38 @@ CASES = [
     ("takes a map", "plugin_case_map", {"plugin_case_map": "from models.registry import register_map\n"
                                                            "register_map('tanh', object)\n"},
      "map 'tanh' is models.maps."),
+    ("exits 1", "plugin_case_exit1", {"plugin_case_exit1": "import sys\nsys.exit(1)\n"},
+     "TRANSIENT_PLUGINS plugin 'plugin_case_exit1' exited (SystemExit 1) while it was imported"),
+    ("exits with a message", "plugin_case_exitmsg", {"plugin_case_exitmsg": "raise SystemExit('no GPU here')\n"},
+     "plugin 'plugin_case_exitmsg' exited (SystemExit 'no GPU here') while it was imported"),
+    ("a dependency missing", "plugin_case_dep", {"plugin_case_dep": "import plugin_case_not_installed\n"},
+     "plugin 'plugin_case_dep' cannot be loaded: ModuleNotFoundError: No module named 'plugin_case_not_installed'"),
+    ("raises without a message", "plugin_case_bare", {"plugin_case_bare": "raise ValueError\n"},
+     "plugin 'plugin_case_bare' cannot be loaded: ValueError"),
+    ("raises a multi-line message", "plugin_case_lines", {"plugin_case_lines": "raise RuntimeError('first\\nsecond')\n"},
+     "plugin 'plugin_case_lines' cannot be loaded: RuntimeError: first"),
+    ("a blank entry", " , ", {}, "has an empty entry; give module names separated by commas"),
+    ("a trailing comma", "plugin_case_ok,", {"plugin_case_ok": ""}, "has an empty entry"),
+    ("a duplicate entry", "plugin_case_ok, plugin_case_ok", {"plugin_case_ok": ""},
+     "TRANSIENT_PLUGINS='plugin_case_ok, plugin_case_ok' names 'plugin_case_ok' twice; give each module once"),
+    ("a hyphen in the name", "my-plugin", {}, "TRANSIENT_PLUGINS: 'my-plugin' is not a module name"),
+    ("a module file", "plugin_case_ok.py", {"plugin_case_ok": ""}, "'plugin_case_ok.py' is not a module name"),
+    ("a Windows path", "plugins\\mine", {}, "'plugins\\\\mine' is not a module name"),
+    ("takes a family", "plugin_case_family", {"plugin_case_family": TAKES_FAMILY.format(replaces="")},
+     "plugin 'plugin_case_family' cannot be loaded: ValueError: model family 'map' is models.registry.MapFamily's; give "
+     "plugin_case_family.Mine another name, or set `replaces = True` to replace it"),
+    ("takes a data source", "plugin_case_source", {"plugin_case_source": TAKES_SOURCE},
+     "plugin 'plugin_case_source' cannot be loaded: ValueError: a data source named 'local file' is registered already "
+     "(runner.data.files); set replaces = True"),
+    ("takes an executor", "plugin_case_executor", {"plugin_case_executor": "from runner.run.execute.registry import "
+                                                                           "register_executor\n"
+                                                                           "register_executor('local', 'mine:Mine')\n"},
+     "plugin 'plugin_case_executor' cannot be loaded: ValueError: executor 'local' is "
+     "runner.run.execute.local:LocalExecutor; give mine:Mine another name, or pass replaces=True to replace it"),
 ]
 
 
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("case, env, modules, message", CASES, ids=[c[0] for c in CASES])
 def test_a_failing_plugin_is_named_in_one_line(case, env, modules, message, plugins, in_process, tmp_path):
     plugins(env, **modules)
@@ -114,6 +173,31 @@ def test_a_failing_plugin_is_named_in_one_line(case, env, modules, message, plug
     assert code == 66, (out, err)
     assert message in err and err.count("\n") == 1, err
     assert "Traceback" not in err
+    assert not (tmp_path / "store").exists()
+
+
+#: Every command that loads the plugins refuses a failing one the same way.
+COMMANDS = [["plan", "maps.toml", "--no-estimate"], ["apply", "maps.toml", "-q"], ["explain", "lyapunov"],
+            ["explain"], ["status", "maps.toml"], ["show", "maps.toml"]]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a) for a in COMMANDS])
+def test_every_command_names_a_failing_plugin(args, plugins, in_process, tmp_path):
+    plugins("plugin_case_raises", plugin_case_raises="raise RuntimeError('no licence file')\n")
+    (tmp_path / "maps.toml").write_text(SPEC)
+    code, out, err = in_process(*args)
+    assert code == 66 and err == ("error: TRANSIENT_PLUGINS plugin 'plugin_case_raises' cannot be loaded: RuntimeError: "
+                                  "no licence file\n"), (code, out, err)
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_family_that_says_it_replaces_one_does(plugins, in_process, tmp_path):
+    plugins("plugin_case_family", plugin_case_family=TAKES_FAMILY.format(replaces="replaces = True"))
+    (tmp_path / "maps.toml").write_text(SPEC)
+    code, out, err = in_process("plan", "maps.toml", "--no-estimate")
+    assert code == 65 and "map:tanh" in err, err  # no family builds map: any more: the spec says so
+    assert [f.name for f in families.families()].count("map") == 1
 
 
 def test_a_plugin_that_says_it_replaces_a_measure_does(plugins, in_process, tmp_path):
