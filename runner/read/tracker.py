@@ -7,14 +7,14 @@ local database that works offline): one run per store (the experiment's name, it
 provenance as parameters and tags, the figures as artifacts) with one nested run per network:
 
 * parameters: every parameter of the spec as the run resolved it (its ``--set`` overrides and every
-  default), flattened to keys (``dynamics.steps``, ``measure.lyapunov.k``); a network's run adds its
+  default), flattened to keys (``experiment.seed``, ``measure.<kind>.<parameter>``); a network's run adds its
   own ``[[model]]`` entry (``model.source``, ...) and ``replicate``, so MLflow's compare view lines up
   networks, and runs of one spec with different overrides, by what differs;
 * curves: the variables the monitor plots over a step-like axis (a coordinate counting steps or
   epochs: training loss per step, validation loss per epoch, lambda(t) per interval, ...),
   summarised as the monitor summarises them: a ``series`` by its mean over samples, a
   ``log_series`` by its median, a ``curve`` one metric per value of its other axis (``svcca_final/
-  lstm1``); values that mean nothing as a mean (a trajectory's elements, projections, attention
+  lstm1``); values that mean nothing as a mean (a trajectory's elements, projections, weight
   maps) are left out; logged as a metric history with the axis value as the step;
 * headline numbers: ``runner show``'s results per network, as final metrics;
 * the figures ``runner figures`` draws (drawn again into the store's figures folder).
@@ -34,6 +34,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import tomli
 
 from runner.core.layout import counted, internal
 from runner.read.figures import default_out
@@ -134,11 +135,9 @@ def _line_name(name: str, value) -> str:
 def resolved_spec(prov: dict) -> dict:
     """The run's spec as it ran: its ``--set`` overrides set and every default filled in, as plain
     values (the tables as written where it no longer validates: a study that changed since)."""
-    import tomli  # lazy: tomli
-
     from runner.plugin.study import studies  # lazy: pydantic
-    from runner.spec import overrides as ov
-    from runner.spec.specfile import SpecError, SpecFile, validate
+    from runner.spec import overrides as ov  # lazy: pydantic
+    from runner.spec.specfile import SpecError, SpecFile, validate  # lazy: pydantic
 
     text = str(prov.get("spec_toml", ""))
     try:
@@ -155,7 +154,7 @@ def resolved_spec(prov: dict) -> dict:
 
 def flat(value, prefix: str = "") -> dict[str, str]:
     """Nested tables as ``{"a.b": "value"}``; a list of tables by each entry's ``kind`` or ``name``
-    (``measure.lyapunov.k``, ``model.pretrained.source``), else its index."""
+    (``measure.<kind>.<parameter>``, ``model.<name>.source``), else its index."""
     if isinstance(value, dict):
         return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}.{key}" if prefix else key).items()}
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):

@@ -315,17 +315,7 @@ def _check_driver(path: Path, name: str, keys: dict[str, str], nodes: dict, dama
     if name not in nodes and not (location(path) / name / "zarr.json").is_file():
         return [("(array)", "missing (the whole array is gone)")]
     folder = location(path) / name
-    sizes = _chunk_sizes(folder)
-    found, present = [], []
-    for key in sorted(keys):
-        try:
-            size = sizes(key)
-        except FileNotFoundError:
-            found.append((key, "missing (its chunk file is gone)"))
-            continue
-        damage.bytes += size
-        present.append(key)
-    damage.chunks += len(keys)
+    present, found = _present(folder, keys, damage)
     if quick:
         return found
     actual = chunk_digests(folder, present)
@@ -334,6 +324,26 @@ def _check_driver(path: Path, name: str, keys: dict[str, str], nodes: dict, dama
         if actual[key] != keys[key]:
             found.append((key, _mismatch(actual[key], by_digest, key)))
     return found
+
+
+def _present(folder, keys, damage: Damage) -> tuple[list[str], list[tuple[str, str]]]:
+    """The chunks of ``keys`` whose files are there and not empty, and (key, what) of the others;
+    counted in ``damage``."""
+    sizes = _chunk_sizes(folder)
+    present, found = [], []
+    for key in sorted(keys):
+        try:
+            size = sizes(key)
+        except FileNotFoundError:
+            found.append((key, "missing (its chunk file is gone)"))
+            continue
+        if size == 0:
+            found.append((key, "truncated to 0 bytes"))
+            continue
+        damage.bytes += size
+        present.append(key)
+    damage.chunks += len(keys)
+    return present, found
 
 
 def _mismatch(actual: str | None, by_digest: dict[str, str], key: str, decodes: bool | None = None) -> str:
@@ -388,20 +398,7 @@ def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: 
         damage.chunks += len(keys)
         return [(key, "missing (the whole array is gone)", keys[key]) for key in sorted(keys)]
     folder = location(path) / name
-    sizes = _chunk_sizes(folder)
-    found, present = [], []
-    for key in sorted(keys):
-        try:
-            size = sizes(key)
-        except FileNotFoundError:
-            found.append((key, "missing (its chunk file is gone)"))
-            continue
-        if size == 0:
-            found.append((key, "truncated to 0 bytes"))
-            continue
-        damage.bytes += size
-        present.append(key)
-    damage.chunks += len(keys)
+    present, found = _present(folder, keys, damage)
     if not present or quick:
         return [(k, what, keys[k]) for k, what in found]
     hashed = [k for k in present if k in expect]

@@ -90,7 +90,7 @@ def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
     spec = write_spec(tmp_path, SPEC.format(model=tiny_albert, corpus=corpus))
     plan = run_cli("plan", spec, cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
-    assert "initial/1" in plan.stdout and "k=1.0 tau=5" in plan.stdout and "init=truncated_normal" in plan.stdout
+    assert "initial/1" in plan.stdout and "k=(per network) tau=5" in plan.stdout and "init=truncated_normal" in plan.stdout
     result = run_cli("apply", spec, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     chunks = {p: p.stat().st_mtime_ns for p in (tmp_path / "store/tiny_albert.zarr").rglob("c/**/*") if p.is_file()}
@@ -99,6 +99,7 @@ def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
     assert {p: p.stat().st_mtime_ns for p in chunks} == chunks, "a finished spec rewrote data"
     ds = xr.open_zarr(tmp_path / "store/tiny_albert.zarr")  # what a user types: consolidated metadata
     assert ds.sizes["network"] == 3 and list(ds.network.values) == ["pretrained", "initial/0", "initial/1"]
+    assert (ds.lyapunov_k.values == 1.0).all()  # no k in the spec: the paper's for ALBERT
 
     # every sample is traceable: its text, where it came from, and exactly `tokens` token ids
     assert ds.input_ids.shape == (12, 12) and (ds.input_ids >= 0).all()

@@ -33,7 +33,7 @@ def test_defaults_are_the_papers_parameters(tmp_path):
         kind = "token_deviation"
         """))
     lyap, dev = spec.measure
-    assert lyap.kind == "lyapunov" and (lyap.k, lyap.tau) == (1.0, 10)
+    assert lyap.kind == "lyapunov" and (lyap.k, lyap.tau) == (None, 10)  # k: each network's, 1.0 for ALBERT
     assert dev.kind == "token_deviation" and dev.threshold == 1e-5
     assert (spec.input.samples, spec.input.tokens, spec.dynamics.steps) == (1000, 32, 500)
     assert spec.dynamics.precision == "fp32"
@@ -155,7 +155,7 @@ def test_explain_prints_the_papers_defaults(capsys):
 
     assert main(["explain", "lyapunov"]) == 0
     out = capsys.readouterr().out
-    assert "k = 1.0" in out and "tau = 10" in out and "Algorithm A1" in out
+    assert "k = None" in out and "(paper: 1.0, for ALBERT's" in out and "tau = 10" in out and "Algorithm A1" in out
     assert main(["explain", "training"]) == 0
     out = capsys.readouterr().out
     assert "lr = 20.0" in out and "clip = 0.25" in out and "bptt = 35" in out

@@ -129,7 +129,7 @@ API_CASES = [
     ("open a variable's corrupt metadata", lambda s: api.open(_damaged(s, "lyapunov/zarr.json")),
      "made.zarr is damaged: the metadata (zarr.json) of lyapunov is corrupt; they belong to 1 finished task(s)"),
     ("open a variable that is gone", lambda s: api.open(_damaged(s, "lyapunov")),
-     "made.zarr is damaged: 1 chunk(s) of lyapunov are missing, truncated or corrupt"),
+     "made.zarr is damaged: 1 chunk(s) of lyapunov are missing, truncated, corrupt"),
     ("open a kept version that is gone", lambda s: api.open(_damaged(s, "history"), history=True),
      "made.zarr: cannot be read (FileNotFoundError: "),
     ("open a zarr v2 store", lambda s: api.open(_made(s, "v2.zarr", ".zgroup", '{"zarr_format": 2}')),

@@ -135,6 +135,11 @@ def merge(store, layout, ids: list[str], shards: list[Shard]) -> None:
             continue
         reg = _region(json.loads(region))
         dims = layout.vars[name].dims
+        if SAMPLE not in dims:  # a value of the network (a Lyapunov k): every shard wrote the same
+            if any(not np.array_equal(v, values[0], equal_nan=True) for v in values[1:]):
+                raise RuntimeError(f"shards of the pass wrote different values of {name}; apply again")
+            store.write(name, reg, values[0])
+            continue
         axis = sum(1 for r in reg[: dims.index(SAMPLE)] if not isinstance(r, int))
         store.write(name, reg, np.concatenate(values, axis=axis))
     for (kind, region), stats in combined.items():

@@ -214,7 +214,8 @@ class DepthStudy(Study):
         lines.append(f"dynamics   steps={d.steps} precision={d.precision} device={d.device} "
                      f"implementation={d.implementation} durable every {segment_length(spec)} steps")
         lines.append("measures   (every parameter shown, defaults included)")
-        lines += [f"  {m.kind:<20} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in spec.measure]
+        lines += [f"  {m.kind:<20} " + " ".join(f"{k}={'(per network)' if v is None else v}" for k, v in m.params().items())
+                  for m in spec.measure]
         return lines
 
     def open(self, p: Prepared, device, say) -> DepthSession:
