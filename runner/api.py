@@ -258,6 +258,10 @@ def on_common_steps(ds, dim: str = "step"):
     axes = [d for d in ds.dims if str(d).endswith("_step") and d in ds.coords and counted(ds[d].attrs) == "steps"]
     if not axes:
         return ds
+    if dim in ds.variables:  # a store with checkpoints: its `step` is each checkpoint's training step
+        raise ApiArgumentError(f"runner.api.on_common_steps: this dataset has a {dim!r} of its own (dims "
+                               f"{dict(ds[dim].sizes)}), which the aligned axes would replace; pass another dim= "
+                               f"(its step axes: {', '.join(map(str, axes))})")
     steps = np.unique(np.concatenate([ds[d].values for d in axes]))
     out = {}
     for name, v in ds.data_vars.items():

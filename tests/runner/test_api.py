@@ -101,6 +101,24 @@ def test_on_common_steps_puts_measures_of_different_strides_on_one_axis(spec):
     np.testing.assert_array_equal(neff.values[sampled], ds["effective_dimension"].isel(network=0).values)
 
 
+def test_on_common_steps_on_a_store_with_checkpoints_keeps_their_step():
+    """A training-as-time store: its checkpoints' training `step` is not replaced by the aligned axis."""
+    import xarray as xr
+
+    from runner.core.layout import with_internal
+
+    counts = with_internal({}, counts="steps")
+    ds = xr.Dataset({"train_loss": (("network", "train_step"), np.ones((1, 4))),
+                     "svcca_final": (("network", "checkpoint"), np.ones((1, 2)))},
+                    coords={"network": ["lm"], "train_step": ("train_step", [1, 2, 3, 4], counts),
+                            "checkpoint": [0, 1], "step": ("checkpoint", [0, 4], counts)})
+    with pytest.raises(api.ApiArgumentError, match=r"has a 'step' of its own .* pass another dim= \(its step axes: "
+                                                    r"train_step\)"):
+        api.on_common_steps(ds)
+    aligned = api.on_common_steps(ds, dim="t")
+    assert list(aligned["step"].values) == [0, 4] and list(aligned["t"].values) == [1, 2, 3, 4]
+
+
 def test_a_missing_store_is_named():
     with pytest.raises(FileNotFoundError, match="no store here"):
         api.open("store/nothing.zarr")

@@ -5,6 +5,7 @@ that takes the kit offers it: the pairs of each network's analysis sentence."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Literal
 
 import numpy as np
@@ -93,6 +94,16 @@ def _by_width(states: list, pos: list[tuple[int, int]]) -> tuple[np.ndarray, np.
     return np.concatenate(eu), np.concatenate(cos)
 
 
+def mean_ratio_to_first(eu: np.ndarray) -> np.ndarray:
+    """Per layer, the mean over pairs of ``eu[l, p] / eu[0, p]`` (``eu``: ``(layers, P)``), leaving out
+    the pairs whose first-layer distance is 0 (the same word twice: no ratio)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = eu / eu[:1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a layer where no pair has a ratio: NaN
+        return np.nanmean(np.where(np.isfinite(ratio), ratio, np.nan), 1)
+
+
 def at_layers(n_layers: int, rows: list[int], values: np.ndarray) -> np.ndarray:
     """``values`` (one per layer measured) at their ``rows`` of the store's layer axis, NaN elsewhere."""
     out = np.full(n_layers, np.nan)
@@ -162,7 +173,5 @@ class Distances(CheckpointMeasure):
         full_cos[: len(pos), rows] = cos.T
         ctx.write("pair_euclidean", task, full_eu)
         ctx.write("pair_cosine", task, full_cos)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = eu / eu[:1]
-        ctx.write("euclidean_ratio", task, at_layers(L, rows, np.nanmean(np.where(np.isfinite(ratio), ratio, np.nan), 1)))
+        ctx.write("euclidean_ratio", task, at_layers(L, rows, mean_ratio_to_first(eu)))
         ctx.write("cosine_distance_mean", task, at_layers(L, rows, np.nanmean(cos, 1)))
