@@ -159,7 +159,7 @@ class CheckpointedSession:
                 continue
             self.checkpoints.scan(n, {c: path for c, (path, _) in files.items()}, train_id)
             meta = read_metadata(self.checkpoint_dir(self.store, n) / RESUME)
-            if meta is not None and meta.get("train_id") == train_id and meta.get("done") == "1":
+            if meta is not None and meta.get("train_id") == train_id and meta.get("done") == "1" and "step" in meta:
                 stopped = int(meta["step"])
                 self.checkpoints.never(n, [c for c, (_, step) in files.items() if step > stopped])
 
@@ -181,12 +181,17 @@ class CheckpointedSession:
 
     def _train(self, task, report) -> dict:
         n, store = task.network, report.store
+        files = self.checkpoint_files(n)  # those an earlier process saved: a resumed run yields only its own
+        known = set(self.paths)
+        self.checkpoints.scan(n, {c: path for c, (path, _) in files.items()}, task.id)
+        for key in sorted(set(self.paths) - known):
+            report.provide(checkpoint_resource(*key))
         done = self.checkpoints.follow(self.training(task, report), n, report,
                                        lambda curves: self.write_curves(store, n, curves))
         if done is None:
             return {}
         out = self.trained(task, report, done)
-        self.checkpoints.never(n, [c for c in self.checkpoint_files(n) if (n, c) not in self.paths], report)
+        self.checkpoints.never(n, [c for c in files if (n, c) not in self.paths], report)
         return out
 
     def write(self, name: str, task, values) -> None:

@@ -26,6 +26,7 @@ read the hints from the variables' attributes in the store, so they need no stud
 
 from __future__ import annotations
 
+import sys
 import typing
 from abc import abstractmethod
 from typing import Annotated, Any, ClassVar, Union
@@ -185,11 +186,15 @@ def register(cls: type[Measure]) -> type[Measure]:
     if problems:
         raise TypeError(f"measure {cls.__module__}.{cls.__qualname__}: {'; '.join(problems)}")
     study = cls.study
-    known = _REGISTRY.setdefault(study, {}).get(cls.kind())
-    if known is not None and _name(known) != _name(cls) and not cls.replaces:
-        raise TypeError(f"measure {_name(cls)}: kind {cls.kind()!r} of the {study} study is {_name(known)}; "
-                        "give it another kind, or set `replaces = True` on it to replace that measure")
-    _REGISTRY[study][cls.kind()] = cls
+    # the kinds one spec may name: its study's own, and those of the kits it takes (or, for a kit's
+    # measure, of the studies that take the kit)
+    shared = [study, *kits(study), *(s for s, taken in _TAKES.items() if study in taken)]
+    for other in shared:
+        known = _REGISTRY.get(other, {}).get(cls.kind())
+        if known is not None and _name(known) != _name(cls) and not cls.replaces:
+            raise TypeError(f"measure {_name(cls)}: kind {cls.kind()!r} of the {other} study is {_name(known)}; "
+                            "give it another kind, or set `replaces = True` on it to replace that measure")
+    _REGISTRY.setdefault(study, {})[cls.kind()] = cls
     return cls
 
 
@@ -202,6 +207,11 @@ def takes(study: str, kit: str, roles: dict[str, tuple[Any, Any]] | None = None)
     """Let ``study``'s specs name the measures registered under ``kit``. ``roles``: for each role a
     kit measure's tags may name (``layers``, ...), the type and default of that parameter in this
     study's words (the layer names of its networks), as the study's specs see it."""
+    clash = sorted(set(_REGISTRY.get(study, {})) & set(_REGISTRY.get(kit, {})))
+    clash = [k for k in clash if not _REGISTRY[study][k].replaces]
+    if clash:
+        raise TypeError(f"study {study!r} registers kind(s) {clash} of the {kit} kit it takes; rename them, or "
+                        "set `replaces = True` on them to replace the kit's")
     _TAKES.setdefault(study, {})[kit] = dict(roles or {})
 
 
@@ -221,10 +231,15 @@ def _taken(cls: type[Measure], study: str, roles: dict[str, tuple[Any, Any]]) ->
         overrides = {name: (roles[role][0], Field(default_factory=lambda d=roles[role][1]: list(d),
                                                   description=table.model_fields[name].description))
                      for name, role in fields.items()}
-        params = create_model(table.__name__, __base__=table, __module__=table.__module__, __doc__=table.__doc__,
-                              **overrides)
-        _TAKEN[cls, study] = type(cls.__name__, (cls,), {"Params": params, "__module__": cls.__module__,
-                                                         "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+        module = sys.modules[cls.__module__]
+        params = create_model(f"{table.__name__}_{study}", __base__=table, __module__=table.__module__,
+                              __doc__=table.__doc__, **overrides)
+        taken = type(f"{cls.__name__}_{study}", (cls,), {"Params": params, "__module__": cls.__module__,
+                                                        "__doc__": cls.__doc__})
+        # found by name in its module, as pickle (a distributed executor's plan) looks classes up
+        setattr(module, params.__name__, params)
+        setattr(module, taken.__name__, taken)
+        _TAKEN[cls, study] = taken
     return _TAKEN[cls, study]
 
 

@@ -154,13 +154,17 @@ def resolved_spec(prov: dict) -> dict:
 
 def flat(value, prefix: str = "") -> dict[str, str]:
     """Nested tables as ``{"a.b": "value"}``; a list of tables by each entry's ``kind`` or ``name``
-    (``measure.<kind>.<parameter>``, ``model.<name>.source``), else its index."""
+    (``measure.<kind>.<parameter>``, ``model.<name>.source``; ``measure.<kind>.<n>.<parameter>`` for
+    the n-th of several tables of one kind), else its index."""
     if isinstance(value, dict):
         return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}.{key}" if prefix else key).items()}
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        names = [str(entry.get("kind") or entry.get("name") or i) for i, entry in enumerate(value)]
         out: dict[str, str] = {}
-        for i, entry in enumerate(value):
-            out.update(flat(entry, f"{prefix}.{entry.get('kind') or entry.get('name') or i}"))
+        for i, (entry, name) in enumerate(zip(value, names, strict=True)):
+            if names.count(name) > 1:  # one kind in several tables (a comparison by mode): each its own
+                name = f"{name}.{names[:i].count(name)}"
+            out.update(flat(entry, f"{prefix}.{name}"))
         return out
     return {prefix: value if isinstance(value, str) else json.dumps(value)}
 

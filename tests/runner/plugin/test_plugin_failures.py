@@ -49,6 +49,23 @@ class Mine(StepMeasure):
         pass
 """
 
+TAKES_SVCCA = """
+from typing import Literal
+from runner.plugin.timings import CheckpointMeasure
+from runner.plugin.measures import MeasureParams, MeasureTags, register
+
+class Params(MeasureParams):
+    kind: Literal["svcca"]
+
+@register
+class Mine(CheckpointMeasure):
+    study = "training"
+    Params = Params
+    tags = MeasureTags("checkpoint")
+    def variables(self, b, shape):
+        pass
+"""
+
 TAKES_DEPTH = """
 from runner.plugin.study import Study, register
 from runner.studies.depth.study import DepthStudy
@@ -127,6 +144,8 @@ CASES = [
     ("takes a measure", "plugin_case_measure", {"plugin_case_measure": TAKES_LYAPUNOV.format(replaces="")},
      "kind 'lyapunov' of the depth study is runner.studies.depth.measures.lyapunov.Lyapunov; give it another "
      "kind, or set `replaces = True`"),
+    ("takes a kit's measure", "plugin_case_kit", {"plugin_case_kit": TAKES_SVCCA},
+     "kind 'svcca' of the checkpointed study is runner.checkpointed.measures.svcca.SVCCA; give it another kind"),
     ("takes a study", "plugin_case_study", {"plugin_case_study": TAKES_DEPTH},
      "the name 'depth' is runner.studies.depth.study.DepthStudy's"),
     ("takes a map", "plugin_case_map", {"plugin_case_map": "from models.registry import register_map\n"

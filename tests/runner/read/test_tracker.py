@@ -128,6 +128,9 @@ def test_params_are_the_spec_as_it_ran_flattened_with_each_networks_own_entry():
             "model": [{"name": "tanh", "source": "map:tanh", "params": {"g": 0.5}}],
             "measure": [{"kind": "lyapunov", "k": 1e-8}]}
     assert flat(spec)["measure.lyapunov.k"] == "1e-08" and flat(spec)["model.tanh.params.g"] == "0.5"
+    twice = flat({"measure": [{"kind": "svcca", "compare": "final"}, {"kind": "svcca", "compare": "layers"}]})
+    assert twice == {"measure.svcca.0.kind": "svcca", "measure.svcca.0.compare": "final",
+                     "measure.svcca.1.kind": "svcca", "measure.svcca.1.compare": "layers"}
     ds = xr.Dataset(coords={"network": ["tanh/0", "tanh/1"], "model": ("network", ["tanh", "tanh"]),
                             "replicate": ("network", [0, 1])})
     params = network_params(spec, ds)
