@@ -26,7 +26,6 @@ read the hints from the variables' attributes in the store, so they need no stud
 
 from __future__ import annotations
 
-import sys
 import typing
 from abc import abstractmethod
 from typing import Annotated, Any, ClassVar, Union
@@ -231,16 +230,24 @@ def _taken(cls: type[Measure], study: str, roles: dict[str, tuple[Any, Any]]) ->
         overrides = {name: (roles[role][0], Field(default_factory=lambda d=roles[role][1]: list(d),
                                                   description=table.model_fields[name].description))
                      for name, role in fields.items()}
-        module = sys.modules[cls.__module__]
         params = create_model(f"{table.__name__}_{study}", __base__=table, __module__=table.__module__,
                               __doc__=table.__doc__, **overrides)
-        taken = type(f"{cls.__name__}_{study}", (cls,), {"Params": params, "__module__": cls.__module__,
-                                                        "__doc__": cls.__doc__})
-        # found by name in its module, as pickle (a distributed executor's plan) looks classes up
-        setattr(module, params.__name__, params)
-        setattr(module, taken.__name__, taken)
+        # pickled as what rebuilds it in another process (a distributed executor's worker), where
+        # the study's classes are made again: never by a reference to a class made here
+        params.__reduce__ = lambda p, s=study: (_taken_params, (s, p.kind, p.model_dump()))
+        taken = type(f"{cls.__name__}_{study}", (cls,), {
+            "Params": params, "__module__": cls.__module__, "__doc__": cls.__doc__,
+            "__reduce__": lambda m, s=study: (_taken_measure, (s, m.p))})
         _TAKEN[cls, study] = taken
     return _TAKEN[cls, study]
+
+
+def _taken_params(study: str, kind: str, values: dict) -> MeasureParams:
+    return measures(study)[kind].Params.model_validate(values)
+
+
+def _taken_measure(study: str, params: MeasureParams) -> Measure:
+    return measures(study)[params.kind](params)
 
 
 def _name(cls: type) -> str:

@@ -277,3 +277,21 @@ def test_units_are_those_udunits_parses_and_a_fixed_set_without_cf_units(monkeyp
     monkeypatch.setitem(sys.modules, "cf_units", None)  # not installed: import raises ImportError
     assert all(units_problem(u) is None for u in PLAIN_UNITS)
     assert units_problem("m s-1") and units_problem("steps")
+
+
+def test_a_kit_measure_a_study_offers_pickles_into_a_fresh_process(tmp_path):
+    """A plan's measure tables travel to a distributed executor's workers: a kit measure specialised for
+    a study (its own default layers) is rebuilt there as that study's, not as a class of this process."""
+    import pickle
+    import subprocess
+    import sys
+
+    svcca = measures("training")["svcca"]
+    (tmp_path / "p.pkl").write_bytes(pickle.dumps(svcca(svcca.Params(kind="svcca", compare="layers"))))
+    code = ("import pickle, sys; from runner.plugin.measures import measures; "
+            "m = pickle.loads(open(sys.argv[1], 'rb').read()); s = measures('training')['svcca']; "
+            "assert type(m) is s and type(m.p) is s.Params and m.p.layers == ['embedding', 'lstm1', 'lstm2'], m; "
+            "print(m.p.compare)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.pkl")], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "layers", out.stderr
