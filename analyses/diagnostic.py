@@ -21,7 +21,7 @@ from torch import Tensor
 
 from analyses._arrays import tensor
 
-__all__ = ["DiagnosticResult", "train_diagnostic_classifier", "wilson_interval"]
+__all__ = ["DiagnosticResult", "against_majority", "train_diagnostic_classifier", "wilson_interval"]
 
 #: The standard normal quantile of a two-sided 95% interval.
 Z95 = 1.959963984540054
@@ -43,6 +43,13 @@ def wilson_interval(successes, n, z: float = Z95):
         half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return centre - half, centre + half
 
+
+def against_majority(low, high, majority) -> np.ndarray:
+    """Where an accuracy's interval ``[low, high]`` lies against the majority-class accuracy: 0 above
+    it (``low > majority``), 2 below it (``high < majority``), 1 when the interval holds it (the
+    probe cannot be told from always answering the most frequent class). int8, broadcast."""
+    low, high, majority = (np.asarray(a, dtype=np.float64) for a in (low, high, majority))
+    return np.select([low > majority, high < majority], [0, 2], default=1).astype(np.int8)
 
 
 @dataclass(frozen=True)

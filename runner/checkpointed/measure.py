@@ -4,8 +4,8 @@ Such a measure is a :class:`~runner.plugin.timings.CheckpointMeasure` with :data
 whose ``run(ctx, task)`` reads only the :class:`ActivationContext` (activations from the models'
 adapters, :mod:`models.activations`) and whose ``variables(builder, shape)`` reads only
 ``shape.layers`` (the store's ``layer`` axis), ``shape.names`` (network labels) and ``shape.sentence``
-(the analysis sentence's tokens); its ``problems`` read the :class:`ActivationView`. Its ``also`` names
-the other studies whose specs may use it (``docs/extending.md`` names the built-in ones).
+(the analysis sentence's tokens); its ``problems`` read the :class:`ActivationView`. It is registered
+under :data:`KIT`, and every study that takes the kit (``runner.plugin.measures.takes``) offers it.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def curves(ds) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
     for name, var in ds.data_vars.items():
         dims = [d for d in var.dims if d in step_dims]
         plot = internal(var.attrs).get("plot")
-        if "network" not in var.dims or len(dims) != 1 or var.dtype.kind not in "fiu" or plot not in SUMMARIES:
+        if "network" not in var.dims or len(dims) != 1 or var.dtype.kind not in "fiu" or plot not in LOGGED_PLOTS:
             continue
         (dim,) = dims
         others = [d for d in var.dims if d not in ("network", dim)]
@@ -123,8 +123,9 @@ def curves(ds) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
     return out
 
 
-#: How each plot of the monitor summarises a variable's samples (what a tracker logs of it).
-SUMMARIES = ("series", "log_series", "curve")
+#: The monitor's plot hints of the variables logged as curves: over samples (``series``, ``log_series``)
+#: or one line per value of another axis (``curve``); a ``histogram`` is no curve.
+LOGGED_PLOTS = ("series", "log_series", "curve")
 
 
 def _line_name(name: str, value) -> str:

@@ -20,12 +20,13 @@ from runner.core import interrupt
 from runner.run.changes import Changes, compare, summary
 from runner.core.estimate import Calibrator, estimate
 from runner.run.execute.recorder import Recorder
-from runner.run.execute.registry import ExecutorOptions, executor_class, executor_problem
+from runner.run.execute.registry import ExecutorOptions, executor_class, executor_problem, executors
 from runner.run.execute.scheduler import Scheduler, dry_run
 from runner.storage.history import history_dir, snapshot
 from runner.core.layout import INTERNAL, internal
 from runner.storage.location import Remote, is_url, location
-from runner.run.provenance import now, provenance
+from runner.run.provenance import provenance
+from runner.storage.store import now
 from runner.run.provenance import root_attrs as provenance_root_attrs
 from runner.storage.records import renumber_chunks
 from runner.run.prepare import prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.run.prepare)
@@ -312,8 +313,8 @@ def options_problem(*, device: str | None = None, shards: int = 1, threads: int 
         return f"{flag('shards')}: give a number >= 1, not {shards}"
     if (problem := threads_problem(threads, flag("threads"))) is not None:
         return problem
-    if (problem := executor_problem(executor)) is not None and problem.startswith("unknown executor"):
-        return f"{flag('executor')}: {problem}"
+    if executor not in executors():  # a missing extra is an unmet requirement, said with the plan's
+        return f"{flag('executor')}: {executor_problem(executor)}"
     if address is not None and not address.strip():
         return f"{flag('address')} needs a Ray cluster's address (auto, ray://HOST:10001); leave it out to start one"
     if address and executor != "ray":

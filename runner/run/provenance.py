@@ -14,7 +14,7 @@ import hashlib
 import platform
 import subprocess
 import sys
-from datetime import datetime, timezone
+from runner.storage.store import now
 from importlib import metadata
 from pathlib import Path
 
@@ -84,10 +84,6 @@ def code_identity() -> tuple[str, dict[str, str]]:
     files = code_files()
     whole = hashlib.sha256("".join(f"{p}\0{h}\n" for p, h in sorted(files.items())).encode()).hexdigest()
     return whole, files
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def provenance(spec_text: str, spec_sha: str, device: str, **extra) -> dict:

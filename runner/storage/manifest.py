@@ -57,7 +57,7 @@ def _canonical(value: Any) -> bytes:
 
 
 def record_digest(rec: dict) -> str:
-    """The digest of a completion record's content (everything but the digest itself)."""
+    """The digest of a record's or a manifest's content (everything but the digest itself)."""
     return digest(_canonical({k: v for k, v in rec.items() if k != "digest"}))
 
 
@@ -186,7 +186,7 @@ def check_manifest(data: bytes | dict, store_id: str | None) -> dict | None:
     if not isinstance(found, dict) or not isinstance(found.get("metadata"), dict) or \
             not isinstance(found.get("chunks"), dict):
         raise ManifestCorrupt("not a manifest")
-    if found.get("digest") != digest(_canonical({k: v for k, v in found.items() if k != "digest"})):
+    if found.get("digest") != record_digest(found):
         raise ManifestCorrupt("its digest does not match its content")
     return found if found.get("store_id") == store_id else None
 
@@ -195,7 +195,7 @@ def build(store_id: str, metadata: dict[str, dict], chunks: dict[str, dict[str, 
     """A manifest: ``metadata`` (array name, or ``""`` for the root -> its ``zarr.json`` as parsed),
     ``chunks`` (array -> chunk key -> digest, for the arrays ``apply`` writes itself)."""
     out = {"format": FORMAT, "algorithm": ALGORITHM, "store_id": store_id, "metadata": metadata, "chunks": chunks}
-    return {**out, "digest": digest(_canonical(out))}
+    return {**out, "digest": record_digest(out)}
 
 
 def write_manifest(state_dir: Location, manifest: dict) -> None:

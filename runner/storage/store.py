@@ -80,7 +80,7 @@ def runner_dir(path: Location) -> Location:
     return path.with_suffix(".runner")
 
 
-def _now() -> str:
+def now() -> str:
     """The time now, as ACDD's dates and the ``history`` lines give it (ISO 8601, UTC, seconds)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -328,7 +328,7 @@ class Store:
             make_records_dir(self.state_dir)  # again, after apply --replace kept them
             if "date_created" not in self.group.attrs:  # written before ACDD's dates: when its first apply ran
                 first = str(self.group.attrs.get("history", "")).split(" ", 1)[0]
-                self.group.attrs.update({"date_created": first or _now()})
+                self.group.attrs.update({"date_created": first or now()})
         else:
             if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
                 raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
@@ -337,7 +337,7 @@ class Store:
             make_records_dir(self.state_dir)  # before the store: see records_lost
             self.group = zarr.open_group(zarr_store(self.path), mode="w", zarr_format=3)
             self.group.attrs.update({**with_internal({}, store_id=store_id), "store_format": STORE_FORMAT,
-                                     "date_created": _now()})
+                                     "date_created": now()})
         g = self.group
         _finish_carries(g)
         reshape = reshape if reshape is not None else plan_reshape(g, layout)

@@ -55,3 +55,11 @@ def test_wilson_interval_matches_the_textbook_values():
     low, high = wilson_interval(np.array([1, 81]), np.array([10, 263]))  # vectorised
     assert np.allclose(low, (0.0179, 0.2553), atol=5e-4) and np.allclose(high, (0.4042, 0.3662), atol=5e-4)
     assert np.isnan(wilson_interval(0, 0)).all()
+
+
+def test_an_interval_is_judged_against_the_majority_class():
+    from analyses.diagnostic import against_majority
+
+    low, high = np.array([0.5, 0.1, 0.1, 0.3]), np.array([0.7, 0.2, 0.6, 0.4])
+    # above (low > majority), below (high < majority), holding it, and holding it at its edge
+    np.testing.assert_array_equal(against_majority(low, high, [0.4, 0.3, 0.3, 0.4]), [0, 2, 1, 1])

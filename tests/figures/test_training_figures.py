@@ -114,6 +114,7 @@ def test_probes_store_their_n_and_interval_and_the_figure_draws_them(ds):
     majority = ds["probe_majority"].sel(where).values
     verdict = ds["probe_against_majority"].sel(where).values
     inside = (low <= majority) & (majority <= high)
+    assert (kept & inside).any()  # this store's probes hold the majority (the other verdicts: tests/analyses)
     assert (verdict[kept & inside] == VERDICTS.index("cannot_tell_from_majority")).all()
     assert (verdict[kept & ~inside] != VERDICTS.index("cannot_tell_from_majority")).all()
 

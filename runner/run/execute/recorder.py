@@ -26,7 +26,7 @@ from runner.storage.events import EventLog
 from runner.run.execute.executor import Done, Job, error_text, fatal
 from runner.core.plan import Task
 from runner.core.progress import ProgressView
-from runner.run.provenance import now
+from runner.storage.store import now
 from runner.storage.manifest import ALGORITHM, chunk_digests
 from runner.storage.records import attribute, forget_written, read_written
 from runner.storage.store import Store

@@ -26,7 +26,7 @@ from matplotlib.ticker import NullLocator
 
 import runner.checkpointed.measures.figures  # noqa: F401 - the kit's figures, which this study draws too
 from runner.read.figures import NotDrawable, recipe
-from runner.plugin.plotting import first_replicate, mean_legend, new_figure, pair_counts, standard_error, stat_note
+from runner.plugin.plotting import mean_legend, new_figure, pair_counts, standard_error, stat_note
 
 STUDY = "training"
 CH4 = "Saphra 2021, Ch. 4"

@@ -9,9 +9,6 @@ shows one, every seed pooled where it shows a distribution.
 
 from __future__ import annotations
 
-import math
-import warnings
-
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 import runner.checkpointed.measures  # noqa: F401 - registers the kit's measures, which this study takes
-from runner.checkpointed.measure import KIT, QUANTILES  # noqa: F401 - QUANTILES: the quantiles its measures store
+from runner.checkpointed.measure import KIT
 from runner.plugin.measure_protocol import CheckpointContext
 from runner.plugin.measures import takes
 

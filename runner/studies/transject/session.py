@@ -258,7 +258,7 @@ class TransJectSession(CheckpointedSession):
 
     @property
     def names(self) -> list[str]:
-        return [net["label"] for net in self.nets]
+        return self.labels
 
     def activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
         """X^(0..L) of the analysis examples' tokens (padding left out), ``{layer: (tokens, d)}``, float64."""

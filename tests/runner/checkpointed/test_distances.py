@@ -15,10 +15,12 @@ def test_the_euclidean_ratio_leaves_out_pairs_at_distance_0():
 
 def test_the_stored_description_says_which_pairs_are_left_out():
     from runner.checkpointed.measures.distances import Distances, Params
-    from runner.plugin.checks import _Sandbox
+    from runner.core.layout import LayoutBuilder
     from runner.plugin.measures import declare
 
-    b = _Sandbox()
+    b = LayoutBuilder()
+    for axis in ("network", "checkpoint", "layer"):  # the study's axes
+        b.index(axis, 1)
     declare(Distances(Params(kind="distances", pairs=[["a", "b"]])), b,
             type("Shape", (), {"sentence": ["a", "b"], "layers": ["embedding"], "names": ["n"]})())
     assert "whose layer-0 distance is 0" in b.vars["euclidean_ratio"].attrs["description"]

@@ -89,6 +89,17 @@ class Lyapunov(StepMeasure):
             return DEFAULT_K
         return float(f"{valid_k(domain[1] - domain[0], net.precision, net.n_hidden):.0e}")
 
+    _pass_bounds: tuple | None = None
+
+    def _bounds(self, ctx: PassContext) -> tuple[float, tuple[float, float] | None, float | None]:
+        """(k, the map's domain or None, how far beyond it a twin has left it) of this pass's network,
+        worked out once per pass (one instance per pass) from the family's domain, as plan checks it."""
+        if self._pass_bounds is None:
+            domain = ctx.net.model.family.domain(ctx.net.model.source)
+            margin = None if domain is None else MAX_K_OF_DOMAIN * (domain[1] - domain[0])
+            self._pass_bounds = (self.k_for(ctx.net), domain, margin)
+        return self._pass_bounds
+
     def precision_problem(self, precision, n_tokens, n_hidden):
         floor = perturbation_floor(precision, n_tokens, n_hidden)
         if self.p.k is not None and self.p.k < floor:  # a default k is above the floor by construction
@@ -120,7 +131,7 @@ class Lyapunov(StepMeasure):
 
     def perturb(self, ctx: PassContext, x0):
         gen = torch.Generator().manual_seed(ctx.net.seed("perturbation"))
-        return initial_perturbation(x0, self.k_for(ctx.net), gen)
+        return initial_perturbation(x0, self._bounds(ctx)[0], gen)
 
     def start(self, ctx: PassContext, x0):
         self.twin = torch.zeros(x0.shape[0], dtype=torch.int8, device=x0.device)  # TWIN_OUTCOMES codes
@@ -144,14 +155,12 @@ class Lyapunov(StepMeasure):
         measures = "lyapunov" in bufs  # this pass measures it (a pass may iterate the twin for another measure's sake)
         if measures and self.twin is None:
             self.twin = torch.zeros(x.shape[0], dtype=torch.int8, device=x.device)
-        domain = getattr(ctx.model, "domain", None)
-        margin = None if domain is None else MAX_K_OF_DOMAIN * (domain[1] - domain[0])
+        k, domain, margin = self._bounds(ctx)
         if measures and domain is not None:
             out = ((y < domain[0] - margin) | (y > domain[1] + margin)).flatten(1).any(1)
             self._raise(out, "left_domain")
         if t % tau:
             return y
-        k = self.k_for(ctx.net)
         lam, y = renormalize(x, y, k)
         if measures:
             bufs["lyapunov"][:, t // tau - 1 - seg.start // tau] = lam
@@ -178,7 +187,7 @@ class Lyapunov(StepMeasure):
         if seg.last and self.twin is not None:
             ctx.store.write("lyapunov_twin", (ctx.index, slice(None)), self.twin.cpu().numpy())
         if seg.last:
-            ctx.store.write("lyapunov_k", (ctx.index,), np.asarray(self.k_for(ctx.net), dtype=np.float64))
+            ctx.store.write("lyapunov_k", (ctx.index,), np.asarray(self._bounds(ctx)[0], dtype=np.float64))
 
 
 def valid_k(width: float, precision: str, n_hidden: int) -> float:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from analyses.diagnostic import train_diagnostic_classifier, wilson_interval
+from analyses.diagnostic import against_majority, train_diagnostic_classifier, wilson_interval
 from runner.core.layout import flags
 from runner.plugin.measures import MeasureTags, register
 from runner.plugin.timings import CheckpointMeasure
@@ -77,7 +77,7 @@ class Diagnostic(CheckpointMeasure):
                     out[2, li[layer], k, target] = r.n_val
         accuracy, majority, n = out
         low, high = wilson_interval(np.round(accuracy * n), n)
-        verdict = np.select([low > majority, high < majority], [0, 2], default=1).astype(np.int8)
+        verdict = against_majority(low, high, majority)
         verdict[np.isnan(accuracy)] = -1  # layers not asked for
         for name, values in (("probe_accuracy", accuracy), ("probe_majority", majority), ("probe_n", n),
                              ("probe_accuracy_low", low), ("probe_accuracy_high", high),

@@ -11,7 +11,8 @@ from pydantic import Field
 from analyses.token_geometry import activation_ratios, quantiles, sample_pairs
 from runner.plugin.measures import MeasureParams, hints, register
 from runner.plugin.timings import CheckpointMeasure
-from runner.studies.transject.measure import PAPER, QUANTILES, STUDY, EpochContext, tokens_of
+from runner.checkpointed.measure import QUANTILES
+from runner.studies.transject.measure import PAPER, STUDY, EpochContext, tokens_of
 
 
 class Params(MeasureParams):
