@@ -62,7 +62,9 @@ ORBIT_CLASSES = ("fixed_point", "periodic", "quasi_periodic", "chaotic", "diverg
 MIN_WINDOW = 8
 #: The defaults of :func:`classify_orbits`' tolerances (the orbit measure states them in its store).
 PERIODIC_TOL, RECURRENCE, REPETITIONS, ROUNDING, GROWTH = 1e-3, 0.1, 4, 64, 10.0
-#: The share of states whose step shrinks for a contraction, and how much its rate may die out.
+#: The share of states whose step shrinks for a contraction, and how much its rate may die out
+#: (this project's thresholds, no published source; the known-answer corpus of
+#: tests/analyses/test_orbit_corpus.py is what they were chosen and checked on).
 SHRINKING, RATE_KEPT = 0.95, 0.25
 
 

@@ -192,5 +192,6 @@ class Lyapunov(StepMeasure):
 
 def valid_k(width: float, precision: str, n_hidden: int) -> float:
     """A perturbation between rounding and nonlinearity for a map's state of ``n_hidden`` elements on
-    a domain of ``width``: the geometric mean of the precision's floor and ``MAX_K_OF_DOMAIN * width``."""
+    a domain of ``width``: the geometric mean of the precision's floor and ``MAX_K_OF_DOMAIN * width``
+    (this project's rule, no published source: as far from either bound in orders of magnitude)."""
     return (perturbation_floor(precision, 1, n_hidden) * MAX_K_OF_DOMAIN * width) ** 0.5
