@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -44,3 +46,26 @@ def in_process(shared_cache, tmp_path, monkeypatch, capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def shipped_store(tmp_path_factory):
+    """``shipped_store(name) -> Path``: the store of a shipped spec (a golden run's name or a tiny
+    spec's stem), planned (so the run records the estimate calibrated just before it) and applied
+    through the real CLI once per test session, on one thread, and shared by every xdist worker: the
+    first to ask applies it under a file lock, the others wait for it. Read it only; a test that
+    changes a store applies or copies its own."""
+    from tests.golden.pins import apply_run
+
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shipped"
+    shared.mkdir(exist_ok=True)
+
+    def get(name: str) -> Path:
+        done = shared / f"{name}.done"
+        with FileLock(shared / f"{name}.lock"):
+            if not done.exists():
+                done.write_text(str(apply_run(name, shared / name, planned=True)))
+        return Path(done.read_text())
+
+    return get

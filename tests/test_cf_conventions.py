@@ -16,7 +16,8 @@ What fails the test:
 - any check of either suite that raised instead of scoring;
 - a coordinate without ``long_name``, and a ``Conventions`` that does not name CF-1.11.
 
-Each spec's store is applied once per session (seconds to a minute each, on 2 cores).
+Each spec's store is the session's ``shipped_store`` (applied once, shared with the golden tests
+and the figures').
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.golden.pins import ROOT, runner
+from tests.golden.pins import ROOT
 
 pytest.importorskip("compliance_checker", reason="the IOOS compliance checker is missing: pip install -e '.[test]'")
 pytest.importorskip("netCDF4", reason="netCDF4 is missing (compliance-checker brings it): pip install -e '.[test]'")
@@ -43,26 +44,6 @@ HIGH, MEDIUM = 3, 2
 ACDD_PROMISED = ("date_created", "coverage_content_type")
 #: What the stores leave out on purpose: CF defines no standard_name for their quantities.
 ACDD_LEFT_OUT = ("standard_name",)
-
-
-@pytest.fixture(scope="session")
-def applied(tmp_path_factory):
-    """``applied(name)``: the spec's store, applied once per session (per xdist worker)."""
-    stores = {}
-
-    def get(name):
-        if name not in stores:
-            work = tmp_path_factory.mktemp(name)
-            text = SPECS[name].read_text().replace("../../tests/data/", f"{ROOT}/tests/data/")
-            store = work / f"{name}.zarr"
-            spec = work / f"{name}.toml"
-            spec.write_text(text.replace("[experiment]\n", f'[experiment]\nstore = "{store}"\n', 1))
-            result = runner("apply", str(spec), "-q", cwd=work, cache=work / "cache")
-            assert result.returncode == 0, result.stderr
-            stores[name] = store
-        return stores[name]
-
-    return get
 
 
 def check(nc) -> dict[str, tuple[list, dict]]:
@@ -106,12 +87,12 @@ def unitless(ds) -> set[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPECS))
-def test_the_checker_accepts_the_store_of(name, applied, tmp_path):
+def test_the_checker_accepts_the_store_of(name, shipped_store, tmp_path):
     import xarray as xr
 
     from runner.read.netcdf import to_netcdf
 
-    store = applied(name)
+    store = shipped_store(name)
     with xr.open_zarr(store, consolidated=False) as ds:
         assert "CF-1.11" in ds.attrs["Conventions"] and "ACDD-1.3" in ds.attrs["Conventions"]
         assert [c for c in ds.coords if not ds[c].attrs.get("long_name")] == []

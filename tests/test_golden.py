@@ -47,14 +47,14 @@ def test_plan_is_unchanged(spec, in_process):
 
 
 @pytest.fixture(scope="session")
-def applied(tmp_path_factory):
-    """``applied(name)``: the run applied once per session (per xdist worker) and loaded, shared by
-    both tiers."""
+def applied(shipped_store):
+    """``applied(name)``: the run applied once per test session (``shipped_store``) and loaded,
+    shared by both tiers."""
     loaded = {}
 
     def get(name):
         if name not in loaded:
-            loaded[name] = pins.load(pins.apply_run(name, tmp_path_factory.mktemp(name)))
+            loaded[name] = pins.load(shipped_store(name))
         return loaded[name]
 
     return get

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.runner.helpers import cli_env, write_spec
-from tests.training.training_helpers import tiny_spec
 
 #: The tiny ALBERT twice: pre-trained, and re-drawn as the paper's initial network.
 ALBERTS = """
@@ -104,11 +103,9 @@ def depth_store(tmp_path_factory, tiny_albert) -> Path:
 
 
 @pytest.fixture(scope="session")
-def training_store(tmp_path_factory) -> Path:
+def training_store(shipped_store) -> Path:
     """A finished store of specs/tiny/lstm_tiny.toml (every training measure)."""
-    root = tmp_path_factory.mktemp("training")
-    apply(tiny_spec(root, "lstm_tiny"), root)
-    return root / "lstm_tiny.zarr"
+    return shipped_store("lstm_tiny")
 
 
 SWEPT = """
@@ -140,10 +137,6 @@ def swept_store(tmp_path_factory, tiny_albert) -> Path:
 
 
 @pytest.fixture(scope="session")
-def transject_store(tmp_path_factory) -> Path:
+def transject_store(shipped_store) -> Path:
     """A finished store of specs/tiny/transject_tiny.toml (four tiny models, two seeds, every measure)."""
-    from tests.transject.conftest import tiny_spec
-
-    root = tmp_path_factory.mktemp("transject")
-    apply(tiny_spec(root), root)
-    return root / "tiny.zarr"
+    return shipped_store("transject_tiny")

@@ -48,6 +48,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -401,14 +402,33 @@ def compare_tolerant(got: dict, pinned: dict) -> tuple[int, list[str]]:
 # ---------------------------------------------------------------------------------------------
 
 
-def apply_run(name: str, work: Path, extra_env: dict[str, str] | None = None) -> Path:
-    """Apply a shipped spec from a copy whose store is in ``work``; the store's path."""
-    src = ROOT / RUNS[name]
+def shipped(name: str) -> Path:
+    """A shipped spec by its short name: a pinned run's (RUNS) or a tiny spec's stem."""
+    return ROOT / RUNS[name] if name in RUNS else ROOT / "specs" / "tiny" / f"{name}.toml"
+
+
+def apply_run(name: str, work: Path, extra_env: dict[str, str] | None = None, planned: bool = False) -> Path:
+    """Apply a shipped spec (``shipped(name)``) from a copy whose store is in ``work``; the store's
+    path. ``planned``: ``runner plan`` first, as a user does, so the plan's calibration (made just
+    before the run, on the same thread count) is the estimate the run records."""
+    src = shipped(name)
     text = src.read_text().replace("../../tests/data/", f"{ROOT}/tests/data/")
     work.mkdir(parents=True, exist_ok=True)
     store = work / f"{name}.zarr"
     spec = work / f"{name}.toml"
     spec.write_text(text.replace("[experiment]\n", f'[experiment]\nstore = "{store}"\n', 1))
+    if planned:
+        result = runner("plan", str(spec), "--calibrate", cwd=work, cache=work / "cache", extra_env=extra_env)
+        assert result.returncode == 0, result.stderr
+        built_by_apply = re.findall(r"(builtin:\S+) is built by the first", result.stdout)
+        if built_by_apply:  # build it first, as apply would, so that plan can time it
+            build = "; ".join(f"family_for({s!r}).location({s!r}, build=True)" for s in built_by_apply)
+            made = subprocess.run([sys.executable, "-c", f"from models.registry import family_for; {build}"],
+                                  cwd=work, env={**env(work / "cache"), **(extra_env or {})}, capture_output=True,
+                                  text=True, timeout=600)
+            assert made.returncode == 0, made.stderr
+            result = runner("plan", str(spec), "--calibrate", cwd=work, cache=work / "cache", extra_env=extra_env)
+            assert result.returncode == 0 and "is built by the first" not in result.stdout, result.stdout
     result = runner("apply", str(spec), "-q", cwd=work, cache=work / "cache", extra_env=extra_env)
     assert result.returncode == 0, result.stderr
     return store

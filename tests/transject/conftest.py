@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -34,14 +33,10 @@ def tiny_spec(root: Path, name: str = "tiny", replace: dict[str, str] | None = N
 
 
 @pytest.fixture(scope="session")
-def tiny_store(tmp_path_factory) -> Path:
-    """``runner apply`` of specs/tiny/transject_tiny.toml in a subprocess; its store."""
-    root = tmp_path_factory.mktemp("transject")
-    spec = tiny_spec(root)
-    res = subprocess.run([*RUNNER, "apply", "-q", str(spec)], cwd=root, env=env(), capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr
-    return root / "tiny.zarr"
+def tiny_store(shipped_store) -> Path:
+    """``runner apply`` of specs/tiny/transject_tiny.toml in a subprocess (the session's
+    ``shipped_store``, shared with the golden and figure tests); its store. Read it only."""
+    return shipped_store("transject_tiny")
 
 
 @pytest.fixture(autouse=True)

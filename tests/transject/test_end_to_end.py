@@ -161,7 +161,7 @@ def test_kill_9_mid_training_then_resume_equals_the_uninterrupted_run(tiny_store
     assert killed["resumed_from"] == 1
     for name in a.data_vars:
         if name in ("checkpoint_path", "export_path"):
-            assert [p.replace("tiny.", "killed.") for p in a[name].values.ravel()] == list(b[name].values.ravel())
+            assert [p.replace(f"{tiny_store.stem}.", "killed.") for p in a[name].values.ravel()] == list(b[name].values.ravel())
             continue
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
 

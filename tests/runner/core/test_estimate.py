@@ -200,56 +200,55 @@ def one_thread():
 
 
 @pytest.mark.slow
-def test_quickstart_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_path, one_thread):
-    """Calibrated just before the run, in the same process and on the same thread count; compared on
-    the total (passes average out). Should another user's burst still land in one window, a fresh
-    calibration and run repeat it: one of three within the factor passes (each misses only under a
-    load that changes within seconds)."""
-    from models.registry import family_for
-
-    family_for("builtin:tiny-albert").location("builtin:tiny-albert", build=True)  # once per session
-    spec = tmp_path / "quickstart.toml"
-    shutil.copy(ROOT / "specs" / "quickstart.toml", spec)
-    ratios = []
-    for _ in range(3):
-        p = prepare(spec)
-        est = estimate(p, refresh=True, others=False)
-        assert est.missing is None, est.missing
-        code, _, err = in_process("apply", spec, "-q")
-        assert code == 0, err
-        recorded = [e["estimate"] for e in read_events(tmp_path / "store" / "quickstart.runner" / "events.jsonl")
-                    if e["event"] == "run_started"]
-        assert recorded[-1]["seconds"] == est.to_json()["seconds"]  # apply recorded the calibration just made
-        rows = measured(est.to_json(), read_tasks(tmp_path / "store" / "quickstart.zarr"))
-        predicted, took = sum(r[1] for r in rows), sum(r[2] for r in rows)
-        ratios.append(took / predicted)
-        code, out, _ = in_process("show", tmp_path / "store" / "quickstart.zarr")
-        assert "predicted vs measured device time" in out and "measured/predicted" in out
-        if 0.5 <= ratios[-1] <= 2:
-            break
-        shutil.rmtree(tmp_path / "store")
-    assert 0.5 <= ratios[-1] <= 2, f"measured/predicted per attempt: {ratios}"
+def recorded_ratio(store: Path) -> float:
+    """Measured over predicted device time of a store's last run, from the estimate its
+    ``run_started`` event recorded and the tasks' completion records (compared on the total: passes
+    average out)."""
+    events = read_events(store.parent / f"{store.stem}.runner" / "events.jsonl")
+    recorded = [e["estimate"] for e in events if e["event"] == "run_started"][-1]
+    assert recorded and recorded.get("units"), recorded
+    rows = measured(recorded, read_tasks(store))
+    assert all(r[2] is not None for r in rows), rows
+    return sum(r[2] for r in rows) / sum(r[1] for r in rows)
 
 
-@pytest.mark.parametrize("name", ["lstm_tiny", "transject_tiny",
-                                  pytest.param("scaffold_tiny", marks=pytest.mark.slow)])
-def test_a_tiny_spec_estimate_is_within_a_factor_2_of_the_run(in_process, tmp_path, one_thread, name):
-    """As for the quickstart: calibrated just before the run, on one thread, compared on the total,
-    one of three attempts within the factor."""
-    spec = tmp_path / f"{name}.toml"
-    shutil.copy(ROOT / "specs" / "tiny" / f"{name}.toml", spec)
-    ratios = []
-    for _ in range(3):
+def within_a_factor_2(name: str, spec: Path, first: float, in_process, store: Path) -> list[float]:
+    """The ratios of up to three attempts, the session's shared run first: should another process's
+    burst land in one run's window, a fresh in-process calibration and run repeat it (one thread, so
+    the calibration and the run that follows it see the same load; each misses only under a load
+    that changes within seconds)."""
+    ratios = [first]
+    if not 0.5 <= first <= 2 and name == "quickstart":
+        from models.registry import family_for
+
+        family_for("builtin:tiny-albert").location("builtin:tiny-albert", build=True)  # built before, not timed
+    while not 0.5 <= ratios[-1] <= 2 and len(ratios) < 3:
+        shutil.rmtree(store.parent, ignore_errors=True)
         est = estimate(prepare(spec), refresh=True, others=False, budget=None)
         assert est.missing is None and not any(u.lower_bound for u in est.units), est.to_json()
         code, _, err = in_process("apply", spec, "-q")
         assert code == 0, err
-        rows = measured(est.to_json(), read_tasks(tmp_path / "store" / f"{name}.zarr"))
-        assert all(r[2] is not None for r in rows), rows
-        ratios.append(sum(r[2] for r in rows) / sum(r[1] for r in rows))
-        if 0.5 <= ratios[-1] <= 2:
-            break
-        shutil.rmtree(tmp_path / "store")
+        recorded = [e["estimate"] for e in read_events(store.parent / f"{name}.runner" / "events.jsonl")
+                    if e["event"] == "run_started"]
+        assert recorded[-1]["seconds"] == est.to_json()["seconds"]  # apply recorded the calibration just made
+        ratios.append(recorded_ratio(store))
+    return ratios
+
+
+@pytest.mark.parametrize("name", ["quickstart", "lstm_tiny", "transject_tiny",
+                                  pytest.param("scaffold_tiny", marks=pytest.mark.slow)])
+def test_a_shipped_spec_estimate_is_within_a_factor_2_of_the_run(name, shipped_store, in_process, tmp_path,
+                                                                  one_thread):
+    """The session's shared run of the spec (planned with ``--calibrate`` just before ``apply``, on
+    one thread) predicted its device time within a factor 2; ``show`` prints the comparison."""
+    shared = shipped_store(name)
+    code, out, _ = in_process("show", shared)
+    assert code == 0 and "predicted vs measured device time" in out and "measured/predicted" in out
+    source = ROOT / "specs" / ("quickstart.toml" if name == "quickstart" else f"tiny/{name}.toml")
+    spec = tmp_path / f"{name}.toml"
+    spec.write_text(source.read_text().replace("../../tests/data/", f"{ROOT}/tests/data/"))
+    store = tmp_path / "store" / f"{name}.zarr"
+    ratios = within_a_factor_2(name, spec, recorded_ratio(shared), in_process, store)
     assert 0.5 <= ratios[-1] <= 2, f"measured/predicted per attempt: {ratios}"
 
 
