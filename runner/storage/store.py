@@ -409,6 +409,12 @@ class Store:
             elif self._own is not None:  # written by apply itself, outside any task (the inputs)
                 self._own.add(name)
 
+    def claim(self, name: str, region: tuple) -> None:
+        """Count ``region`` of array ``name`` as written by the running group (values it keeps in
+        place, as a longer run keeps the run it extends), for its completion records."""
+        if self._journal is not None:
+            note_written(self._journal, name, self.group[name], region)
+
     # --- the manifest (runner.storage.manifest): every zarr.json, and the chunks of the arrays apply writes
     def _sealed_own(self) -> set[str]:
         """The arrays the last manifest bound chunk by chunk (apply's own), that are still here."""
@@ -517,16 +523,20 @@ class Reshape:
 def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
     """Compare a store's arrays with ``layout``. A variable whose signature changed is remade; the
     values of a network present before and after are carried over when nothing but the ``network``
-    coordinate and the chunks changed (same dimensions, dtype, sizes and coordinate values)."""
+    coordinate and the chunks changed (same dimensions, dtype, sizes and coordinate values), or a
+    dimension grew with its old coordinate values the first of the new (a longer run: they keep
+    their places)."""
     out = Reshape()
     arrays = {name: g[name] for name in g.array_keys()}
     old_labels = [str(x) for x in arrays["network"][...]] if "network" in arrays else []
     new_labels = [str(x) for x in layout.coords["network"].values] if "network" in layout.coords else []
     sizes = {c.name: c.size for c in layout.coords.values() if c.dims == (c.name,)}
-    same_coord = {}
+    same_coord, grown = {}, {}
     for name, c in layout.coords.items():
         old = arrays.get(name)
         same_coord[name] = old is not None and old.shape == c.values.shape and np.array_equal(old[...], c.values)
+        grown[name] = (old is not None and not same_coord[name] and c.dims == (name,) and len(old.shape) == 1
+                       and old.shape[0] < c.values.shape[0] and np.array_equal(old[...], c.values[:old.shape[0]]))
     for v in layout.vars.values():
         old = arrays.get(v.name)
         if old is None:
@@ -537,7 +547,7 @@ def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
         fits = (tuple(old.metadata.dimension_names or ()) == v.dims and np.dtype(old.dtype) == np.dtype(v.dtype)
                 if v.dtype is not str else False)
         fits = fits and all(d == "network" or (old.shape[i] == v.shape[i] and same_coord.get(d, True))
-                            for i, d in enumerate(v.dims))
+                            or (old.shape[i] < v.shape[i] and grown.get(d, False)) for i, d in enumerate(v.dims))
         out.remake[v.name] = (set(old_labels) & set(new_labels)) if fits and "network" in v.dims else set()
     for name, arr in arrays.items():
         if name in layout.vars or name in layout.coords:
@@ -572,7 +582,8 @@ def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
                              dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
         for label in sorted(labels, key=new_index.get):
             src = (slice(None),) * axis + (old_index[label],)
-            dst = (slice(None),) * axis + (new_index[label],)
+            dst = tuple(slice(0, n) for n in old.shape[:axis]) + (new_index[label],) + tuple(
+                slice(0, n) for n in old.shape[axis + 1:])  # a grown dimension: the old values first
             arr[dst] = old[src]
         arr.attrs.update(with_internal(attrs, carried=True))
         del g[name]
