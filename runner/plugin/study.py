@@ -75,10 +75,13 @@ class Prepared:
 @dataclass(frozen=True)
 class Extension:
     """What :meth:`Study.extensions` says of a finished result a longer run would replace: ``how``
-    its task continues it (``extends``), or why it cannot (``extends = False``: it is recomputed)."""
+    its task continues it (``extends``), or why it cannot (``extends = False``: it is recomputed).
+    ``keep``: the finished result is the new task's (the same inputs, only their task ids changed):
+    its record is taken over and nothing runs."""
 
     how: str
     extends: bool = True
+    keep: bool = False
 
 
 class Reporter(Protocol):

@@ -181,6 +181,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
+            if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs
+                store.record_many(changes.taken_over(p.labels))
             session.write_inputs(store)
             store.seal()  # the manifest binds the inputs too
             interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the store

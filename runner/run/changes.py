@@ -44,6 +44,8 @@ class Replacement:
     """``name: old -> new`` for each resolved value that differs (empty when the old record has no key)."""
     how: str | None = None
     """For an extension: how its results are continued (the study's line); None for a replacement."""
+    keep: bool = False
+    """For an extension: the finished result stands as the new task's (its record is taken over)."""
 
 
 @dataclass
@@ -82,7 +84,17 @@ class Changes:
 
     def sources(self) -> dict[str, tuple[str, ...]]:
         """Planned task id -> the finished ids it continues (:attr:`runner.core.plan.Task.extends`)."""
-        return {r.task.id: tuple(r.old_ids) for r in self.extend}
+        return {r.task.id: tuple(r.old_ids) for r in self.extend if not r.keep}
+
+    def taken_over(self, labels: list[str]) -> dict[str, dict]:
+        """The records of the planned tasks whose finished result stands (``keep``), from the old ones."""
+        out = {}
+        for r in self.extend:
+            if r.keep and len(r.old_ids) == 1:
+                old = {k: v for k, v in self.records[r.old_ids[0]].items() if k not in ("digest", "store_id")}
+                out[r.task.id] = {**old, "key": r.task.key, "network": r.task.network,
+                                  "network_label": labels[r.task.network], "taken_over_from": r.old_ids[0]}
+        return out
 
 
 def compare(tasks: list[Task], labels: list[str], records: dict[str, dict],
@@ -116,7 +128,7 @@ def compare(tasks: list[Task], labels: list[str], records: dict[str, dict],
         for r in out.replace:
             e = said.get(r.task.id)
             if e is not None and e.extends:
-                r.how = e.how
+                r.how, r.keep = e.how, e.keep
             elif e is not None:
                 r.changes = [*r.changes, f"not extended: {e.how}"]
         out.extend = [r for r in out.replace if r.how]

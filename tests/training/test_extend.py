@@ -84,11 +84,15 @@ def test_more_epochs_extend_and_equal_a_fresh_run_bit_for_bit(tmp_path):
     plan = cli("plan", path, "--no-estimate", cwd=path.parent)
     out = " ".join(plan.stdout.split())
     assert "training.epochs: 2 -> 3 (continued from epoch 2)" in out, out
-    assert "recomputed on the new run's checkpoints" in out and "apply refuses" not in out
+    assert "recomputed on the new run's checkpoints" in out and "kept: the same checkpoints" in out
+    assert "apply refuses" not in out
     done = cli("apply", path, "-q", cwd=path.parent)
     assert done.returncode == 0, done.stderr
     trains = [r for r in read_tasks(path.parent / "store/t.zarr").values() if r["kind"] == "train"]
     assert len(trains) == 2 and all(r["resumed_from"] > 0 for r in trains)  # continued, not retrained
+    records = read_tasks(path.parent / "store/t.zarr").values()
+    assert any(r.get("taken_over_from") for r in records)  # measures of kept checkpoints: not run again
+    assert cli("verify", path.parent / "store/t.zarr", cwd=path.parent).returncode == 0
 
     fresh = spec(tmp_path / "b", 3)
     assert cli("apply", fresh, "-q", cwd=fresh.parent).returncode == 0

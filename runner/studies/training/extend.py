@@ -7,9 +7,10 @@ bound, and the loop's resume file at the last epoch end holds everything a longe
 ``[training] epochs``, upwards, and the checkpoint schedule of the shorter run is the first part of
 the longer one's, the longer run takes the finished run's checkpoints and resume file as its own
 (:func:`runner.checkpointed.files.adopt`, a copy with its task id) and trains the epochs added;
-its store equals a fresh run's bit for bit on this machine (tested). The measures are recomputed
-on the checkpoints (their task ids name the training task): those of kept checkpoints give the
-same values, those against the final checkpoint the new ones.
+its store equals a fresh run's bit for bit on this machine (tested). A measure of checkpoints
+the shorter run kept (the same weights, the same parameters) keeps its result: its record is taken
+over under the new task id (which names the training task), nothing runs; one that reads a
+checkpoint the longer run moves (its final one) is recomputed.
 
 Not extended (plan says why and replaces, with consent): a schedule that moves with the run's
 length (``log_spaced`` without ``stop``: its steps spread over the whole run), a run without its
@@ -57,9 +58,10 @@ def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, d
         deps = sorted(continued.get(d, d) for d in t.deps)
         if all(isinstance(o, dict) and _without(o, "deps", "steps") == _without(new, "deps", "steps")
                and sorted(o.get("deps") or []) == deps for o in olds):
-            same = all(o.get("steps") == new.get("steps") for o in olds)
-            out[t.id] = Extension("recomputed on its kept checkpoint" if same else
-                                  "recomputed on the new run's checkpoints")
+            if all(o.get("steps") == new.get("steps") for o in olds):  # the same checkpoints: the same values
+                out[t.id] = Extension("kept: the same checkpoints", keep=True)
+            else:
+                out[t.id] = Extension("recomputed on the new run's checkpoints")
     return out
 
 
