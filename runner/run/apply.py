@@ -7,6 +7,7 @@ done costs a validation and a read of the store's records: no model is built, no
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -24,7 +25,7 @@ from runner.run.execute.registry import ExecutorOptions, executor_class, executo
 from runner.run.execute.scheduler import Scheduler, dry_run
 from runner.storage.history import history_dir, snapshot
 from runner.core.layout import INTERNAL, internal
-from runner.storage.location import Remote, is_url, location
+from runner.storage.location import Remote, is_url, location, write_atomic
 from runner.run.provenance import provenance
 from runner.storage.store import now
 from runner.run.provenance import root_attrs as provenance_root_attrs
@@ -175,8 +176,10 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                 view.warn(f"kept the store as it was in {kept.store} ({len(changes.lost()) + len(also)} finished "
                           f"result(s) {'extended, ' if changes.extend else ''}replaced or dropped; `runner history` "
                           "lists the versions)")
-            if changes.extend:  # the longer run continues what the records said was finished
-                sources = changes.sources()
+            # the longer run continues what the records said was finished; what it continues is kept
+            # beside the records, so that an apply killed before its first durable point still continues
+            sources = _extending(store, changes.sources(), done)
+            if sources:
                 p.tasks = [replace_fields(t, extends=sources[t.id]) if t.id in sources else t for t in p.tasks]
             recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
@@ -209,6 +212,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                 if t.id not in outcome.failed:
                     outcome.failed[t.id] = "skipped: what it needs did not finish"
             status = "failed" if outcome.failed else "done"
+            if not outcome.failed:
+                (store.state_dir / EXTENDING).unlink(missing_ok=True)
     except KeyboardInterrupt:
         outcome.interrupted = True
         status = "interrupted"
@@ -265,6 +270,25 @@ def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[
         "dropped": [{"id": i, "network": records.get(i, {}).get("network_label"),
                      "measure": records.get(i, {}).get("label")} for i in changes.drop + also],
         "records": records})
+
+
+#: Beside the records: planned task id -> the finished ids it continues, while a longer run is under way.
+EXTENDING = "extending.json"
+
+
+def _extending(store: Store, sources: dict[str, tuple[str, ...]], done: dict[str, dict]) -> dict[str, tuple[str, ...]]:
+    """The tasks a longer run continues: those ``changes`` found now, and those an earlier apply of
+    it found before it was killed (their records were gone then), less the finished ones."""
+    path = store.state_dir / EXTENDING
+    try:
+        earlier = {k: tuple(v) for k, v in json.loads(path.read_bytes()).items()} if path.is_file() else {}
+    except (OSError, ValueError):
+        earlier = {}
+    out = {t: ids for t, ids in {**earlier, **sources}.items() if t not in done}
+    if sources:
+        with writing(store.state_dir):
+            write_atomic(path, json.dumps(out, sort_keys=True).encode())
+    return out
 
 
 def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict:

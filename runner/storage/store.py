@@ -363,6 +363,8 @@ class Store:
         recreated = []
         for v in layout.vars.values():
             attrs = with_internal(v.attrs, layout=v.signature(layout.coords), measure=v.measure)
+            if v.name in reshape.grow and v.name in existing:
+                g[v.name].resize(reshape.grow[v.name])  # a longer run: new chunks come, old ones stay as they are
             if v.name in existing and v.name not in reshape.remake:
                 if dict(g[v.name].attrs) != attrs:
                     g[v.name].attrs.update(attrs)  # e.g. a new threshold; the data is rewritten by its task
@@ -500,6 +502,9 @@ class Reshape:
 
     remake: dict[str, set[str]] = field(default_factory=dict)
     """Variable -> labels of the networks whose values are carried into the remade array."""
+    grow: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Variable -> its new shape, for an array that only grows along axes whose old values are the
+    first of the new, with the same chunks and networks: resized in place (its chunks untouched)."""
     orphans: list[str] = field(default_factory=list)
     """Arrays no variable of the layout declares any more whose dimensions no longer fit: deleted."""
     measures: dict[str, str] = field(default_factory=dict)
@@ -546,8 +551,16 @@ def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
         out.measures[v.name] = v.measure
         fits = (tuple(old.metadata.dimension_names or ()) == v.dims and np.dtype(old.dtype) == np.dtype(v.dtype)
                 if v.dtype is not str else False)
+        grows = [old.shape[i] < v.shape[i] and grown.get(d, False) for i, d in enumerate(v.dims)]
+        same_type = tuple(old.metadata.dimension_names or ()) == v.dims and (
+            np.dtype(old.dtype).kind in "OTU" if v.dtype is str else np.dtype(old.dtype) == np.dtype(v.dtype))
+        if same_type and any(grows) and tuple(old.chunks) == tuple(v.chunks) and all(
+                g or (old.shape[i] == v.shape[i] and same_coord.get(d, True))
+                for i, (d, g) in enumerate(zip(v.dims, grows, strict=True))):
+            out.grow[v.name] = tuple(v.shape)  # the networks in their places too (same_coord)
+            continue
         fits = fits and all(d == "network" or (old.shape[i] == v.shape[i] and same_coord.get(d, True))
-                            or (old.shape[i] < v.shape[i] and grown.get(d, False)) for i, d in enumerate(v.dims))
+                            or g for i, (d, g) in enumerate(zip(v.dims, grows, strict=True)))
         out.remake[v.name] = (set(old_labels) & set(new_labels)) if fits and "network" in v.dims else set()
     for name, arr in arrays.items():
         if name in layout.vars or name in layout.coords:

@@ -5,6 +5,7 @@ runs in subprocesses); any other change still replaces, with consent."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from runner.storage.history import versions
 from runner.storage.store import read_tasks, runner_dir
 from runner.studies.depth.extend import lengthened
 from runner.studies.depth.measures.orbit import Orbit, Params as OrbitParams
-from tests.runner.helpers import maps_spec, run_cli, write_spec
+from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
 
 #: Every step measure that can extend, with what it computes at the last step (orbit classes,
 #: censoring, twins' outcome, a PCA whose window ends there), and a derived one.
@@ -115,6 +116,25 @@ def test_a_longer_run_extends_and_equals_a_fresh_run_bit_for_bit(tmp_path):
     assert run_cli("verify", store, cwd=spec.parent).returncode == 0
     assert "Plan: 0 to run" in run_cli("plan", spec, "--no-estimate", cwd=spec.parent).stdout
     assert len(list((runner_dir(store) / "final").iterdir())) == 2  # one kept state per network
+
+
+def test_kill_9_during_an_extension_and_apply_again_continue_it(tmp_path):
+    """Killed before the extension's first durable point (its records of the shorter run are gone by
+    then): the next apply still continues from the kept state, to the store a fresh run gives."""
+    spec, store = applied(tmp_path / "a", 60)
+    spec.write_text(spec_text(80))
+    proc = popen_cli("apply", spec, "-q", cwd=spec.parent, RUNNER_TEST_STALL="tanh@70")
+    wait_for(lambda: (runner_dir(store) / "stalled").exists(), proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = run_cli("apply", spec, "-q", cwd=spec.parent)
+    assert done.returncode == 0, done.stderr
+    passes = {r["network_label"]: r["resumed_from"] for r in read_tasks(store).values() if r["kind"] == "iterate"}
+    assert passes == {"logistic": 60, "tanh": 60}
+    _, fresh = applied(tmp_path / "b", 80)
+    a, b = bits(data(store)), bits(data(fresh))
+    assert [k for k in b if a[k] != b[k]] == [] and len(versions(store)) == 1
+    assert not (runner_dir(store) / "extending.json").exists()
 
 
 def test_a_change_besides_the_length_replaces_and_needs_consent(tmp_path):

@@ -10,8 +10,8 @@ from runner.core.layout import LayoutBuilder
 from runner.storage.store import Store
 
 
-def _layout(stop: int, start: int = 0):
-    b = LayoutBuilder(segment=2)
+def _layout(stop: int, start: int = 0, segment: int = 2):
+    b = LayoutBuilder(segment=segment)
     b.index("network", 2, long_name="network")
     b.axis("t_step", start, stop, 1)
     b.var("x", "m", ("network", "t_step"), "float64", np.nan, "x", "1", "d")
@@ -30,10 +30,21 @@ def test_a_grown_step_axis_keeps_the_old_values_first(tmp_path):
     _, values = _written(tmp_path)
     again = Store(tmp_path / "s.zarr")
     reshape = again.reshape(_layout(8))
-    assert reshape.remake == {"x": {"0", "1"}}  # every network's values carried
+    assert reshape.grow == {"x": (2, 9)} and not reshape.remake  # resized in place: its chunks stay
     again.open(_layout(8), {}, reshape)
     grown = again.read("x")
     assert grown.shape == (2, 9) and np.array_equal(grown[:, :5], values) and np.isnan(grown[:, 5:]).all()
+
+
+def test_new_chunks_carry_the_old_values_into_a_remade_array(tmp_path):
+    _, values = _written(tmp_path)
+    again = Store(tmp_path / "s.zarr")
+    layout = _layout(8, segment=3)  # another segment length: other chunks
+    reshape = again.reshape(layout)
+    assert reshape.remake == {"x": {"0", "1"}} and not reshape.grow  # every network's values carried
+    again.open(layout, {}, reshape)
+    grown = again.read("x")
+    assert np.array_equal(grown[:, :5], values) and np.isnan(grown[:, 5:]).all()
 
 
 def test_an_axis_that_moves_is_remade_empty(tmp_path):
