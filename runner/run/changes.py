@@ -12,6 +12,7 @@ out) is **kept** as it is. :func:`changed` names the values that differ (``steps
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,7 +157,10 @@ def expand(key: Any, keys: dict[str, Any], depth: int = 0) -> Any:
     if isinstance(key, dict):
         return {k: expand(v, keys, depth) for k, v in key.items()}
     if isinstance(key, list | tuple):
-        return [expand(v, keys, depth) for v in key]
+        out = [expand(v, keys, depth) for v in key]
+        if key and all(isinstance(v, str) and keys.get(v) is not None for v in key):  # task ids: in an order
+            out.sort(key=lambda v: json.dumps(v, sort_keys=True, default=str))  # of their keys, not of their hashes
+        return out
     if isinstance(key, str) and keys.get(key) is not None:
         return expand(keys[key], keys, depth + 1)
     return key
