@@ -45,7 +45,7 @@ from runner.core.formats import STORE_FORMAT
 from runner.core.plan import plan_rows
 from runner.core.requirements import lines as requirement_lines
 from runner.core.requirements import to_json as requirement_json
-from runner.run.changes import compare, summary
+from runner.run.changes import changes_of, summary
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
@@ -295,8 +295,9 @@ def _plan_one(args, p) -> int:
     from runner.storage.store import read_tasks  # lazy: filelock, numpy
 
     state = states(p)
-    changes = compare(p.tasks, p.labels, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
+    changes = changes_of(p, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
     replacing = {r.task.id: r for r in changes.replace} if changes else {}
+    extending = {r.task.id: r for r in changes.extend} if changes else {}
     calibrated = _calibrator(args)
     cpu = _threads(args, p, calibrated)
     est = None if args.no_estimate else estimate(p, calibrated=calibrated)
@@ -305,6 +306,8 @@ def _plan_one(args, p) -> int:
         for row in rows:
             if row["id"] in replacing:
                 row.update(action="replace", changes=replacing[row["id"]].changes)
+            elif row["id"] in extending:
+                row.update(action="extend", changes=extending[row["id"]].changes, how=extending[row["id"]].how)
             else:
                 row["action"] = {"done": "keep", "pending": "add", "blocked": "add"}.get(row["state"], row["state"])
         _emit({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
@@ -332,6 +335,8 @@ def _plan_one(args, p) -> int:
     for (network, name), ts in groups.items():
         replaced = [replacing[t.id] for t in ts if t.id in replacing]
         why = f"replace: {_changed_text(replaced)}" if replaced else ""
+        if not replaced and (extended := [extending[t.id] for t in ts if t.id in extending]):
+            replaced, why = extended, f"extend: {_changed_text(extended)} ({extended[0].how})"
         if len(ts) == 1 and ts[0].id:
             skip = f"not applicable: {ts[0].skip}" if ts[0].skip else ""
             _say(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {why or skip or state[ts[0].id]}")
@@ -353,7 +358,9 @@ def _plan_one(args, p) -> int:
         _say(f"Plan: {len(p.tasks) - n_done} to run, {n_done} done"
               + (f"; {len(changes.replace)} replace and {len(changes.drop)} drop finished results: apply refuses "
                  f"without --replace, which keeps the store as it is now in {_history_of(p.store_path)}/"
-                 if consent else ""))
+                 if consent else "")
+              + (f"; {len(changes.extend)} extend finished results (no consent needed; the store as it is now is "
+                 f"kept in {_history_of(p.store_path)}/)" if changes is not None and changes.extend else ""))
         _repair_line(p.store_path)
     print_unmet(p.unmet, args.verbose)
     return EXIT_OK
@@ -438,6 +445,8 @@ def _changes_json(changes) -> dict:
     rec = changes.records
     return {"replace": [{"id": r.task.id, "replaces": r.old_ids, "network": r.network, "measure": r.task.label,
                          "changes": r.changes} for r in changes.replace],
+            "extend": [{"id": r.task.id, "extends": r.old_ids, "network": r.network, "measure": r.task.label,
+                        "changes": r.changes, "how": r.how} for r in changes.extend],
             "drop": [{"id": i, "network": rec[i].get("network_label"), "measure": rec[i].get("label")}
                      for i in changes.drop],
             "kept": [{"id": i, "network": rec[i].get("network_label"), "measure": rec[i].get("label")}
@@ -757,7 +766,7 @@ def cmd_history(args) -> int:
     checked = {v.name: _version_damage(v) for v in found}
     if args.json:
         _emit([{"name": v.name, "store": str(v.store), **{k: v.manifest.get(k) for k in
-                ("created_utc", "reason", "spec_sha256", "replaced", "dropped")},
+                ("created_utc", "reason", "spec_sha256", "replaced", "extended", "dropped")},
                 "ok": checked[v.name][0], "damage": checked[v.name][1]} for v in found])
         return EXIT_OK
     if not found:
@@ -773,6 +782,8 @@ def cmd_history(args) -> int:
                                                   "or keep it as it is)"))
         for r in v.manifest.get("replaced", [])[:6]:
             print(f"      replaced {r['network']} {r['measure']}: {'; '.join(r['changes']) or 'parameters changed'}")
+        for r in v.manifest.get("extended", [])[:6]:
+            print(f"      extended {r['network']} {r['measure']}: {'; '.join(r['changes'])}")
         for d in v.manifest.get("dropped", [])[:6]:
             print(f"      dropped {d['network']} {d['measure']}")
     print(f"remove one with `runner history {args.target} --remove VERSION`")

@@ -44,4 +44,18 @@ def save(path: Path, tensors: dict[str, Tensor], meta: dict[str, str]) -> None:
     write_tensors(path, tensors, meta)
 
 
-__all__ = ["RESUME", "belongs", "checkpoint_dir", "load_weights", "read_metadata", "save", "weights"]
+def adopt(old: Path, new: Path, train_id: str) -> None:
+    """A longer run of ``train_id`` takes the files of the finished run in ``old`` as its own (in
+    ``new``, metadata naming it): the checkpoints it kept, and its resume file, no longer done, from
+    which the loop trains the epochs added. A file already in ``new`` (written by this longer run
+    before a kill) is kept; the resume file is taken last."""
+    files = sorted(old.glob("*.safetensors"), key=lambda f: f.name == RESUME) if old.is_dir() else []
+    for path in files:
+        target, meta = new / path.name, read_metadata(path)
+        if target.exists() or meta is None:
+            continue
+        meta = {**meta, "train_id": train_id, **({"done": "0"} if path.name == RESUME else {})}
+        save(target, read_tensors(path), meta)
+
+
+__all__ = ["RESUME", "adopt", "belongs", "checkpoint_dir", "load_weights", "read_metadata", "save", "weights"]

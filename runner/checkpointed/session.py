@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from runner.checkpointed.files import RESUME, belongs, checkpoint_dir, read_metadata
+from runner.checkpointed.files import RESUME, adopt, belongs, checkpoint_dir, read_metadata
 from runner.checkpointed.loop import Curves, Finished, Saved
 from runner.checkpointed.schedule import checkpoint_resource
 
@@ -181,6 +181,9 @@ class CheckpointedSession:
 
     def _train(self, task, report) -> dict:
         n, store = task.network, report.store
+        if task.extends:  # a longer run: the finished run's checkpoints and resume file become its own
+            adopt(checkpoint_dir(store.state_dir, self.labels[n], task.extends[0]), self.checkpoint_dir(store, n),
+                  task.id)
         files = self.checkpoint_files(n)  # those an earlier process saved: a resumed run yields only its own
         known = set(self.paths)
         self.checkpoints.scan(n, {c: path for c, (path, _) in files.items()}, task.id)

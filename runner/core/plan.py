@@ -52,6 +52,9 @@ class Task:
     key: dict[str, Any] | None = field(default=None, compare=False)
     """The resolved values its id hashes (``task_id(key)``), kept in its completion record so that
     ``plan`` can name what changed when a finished result would be replaced."""
+    extends: tuple[str, ...] = field(default=(), compare=False)
+    """Ids of the finished tasks it continues rather than recomputes (a longer run: set by ``apply``
+    from the study's :meth:`~runner.plugin.study.Study.extensions`); empty for a task run from the start."""
 
     @property
     def requires(self) -> tuple[str, ...]:

@@ -72,6 +72,18 @@ class Prepared:
         return self.spec.store_path()
 
 
+@dataclass(frozen=True)
+class Extension:
+    """What :meth:`Study.extensions` says of a finished result a longer run would replace: ``how``
+    its task continues it (``extends``), or why it cannot (``extends = False``: it is recomputed).
+    ``keep``: the finished result is the new task's (the same inputs, only their task ids changed):
+    its record is taken over and nothing runs."""
+
+    how: str
+    extends: bool = True
+    keep: bool = False
+
+
 class Reporter(Protocol):
     """What a running group tells the engine, and the store it writes its results to."""
 
@@ -229,6 +241,14 @@ class Study:
         arguments), which the thread policy (:mod:`runner.run.threads`) times at each thread count;
         None when there is none to time without downloading or building anything."""
         return None
+
+    def extensions(self, p: Prepared, replaced: dict[str, list[str]],
+                   records: dict[str, dict]) -> dict[str, Extension]:
+        """Of the finished results ``p`` would replace (planned task id -> the finished ids in its
+        slot), those its tasks continue instead of recomputing (a run only made longer), and for
+        other lengthenings why not: task id -> :class:`Extension`. Default: none, every change
+        replaces."""
+        return {}
 
     def thread_key(self, p: Prepared) -> dict[str, Any]:
         """What the probe's timing depends on (its model, batch, precision), for the cache."""

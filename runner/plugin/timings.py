@@ -90,6 +90,21 @@ class StepMeasure(Measure):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
 
+    #: For plan, with an extension: what it computes again at the new last step ("" for nothing).
+    extend_note: str = ""
+
+    def extend_problem(self, old_steps: int, new_steps: int) -> str | None:
+        """Why its results of a finished run of ``old_steps`` cannot be continued to ``new_steps``
+        from the state the pass kept before its last step (the pass then runs again from t = 0), or
+        None when they can: its state depends on the run's length only as :meth:`extend_state`
+        adapts it, and what it writes at the end it writes again at the new end. Default: it does
+        not say it can, so it is recomputed."""
+        return "it does not say it can continue a finished run"
+
+    def extend_state(self, state: dict[str, Any], old_steps: int, new_steps: int) -> dict[str, Any]:
+        """Its state kept at step ``old_steps`` of a finished run, as a run of ``new_steps`` has it there."""
+        return state
+
     def masked_positions(self, input_ids: Any, special_ids: list[int], seed: int) -> Any:
         """Bool ``(samples, tokens)``: the input tokens to replace by the mask token."""
         raise NotImplementedError

@@ -7,6 +7,7 @@ done costs a validation and a read of the store's records: no model is built, no
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -17,14 +18,14 @@ from pathlib import Path
 from runner.core import errors
 from runner.core.errors import ConsentNeeded, Locked
 from runner.core import interrupt
-from runner.run.changes import Changes, compare, summary
+from runner.run.changes import Changes, changes_of, summary
 from runner.core.estimate import Calibrator, estimate
 from runner.run.execute.recorder import Recorder
 from runner.run.execute.registry import ExecutorOptions, executor_class, executor_problem, executors
 from runner.run.execute.scheduler import Scheduler, dry_run
 from runner.storage.history import history_dir, snapshot
 from runner.core.layout import INTERNAL, internal
-from runner.storage.location import Remote, is_url, location
+from runner.storage.location import Remote, is_url, location, write_atomic
 from runner.run.provenance import provenance
 from runner.storage.store import now
 from runner.run.provenance import root_attrs as provenance_root_attrs
@@ -131,7 +132,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     damage = damage_of(p.store_path)  # reads back the chunks finished tasks recorded
     if all(t.id in done for t in p.tasks) and not records_lost(p.store_path) and damage.ok:
         return Outcome([], {}, len(p.tasks))  # nothing to do costs a read of the results: no lock, no models
-    changes = compare(p.tasks, p.labels, done)
+    changes = changes_of(p, done)
     lost_records = records_lost(p.store_path)
     if (changes.needs_consent or lost_records) and not consent:  # said before anything is loaded
         raise ReplaceRefused(p.store_path, p.spec_file, changes, lost_records=lost_records)
@@ -157,7 +158,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                           f"{', '.join(damage.variables)}; recomputing the {len(redo)} task(s) that wrote them"
                           + restored)
             done = read_tasks(p.store_path)  # under the lock now
-            changes = compare(p.tasks, p.labels, done)
+            changes = changes_of(p, done)
             reshape = store.reshape(session.layout)
             also = [tid for tid in reshape.lost(done) if tid not in {t.id for t in p.tasks} and tid not in changes.lost()]
             if (changes.needs_consent or also or lost_records) and not consent:
@@ -165,18 +166,26 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                                      [f"{summary(also, done)}: its arrays change shape"] if also else None,
                                      lost_records)
             kept = None
-            if changes.needs_consent or also or lost_records:
+            if changes.needs_consent or also or lost_records or changes.extend:
                 kept = _keep_history(p, changes, also, done, lost_records)
                 interrupt.stall_point(store.state_dir, "replace", 1)  # test hook: a kill after the copy
                 store.forget(changes.lost() + also)
                 interrupt.stall_point(store.state_dir, "replace", 2)  # and after the records went
                 events.emit("results_replaced", history=str(kept.store), replaced=changes.replaced_ids,
-                            dropped=changes.drop + also)
+                            dropped=changes.drop + also, extended=changes.extended_ids)
                 view.warn(f"kept the store as it was in {kept.store} ({len(changes.lost()) + len(also)} finished "
-                          "result(s) replaced or dropped; `runner history` lists the versions)")
+                          f"result(s) {'extended, ' if changes.extend else ''}replaced or dropped; `runner history` "
+                          "lists the versions)")
+            # the longer run continues what the records said was finished; what it continues is kept
+            # beside the records, so that an apply killed before its first durable point still continues
+            sources = _extending(store, changes.sources(), done)
+            if sources:
+                p.tasks = [replace_fields(t, extends=sources[t.id]) if t.id in sources else t for t in p.tasks]
             recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
+            if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs
+                store.record_many(changes.taken_over(p.labels))
             session.write_inputs(store)
             store.seal()  # the manifest binds the inputs too
             interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the store
@@ -203,6 +212,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                 if t.id not in outcome.failed:
                     outcome.failed[t.id] = "skipped: what it needs did not finish"
             status = "failed" if outcome.failed else "done"
+            if not outcome.failed:
+                (store.state_dir / EXTENDING).unlink(missing_ok=True)
     except KeyboardInterrupt:
         outcome.interrupted = True
         status = "interrupted"
@@ -248,14 +259,36 @@ def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[
                              "remove the store first")
     old = internal(root_attrs(p.store_path))
     return snapshot(p.store_path, {
-        "created_utc": now(), "reason": "records missing" if lost_records else "replace",
+        "created_utc": now(), "reason": "records missing" if lost_records else
+        "extend" if changes.extend and not (changes.replace or changes.drop or also) else "replace",
         "spec_sha256": old.get("spec_sha256"), "spec_toml": old.get("spec_toml"),
         "replaced_by_spec_sha256": p.spec.sha256(),
         "replaced": [{"ids": r.old_ids, "network": r.network, "measure": r.task.label, "new_id": r.task.id,
                       "changes": r.changes} for r in changes.replace],
+        "extended": [{"ids": r.old_ids, "network": r.network, "measure": r.task.label, "new_id": r.task.id,
+                      "changes": r.changes, "how": r.how} for r in changes.extend],
         "dropped": [{"id": i, "network": records.get(i, {}).get("network_label"),
                      "measure": records.get(i, {}).get("label")} for i in changes.drop + also],
         "records": records})
+
+
+#: Beside the records: planned task id -> the finished ids it continues, while a longer run is under way.
+EXTENDING = "extending.json"
+
+
+def _extending(store: Store, sources: dict[str, tuple[str, ...]], done: dict[str, dict]) -> dict[str, tuple[str, ...]]:
+    """The tasks a longer run continues: those ``changes`` found now, and those an earlier apply of
+    it found before it was killed (their records were gone then), less the finished ones."""
+    path = store.state_dir / EXTENDING
+    try:
+        earlier = {k: tuple(v) for k, v in json.loads(path.read_bytes()).items()} if path.is_file() else {}
+    except (OSError, ValueError):
+        earlier = {}
+    out = {t: ids for t, ids in {**earlier, **sources}.items() if t not in done}
+    if sources:
+        with writing(store.state_dir):
+            write_atomic(path, json.dumps(out, sort_keys=True).encode())
+    return out
 
 
 def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict:
@@ -351,7 +384,7 @@ def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = 
         total.skipped = sum(len(p.tasks) for p in prepared)
         return total
     if not (replace or prepared[0].spec.experiment.replace):
-        refused = [(p, compare(p.tasks, p.labels, read_tasks(p.store_path))) for p in prepared]
+        refused = [(p, changes_of(p, read_tasks(p.store_path))) for p in prepared]
         for p, changes in refused:
             if changes.needs_consent or records_lost(p.store_path):
                 raise ReplaceRefused(p.store_path, p.spec_file, changes, lost_records=records_lost(p.store_path))

@@ -12,7 +12,8 @@ out) is **kept** as it is. :func:`changed` names the values that differ (``steps
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,10 @@ class Replacement:
     old_ids: list[str]
     changes: list[str]
     """``name: old -> new`` for each resolved value that differs (empty when the old record has no key)."""
+    how: str | None = None
+    """For an extension: how its results are continued (the study's line); None for a replacement."""
+    keep: bool = False
+    """For an extension: the finished result stands as the new task's (its record is taken over)."""
 
 
 @dataclass
@@ -53,6 +58,8 @@ class Changes:
     add: list[Task] = field(default_factory=list)
     """Planned tasks whose slot holds no finished result."""
     replace: list[Replacement] = field(default_factory=list)
+    extend: list[Replacement] = field(default_factory=list)
+    """Finished results continued rather than recomputed (a longer run): no consent needed."""
     drop: list[str] = field(default_factory=list)
     """Finished results apply would delete (their network left the spec, or their arrays change shape)."""
     kept: list[str] = field(default_factory=list)
@@ -67,13 +74,35 @@ class Changes:
     def replaced_ids(self) -> list[str]:
         return [i for r in self.replace for i in r.old_ids]
 
+    @property
+    def extended_ids(self) -> list[str]:
+        return [i for r in self.extend for i in r.old_ids]
+
     def lost(self) -> list[str]:
-        """Ids of the finished results that apply takes out of the store (with consent)."""
-        return self.replaced_ids + self.drop
+        """Ids of the finished results whose records apply forgets (replaced and dropped with consent;
+        extended ones, whose values the longer run keeps and continues)."""
+        return self.replaced_ids + self.extended_ids + self.drop
+
+    def sources(self) -> dict[str, tuple[str, ...]]:
+        """Planned task id -> the finished ids it continues (:attr:`runner.core.plan.Task.extends`)."""
+        return {r.task.id: tuple(r.old_ids) for r in self.extend if not r.keep}
+
+    def taken_over(self, labels: list[str]) -> dict[str, dict]:
+        """The records of the planned tasks whose finished result stands (``keep``), from the old ones."""
+        out = {}
+        for r in self.extend:
+            if r.keep and len(r.old_ids) == 1:
+                old = {k: v for k, v in self.records[r.old_ids[0]].items() if k not in ("digest", "store_id")}
+                out[r.task.id] = {**old, "key": r.task.key, "network": r.task.network,
+                                  "network_label": labels[r.task.network], "taken_over_from": r.old_ids[0]}
+        return out
 
 
-def compare(tasks: list[Task], labels: list[str], records: dict[str, dict]) -> Changes:
-    """Sort ``tasks`` and ``records`` (see :class:`Changes`) from the records alone (what ``plan`` knows)."""
+def compare(tasks: list[Task], labels: list[str], records: dict[str, dict],
+            extensions: Callable[[dict[str, list[str]]], dict[str, Any]] | None = None) -> Changes:
+    """Sort ``tasks`` and ``records`` (see :class:`Changes`) from the records alone (what ``plan`` knows).
+    ``extensions``: given the replacements (task id -> old ids), what the study says of each longer
+    run (task id -> :class:`runner.plugin.study.Extension`: how it extends, or why it cannot)."""
     out = Changes(records=records)
     planned = {t.id for t in tasks}
     by_slot: dict[tuple, list[str]] = {}
@@ -95,13 +124,29 @@ def compare(tasks: list[Task], labels: list[str], records: dict[str, dict]) -> C
         diff = changed(expand(rec.get("key"), {i: r.get("key") for i, r in records.items()}),
                        expand(t.key, keys)) if rec.get("key") is not None and t.key is not None else []
         out.replace.append(Replacement(t, labels[t.network], old, diff))
+    if extensions is not None and out.replace:
+        said = extensions({r.task.id: list(r.old_ids) for r in out.replace})
+        for r in out.replace:
+            e = said.get(r.task.id)
+            if e is not None and e.extends:
+                r.how, r.keep = e.how, e.keep
+            elif e is not None:
+                r.changes = [*r.changes, f"not extended: {e.how}"]
+        out.extend = [r for r in out.replace if r.how]
+        out.replace = [r for r in out.replace if not r.how]
     present = set(labels)
-    runs = bool(out.add or out.replace)  # with nothing to run, apply leaves the store as it is
+    runs = bool(out.add or out.replace or out.extend)  # with nothing to run, apply leaves the store as it is
     for tid, rec in records.items():
         if tid in planned or tid in taken:
             continue
         (out.drop if runs and rec.get("network_label") not in present else out.kept).append(tid)
     return out
+
+
+def changes_of(p, records: dict[str, dict]) -> Changes:
+    """:func:`compare` for a prepared spec (a :class:`runner.plugin.study.Prepared`), its study saying
+    which replacements extend."""
+    return compare(p.tasks, p.labels, records, lambda replaced: p.study.extensions(p, replaced, records))
 
 
 def expand(key: Any, keys: dict[str, Any], depth: int = 0) -> Any:
@@ -112,7 +157,10 @@ def expand(key: Any, keys: dict[str, Any], depth: int = 0) -> Any:
     if isinstance(key, dict):
         return {k: expand(v, keys, depth) for k, v in key.items()}
     if isinstance(key, list | tuple):
-        return [expand(v, keys, depth) for v in key]
+        out = [expand(v, keys, depth) for v in key]
+        if key and all(isinstance(v, str) and keys.get(v) is not None for v in key):  # task ids: in an order
+            out.sort(key=lambda v: json.dumps(v, sort_keys=True, default=str))  # of their keys, not of their hashes
+        return out
     if isinstance(key, str) and keys.get(key) is not None:
         return expand(keys[key], keys, depth + 1)
     return key

@@ -1,8 +1,9 @@
-"""Earlier versions of a store: what ``apply --replace`` keeps before it replaces finished results.
+"""Earlier versions of a store: what ``apply --replace`` keeps before it replaces finished results
+(and ``apply`` before it extends them: a longer run).
 
 ``store/<name>.history/<UTC time>/`` holds ``<name>.zarr``, the store as it was (``xr.open_zarr``
 opens it), and ``manifest.json``: when, why, the spec it was made with, the finished results that
-were replaced or dropped (with the values that changed), every completion record it held (with
+were replaced, extended or dropped (with the values that changed), every completion record it held (with
 the digests of their chunks) and the store's manifest (``contents``: its metadata and the digests
 of the arrays apply writes, :mod:`runner.storage.manifest`), so that ``runner verify STORE --version
 VERSION`` checks a version as it checks the store. A version is made whole or not at all (built
@@ -55,6 +56,7 @@ class Version:
     def describe(self) -> str:
         m = self.manifest
         parts = [f"{len(m.get('replaced', []))} replaced"] if m.get("replaced") else []
+        parts += [f"{len(m.get('extended', []))} extended"] if m.get("extended") else []
         parts += [f"{len(m.get('dropped', []))} dropped"] if m.get("dropped") else []
         why = ", ".join(parts) or m.get("reason", "kept")
         return f"{self.name}  {why}; spec sha256 {str(m.get('spec_sha256', '?'))[:12]}; {self.store}"

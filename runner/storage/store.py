@@ -363,6 +363,8 @@ class Store:
         recreated = []
         for v in layout.vars.values():
             attrs = with_internal(v.attrs, layout=v.signature(layout.coords), measure=v.measure)
+            if v.name in reshape.grow and v.name in existing:
+                g[v.name].resize(reshape.grow[v.name])  # a longer run: new chunks come, old ones stay as they are
             if v.name in existing and v.name not in reshape.remake:
                 if dict(g[v.name].attrs) != attrs:
                     g[v.name].attrs.update(attrs)  # e.g. a new threshold; the data is rewritten by its task
@@ -408,6 +410,12 @@ class Store:
                 note_written(self._journal, name, arr, region)
             elif self._own is not None:  # written by apply itself, outside any task (the inputs)
                 self._own.add(name)
+
+    def claim(self, name: str, region: tuple) -> None:
+        """Count ``region`` of array ``name`` as written by the running group (values it keeps in
+        place, as a longer run keeps the run it extends), for its completion records."""
+        if self._journal is not None:
+            note_written(self._journal, name, self.group[name], region)
 
     # --- the manifest (runner.storage.manifest): every zarr.json, and the chunks of the arrays apply writes
     def _sealed_own(self) -> set[str]:
@@ -494,6 +502,9 @@ class Reshape:
 
     remake: dict[str, set[str]] = field(default_factory=dict)
     """Variable -> labels of the networks whose values are carried into the remade array."""
+    grow: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Variable -> its new shape, for an array that only grows along axes whose old values are the
+    first of the new, with the same chunks and networks: resized in place (its chunks untouched)."""
     orphans: list[str] = field(default_factory=list)
     """Arrays no variable of the layout declares any more whose dimensions no longer fit: deleted."""
     measures: dict[str, str] = field(default_factory=dict)
@@ -517,16 +528,20 @@ class Reshape:
 def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
     """Compare a store's arrays with ``layout``. A variable whose signature changed is remade; the
     values of a network present before and after are carried over when nothing but the ``network``
-    coordinate and the chunks changed (same dimensions, dtype, sizes and coordinate values)."""
+    coordinate and the chunks changed (same dimensions, dtype, sizes and coordinate values), or a
+    dimension grew with its old coordinate values the first of the new (a longer run: they keep
+    their places)."""
     out = Reshape()
     arrays = {name: g[name] for name in g.array_keys()}
     old_labels = [str(x) for x in arrays["network"][...]] if "network" in arrays else []
     new_labels = [str(x) for x in layout.coords["network"].values] if "network" in layout.coords else []
     sizes = {c.name: c.size for c in layout.coords.values() if c.dims == (c.name,)}
-    same_coord = {}
+    same_coord, grown = {}, {}
     for name, c in layout.coords.items():
         old = arrays.get(name)
         same_coord[name] = old is not None and old.shape == c.values.shape and np.array_equal(old[...], c.values)
+        grown[name] = (old is not None and not same_coord[name] and c.dims == (name,) and len(old.shape) == 1
+                       and old.shape[0] < c.values.shape[0] and np.array_equal(old[...], c.values[:old.shape[0]]))
     for v in layout.vars.values():
         old = arrays.get(v.name)
         if old is None:
@@ -536,8 +551,16 @@ def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
         out.measures[v.name] = v.measure
         fits = (tuple(old.metadata.dimension_names or ()) == v.dims and np.dtype(old.dtype) == np.dtype(v.dtype)
                 if v.dtype is not str else False)
+        grows = [old.shape[i] < v.shape[i] and grown.get(d, False) for i, d in enumerate(v.dims)]
+        same_type = tuple(old.metadata.dimension_names or ()) == v.dims and (
+            np.dtype(old.dtype).kind in "OTU" if v.dtype is str else np.dtype(old.dtype) == np.dtype(v.dtype))
+        if same_type and any(grows) and tuple(old.chunks) == tuple(v.chunks) and all(
+                g or (old.shape[i] == v.shape[i] and same_coord.get(d, True))
+                for i, (d, g) in enumerate(zip(v.dims, grows, strict=True))):
+            out.grow[v.name] = tuple(v.shape)  # the networks in their places too (same_coord)
+            continue
         fits = fits and all(d == "network" or (old.shape[i] == v.shape[i] and same_coord.get(d, True))
-                            for i, d in enumerate(v.dims))
+                            or g for i, (d, g) in enumerate(zip(v.dims, grows, strict=True)))
         out.remake[v.name] = (set(old_labels) & set(new_labels)) if fits and "network" in v.dims else set()
     for name, arr in arrays.items():
         if name in layout.vars or name in layout.coords:
@@ -572,7 +595,8 @@ def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
                              dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
         for label in sorted(labels, key=new_index.get):
             src = (slice(None),) * axis + (old_index[label],)
-            dst = (slice(None),) * axis + (new_index[label],)
+            dst = tuple(slice(0, n) for n in old.shape[:axis]) + (new_index[label],) + tuple(
+                slice(0, n) for n in old.shape[axis + 1:])  # a grown dimension: the old values first
             arr[dst] = old[src]
         arr.attrs.update(with_internal(attrs, carried=True))
         del g[name]

@@ -64,10 +64,13 @@ class IteratePass:
     """The pending trajectory measures of one network, run as one pass (the context measures see)."""
 
     def __init__(self, spec: DepthSpec, layout: Layout, net: Network, kinds: list[str], ids: list[str], store: Store,
-                 inputs: PassInputs, device: torch.device, checkpoint: Path, report, rows: slice | None = None):
+                 inputs: PassInputs, device: torch.device, checkpoint: Path, report, rows: slice | None = None,
+                 final: Path | None = None, source: tuple[Path, list[str]] | None = None):
         """``rows``: iterate only these samples (a shard, :mod:`runner.studies.depth.shards`; ``store``
         is then the shard's sink); x_0 is drawn for all samples and sliced, so a shard's states are
-        those of the whole batch."""
+        those of the whole batch. ``final``: where to keep the state before the last step's
+        observation, for a longer run; ``source``: such a state of a finished pass (path, its task
+        ids) that this longer pass continues (:mod:`runner.studies.depth.extend`)."""
         self.spec, self.layout, self.net, self.store = spec, layout, net, store
         self.index = net.index
         self.report = report
@@ -90,6 +93,8 @@ class IteratePass:
             self.twin_rows[m.kind()], lo = slice(lo, lo + n), lo + n
         self.z: torch.Tensor | None = None
         self.loop_seconds = 0.0
+        self.final, self.source = final, source
+        self.extended_from: int | None = None
         period = spec.exit_period()
         self.exit = None if period is None else EarlyExit(torch.cat(
             [torch.arange(self.S, device=device)] + [m.rows(self) for m in self.twins]), self.S, period)
@@ -97,6 +102,8 @@ class IteratePass:
     # ------------------------------------------------------------------ state
     def _start(self) -> tuple[int, torch.Tensor, torch.Tensor]:
         saved = load_checkpoint(self.checkpoint, self.ids, self.store.store_id, self.device)
+        if saved is None and self.source is not None:
+            saved = self._extend(*self.source)
         if saved is not None:
             tensors, meta = saved
             self.batch_size = meta.get("batch_size", self.batch_size)
@@ -123,13 +130,36 @@ class IteratePass:
             self.exit.after(0, z)
         return 0, z, torch.full((self.S,), -1, dtype=torch.int64, device=self.device)
 
-    def _save(self, t: int, z: torch.Tensor, diverged: torch.Tensor) -> None:
+    def _extend(self, path: Path, ids: list[str]) -> tuple[dict, dict] | None:
+        """The state a finished pass kept at its end, as this longer run has it there (each measure's
+        ``extend_state``); the chunks it wrote count as this pass's (its values stay in place)."""
+        found = load_checkpoint(path, ids, self.store.store_id, self.device)
+        if found is None:  # gone or foreign: from t = 0 (the same values, later)
+            self.report.warn(f"{self.net.label}: no kept state at {path}; the longer run starts from t = 0")
+            return None
+        tensors, meta = found
+        old = int(meta["t"])
+        for m in self.active:
+            prefix = f"{m.kind()}."
+            state = m.extend_state({k.removeprefix(prefix): v for k, v in tensors.items() if k.startswith(prefix)},
+                                   old, self.T)
+            tensors = {**{k: v for k, v in tensors.items() if not k.startswith(prefix)},
+                       **{prefix + k: v for k, v in state.items()}}
+        kinds = {m.kind() for m in self.active}
+        for v in self.layout.vars.values():
+            if v.measure in kinds and "network" in v.dims:
+                self.store.claim(v.name, tuple(self.index if d == "network" else slice(None) for d in v.dims))
+        self.extended_from = old
+        return tensors, meta
+
+    def _save(self, t: int, z: torch.Tensor, diverged: torch.Tensor, path: Path | None = None) -> None:
         tensors = {"z": z, "diverged": diverged}
         for m in self.active:
             tensors.update({f"{m.kind()}.{k}": v for k, v in m.state_dict().items()})
         if self.exit:
             tensors.update({f"exit.{k}": v for k, v in self.exit.state_dict().items()})
-        save_checkpoint(self.checkpoint, tensors, self.ids, self.store.store_id, t=t, batch_size=self.batch_size)
+        save_checkpoint(path or self.checkpoint, tensors, self.ids, self.store.store_id, t=t,
+                        batch_size=self.batch_size, network=self.net.label)
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
@@ -159,6 +189,8 @@ class IteratePass:
                     interrupt.check()
                     interrupt.stall_point(self.store.state_dir, self.net.label, t + 1)
                 if seg.last:
+                    if self.final is not None:  # what a longer run resumes from at step T
+                        self._save(self.T, z, diverged, self.final)
                     diverged = self._observe(self.T, z, diverged, bufs, seg)
                 for m in self.active:
                     m.write(self, bufs[m.kind()], seg)

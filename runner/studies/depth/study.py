@@ -32,6 +32,7 @@ from runner.studies.depth import measures as _registrations  # noqa: F401  (regi
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.measure import Derivation, PassNetworkContext, unmet_needs
 from runner.studies.depth.estimate import estimate, thread_key, thread_probe
+from runner.studies.depth.extend import extensions, final_path, supersede
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.samples import Samples, draw_pairs, draw_samples
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
@@ -261,6 +262,9 @@ class DepthStudy(Study):
     def thread_key(self, p: Prepared) -> dict:
         return thread_key(p.spec, p.state)
 
+    def extensions(self, p: Prepared, replaced, records):
+        return extensions(p, replaced, records)
+
 
 #: The counts a run's sizes scale with: a size problem is blamed on an override of one of them (not
 #: on the file's line of the other), never on an override of a name or label.
@@ -436,12 +440,19 @@ class DepthSession:
             if store.done:  # finished before the run stopped; its files wait for the merge
                 return {"resumed_from": self.spec.dynamics.steps, "device": str(self.device)}
         checkpoint = report.store.state_dir / "checkpoints" / f"{key}.safetensors"
+        # a longer run continues the finished pass it extends from the state that pass kept (a shard
+        # keeps none and starts from t = 0: the same values, later)
+        sources = sorted({i for t in group for i in t.extends})
+        source = (final_path(report.store.state_dir, sources), sources) if sources and shard is None else None
         p = IteratePass(self.spec, self.layout, net, [t.measure for t in group], ids, store, self.inputs,
-                        self.device, checkpoint, report, rows=shard.rows if shard else None)
+                        self.device, checkpoint, report, rows=shard.rows if shard else None,
+                        final=None if shard is not None else final_path(report.store.state_dir, ids), source=source)
         start = p.run()
         if shard is not None:
             store.finish()
         checkpoint.unlink(missing_ok=True)
+        if shard is None:
+            supersede(report.store.state_dir, net.label, ids)
         return {"resumed_from": start, "loop_seconds": p.loop_seconds, "device": str(self.device)}
 
     def merge(self, group: list[Task], shards: list[Shard], store, results: list[dict]) -> None:

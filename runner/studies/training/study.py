@@ -26,6 +26,7 @@ from runner.core.requirements import Requirement
 from runner.data.files import anchor
 from runner.data.registry import TAGGED, InputError, data_source_for
 from runner.spec.specfile import SpecError, SpecFile
+from runner.studies.training.extend import extensions
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training import sizes
 from runner.studies.training.data.corpus import Corpus, CorpusError
@@ -302,6 +303,9 @@ class TrainingStudy(Study):
 
     def thread_key(self, p: Prepared) -> dict:
         return thread_key(p)
+
+    def extensions(self, p: Prepared, replaced, records):
+        return extensions(p, replaced, records)
 
 
 def _configs(spec: TrainingStudySpec, suites) -> list:

@@ -30,6 +30,9 @@ class Attention(StepMeasure):
     # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
     tags = MeasureTags("step", requires=("attention",), strides=("every",), exit_period=1)
 
+    def extend_problem(self, old_steps, new_steps):
+        return None  # x_t alone
+
     def problems(self, spec):
         return super().problems(spec) + sample_problems(self.p.samples, spec)
 

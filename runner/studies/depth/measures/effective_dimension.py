@@ -49,6 +49,10 @@ class EffectiveDimension(StepMeasure):
     # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
     # exit_period 1: it observes x_t only
     tags = MeasureTags("step", strides=("every",), shard="combine", exit_period=1)
+
+    def extend_problem(self, old_steps, new_steps):
+        return None  # N_eff(t) reads x_t alone
+
     STATS = ("n", "sum", "scatter")
     MAX_STATISTIC = 2**28
     """Bytes of one F x F statistic above which shards are refused (256 MiB: F above ~5,800)."""

@@ -53,6 +53,10 @@ class Lyapunov(StepMeasure):
     # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
     # is exact; exit_period tau: advance renormalises at multiples of tau
     tags = MeasureTags("step", strides=("tau",), twin=True, twins_in_key=False, shard="samples", exit_period="tau")
+    extend_note = "its twins' outcome"
+
+    def extend_problem(self, old_steps, new_steps):
+        return None  # intervals start at multiples of tau: the kept twins go on as in a longer run
 
     def variables(self, b, shape) -> None:
         tau = self.p.tau

@@ -54,6 +54,23 @@ class Orbit(StepMeasure):
     def window(self, steps: int) -> int:
         return min(self.p.window, steps // 2 + 1)
 
+    extend_note = "the orbit classes of its last states"
+
+    def extend_problem(self, old_steps, new_steps):
+        return None  # the window's first step never moves back as the run grows (extend_state)
+
+    def extend_state(self, state, old_steps, new_steps):
+        """The window of a longer run starts no earlier (first = T + 1 - W is non-decreasing in T):
+        the kept states it shares move to their new places, the rest wait for the steps to come."""
+        kept, first = state["kept"], int(state["first"])
+        W = self.window(new_steps)
+        new_first = new_steps + 1 - W
+        moved = torch.full((W, *kept.shape[1:]), float("nan"), dtype=kept.dtype, device=kept.device)
+        n = min(W, first + len(kept) - new_first)
+        if n > 0:
+            moved[:n] = kept[new_first - first: new_first - first + n]
+        return {**state, "kept": moved, "first": torch.tensor(new_first)}
+
     def variables(self, b, shape) -> None:
         m, W = "orbit", self.window(shape.steps)
         p = self.p

@@ -38,6 +38,17 @@ class PCA(StepMeasure):
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, self.p.stop or steps
 
+    extend_note = "the PCA of its window"
+
+    def extend_problem(self, old_steps, new_steps):
+        return None  # its points so far are its state (extend_state); the PCA is done at the end
+
+    def extend_state(self, state, old_steps, new_steps):
+        """A window that ends at the last step gets room for the points to come (NaN)."""
+        kept, n = state["points"], self.points(new_steps)
+        more = torch.full((n - len(kept), *kept.shape[1:]), float("nan"), dtype=kept.dtype, device=kept.device)
+        return {**state, "points": torch.cat([kept, more])}
+
     def points(self, steps: int) -> int:
         start, stop = self.window(steps)
         return (stop - start) // self.p.every + 1

@@ -36,6 +36,10 @@ class TokenDeviation(StepMeasure):
     Params = Params
     precision_checked = {"tf32": False, "bf16": False}
     tags = MeasureTags("step", requires=("tokens",), strides=("every",), shard="samples", exit_period=1)
+    extend_note = "its sync offset and outcome (censoring)"
+
+    def extend_problem(self, old_steps, new_steps):
+        return None  # the first crossing so far is its state; the outcome is written at the new end
 
     def variables(self, b, shape) -> None:
         p = self.p

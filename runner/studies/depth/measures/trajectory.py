@@ -30,6 +30,9 @@ class Trajectory(StepMeasure):
     Params = Params
     tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
 
+    def extend_problem(self, old_steps, new_steps):
+        return None  # x_t alone
+
     def state_problem(self, widest):
         beyond = [e for e in self.p.elements if e >= widest]
         if beyond:

@@ -42,6 +42,9 @@ class TwinDistance(StepMeasure):
     # exit_period 1: its twins are never renormalised (advance is the identity)
     tags = MeasureTags("step", twin=True, exit_period=1)
 
+    def extend_problem(self, old_steps, new_steps):
+        return None  # the twins go on; nothing is computed at the end
+
     def problems(self, spec):
         return super().problems(spec) + self._spec_problems(spec)
 

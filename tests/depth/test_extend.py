@@ -1,0 +1,185 @@
+"""A longer run continues a finished one (issue 37): raising ``[dynamics] steps`` extends each pass
+from the state it kept, and the store equals a fresh run of the new length bit for bit (real CLI
+runs in subprocesses); any other change still replaces, with consent."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from runner.storage.history import versions
+from runner.storage.store import read_tasks, runner_dir
+from runner.studies.depth.extend import lengthened
+from runner.studies.depth.measures.orbit import Orbit, Params as OrbitParams
+from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
+
+#: Every step measure that can extend, with what it computes at the last step (orbit classes,
+#: censoring, twins' outcome, a PCA whose window ends there), and a derived one.
+MEASURES = """
+    [[measure]]
+    kind = "token_deviation"
+
+    [[measure]]
+    kind = "lyapunov"
+    tau = 10
+
+    [[measure]]
+    kind = "transient_chaos"
+
+    [[measure]]
+    kind = "orbit"
+
+    [[measure]]
+    kind = "effective_dimension"
+    every = 5
+
+    [[measure]]
+    kind = "pca"
+    samples = [0, 1]
+    start = 10
+
+    [[measure]]
+    kind = "trajectory"
+    samples = [0]
+    tokens = [0]
+    elements = [0, 1]
+
+    [[measure]]
+    kind = "twin_distance"
+    samples = [2]
+    elements = [0]
+    """
+
+
+def spec_text(steps: int, checkpoint_every: int = 20) -> str:
+    return maps_spec("x", steps=steps, samples=8, n=8, checkpoint_every=checkpoint_every, measures=MEASURES)
+
+
+def bits(ds: xr.Dataset) -> dict[str, tuple]:
+    """Every variable (coordinates included) as (dims, dtype, raw bytes): NaN patterns compared too."""
+    out = {}
+    for name, v in ds.variables.items():
+        a = np.asarray(v.values)
+        out[name] = (v.dims, a.dtype.str, a.tolist() if a.dtype.kind in "OTUS" else a.tobytes())
+    return out
+
+
+def data(path: Path) -> xr.Dataset:
+    return xr.open_zarr(path, consolidated=False).load()
+
+
+def applied(folder: Path, steps: int, *extra: str) -> tuple[Path, Path]:
+    folder.mkdir(exist_ok=True)
+    spec = write_spec(folder, spec_text(steps))
+    done = run_cli("apply", spec, "-q", *extra, cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return spec, folder / "store/x.zarr"
+
+
+def test_a_longer_run_extends_and_equals_a_fresh_run_bit_for_bit(tmp_path):
+    spec, store = applied(tmp_path / "a", 60)
+    before = data(store)
+    spec.write_text(spec_text(80))
+
+    plan = run_cli("plan", spec, "--no-estimate", cwd=spec.parent)
+    assert plan.returncode == 0, plan.stderr
+    out = " ".join(plan.stdout.split())  # wrapped at 80 columns
+    assert "extend: steps: 60 -> 80 (continued from step 60" in out
+    assert "orbit classes of its last states recomputed at step 80" in out
+    assert "extend: steps: 60 -> 80 (recomputed from the stored values)" in out  # transient_chaos
+    assert "apply refuses" not in out and "extend finished results" in out
+    rows = json.loads(run_cli("plan", spec, "--json", "--no-estimate", cwd=spec.parent).stdout)
+    assert rows["extend"] and not rows["replace"]
+
+    done = run_cli("apply", spec, "-q", cwd=spec.parent)  # no --replace: nothing is lost
+    assert done.returncode == 0, done.stderr
+    records = read_tasks(store)
+    passes = [r for r in records.values() if r["kind"] == "iterate"]
+    assert passes and all(r["resumed_from"] == 60 for r in passes)  # continued, not recomputed
+
+    _, fresh = applied(tmp_path / "b", 80)
+    extended, reference = bits(data(store)), bits(data(fresh))
+    assert extended.keys() == reference.keys()
+    assert [k for k in reference if extended[k] != reference[k]] == []
+
+    (version,) = versions(store)  # the 60-step store, as a replace keeps it
+    assert version.manifest["reason"] == "extend" and version.manifest["extended"]
+    xr.testing.assert_identical(data(version.store), before)
+    history = run_cli("history", store, cwd=spec.parent)
+    assert "extended logistic lyapunov: steps: 60 -> 80" in history.stdout
+    assert run_cli("verify", store, cwd=spec.parent).returncode == 0
+    assert "Plan: 0 to run" in run_cli("plan", spec, "--no-estimate", cwd=spec.parent).stdout
+    assert len(list((runner_dir(store) / "final").iterdir())) == 2  # one kept state per network
+
+
+def test_kill_9_during_an_extension_and_apply_again_continue_it(tmp_path):
+    """Killed before the extension's first durable point (its records of the shorter run are gone by
+    then): the next apply still continues from the kept state, to the store a fresh run gives."""
+    spec, store = applied(tmp_path / "a", 60)
+    spec.write_text(spec_text(80))
+    proc = popen_cli("apply", spec, "-q", cwd=spec.parent, RUNNER_TEST_STALL="tanh@70")
+    wait_for(lambda: (runner_dir(store) / "stalled").exists(), proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = run_cli("apply", spec, "-q", cwd=spec.parent)
+    assert done.returncode == 0, done.stderr
+    passes = {r["network_label"]: r["resumed_from"] for r in read_tasks(store).values() if r["kind"] == "iterate"}
+    assert passes == {"logistic": 60, "tanh": 60}
+    _, fresh = applied(tmp_path / "b", 80)
+    a, b = bits(data(store)), bits(data(fresh))
+    assert [k for k in b if a[k] != b[k]] == [] and len(versions(store)) == 1
+    assert not (runner_dir(store) / "extending.json").exists()
+
+
+def test_a_change_besides_the_length_replaces_and_needs_consent(tmp_path):
+    spec, store = applied(tmp_path, 60)
+    spec.write_text(spec_text(80).replace("g = 0.5", "g = 0.6"))  # the tanh map changes, the logistic does not
+    out = " ".join(run_cli("plan", spec, "--no-estimate", cwd=tmp_path).stdout.split())
+    assert "tanh lyapunov replace: model.params.g: 0.5 -> 0.6; steps: 60 -> 80" in out
+    assert "logistic lyapunov extend: steps: 60 -> 80" in out
+    refused = run_cli("apply", spec, "-q", cwd=tmp_path)
+    assert refused.returncode == 77 and "--replace" in refused.stderr and "logistic" not in refused.stderr
+    done = run_cli("apply", spec, "-q", "--replace", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    starts = {(r["network_label"], r["resumed_from"]) for r in read_tasks(store).values() if r["kind"] == "iterate"}
+    assert starts == {("logistic", 60), ("tanh", 0)}
+
+
+def test_a_longer_run_off_its_segments_is_recomputed_and_plan_says_why(tmp_path):
+    spec, store = applied(tmp_path, 60)
+    spec.write_text(spec_text(80, checkpoint_every=40))  # 60 is not where a fresh run's segment ends
+    out = " ".join(run_cli("plan", spec, "--no-estimate", cwd=tmp_path).stdout.split())
+    assert "replace: steps: 60 -> 80; not extended: 60 is not a multiple of the new run's durable segment" in out
+    assert run_cli("apply", spec, "-q", cwd=tmp_path).returncode == 77
+    done = run_cli("apply", spec, "-q", "--replace", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert all(r.get("resumed_from", 0) == 0 for r in read_tasks(store).values())
+
+
+def test_a_shorter_run_is_no_extension():
+    old = {"trajectory": {"steps": 80, "seed": 0}, "measure": "m", "params": {}}
+    assert lengthened(old, {**old, "trajectory": {"steps": 100, "seed": 0}}) == 80
+    assert lengthened(old, {**old, "trajectory": {"steps": 60, "seed": 0}}) is None
+    assert lengthened(old, {**old, "trajectory": {"steps": 100, "seed": 1}}) is None
+    assert lengthened(old, {**old, "trajectory": {"steps": 100, "seed": 0}, "params": {"a": 1}}) is None
+
+
+@pytest.mark.parametrize("old, new", [(60, 80), (60, 400), (3000, 4000)])
+def test_the_orbit_window_moves_on_with_the_states_it_shares(old, new):
+    orbit = Orbit(OrbitParams(kind="orbit"))
+    W, W2 = orbit.window(old), orbit.window(new)
+    first = old + 1 - W
+    kept = torch.arange(W, dtype=torch.float32)[:, None, None] + first  # kept[i] holds step first + i
+    kept[-1] = float("nan")  # step T: observed again by the longer run
+    state = orbit.extend_state({"kept": kept, "first": torch.tensor(first)}, old, new)
+    new_first = int(state["first"])
+    assert new_first == new + 1 - W2 and state["kept"].shape[0] == W2
+    for i, value in enumerate(state["kept"][:, 0, 0].tolist()):
+        step = new_first + i
+        assert value == step if step < old else np.isnan(value)
