@@ -34,10 +34,10 @@ from pydantic import Field, create_model
 
 from runner.core.layout import INTERNAL, LayoutBuilder
 from runner.plugin.loader import load_plugins
-from runner.plugin.measure_protocol import MeasureTags, Shape
+from runner.plugin.measure_protocol import CheckpointTags, DerivedTags, MeasureTags, Shape, StepTags, Suites, Twin
 from runner.spec.specfile import Table
 
-__all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measure_problems", "measures", "params_union",
+__all__ = ["CheckpointTags", "DerivedTags", "Measure", "MeasureParams", "MeasureTags", "StepTags", "Suites", "Twin", "declare", "hints", "measure_problems", "measures", "params_union",
            "kits", "register", "takes", "vocabulary"]
 
 #: study name -> measure kind -> registration
@@ -222,7 +222,7 @@ def kits(study: str) -> list[str]:
 def _taken(cls: type[Measure], study: str, roles: dict[str, tuple[Any, Any]]) -> type[Measure]:
     """``cls`` as ``study`` offers it: its table's parameters for ``roles`` typed and defaulted in the
     study's words (the same class when no role applies)."""
-    fields = {name: role for role in roles if (name := getattr(cls.tags, role, None))}
+    fields = {name: role for role in roles if (name := cls.tags.parameter(role))}
     if not fields:
         return cls
     if (cls, study) not in _TAKEN:

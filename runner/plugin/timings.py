@@ -73,12 +73,12 @@ class StepMeasure(Measure):
 
     def stride_values(self) -> list[int]:
         """The values of its tags' ``strides``, in their order."""
-        return [int(getattr(self.p, name)) for name in self.tags.strides]
+        return [int(getattr(self.p, name)) for name in self.tags.step.strides]
 
     def stride_problems(self, view: StepView) -> list[tuple[tuple | str, str]]:
         """(key, message) for each stride longer than the run."""
         return [(name, f"{value} is larger than {view.steps_name} = {view.steps}; the measure would keep no value")
-                for name, value in zip(self.tags.strides, self.stride_values(), strict=True) if value > view.steps]
+                for name, value in zip(self.tags.step.strides, self.stride_values(), strict=True) if value > view.steps]
 
     def start(self, ctx: StepContext, x0: Any) -> None:
         """Set up a fresh state at t = 0."""
@@ -174,7 +174,7 @@ def network_problems(measure: Measure, view: CheckpointView) -> list[tuple[tuple
         names = list(view.networks) if named else []
         unknown = [x for x in named if x not in names]
         if unknown:
-            out.append(((getattr(measure.tags, role),), f"no [[model]] named {unknown}; the spec has {names}"))
+            out.append(((measure.tags.parameter(role),), f"no [[model]] named {unknown}; the spec has {names}"))
     return out
 
 

@@ -36,7 +36,7 @@ def test_memory_counts_the_batch_a_declared_window_and_declared_weights():
 
 def test_strides_are_what_each_measure_declares():
     registry = measures("depth")
-    assert registry["lyapunov"].tags.strides == ("tau",) and registry["effective_dimension"].tags.strides == ("every",)
+    assert registry["lyapunov"].tags.step.strides == ("tau",) and registry["effective_dimension"].tags.step.strides == ("every",)
     spec = _spec([{"name": "l", "source": "map:logistic"}],
                  [{"kind": "lyapunov", "tau": 4}, {"kind": "effective_dimension", "every": 6}], steps=24)
     assert spec.stride_lcm() == 12

@@ -66,7 +66,7 @@ def batch_rows(spec: DepthSpec) -> int:
     """Rows of the iterated batch: the samples and every measure's twins."""
     registry = measures("depth")
     return spec.input.samples + sum(registry[m.kind](m).n_twins(spec.input.samples) for m in spec.measure
-                                    if registry[m.kind].tags.twin)
+                                    if registry[m.kind].tags.step and registry[m.kind].tags.step.twin)
 
 
 def calibration_spec(spec: DepthSpec, device: torch.device | None = None) -> DepthSpec:
@@ -158,7 +158,7 @@ def probe_batch(spec: DepthSpec) -> int:
     iterate perturbed twins (the Lyapunov exponent's), or the micro-batch."""
     registry = measures("depth")
     twins = sum(registry[m.kind](m).n_twins(spec.input.samples) for m in spec.measure
-                if registry[m.kind].tags.twin)
+                if registry[m.kind].tags.step and registry[m.kind].tags.step.twin)
     return spec.dynamics.batch_size or spec.input.samples + twins
 
 

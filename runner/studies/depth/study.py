@@ -73,13 +73,17 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
 def _twins(spec: DepthSpec, registry) -> list[list]:
     """[kind, number of twin rows] of each measure that iterates twins, in the batch's order."""
     return [[m.kind, registry[m.kind](m).n_twins(spec.input.samples)] for m in spec.measure
-            if registry[m.kind].tags.twin]
+            if _twinned(registry[m.kind])]
+
+
+def _twinned(reg) -> bool:
+    return reg.tags.step is not None and reg.tags.step.twin is not None
 
 
 def _twins_implied(twins: list[list], samples: int, registry) -> bool:
     """No twins, or only the twins of every sample of a measure that keeps them out of the key
     (tags' ``twins_in_key = False``): ``with_perturbation`` alone says what the batch holds."""
-    return not twins or (len(twins) == 1 and not registry[twins[0][0]].tags.twins_in_key and twins[0][1] == samples)
+    return not twins or (len(twins) == 1 and not registry[twins[0][0]].tags.step.twin.in_key and twins[0][1] == samples)
 
 
 def check_precision(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> None:
@@ -111,7 +115,7 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
         for m in spec.measure:
             reg = registry[m.kind]
             why = unmet_needs(reg.tags.requires, net) if net.n_hidden else None  # unknown sizes: decided once resolved
-            source = reg.tags.derived_from
+            source = reg.tags.derived and reg.tags.derived.source
             if source in skipped:
                 why = why or f"its source {source} {skipped[source]}"
             if why:
@@ -136,7 +140,7 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
                 payload = {"trajectory": key, "measure": m.kind, "params": params, "v": reg.version}
                 tasks.append(Task(task_id(payload), "network", m.kind, net.index, m.kind, params=params, key=payload))
             elif reg.tags.timing == "derived":
-                source = ids[reg.tags.derived_from]
+                source = ids[reg.tags.derived.source]
                 payload = {"from": source, "measure": m.kind, "params": params, "v": reg.version}
                 tasks.append(Task(task_id(payload), "derive", m.kind, net.index, m.kind, deps=(source,),
                                   params=params, key=payload))
@@ -346,7 +350,7 @@ class DepthSession:
         masked = torch.zeros(s.input_ids.shape, dtype=torch.bool)
         for m in self.spec.measure:
             reg = registry[m.kind](m)
-            if reg.tags.timing == "step" and reg.tags.masking(m) is not None:
+            if reg.tags.timing == "step" and reg.tags.step.masking(m) is not None:
                 masked |= reg.masked_positions(s.input_ids, list(tokenizer.all_special_ids), self.spec.experiment.seed)
         return PassInputs(s.input_ids, s.attention_mask, masked, int(tokenizer.mask_token_id), self.inputs.scores)
 

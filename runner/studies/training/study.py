@@ -87,7 +87,7 @@ def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
     out = []
     registry = measures("training")
     for i, m in enumerate(study.measure):
-        tb = next(iter(registry[m.kind].tags.named(m, "data")), None)
+        tb, *options = registry[m.kind].tags.named(m, "data") or [None]
         if not tb:
             continue
         where = f"[[measure]] {i} ({m.kind}) treebank {tb!r}"
@@ -98,7 +98,7 @@ def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
                 out.append(f"{where}: no file {path}; download {UD_EWT}")
             continue
         try:
-            load_treebank(tb, base, m.subset, m.split)
+            load_treebank(tb, base, *options)
         except InputError as err:
             out.append(f"{where}: not available here ({err}); use {UD_EWT}")
     return out

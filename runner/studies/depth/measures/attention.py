@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, register, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -28,7 +28,7 @@ class Attention(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
-    tags = MeasureTags("step", requires=("attention",), strides=("every",), exit_period=1)
+    tags = MeasureTags("step", requires=("attention",), step=StepTags(strides=("every",), exit_period=1))
 
     def problems(self, spec):
         return super().problems(spec) + sample_problems(self.p.samples, spec)

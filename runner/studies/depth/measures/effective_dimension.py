@@ -11,7 +11,7 @@ import torch
 from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import hints, MeasureTags, register, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 
@@ -48,7 +48,7 @@ class EffectiveDimension(StepMeasure):
     precision_checked = {"tf32": True, "bf16": False}
     # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
     # exit_period 1: it observes x_t only
-    tags = MeasureTags("step", strides=("every",), shard="combine", exit_period=1)
+    tags = MeasureTags("step", step=StepTags(strides=("every",), shard="combine", exit_period=1))
     STATS = ("n", "sum", "scatter")
     MAX_STATISTIC = 2**28
     """Bytes of one F x F statistic above which shards are refused (256 MiB: F above ~5,800)."""

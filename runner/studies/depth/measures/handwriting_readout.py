@@ -28,7 +28,7 @@ from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
 from runner.core.layout import counts
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import hints, MeasureTags, register, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 
@@ -78,7 +78,7 @@ class HandwritingReadout(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
-    tags = MeasureTags("step", requires=("text",), exit_period=1)
+    tags = MeasureTags("step", requires=("text",), step=StepTags(exit_period=1))
 
     def window(self) -> tuple[int, int]:
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())

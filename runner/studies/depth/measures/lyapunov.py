@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation, renormalize
 from runner.core.layout import flags
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import hints, MeasureTags, register, StepTags, Twin
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
@@ -52,7 +52,8 @@ class Lyapunov(StepMeasure):
     # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
     # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
     # is exact; exit_period tau: advance renormalises at multiples of tau
-    tags = MeasureTags("step", strides=("tau",), twin=True, twins_in_key=False, shard="samples", exit_period="tau")
+    tags = MeasureTags("step", step=StepTags(strides=("tau",), twin=Twin(in_key=False), shard="samples",
+                                                 exit_period="tau"))
 
     def variables(self, b, shape) -> None:
         tau = self.p.tau

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.pca import pca_projection
-from runner.plugin.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, register, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -33,7 +33,7 @@ class PCA(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
+    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1))  # exit_period 1: it observes x_t only
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, self.p.stop or steps

@@ -28,7 +28,7 @@ import torch
 from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import hints, MeasureTags, register, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
@@ -89,7 +89,7 @@ class STSReadout(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
-    tags = MeasureTags("step", requires=("text",), strides=("every",), exit_period=1)
+    tags = MeasureTags("step", requires=("text",), step=StepTags(strides=("every",), exit_period=1))
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop

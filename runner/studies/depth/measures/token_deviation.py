@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
 from runner.core.layout import flags, never_as_nan
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import hints, MeasureTags, register, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import deviation_floor
@@ -35,7 +35,8 @@ class TokenDeviation(StepMeasure):
     reference = PAPER
     Params = Params
     precision_checked = {"tf32": False, "bf16": False}
-    tags = MeasureTags("step", requires=("tokens",), strides=("every",), shard="samples", exit_period=1)
+    tags = MeasureTags("step", requires=("tokens",), step=StepTags(strides=("every",), shard="samples",
+                                                                        exit_period=1))
 
     def variables(self, b, shape) -> None:
         p = self.p

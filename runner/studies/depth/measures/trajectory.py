@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, register, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -28,7 +28,7 @@ class Trajectory(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
+    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1))  # exit_period 1: it observes x_t only
 
     def state_problem(self, widest):
         beyond = [e for e in self.p.elements if e >= widest]

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
-from runner.plugin.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, register, StepTags, Twin
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
@@ -40,7 +40,7 @@ class TwinDistance(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: its twins are never renormalised (advance is the identity)
-    tags = MeasureTags("step", twin=True, exit_period=1)
+    tags = MeasureTags("step", step=StepTags(twin=Twin(), exit_period=1))
 
     def problems(self, spec):
         return super().problems(spec) + self._spec_problems(spec)
