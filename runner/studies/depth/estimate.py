@@ -26,6 +26,7 @@ from runner.storage.store import Store
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network
+from runner.studies.depth.measure import DepthView
 from runner.studies.depth.spec import DepthSpec
 
 CALIBRATION_SAMPLES = 128
@@ -75,7 +76,7 @@ def calibration_spec(spec: DepthSpec, device: torch.device | None = None) -> Dep
     if spec.input.samples <= CALIBRATION_SAMPLES or (device is not None and device.type == "cuda"):
         return spec
     small = spec.model_copy(update={"input": spec.input.model_copy(update={"samples": CALIBRATION_SAMPLES})})
-    return spec if small.problems() or measure_problems("depth", small, small) else small
+    return spec if small.problems() or measure_problems("depth", small, DepthView(small)) else small
 
 
 def layout_bytes(spec: DepthSpec, networks: list[Network]) -> tuple[dict[str, float], int]:

@@ -20,7 +20,7 @@ from rich.filesize import decimal
 from runner.core.device import device_unavailable, set_precision
 from runner.core.layout import available_memory
 from runner.storage.location import is_url
-from runner.plugin.measures import measures
+from runner.plugin.measures import measure_problems, measures
 from runner.plugin.timings import StepMeasure
 from runner.core.plan import Task, task_id
 from runner.core.requirements import Requirement
@@ -30,7 +30,7 @@ from runner.spec.specfile import SpecError, SpecFile, SpecProblem
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
-from runner.studies.depth.measure import Derivation, PassNetworkContext, unmet_needs
+from runner.studies.depth.measure import Derivation, DepthView, NetworkSize, PassNetworkContext, unmet_needs
 from runner.studies.depth.estimate import estimate, thread_key, thread_probe
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.samples import Samples, draw_pairs, draw_samples
@@ -86,23 +86,13 @@ def _twins_implied(twins: list[list], samples: int, registry) -> bool:
     return not twins or (len(twins) == 1 and not registry[twins[0][0]].tags.step.twin.in_key and twins[0][1] == samples)
 
 
-def check_precision(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> None:
-    """Refuse a measure in a precision it cannot be trusted in for a network (sizes known offline)."""
-    registry = measures("depth")
-    problems = []
-    for i, m in enumerate(spec.measure):
-        instance = registry[m.kind](m)
-        for net in networks:
-            if not net.n_hidden:  # the model's sizes cannot be read here (an unmet requirement says why)
-                continue
-            found = instance.precision_problem(net.precision, net.n_tokens, net.n_hidden) \
-                if isinstance(instance, StepMeasure) else None
-            if found:
-                problems.append(sf.problem(("measure", i, found[0]), f"{net.label}: {found[1]} (or set [dynamics] "
-                                           "untrusted_precision = true)"))
-                break
+def sized_problems(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> None:
+    """Ask every measure again once the networks' sizes are known (:class:`DepthView`): elements beyond every
+    state, a precision a measure cannot be trusted in (offline; its spec-only checks passed at validation)."""
+    view = DepthView(spec, tuple(NetworkSize(n.label, n.precision, n.n_tokens, n.n_hidden) for n in networks))
+    problems = measure_problems("depth", spec, view)
     if problems:
-        raise SpecError(sf.path, problems)
+        raise SpecError(sf.path, [sf.problem(loc, message, type(spec)) for loc, message in problems])
 
 
 def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
@@ -156,6 +146,9 @@ class DepthStudy(Study):
     table_models = TABLES
     figure_recipes = "runner.studies.depth.figures"
 
+    def measure_view(self, spec: DepthSpec) -> DepthView:
+        return DepthView(spec)
+
     def check(self, spec: DepthSpec, sf: SpecFile) -> list[str]:
         """Local paths named by the spec must exist (hub ids are checked when resolved)."""
         problems = []
@@ -180,8 +173,7 @@ class DepthStudy(Study):
             "input": spec.input.model_copy(update={"source": anchor(spec.input.source, base)})})
         networks, unmet = resolve(spec)
         check_sizes(spec, networks)
-        if not spec.dynamics.untrusted_precision:
-            check_precision(spec, networks, sf)
+        sized_problems(spec, networks, sf)
         device = device_unavailable(spec.dynamics.device)
         if device:
             unmet.append(Requirement("[dynamics] device", device, kind="device", name=spec.dynamics.device))
@@ -273,7 +265,7 @@ SIZED_BY = (("input", "samples"), ("dynamics", "steps"))
 
 def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
     """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
-    iteration cannot fit in this machine's memory; trajectory elements beyond every state."""
+    iteration cannot fit in this machine's memory."""
     layout = build_layout(spec, networks)  # coordinates are lazy: nothing is allocated here
     sizes = layout.nbytes()
     total = sum(sizes.values())
@@ -293,13 +285,6 @@ def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
         raise SpecProblem(where, f"the run needs about {decimal(host + state)} of memory at once (state "
                           f"{decimal(state)}, coordinates and results of one segment {decimal(host)}); this machine "
                           f"has {decimal(memory)} available", SIZED_BY)
-    widest = max([n.n_hidden for n in networks if n.n_hidden] or [0])
-    registry = measures("depth")
-    for i, m in enumerate(spec.measure):
-        instance = registry[m.kind](m)
-        found = instance.state_problem(widest) if widest and isinstance(instance, StepMeasure) else None
-        if found:
-            raise SpecProblem(("measure", i, found[0]), found[1])
 
 
 def footprint(spec: DepthSpec, networks: list[Network], layout=None) -> dict[str, int]:

@@ -30,8 +30,8 @@ class Attention(StepMeasure):
     # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
     tags = MeasureTags("step", requires=("attention",), step=StepTags(strides=("every",), exit_period=1))
 
-    def problems(self, spec):
-        return super().problems(spec) + sample_problems(self.p.samples, spec)
+    def problems(self, view):
+        return super().problems(view) + sample_problems(self.p.samples, view.spec)
 
     def variables(self, b, shape) -> None:
         dim = b.axis("attention_step", 0, shape.steps, self.p.every)

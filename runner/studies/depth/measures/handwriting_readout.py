@@ -83,8 +83,8 @@ class HandwritingReadout(StepMeasure):
     def window(self) -> tuple[int, int]:
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        return super().problems(view) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         out = []

@@ -101,17 +101,20 @@ class Lyapunov(StepMeasure):
             self._pass_bounds = (self.k_for(ctx.net), domain, margin)
         return self._pass_bounds
 
-    def precision_problem(self, precision, n_tokens, n_hidden):
+    def _precision_problem(self, net):
+        precision, n_tokens, n_hidden = net.precision, net.n_tokens, net.n_hidden
         floor = perturbation_floor(precision, n_tokens, n_hidden)
         if self.p.k is not None and self.p.k < floor:  # a default k is above the floor by construction
-            return "k", (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state: rounding "
-                         f"moves it by about {floor / 10:.2g} per step (need k >= {floor:.2g}); raise k or use "
-                         "fp32/fp64")
+            return (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state: rounding "
+                    f"moves it by about {floor / 10:.2g} per step (need k >= {floor:.2g}); raise k or use "
+                    "fp32/fp64")
         return None
 
-    def problems(self, spec) -> list[tuple[str, str]]:
-        """Besides the strides: k must be small against the domain of every map that declares one."""
-        out = super().problems(spec)
+    def problems(self, view) -> list[tuple[str, str]]:
+        """Besides the strides: k must be small against the domain of every map that declares one, and (once
+        the sizes are known) above the rounding of each network's precision."""
+        spec = view.spec
+        out = super().problems(view) + view.untrusted("k", self._precision_problem)
         if spec.dynamics.untrusted_perturbation or self.p.k is None:  # a default k is valid for each network
             return out
         for m in spec.model:

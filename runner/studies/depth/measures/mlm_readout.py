@@ -91,8 +91,8 @@ class MLMReadout(StepMeasure):
     def n_train(self, samples: int) -> int:
         return int(self.p.train_fraction * samples)
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        return super().problems(view) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         if not spec.text_models:

@@ -42,14 +42,12 @@ class PCA(StepMeasure):
         start, stop = self.window(steps)
         return (stop - start) // self.p.every + 1
 
-    def stride_problems(self, view):
-        return []  # every > steps keeps the window's first point; the window itself is checked in problems
-
     def state_nbytes(self, steps, sample_nbytes):
         return self.points(steps) * len(self.p.samples) * sample_nbytes  # the window, kept on the device
 
-    def problems(self, spec):
-        return super().problems(spec) + sample_problems(self.p.samples, spec) + self._spec_problems(spec)
+    def problems(self, view):
+        # not StepMeasure's stride check: every > steps keeps the window's first point; the window is checked here
+        return sample_problems(self.p.samples, view.spec) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         steps = spec.dynamics.steps

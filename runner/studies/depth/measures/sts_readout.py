@@ -94,8 +94,8 @@ class STSReadout(StepMeasure):
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        return super().problems(view) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         out = pair_problems("sts_readout", self.p, spec)

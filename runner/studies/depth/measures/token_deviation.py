@@ -53,12 +53,16 @@ class TokenDeviation(StepMeasure):
               "the state became non-finite first; not_applicable: the network has one token, so D(t) = 0 by "
               "construction", threshold=p.threshold, **flags(*SYNC_OUTCOMES))
 
-    def precision_problem(self, precision, n_tokens, n_hidden):
+    def problems(self, view):
+        return super().problems(view) + view.untrusted("threshold", self._precision_problem)
+
+    def _precision_problem(self, net):
+        precision, n_tokens, n_hidden = net.precision, net.n_tokens, net.n_hidden
         floor = deviation_floor(precision, n_hidden)
         if n_tokens > 1 and self.p.threshold < floor:
-            return "threshold", (f"threshold = {self.p.threshold:g} is not trusted in {precision} for {n_hidden}-wide "
-                                 f"token vectors: rounding alone keeps D(t) near {floor / 100:.2g} (need threshold >= "
-                                 f"{floor:.2g}); raise it or use fp32/fp64")
+            return (f"threshold = {self.p.threshold:g} is not trusted in {precision} for {n_hidden}-wide "
+                    f"token vectors: rounding alone keeps D(t) near {floor / 100:.2g} (need threshold >= "
+                    f"{floor:.2g}); raise it or use fp32/fp64")
         return None
 
     def mark_not_applicable(self, store, network):

@@ -69,8 +69,8 @@ class TransientChaos(DerivedMeasure):
 
     def derive(self, ctx: DerivedContext) -> None:
         store, network = ctx.store, ctx.index
-        tau = next(m.tau for m in ctx.spec.measure if m.kind == self.tags.derived.source)
         array = store.group["lyapunov"]
+        tau = int(array.attrs["tau"])  # as its source stored it: no other measure's table is read
         intervals, stored = array.shape[-1], array.chunks[-1]
         step = max(1, CHUNK_INTERVALS // stored) * stored  # whole stored chunks: each is decoded once
         chunks = (torch.from_numpy(store.read("lyapunov", (network, slice(None), slice(a, a + step))).astype(np.float64))
