@@ -146,7 +146,7 @@ class MeasureTags:
 
         MeasureTags("step", step=StepTags(strides=("tau",), twin=Twin(), exit_period="tau"))
         MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(head=True), networks="networks"))
-        MeasureTags("derived", derived=DerivedTags(source="lyapunov"))
+        MeasureTags("derived", derived=DerivedTags(source="<the kind it reads>"))
 
     A timing's tags left out are that timing's defaults (a derived measure must name its source)."""
 

@@ -63,3 +63,13 @@ def test_twins_enter_the_key_unless_their_measure_keeps_them_out():
     assert key["with_perturbation"] and "twins" not in key  # stores made before twins were listed keep their ids
     both = _spec(maps, [{"kind": "lyapunov", "tau": 2}, {"kind": "twin_distance", "samples": [1]}])
     assert trajectory_key(both, _net(both, 0, 1))["twins"] == [["lyapunov", 4], ["twin_distance", 1]]
+
+
+def test_a_split_is_refused_by_the_measure_on_a_view_with_shards():
+    """Effective dimension's per-shard statistic of a wide network is too large to combine: said by its
+    problems on a view that knows the shard count, never on the unsplit one."""
+    spec = _spec([{"name": "l", "source": "map:logistic"}], [{"kind": "effective_dimension"}])
+    wide = (NetworkSize("wide", "fp32", 512, 4096),)
+    assert measure_problems("depth", spec, DepthView(spec, wide)) == []
+    (loc, message), = measure_problems("depth", spec, DepthView(spec, wide, shards=2))
+    assert loc == ("measure", 0, "every") and message.startswith("wide: its per-shard statistic is a 2097152 x 2097152")

@@ -10,7 +10,6 @@ only that measure's task ids.
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import numpy as np
@@ -18,15 +17,14 @@ import torch
 from rich.filesize import decimal
 
 from runner.core.device import device_unavailable, set_precision
-from runner.core.layout import available_memory
-from runner.storage.location import is_url
 from runner.plugin.measures import measure_problems, measures
 from runner.plugin.timings import StepMeasure
 from runner.core.plan import Task, task_id
 from runner.core.requirements import Requirement
 from runner.data.files import anchor
 from runner.data.registry import DOCUMENTS, ROWS, InputError, check_data, data_source_for
-from runner.spec.specfile import SpecError, SpecFile, SpecProblem
+from runner.spec.footprint import Need
+from runner.spec.specfile import SpecError, SpecFile
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
@@ -172,7 +170,6 @@ class DepthStudy(Study):
             "model": [m.model_copy(update={"source": anchor(m.source, base)}) for m in spec.model],
             "input": spec.input.model_copy(update={"source": anchor(spec.input.source, base)})})
         networks, unmet = resolve(spec)
-        check_sizes(spec, networks)
         sized_problems(spec, networks, sf)
         device = device_unavailable(spec.dynamics.device)
         if device:
@@ -183,7 +180,7 @@ class DepthStudy(Study):
                                      fix="give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
                                      ".jsonl/.csv/.tsv/.parquet)"))
         return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
-                        spec.dynamics.device, unmet, state=networks)
+                        spec.dynamics.device, unmet, state=networks, needs=needs(spec, networks))
 
     @staticmethod
     def _input_unavailable(inp) -> str | None:
@@ -263,28 +260,20 @@ class DepthStudy(Study):
 SIZED_BY = (("input", "samples"), ("dynamics", "steps"))
 
 
-def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
-    """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
-    iteration cannot fit in this machine's memory."""
+def needs(spec: DepthSpec, networks: list[Network]) -> list[Need]:
+    """What a run of the spec holds and writes (checked by the engine before anything is allocated): the
+    store on its disk, and a pass's state with the coordinates and one segment's results in memory."""
     layout = build_layout(spec, networks)  # coordinates are lazy: nothing is allocated here
     sizes = layout.nbytes()
-    total = sum(sizes.values())
-    path = spec.store_path().absolute()
-    folder = None if is_url(path) else next(p for p in [path, *path.parents] if p.exists())  # a bucket has no "free"
-    free = shutil.disk_usage(folder).free if folder is not None else float("inf")
-    if total > free:
-        name, size = max(sizes.items(), key=lambda kv: kv[1])
-        where = ("dynamics", "steps") if name in layout.timed else ("input", "samples")
-        raise SpecProblem(where, f"the store would need {decimal(total)} ({name}: {decimal(size)}) but {folder} has "
-                          f"{decimal(free)} free; fewer steps, samples or networks, or a larger `every`", SIZED_BY)
+    name, size = max(sizes.items(), key=lambda kv: kv[1])
     held = footprint(spec, networks, layout)
     state, host = held["device"], held["host"]
-    memory = available_memory()
-    if host + state > memory:
-        where = ("input", "samples") if state > host else ("dynamics", "steps")
-        raise SpecProblem(where, f"the run needs about {decimal(host + state)} of memory at once (state "
-                          f"{decimal(state)}, coordinates and results of one segment {decimal(host)}); this machine "
-                          f"has {decimal(memory)} available", SIZED_BY)
+    return [Need(("dynamics", "steps") if name in layout.timed else ("input", "samples"), sum(sizes.values()),
+                 "the store would need", on="disk", bound="", detail=f" ({name}: {decimal(size)})",
+                 fix="; fewer steps, samples or networks, or a larger `every`", also=SIZED_BY),
+            Need(("input", "samples") if state > host else ("dynamics", "steps"), host + state, "the run needs",
+                 detail=f" at once (state {decimal(state)}, coordinates and results of one segment {decimal(host)})",
+                 also=SIZED_BY)]
 
 
 def footprint(spec: DepthSpec, networks: list[Network], layout=None) -> dict[str, int]:

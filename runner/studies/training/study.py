@@ -25,6 +25,7 @@ from runner.core.plan import Task
 from runner.core.requirements import Requirement
 from runner.data.files import anchor
 from runner.data.registry import TAGGED, InputError, data_source_for
+from runner.spec import footprint
 from runner.spec.specfile import SpecError, SpecFile
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.training import sizes
@@ -183,12 +184,13 @@ class TrainingStudy(Study):
             return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
                             state=TrainingState(None, suites.steps if suites else None, suites=suites))
         if suites is not None:
-            sizes.check_suites(spec, stats, _configs(spec, suites))
+            needs = sizes.suite_needs(spec, stats, _configs(spec, suites))
             identities = [[suites.identity(n, c, net) for c in range(len(suites.steps))]
                           for n, net in enumerate(spec.model)]
             return Prepared(self, spec, sf, suite_tasks(spec, identities, stats["corpus_key"]), labels,
                             spec.training.device, unmet,
-                            state=TrainingState(stats, suites.steps, corpus, stats_file, tuple(tagsets), suites))
+                            state=TrainingState(stats, suites.steps, corpus, stats_file, tuple(tagsets), suites),
+                            needs=needs)
         if stats["steps_per_epoch"] < 1:
             raise SpecError(sf.path, [sf.problem(("training", "batch_size"), f"batch_size x bptt ({spec.training.batch_size} "
                                                  f"x {spec.training.bptt}) is larger than the training split "
@@ -210,10 +212,11 @@ class TrainingStudy(Study):
                              f"2 x eval_batch_size = {2 * spec.training.eval_batch_size}; validation needs two rows"))
         if problems:
             raise SpecError(sf.path, [sf.problem(loc, msg, type(spec)) for loc, msg in problems])
-        sizes.check_training(spec, stats, spec.store_path().absolute())
+        needs = sizes.training_needs(spec, stats)
+        footprint.check(needs, spec.store_path())  # before planning: the plan grows with the epochs
         steps, tasks = make_tasks(spec, stats["steps_per_epoch"], stats["corpus_key"])
         return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
-                        state=TrainingState(stats, steps, corpus, stats_file, tuple(tagsets)))
+                        state=TrainingState(stats, steps, corpus, stats_file, tuple(tagsets)), needs=needs)
 
     def describe(self, p: Prepared) -> list[str]:
         s, stats, steps = p.spec, p.state.stats, p.state.steps
