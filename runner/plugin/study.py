@@ -183,6 +183,13 @@ class Study:
         reading data: what :func:`runner.plugin.checks.check_study` plans; None when the study gives none."""
         return None
 
+    def examples(self) -> list[dict[str, Any]]:
+        """Small specs a measure of this study can run on in seconds, offline, from the lightest
+        (:func:`runner.run.conformance.check_runs` replaces their measures by the one it checks and takes
+        the first on which it plans and applies to a network); by default :meth:`example_spec` alone."""
+        example = self.example_spec()
+        return [] if example is None else [example]
+
     def open_worker(self, p: Prepared, device: Any, store: Store) -> Session:
         """The session of a worker of a distributed executor, on the store the driver laid out and
         wrote the inputs into (:meth:`Session.write_inputs`): a study that can reads its inputs from

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
 from runner.checkpointed.measure import KIT, ActivationContext, ActivationView
-from runner.plugin.measures import CheckpointTags, hints, MeasureParams, MeasureTags, register, Suites
+from runner.plugin.measures import CheckpointTags, MeasureParams, MeasureTags, Suites, hints, register
 from runner.plugin.timings import CheckpointMeasure
 
 PAPER = "Saphra 2021, Training dynamics of neural language models (PhD thesis, Edinburgh), Ch. 4 and 6"

@@ -220,6 +220,13 @@ class DepthStudy(Study):
         return {"experiment": {"name": "example"}, "model": [{"name": "tanh", "source": "map:tanh"}],
                 "input": {"samples": 4}, "dynamics": {"steps": 100}, "measure": [{"kind": kind}]}
 
+    def examples(self) -> list[dict]:
+        """The reference map of :meth:`example_spec`, then the built-in tiny ALBERT on Python's own English
+        docs (offline; built on first use) for a measure that needs text, tokens or attention."""
+        text = {"experiment": {"name": "example"}, "model": [{"name": "albert", "source": "builtin:tiny-albert"}],
+                "input": {"source": "builtin:pydoc-topics", "samples": 8, "tokens": 8}, "dynamics": {"steps": 100}}
+        return [self.example_spec(), text]
+
     def open_worker(self, p: Prepared, device, store) -> DepthSession:
         return DepthSession(p, device, store)
 

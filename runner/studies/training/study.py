@@ -280,6 +280,10 @@ class TrainingStudy(Study):
     def example_spec(self) -> dict:
         return {**EXPLAIN_EXAMPLES[0], "measure": [{"kind": "loss"}]}
 
+    def examples(self) -> list[dict]:
+        """The small specs of ``runner explain``, whose corpora are generated: tagged text, then scaffold."""
+        return [dict(tables) for tables in EXPLAIN_EXAMPLES]
+
     def variables_of(self, kind: str) -> list | None:
         """Laid out for a small example (the generated tagged corpus, or a scaffold corpus for the
         scaffold measures), whose corpus is generated; None for a measure that needs data of its own

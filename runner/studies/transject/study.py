@@ -162,8 +162,14 @@ class TransJectStudy(Study):
         return estimate(p, device, precision, calibrated)
 
     def example_spec(self) -> dict:
-        return {"experiment": {"name": "example", "study": "transject"}, "data": {"source": "listops:"},
-                "model": [{"name": "model", "variant": "transject"}], "measure": [{"kind": "entropy"}]}
+        """One tiny network trained for an epoch on a little generated ListOps (seconds on a CPU)."""
+        return {"experiment": {"name": "example", "study": "transject"},
+                "data": {"source": "listops:", "max_length": 40, "analysis_examples": 8,
+                         "listops": {"train": 64, "test": 32, "max_depth": 3, "max_args": 4, "min_length": 4,
+                                     "max_length": 40}},
+                "training": {"epochs": 1, "batch_size": 16},
+                "model": [{"name": "model", "variant": "transject", "d_model": 16, "n_layers": 1, "n_experts": 2}],
+                "measure": [{"kind": "entropy"}]}
 
     def variables_of(self, kind: str) -> list:
         """Laid out for one two-layer network of two experts and a three-word sentence (nothing read)."""

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
 from runner.core.layout import counts
-from runner.plugin.measures import hints, MeasureTags, register, StepTags
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 

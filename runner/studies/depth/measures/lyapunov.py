@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation, renormalize
 from runner.core.layout import flags
-from runner.plugin.measures import hints, MeasureTags, register, StepTags, Twin
+from runner.plugin.measures import MeasureTags, StepTags, Twin, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor

@@ -37,7 +37,7 @@ from analyses.readout import (
 from models.albert import load_mlm_head
 from models.init import TruncatedNormalInit
 from models.registry import AlbertFamily
-from runner.plugin.measures import hints, MeasureTags, register, StepTags
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from analyses.orbits import GROWTH, ORBIT_CLASSES, PERIODIC_TOL, RECURRENCE, REPETITIONS, ROUNDING, classify_orbits
 from runner.core.layout import flags
-from runner.plugin.measures import hints, MeasureTags, register, StepTags
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed

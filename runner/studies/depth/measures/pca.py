@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.pca import pca_projection
-from runner.plugin.measures import MeasureTags, register, StepTags
+from runner.plugin.measures import MeasureTags, StepTags, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
 from runner.core.layout import flags, never_as_nan
-from runner.plugin.measures import hints, MeasureTags, register, StepTags
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import deviation_floor

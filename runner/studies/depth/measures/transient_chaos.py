@@ -10,7 +10,7 @@ import torch
 from analyses.transient_chaos import summarize_chaos, transient_chaos, transient_chaos_of_chunks
 from runner.core.layout import flags
 from runner.plugin.measure_protocol import DerivedContext
-from runner.plugin.measures import DerivedTags, hints, MeasureTags, register
+from runner.plugin.measures import DerivedTags, MeasureTags, hints, register
 from runner.plugin.timings import DerivedMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams
 

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
-from runner.plugin.measures import MeasureTags, register, StepTags, Twin
+from runner.plugin.measures import MeasureTags, StepTags, Twin, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor

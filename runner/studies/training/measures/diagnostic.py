@@ -9,7 +9,7 @@ from pydantic import Field
 
 from analyses.diagnostic import against_majority, train_diagnostic_classifier, wilson_interval
 from runner.core.layout import flags
-from runner.plugin.measures import CheckpointTags, MeasureTags, register, Suites
+from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer, TagSet

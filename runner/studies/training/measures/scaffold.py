@@ -22,7 +22,7 @@ from pydantic import Field
 from analyses.contextual_decomposition import interdependence, lstm_weights
 from analyses.rule_probability import cd_target_probability, target_probability
 from runner.studies.training.data.scaffold import OMEGA, PAPER
-from runner.plugin.measures import CheckpointTags, hints, MeasureTags, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import STUDY, TrainingParams
 

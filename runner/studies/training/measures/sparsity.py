@@ -11,7 +11,7 @@ from pydantic import Field
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from models.lstm import capture
 from runner.studies.training.data.tokens import get_batch
-from runner.plugin.measures import CheckpointTags, hints, MeasureTags, register, Suites
+from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer

@@ -16,7 +16,7 @@ from analyses.contextual_decomposition import lstm_weights
 from analyses.syntactic_interdependence import aggregate, pair_interdependence
 from runner.studies.training.data.treebank import ParsedSentence, load_treebank
 from runner.studies.training.data.tagsets import CLOSED_CLASS, OPEN_CLASS
-from runner.plugin.measures import CheckpointTags, hints, MeasureTags, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import STUDY, TrainingParams
 
