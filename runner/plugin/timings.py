@@ -203,7 +203,7 @@ class NetworkMeasure(Measure):
 
 class DerivedMeasure(Measure):
     """A measure computed from another measure's stored results (timing ``"derived"``; the other
-    measure's kind is its tags' ``derived_from``)."""
+    measure's kind is its tags' ``derived.source``)."""
 
     @abstractmethod
     def derive(self, ctx: DerivedContext) -> None:
