@@ -18,7 +18,7 @@ from pydantic import Field
 from torch import Tensor
 
 from runner.plugin.measure_protocol import CheckpointContext
-from runner.plugin.measures import MeasureParams, MeasureTags
+from runner.plugin.measures import CheckpointTags, MeasureParams, MeasureTags, Suites
 
 #: The measures on activations only are registered under this name; a study offers them by taking it
 #: (``runner.plugin.measures.takes``).
@@ -27,7 +27,7 @@ KIT = "checkpointed"
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 #: The tags of a checkpoint measure on activations only: it measures checkpoint suites too (a
 #: suite's context gives word activations).
-ACTIVATION_TAGS = MeasureTags("checkpoint", suites=True, networks="networks")
+ACTIVATION_TAGS = MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(), networks="networks"))
 
 
 class ActivationParams(MeasureParams):

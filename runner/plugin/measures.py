@@ -9,7 +9,8 @@ timing, none per study) decorated with :func:`register`. It holds:
 - ``Params``: its ``[[measure]]`` table, a :class:`MeasureParams` with ``kind: Literal["name"]``
   and the paper's defaults (its docstring and field docstrings are what ``runner explain`` shows);
 - ``tags``: its capabilities, one :class:`~runner.plugin.measure_protocol.MeasureTags` (``timing``:
-  ``"step"``, ``"checkpoint"``, ``"network"`` or ``"derived"``; twins, shards, suites, ...);
+  ``"step"``, ``"checkpoint"``, ``"network"`` or ``"derived"``; what applies to one timing nested in that
+  timing's tags: ``StepTags`` (twins, shards, ...), ``CheckpointTags`` (suites, ...), ``DerivedTags``);
 - ``version``: bump it when the code changes what the measure writes (its tasks then rerun);
 - ``reference``: the paper, equation or figure it follows;
 - ``variables(builder, shape)``: the variables it writes, declared with their dims, units,
@@ -17,7 +18,8 @@ timing, none per study) decorated with :func:`register`. It holds:
   the monitor plots them (``plot``);
 - the compute method of its timing, on that timing's typed context (:mod:`runner.plugin.measure_protocol`).
 
-:func:`runner.plugin.checks.check_measure` verifies all of this for a measure of any study or plugin.
+:func:`runner.plugin.checks.check_measure` verifies all of this for a measure of any study or plugin, and
+:func:`runner.run.conformance.check_runs` runs it on its study's small example.
 
 Spec validation (the ``[[measure]]`` union is built from the registry), the plan, the store's
 layout, ``show`` and the monitor all follow from this one registration: ``show`` and the monitor
@@ -34,10 +36,10 @@ from pydantic import Field, create_model
 
 from runner.core.layout import INTERNAL, LayoutBuilder
 from runner.plugin.loader import load_plugins
-from runner.plugin.measure_protocol import MeasureTags, Shape
+from runner.plugin.measure_protocol import CheckpointTags, DerivedTags, MeasureTags, Shape, StepTags, Suites, Twin
 from runner.spec.specfile import Table
 
-__all__ = ["Measure", "MeasureParams", "MeasureTags", "declare", "hints", "measure_problems", "measures", "params_union",
+__all__ = ["CheckpointTags", "DerivedTags", "Measure", "MeasureParams", "MeasureTags", "StepTags", "Suites", "Twin", "declare", "hints", "measure_problems", "measures", "params_union",
            "kits", "register", "takes", "vocabulary"]
 
 #: study name -> measure kind -> registration
@@ -163,8 +165,8 @@ def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str
 
 
 def tag_problems(cls: type[Measure]) -> list[str]:
-    """What is wrong with a measure's tags: not a :class:`MeasureTags`, contradicting themselves, or
-    requiring words its study does not know (:func:`vocabulary`)."""
+    """What is wrong with a measure's tags: not a :class:`MeasureTags`, another timing's role tags, a value
+    outside its choices, or requiring words its study does not know (:func:`vocabulary`)."""
     tags = getattr(cls, "tags", None)
     if not isinstance(tags, MeasureTags):
         return [f"tags must be a runner.plugin.measures.MeasureTags, not {type(tags).__name__}"]
@@ -179,7 +181,7 @@ def tag_problems(cls: type[Measure]) -> list[str]:
 
 def register(cls: type[Measure]) -> type[Measure]:
     """Class decorator: make a measure available to specs of its study (or of the studies that take its kit).
-    Tags that contradict themselves, or use words its study does not know, are refused here, where the
+    Tags of another timing's role, or words its study does not know, are refused here, where the
     plugin author sees them."""
     problems = tag_problems(cls)
     if problems:
@@ -222,7 +224,7 @@ def kits(study: str) -> list[str]:
 def _taken(cls: type[Measure], study: str, roles: dict[str, tuple[Any, Any]]) -> type[Measure]:
     """``cls`` as ``study`` offers it: its table's parameters for ``roles`` typed and defaulted in the
     study's words (the same class when no role applies)."""
-    fields = {name: role for role in roles if (name := getattr(cls.tags, role, None))}
+    fields = {name: role for role in roles if (name := cls.tags.parameter(role))}
     if not fields:
         return cls
     if (cls, study) not in _TAKEN:

@@ -8,8 +8,8 @@ studies through :mod:`runner.plugin.loader` and names none. A study provides:
   a spec names its study in ``[experiment] study``, or the study is inferred from its tables;
 - ``check``: the problems only the file system can show (missing files), before any compute;
 - ``prepare``: the resolved spec as a :class:`Prepared` (tasks with ids and dependencies, the
-  requirements this machine does not meet, the text ``plan`` shows) without building models or
-  reading data;
+  requirements this machine does not meet, the memory and disk the run needs, the text ``plan``
+  shows) without building models or reading data;
 - ``open``: a :class:`Session` for a run, which builds what the tasks need and runs them;
 - optionally ``estimate``: the device time and disk of its tasks, from a short calibration;
 - optionally ``figure_recipes``: the module of its figure recipes (``runner figures``).
@@ -31,6 +31,7 @@ from runner.core.layout import Layout
 from runner.plugin.loader import load_plugins
 from runner.plugin.measures import measure_problems
 from runner.core.plan import Task
+from runner.spec.footprint import Need
 from runner.spec.specfile import SpecError, SpecFile, StudySpec
 from runner.core.estimate import NoEstimate
 
@@ -66,6 +67,9 @@ class Prepared:
     """The study's own resolved data (networks, schedule, ...)."""
     attrs: dict[str, str] = field(default_factory=dict)
     """Root attributes the engine adds to the store (the point of a sweep)."""
+    needs: list[Need] = field(default_factory=list)
+    """What the run holds in memory at once and writes to disk (:class:`runner.spec.footprint.Need`), which
+    the engine checks against this machine before anything runs (:func:`runner.spec.footprint.check`)."""
 
     @property
     def store_path(self) -> Path:
@@ -190,6 +194,13 @@ class Study:
         """A minimal spec of this study (its tables as a dict, one measure at least) that plans without
         reading data: what :func:`runner.plugin.checks.check_study` plans; None when the study gives none."""
         return None
+
+    def examples(self) -> list[dict[str, Any]]:
+        """Small specs a measure of this study can run on in seconds, offline, from the lightest
+        (:func:`runner.run.conformance.check_runs` replaces their measures by the one it checks and takes
+        the first on which it plans and applies to a network); by default :meth:`example_spec` alone."""
+        example = self.example_spec()
+        return [] if example is None else [example]
 
     def open_worker(self, p: Prepared, device: Any, store: Store) -> Session:
         """The session of a worker of a distributed executor, on the store the driver laid out and

@@ -59,26 +59,29 @@ class StepMeasure(Measure):
     int p, or the parameter holding it, when it reads the pass only through what ``observe`` and
     ``advance`` receive and ``advance`` depends on t only through t mod p; None forbids it); the
     parameters that count steps between kept values (``strides``: durable points fall on multiples of
-    them, and each must fit in the run, :meth:`stride_problems`); and the parameters of the masking of
-    its input sentences (``input_masking``: :meth:`masked_positions` chooses the tokens).
+    them, and each must fit in the run); and the parameters of the masking of its input sentences
+    (``input_masking``: :meth:`masked_positions` chooses the tokens). All of these sit in its
+    ``tags.step`` (:class:`~runner.plugin.measure_protocol.StepTags`).
 
-    The resource checks (:meth:`state_nbytes`, :meth:`state_problem`, :meth:`precision_problem`,
-    :meth:`shard_problem`) are asked once the networks' sizes are known, before anything runs."""
+    What it refuses is said in the one hook, :meth:`problems`, on what its study's view knows: the spec
+    at first, then (a study that resolves its networks asks again) their sizes and precisions, and the
+    shard count when a pass is split. What it holds is a declaration, :meth:`state_nbytes`, which the
+    study's footprint adds up (:mod:`runner.core.footprint`)."""
 
     tags = MeasureTags("step")
 
     def problems(self, view: StepView) -> list[tuple[tuple | str, str]]:
         """Strides longer than the run (a measure adds its own checks on the same view)."""
-        return self.stride_problems(view)
+        return self._stride_problems(view)
 
     def stride_values(self) -> list[int]:
-        """The values of its tags' ``strides``, in their order."""
-        return [int(getattr(self.p, name)) for name in self.tags.strides]
+        """The values of its tags' ``step.strides``, in their order."""
+        return [int(getattr(self.p, name)) for name in self.tags.step.strides]
 
-    def stride_problems(self, view: StepView) -> list[tuple[tuple | str, str]]:
+    def _stride_problems(self, view: StepView) -> list[tuple[tuple | str, str]]:
         """(key, message) for each stride longer than the run."""
         return [(name, f"{value} is larger than {view.steps_name} = {view.steps}; the measure would keep no value")
-                for name, value in zip(self.tags.strides, self.stride_values(), strict=True) if value > view.steps]
+                for name, value in zip(self.tags.step.strides, self.stride_values(), strict=True) if value > view.steps]
 
     def start(self, ctx: StepContext, x0: Any) -> None:
         """Set up a fresh state at t = 0."""
@@ -152,20 +155,6 @@ class StepMeasure(Measure):
         state takes ``sample_nbytes`` per sample."""
         return 0
 
-    def state_problem(self, widest: int) -> tuple[str, str] | None:
-        """(key, why) when it asks for parts of a state beyond every network's (the widest has
-        ``widest`` elements per token); None when it does not."""
-        return None
-
-    def precision_problem(self, precision: str, n_tokens: int, n_hidden: int) -> tuple[str, str] | None:
-        """(key, why) when it cannot be trusted for a network of this size in ``precision``; None
-        when it can."""
-        return None
-
-    def shard_problem(self, n_tokens: int, n_hidden: int) -> str | None:
-        """Why a pass of a network of this size cannot be split (its statistics too large), or None."""
-        return None
-
     @staticmethod
     def nan(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
         import torch  # lazy: torch
@@ -189,7 +178,7 @@ def network_problems(measure: Measure, view: CheckpointView) -> list[tuple[tuple
         names = list(view.networks) if named else []
         unknown = [x for x in named if x not in names]
         if unknown:
-            out.append(((getattr(measure.tags, role),), f"no [[model]] named {unknown}; the spec has {names}"))
+            out.append(((measure.tags.parameter(role),), f"no [[model]] named {unknown}; the spec has {names}"))
     return out
 
 
@@ -229,7 +218,7 @@ class NetworkMeasure(Measure):
 
 class DerivedMeasure(Measure):
     """A measure computed from another measure's stored results (timing ``"derived"``; the other
-    measure's kind is its tags' ``derived_from``)."""
+    measure's kind is its tags' ``derived.source``)."""
 
     @abstractmethod
     def derive(self, ctx: DerivedContext) -> None:

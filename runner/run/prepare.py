@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runner.spec import footprint
 from runner.spec.specfile import SpecError, SpecFile, SpecProblem, read_toml, validate
 from runner.storage.store import check_reachable, foreign_or_corrupt, store_path_problem
 from runner.storage.store_errors import StoreUnusable
@@ -86,6 +87,7 @@ def _prepare(sf, point: bool = False) -> Prepared:
     study, spec = _validated(sf, point=point)
     try:
         p = study.prepare(spec, sf)
+        footprint.check(p.needs, spec.store_path())  # what the study declares it needs, against this machine
     except SpecProblem as err:
         raise SpecError(sf.path, [sf.problem(err.loc, err.message, type(spec), err.also)]) from None
     if sf.overrides:  # in the provenance, beside the spec's text

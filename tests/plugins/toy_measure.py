@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import DepthParams
 
@@ -25,7 +25,7 @@ class StateRMS(StepMeasure):
     study = "depth"
     Params = Params
     # kept every `every` steps: durable points fall on its multiples (no exit_period: early exit is refused)
-    tags = MeasureTags("step", strides=("every",))
+    tags = MeasureTags("step", step=StepTags(strides=("every",)))
 
     def variables(self, b, shape) -> None:
         dim = b.axis("rms_step", 0, shape.steps, self.p.every)

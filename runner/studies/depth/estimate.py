@@ -26,6 +26,7 @@ from runner.storage.store import Store
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network
+from runner.studies.depth.measure import DepthView
 from runner.studies.depth.spec import DepthSpec
 
 CALIBRATION_SAMPLES = 128
@@ -66,7 +67,7 @@ def batch_rows(spec: DepthSpec) -> int:
     """Rows of the iterated batch: the samples and every measure's twins."""
     registry = measures("depth")
     return spec.input.samples + sum(registry[m.kind](m).n_twins(spec.input.samples) for m in spec.measure
-                                    if registry[m.kind].tags.twin)
+                                    if registry[m.kind].tags.step and registry[m.kind].tags.step.twin)
 
 
 def calibration_spec(spec: DepthSpec, device: torch.device | None = None) -> DepthSpec:
@@ -75,7 +76,7 @@ def calibration_spec(spec: DepthSpec, device: torch.device | None = None) -> Dep
     if spec.input.samples <= CALIBRATION_SAMPLES or (device is not None and device.type == "cuda"):
         return spec
     small = spec.model_copy(update={"input": spec.input.model_copy(update={"samples": CALIBRATION_SAMPLES})})
-    return spec if small.problems() or measure_problems("depth", small, small) else small
+    return spec if small.problems() or measure_problems("depth", small, DepthView(small)) else small
 
 
 def layout_bytes(spec: DepthSpec, networks: list[Network]) -> tuple[dict[str, float], int]:
@@ -158,7 +159,7 @@ def probe_batch(spec: DepthSpec) -> int:
     iterate perturbed twins (the Lyapunov exponent's), or the micro-batch."""
     registry = measures("depth")
     twins = sum(registry[m.kind](m).n_twins(spec.input.samples) for m in spec.measure
-                if registry[m.kind].tags.twin)
+                if registry[m.kind].tags.step and registry[m.kind].tags.step.twin)
     return spec.dynamics.batch_size or spec.input.samples + twins
 
 

@@ -85,7 +85,7 @@ class IteratePass:
         everything = {m.kind: registry[m.kind](m) for m in spec.measure if registry[m.kind].tags.timing == "step"}
         self.active: list[StepMeasure] = [everything[k] for k in everything if k in kinds]
         # twins are iterated whenever the spec has a measure that needs them, measured or not this pass
-        self.twins: list[StepMeasure] = [m for m in everything.values() if m.tags.twin]
+        self.twins: list[StepMeasure] = [m for m in everything.values() if m.tags.step.twin]
         self.twin_rows: dict[str, slice] = {}
         lo = self.S
         for m in self.twins:

@@ -53,7 +53,7 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
         b.var("input_ids", "inputs", ("sample", "token"), "int64", -1, "token id", None,
               "ids of the exactly-N_w-token input given to every text model (one tokenizer per experiment)",
               coverage_content_type="auxiliaryInformation")
-        if any(registry[m.kind].tags.timing == "step" and registry[m.kind].tags.input_masking for m in spec.measure):
+        if any(registry[m.kind].tags.timing == "step" and registry[m.kind].tags.step.input_masking for m in spec.measure):
             b.var("input_masked", "inputs", ("sample", "token"), "int8", -1, "token replaced by [MASK]", None,
                   "1 where the input token was replaced by the tokenizer's mask token in x_0 of every text model "
                   "(the masking of an MLM readout; input_ids keep the original tokens, the labels), 0 elsewhere",
@@ -82,7 +82,7 @@ def maskings(spec: DepthSpec) -> list[list]:
     out = []
     for m in spec.measure:
         if registry[m.kind].tags.timing == "step":
-            masking = registry[m.kind].tags.masking(m)
+            masking = registry[m.kind].tags.step.masking(m)
             if masking is not None:
                 out.append([m.kind, masking])
     return out

@@ -4,9 +4,10 @@ A depth measure subclasses the engine's base of its timing (:mod:`runner.plugin.
 ``study = STUDY``: a :class:`~runner.plugin.timings.StepMeasure` runs in a *pass*, which iterates one
 network's map over all samples (``x``, and perturbed twins ``y`` when a measure asks for them) and
 calls its hooks with a :class:`PassContext`; a ``DerivedMeasure`` runs once per network from the
-stored results of ``tags.derived_from`` (:class:`Derivation`), and a ``NetworkMeasure`` on the network
+stored results of ``tags.derived.source`` (:class:`Derivation`), and a ``NetworkMeasure`` on the network
 itself (:class:`PassNetworkContext`). What a network may lack that a measure requires is :data:`NEEDS`;
-the view a measure's ``problems`` reads is the :class:`~runner.studies.depth.spec.DepthSpec`.
+the view a measure's ``problems`` reads is a :class:`DepthView`: the spec, and once the networks are
+resolved their sizes (and, when a pass is split, its shard count).
 """
 
 from __future__ import annotations
@@ -83,6 +84,54 @@ def sample_problems(samples: list[int], spec) -> list[tuple[str, str]]:
     """(``samples``, message) for each sample index outside the spec's ``[input] samples``."""
     return [("samples", f"sample {s} out of range (input.samples = {spec.input.samples})")
             for s in samples if not 0 <= s < spec.input.samples]
+
+
+@dataclass(frozen=True)
+class NetworkSize:
+    """A resolved network's sizes, as its measures' problems see them."""
+
+    label: str
+    precision: str
+    n_tokens: int
+    n_hidden: int
+    """0 when the model's sizes cannot be read here (an unmet requirement says why)."""
+
+
+@dataclass(frozen=True)
+class DepthView:
+    """What a depth measure's ``problems(view)`` sees (:class:`~runner.plugin.timings.StepView`): the
+    spec; once the networks are resolved (``plan``), their sizes; when ``apply --shards`` splits a pass,
+    the shard count. A measure checks what the view knows: the engine asks it with the spec alone, the
+    study again with the sizes, the split with its shards."""
+
+    spec: Any
+    networks: tuple[NetworkSize, ...] = ()
+    shards: int = 1
+
+    @property
+    def steps(self) -> int:
+        return self.spec.steps
+
+    @property
+    def steps_name(self) -> str:
+        return self.spec.steps_name
+
+    @property
+    def widest(self) -> int:
+        """Elements per token of the widest network (0 before the sizes are known)."""
+        return max([n.n_hidden for n in self.networks if n.n_hidden] or [0])
+
+    def untrusted(self, key: str, why) -> list[tuple[str, str]]:
+        """``(key, "<network>: <why> (or set [dynamics] untrusted_precision = true)")`` for the first sized
+        network for which ``why(network)`` gives a reason its precision cannot be trusted (none when the
+        spec says ``untrusted_precision``)."""
+        if self.spec.dynamics.untrusted_precision:
+            return []
+        for net in self.networks:
+            found = why(net) if net.n_hidden else None
+            if found:
+                return [(key, f"{net.label}: {found} (or set [dynamics] untrusted_precision = true)")]
+        return []
 
 
 class PassContext(StepContext, Protocol):

@@ -28,6 +28,7 @@ from safetensors.numpy import load, load_file, save
 from runner.storage.checkpoint import read_metadata
 from runner.storage.location import Location, Remote, location, remove_tree
 from runner.plugin.measures import measures
+from runner.studies.depth.measure import DepthView, NetworkSize
 from runner.storage.store import atomic_write_bytes
 from runner.plugin.study import ShardError
 
@@ -55,20 +56,22 @@ def split(spec, networks, group, n: int) -> list[Shard] | None:
     if group[0].kind != "iterate":
         return None
     registry = measures("depth")
-    twins = [m.kind for m in spec.measure if registry[m.kind].tags.twin and registry[m.kind].tags.shard is None]
+    twins = [m.kind for m in spec.measure if (s := registry[m.kind].tags.step) and s.twin and s.shard is None]
     if twins:
         raise ShardError(f"--shards: [[measure]] {twins[0]} iterates perturbed twins of chosen samples beside every "
                          "pass; a spec with it cannot be split into sample shards (run it with --shards 1)")
     net = networks[group[0].network]
     params = {m.kind: m for m in spec.measure}
+    view = DepthView(spec, (NetworkSize(net.label, net.precision, net.n_tokens, net.n_hidden),), shards=n)
     for t in group:
-        if registry[t.measure].tags.shard is None:
-            ok = sorted(k for k, r in registry.items() if r.tags.shard)
+        if registry[t.measure].tags.step.shard is None:
+            ok = sorted(k for k, r in registry.items() if r.tags.step and r.tags.step.shard)
             raise ShardError(f"--shards: [[measure]] {t.measure} reads all samples at once and cannot be split into "
                              f"sample shards (measures that can: {', '.join(ok)})")
-        problem = net.n_hidden and registry[t.measure](params[t.measure]).shard_problem(net.n_tokens, net.n_hidden)
+        # its problems on a view that knows the shards (its spec-only and sized ones passed at plan)
+        problem = next(iter(registry[t.measure](params[t.measure]).problems(view)), None)
         if problem:
-            raise ShardError(f"--shards: [[measure]] {t.measure} on {net.label}: {problem}")
+            raise ShardError(f"--shards: [[measure]] {t.measure} on {problem[1]}")
     S = spec.input.samples
     n = min(n, S)
     bounds = [S * k // n for k in range(n + 1)]

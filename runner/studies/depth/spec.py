@@ -201,7 +201,7 @@ class DepthSpec(StudySpec):
         for i, k in enumerate(kinds):
             if k in kinds[:i]:
                 out.append((("measure", i, "kind"), f"each measure kind may appear once; {k!r} is repeated"))
-            source = registry[k].tags.derived_from
+            source = registry[k].tags.derived and registry[k].tags.derived.source
             if source and source not in kinds:
                 out.append((("measure", i, "kind"), f"measure {k} needs a {source} measure"))
         every = self.dynamics.checkpoint_every
@@ -216,7 +216,7 @@ class DepthSpec(StudySpec):
                                 "state does not repeat its future; set [dynamics] early_exit = false"))
             for i, m in enumerate(self.measure):
                 reg = registry[m.kind]
-                if reg.tags.timing == "step" and reg.tags.period(m) is None:
+                if reg.tags.timing == "step" and reg.tags.step.period(m) is None:
                     out.append((("dynamics", "early_exit"), f"measure {m.kind} ([[measure]] #{i + 1}) does not allow "
                                 "early exit (its values could differ from a full run); set early_exit = false"))
         return out  # each measure's own problems: Measure.problems, asked by the engine
@@ -234,7 +234,7 @@ class DepthSpec(StudySpec):
             return None
         registry = measures("depth")
         tags = [(registry[m.kind].tags, m) for m in self.measure]
-        return math.lcm(self.dynamics.exit_period, *(t.period(m) or 1 for t, m in tags if t.timing == "step"))
+        return math.lcm(self.dynamics.exit_period, *(t.step.period(m) or 1 for t, m in tags if t.timing == "step"))
 
     def stride_lcm(self) -> int:
         """Least common multiple of the measures' declared strides (their tags' ``strides``)."""

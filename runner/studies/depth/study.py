@@ -10,7 +10,6 @@ only that measure's task ids.
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import numpy as np
@@ -18,19 +17,18 @@ import torch
 from rich.filesize import decimal
 
 from runner.core.device import device_unavailable, set_precision
-from runner.core.layout import available_memory
-from runner.storage.location import is_url
-from runner.plugin.measures import measures
+from runner.plugin.measures import measure_problems, measures
 from runner.plugin.timings import StepMeasure
 from runner.core.plan import Task, task_id
 from runner.core.requirements import Requirement
 from runner.data.files import anchor
 from runner.data.registry import DOCUMENTS, ROWS, InputError, check_data, data_source_for
-from runner.spec.specfile import SpecError, SpecFile, SpecProblem
+from runner.spec.footprint import Need
+from runner.spec.specfile import SpecError, SpecFile
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
-from runner.studies.depth.measure import Derivation, PassNetworkContext, unmet_needs
+from runner.studies.depth.measure import Derivation, DepthView, NetworkSize, PassNetworkContext, unmet_needs
 from runner.studies.depth.estimate import estimate, thread_key, thread_probe
 from runner.studies.depth.extend import extensions, final_path, supersede
 from runner.studies.depth.layout import build_layout, maskings, segment_length
@@ -74,32 +72,26 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
 def _twins(spec: DepthSpec, registry) -> list[list]:
     """[kind, number of twin rows] of each measure that iterates twins, in the batch's order."""
     return [[m.kind, registry[m.kind](m).n_twins(spec.input.samples)] for m in spec.measure
-            if registry[m.kind].tags.twin]
+            if _twinned(registry[m.kind])]
+
+
+def _twinned(reg) -> bool:
+    return reg.tags.step is not None and reg.tags.step.twin is not None
 
 
 def _twins_implied(twins: list[list], samples: int, registry) -> bool:
     """No twins, or only the twins of every sample of a measure that keeps them out of the key
     (tags' ``twins_in_key = False``): ``with_perturbation`` alone says what the batch holds."""
-    return not twins or (len(twins) == 1 and not registry[twins[0][0]].tags.twins_in_key and twins[0][1] == samples)
+    return not twins or (len(twins) == 1 and not registry[twins[0][0]].tags.step.twin.in_key and twins[0][1] == samples)
 
 
-def check_precision(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> None:
-    """Refuse a measure in a precision it cannot be trusted in for a network (sizes known offline)."""
-    registry = measures("depth")
-    problems = []
-    for i, m in enumerate(spec.measure):
-        instance = registry[m.kind](m)
-        for net in networks:
-            if not net.n_hidden:  # the model's sizes cannot be read here (an unmet requirement says why)
-                continue
-            found = instance.precision_problem(net.precision, net.n_tokens, net.n_hidden) \
-                if isinstance(instance, StepMeasure) else None
-            if found:
-                problems.append(sf.problem(("measure", i, found[0]), f"{net.label}: {found[1]} (or set [dynamics] "
-                                           "untrusted_precision = true)"))
-                break
+def sized_problems(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> None:
+    """Ask every measure again once the networks' sizes are known (:class:`DepthView`): elements beyond every
+    state, a precision a measure cannot be trusted in (offline; its spec-only checks passed at validation)."""
+    view = DepthView(spec, tuple(NetworkSize(n.label, n.precision, n.n_tokens, n.n_hidden) for n in networks))
+    problems = measure_problems("depth", spec, view)
     if problems:
-        raise SpecError(sf.path, problems)
+        raise SpecError(sf.path, [sf.problem(loc, message, type(spec)) for loc, message in problems])
 
 
 def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
@@ -112,7 +104,7 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
         for m in spec.measure:
             reg = registry[m.kind]
             why = unmet_needs(reg.tags.requires, net) if net.n_hidden else None  # unknown sizes: decided once resolved
-            source = reg.tags.derived_from
+            source = reg.tags.derived and reg.tags.derived.source
             if source in skipped:
                 why = why or f"its source {source} {skipped[source]}"
             if why:
@@ -137,7 +129,7 @@ def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
                 payload = {"trajectory": key, "measure": m.kind, "params": params, "v": reg.version}
                 tasks.append(Task(task_id(payload), "network", m.kind, net.index, m.kind, params=params, key=payload))
             elif reg.tags.timing == "derived":
-                source = ids[reg.tags.derived_from]
+                source = ids[reg.tags.derived.source]
                 payload = {"from": source, "measure": m.kind, "params": params, "v": reg.version}
                 tasks.append(Task(task_id(payload), "derive", m.kind, net.index, m.kind, deps=(source,),
                                   params=params, key=payload))
@@ -152,6 +144,9 @@ class DepthStudy(Study):
     spec_factory = staticmethod(spec_model)
     table_models = TABLES
     figure_recipes = "runner.studies.depth.figures"
+
+    def measure_view(self, spec: DepthSpec) -> DepthView:
+        return DepthView(spec)
 
     def check(self, spec: DepthSpec, sf: SpecFile) -> list[str]:
         """Local paths named by the spec must exist (hub ids are checked when resolved)."""
@@ -176,9 +171,7 @@ class DepthStudy(Study):
             "model": [m.model_copy(update={"source": anchor(m.source, base)}) for m in spec.model],
             "input": spec.input.model_copy(update={"source": anchor(spec.input.source, base)})})
         networks, unmet = resolve(spec)
-        check_sizes(spec, networks)
-        if not spec.dynamics.untrusted_precision:
-            check_precision(spec, networks, sf)
+        sized_problems(spec, networks, sf)
         device = device_unavailable(spec.dynamics.device)
         if device:
             unmet.append(Requirement("[dynamics] device", device, kind="device", name=spec.dynamics.device))
@@ -188,7 +181,7 @@ class DepthStudy(Study):
                                      fix="give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
                                      ".jsonl/.csv/.tsv/.parquet)"))
         return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
-                        spec.dynamics.device, unmet, state=networks)
+                        spec.dynamics.device, unmet, state=networks, needs=needs(spec, networks))
 
     @staticmethod
     def _input_unavailable(inp) -> str | None:
@@ -227,6 +220,13 @@ class DepthStudy(Study):
         kind = min(k for k, m in measures("depth").items() if m.tags.timing == "step" and not m.tags.requires)
         return {"experiment": {"name": "example"}, "model": [{"name": "tanh", "source": "map:tanh"}],
                 "input": {"samples": 4}, "dynamics": {"steps": 100}, "measure": [{"kind": kind}]}
+
+    def examples(self) -> list[dict]:
+        """The reference map of :meth:`example_spec`, then the built-in tiny ALBERT on Python's own English
+        docs (offline; built on first use) for a measure that needs text, tokens or attention."""
+        text = {"experiment": {"name": "example"}, "model": [{"name": "albert", "source": "builtin:tiny-albert"}],
+                "input": {"source": "builtin:pydoc-topics", "samples": 8, "tokens": 8}, "dynamics": {"steps": 100}}
+        return [self.example_spec(), text]
 
     def open_worker(self, p: Prepared, device, store) -> DepthSession:
         return DepthSession(p, device, store)
@@ -271,35 +271,20 @@ class DepthStudy(Study):
 SIZED_BY = (("input", "samples"), ("dynamics", "steps"))
 
 
-def check_sizes(spec: DepthSpec, networks: list[Network]) -> None:
-    """Refuse, before anything is allocated, a run whose store cannot fit on its disk or whose
-    iteration cannot fit in this machine's memory; trajectory elements beyond every state."""
+def needs(spec: DepthSpec, networks: list[Network]) -> list[Need]:
+    """What a run of the spec holds and writes (checked by the engine before anything is allocated): the
+    store on its disk, and a pass's state with the coordinates and one segment's results in memory."""
     layout = build_layout(spec, networks)  # coordinates are lazy: nothing is allocated here
     sizes = layout.nbytes()
-    total = sum(sizes.values())
-    path = spec.store_path().absolute()
-    folder = None if is_url(path) else next(p for p in [path, *path.parents] if p.exists())  # a bucket has no "free"
-    free = shutil.disk_usage(folder).free if folder is not None else float("inf")
-    if total > free:
-        name, size = max(sizes.items(), key=lambda kv: kv[1])
-        where = ("dynamics", "steps") if name in layout.timed else ("input", "samples")
-        raise SpecProblem(where, f"the store would need {decimal(total)} ({name}: {decimal(size)}) but {folder} has "
-                          f"{decimal(free)} free; fewer steps, samples or networks, or a larger `every`", SIZED_BY)
+    name, size = max(sizes.items(), key=lambda kv: kv[1])
     held = footprint(spec, networks, layout)
     state, host = held["device"], held["host"]
-    memory = available_memory()
-    if host + state > memory:
-        where = ("input", "samples") if state > host else ("dynamics", "steps")
-        raise SpecProblem(where, f"the run needs about {decimal(host + state)} of memory at once (state "
-                          f"{decimal(state)}, coordinates and results of one segment {decimal(host)}); this machine "
-                          f"has {decimal(memory)} available", SIZED_BY)
-    widest = max([n.n_hidden for n in networks if n.n_hidden] or [0])
-    registry = measures("depth")
-    for i, m in enumerate(spec.measure):
-        instance = registry[m.kind](m)
-        found = instance.state_problem(widest) if widest and isinstance(instance, StepMeasure) else None
-        if found:
-            raise SpecProblem(("measure", i, found[0]), found[1])
+    return [Need(("dynamics", "steps") if name in layout.timed else ("input", "samples"), sum(sizes.values()),
+                 "the store would need", on="disk", bound="", detail=f" ({name}: {decimal(size)})",
+                 fix="; fewer steps, samples or networks, or a larger `every`", also=SIZED_BY),
+            Need(("input", "samples") if state > host else ("dynamics", "steps"), host + state, "the run needs",
+                 detail=f" at once (state {decimal(state)}, coordinates and results of one segment {decimal(host)})",
+                 also=SIZED_BY)]
 
 
 def footprint(spec: DepthSpec, networks: list[Network], layout=None) -> dict[str, int]:
@@ -350,7 +335,7 @@ class DepthSession:
         masked = torch.zeros(s.input_ids.shape, dtype=torch.bool)
         for m in self.spec.measure:
             reg = registry[m.kind](m)
-            if reg.tags.timing == "step" and reg.tags.masking(m) is not None:
+            if reg.tags.timing == "step" and reg.tags.step.masking(m) is not None:
                 masked |= reg.masked_positions(s.input_ids, list(tokenizer.all_special_ids), self.spec.experiment.seed)
         return PassInputs(s.input_ids, s.attention_mask, masked, int(tokenizer.mask_token_id), self.inputs.scores)
 

@@ -19,14 +19,14 @@ from pydantic import Field
 
 import runner.checkpointed.measures  # noqa: F401 - registers the kit's measures, which this study takes
 from runner.checkpointed.measure import KIT
-from runner.plugin.measures import MeasureParams, MeasureTags, takes, vocabulary
+from runner.plugin.measures import CheckpointTags, MeasureParams, MeasureTags, takes, vocabulary
 from runner.studies.training.spec import LAYERS, NEEDS, Layer
 
 STUDY = "training"
 vocabulary(STUDY, NEEDS)
 takes(STUDY, KIT, roles={"layers": (list[Layer], LAYERS)})
 #: The tags of a measure of language models' checkpoints that reads nothing else.
-TAGS = MeasureTags("checkpoint", networks="networks")
+TAGS = MeasureTags("checkpoint", checkpoint=CheckpointTags(networks="networks"))
 PAPER = "Saphra 2021, Training dynamics of neural language models (PhD thesis, Edinburgh), Ch. 4 and 6"
 
 

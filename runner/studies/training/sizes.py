@@ -2,19 +2,17 @@
 checkpoint schedule against the run's length, the memory of each model with its training buffers,
 of the scaffold generator and of a suite checkpoint, and the disk its checkpoints and curves take.
 
-As the depth study does (:func:`runner.studies.depth.study.check_sizes`), a size that cannot fit
-is refused with :class:`runner.spec.specfile.SpecProblem` at its key, naming the size and what this
-machine has; every figure is an estimate ("about") from the tensors' shapes, not a measurement.
+The sizes are declared as :class:`runner.spec.footprint.Need` s, which the engine checks as it checks every
+study's (a size that cannot fit is refused at its key, naming the size and what this machine has); every
+figure is an estimate ("about") from the tensors' shapes, not a measurement.
 """
 
 from __future__ import annotations
 
-import shutil
-
 from rich.filesize import decimal
 
-from runner.core.layout import available_memory
-from runner.storage.location import is_url
+from runner.spec import footprint
+from runner.spec.footprint import Need
 from runner.spec.specfile import SpecProblem
 
 FLOAT = 4  # bytes of an fp32 value: the thesis' LSTMs and the suites' checkpoints are read in fp32
@@ -79,14 +77,7 @@ def _lstm_memory(vocab: int, layers: int, bptt: int, momentum: bool, embedding_d
     return weights + activations + analysis
 
 
-def _fits(where: tuple, need: int, what: str) -> None:
-    memory = available_memory()
-    if need > memory:
-        raise SpecProblem(where, f"{what} needs about {_decimal(need)} of memory; this machine has {_decimal(memory)} "
-                          "available")
-
-
-def check_training(study, stats: dict, store_folder) -> None:
+def training_needs(study, stats: dict) -> list[Need]:
     """Each network's weights, gradients and buffers, one batch's activations and the analysis states
     in memory; every network's checkpoints and curves on the store's disk."""
     t = study.training
@@ -94,37 +85,33 @@ def check_training(study, stats: dict, store_folder) -> None:
     corpus = sum(stats["tokens"]) * INDEX
     split = 1 if study.corpus.analysis_split == "valid" else 2
     analysed = min(study.corpus.analysis_tokens, stats["tokens"][split])  # measures read at most the split
-    per_net = 0
+    per_net, out = 0, []
     for net in study.model:
         layers = t.num_layers if net.kind == "lm" else 1
         sizes = {"embedding_dim": t.embedding_dim, "hidden_dim": t.hidden_dim, "batch_size": t.batch_size,
                  "analysis_tokens": analysed}
         params = sum(lstm_parameters(vocab, vocab, t.embedding_dim, t.hidden_dim, layers).values())
         need = _lstm_memory(vocab, layers, t.bptt, t.momentum > 0, **sizes) + corpus
-        if need > available_memory():
-            # the size to name: the one whose reduction to 1 saves the most
-            key = max(sizes, key=lambda k: need - _lstm_memory(vocab, layers, t.bptt, t.momentum > 0,
-                                                               **{**sizes, k: 1}))
-            _fits(("corpus" if key == "analysis_tokens" else "training", key), need,
-                  f"training {net.name} ({params:,} parameters: embedding_dim = {t.embedding_dim}, hidden_dim = "
-                  f"{t.hidden_dim}; batch_size x bptt = {t.batch_size * t.bptt} tokens of activations)")
+        # the size to name: the one whose reduction to 1 saves the most
+        key = max(sizes, key=lambda k: need - _lstm_memory(vocab, layers, t.bptt, t.momentum > 0, **{**sizes, k: 1}))
+        out.append(Need(("corpus" if key == "analysis_tokens" else "training", key), need,
+                        f"training {net.name} ({params:,} parameters: embedding_dim = {t.embedding_dim}, hidden_dim = "
+                        f"{t.hidden_dim}; batch_size x bptt = {t.batch_size * t.bptt} tokens of activations) needs"))
         per_net = max(per_net, params * FLOAT)
     total = total_steps(study, steps_per_epoch)
     n = len(study.model)
     checkpoints = checkpoint_count(study, steps_per_epoch) * per_net * n
     curves = n * (total // t.log_every * 2 + t.epochs * 4) * FLOAT
-    folder = None if is_url(store_folder) else next(p for p in [store_folder, *store_folder.parents] if p.exists())
-    free = shutil.disk_usage(folder).free if folder is not None else float("inf")  # a bucket has no "free"
-    if checkpoints + curves > free:
-        raise SpecProblem(("training", "epochs"), f"the run would write about {_decimal(checkpoints + curves)} "
-                          f"(up to {checkpoint_count(study, steps_per_epoch):,} checkpoints of {_decimal(per_net)} per "
-                          f"network, training curves over {total:,} steps) but {folder} has {_decimal(free)} free; "
-                          "fewer epochs or checkpoints, a larger log_every")
+    return out + [Need(("training", "epochs"), checkpoints + curves, "the run would write", on="disk",
+                       detail=f" (up to {checkpoint_count(study, steps_per_epoch):,} checkpoints of {_decimal(per_net)} "
+                       f"per network, training curves over {total:,} steps)",
+                       fix="; fewer epochs or checkpoints, a larger log_every")]
 
 
 def check_scaffold(scaffold) -> None:
     """The generator's arrays before it draws: each stream (int64 tokens, the background, the placed
-    mask, the k-gram hashes), the phrase set, the test sets and the vocabulary's strings."""
+    mask, the k-gram hashes), the phrase set, the test sets and the vocabulary's strings (checked here,
+    before the corpus is generated, not after prepare)."""
     parts = {
         "tokens": (scaffold.tokens + scaffold.valid_tokens) * INDEX * (4 + 2 * len(scaffold.settings) * len(scaffold.lengths)),
         "phrases": scaffold.phrases * max(scaffold.lengths) * INDEX * 16,
@@ -135,7 +122,8 @@ def check_scaffold(scaffold) -> None:
     key = max(parts, key=parts.get)
     if key == "test_cases" and scaffold.context > scaffold.test_cases:
         key = "context"  # long test cases rather than many
-    _fits(("corpus", "scaffold", key), need, f"generating the scaffold corpora ({key} = {getattr(scaffold, key):,})")
+    footprint.check([Need(("corpus", "scaffold", key), need,
+                          f"generating the scaffold corpora ({key} = {getattr(scaffold, key):,}) needs")])
 
 
 def analysis_words(study, stats: dict) -> int:
@@ -144,15 +132,16 @@ def analysis_words(study, stats: dict) -> int:
     return min(study.corpus.analysis_tokens, stats["tokens"][split] - 1)
 
 
-def check_suites(study, stats: dict, configs: list) -> None:
-    """A window no longer than the analysis text; each checkpoint (fp32 weights, built on the meta device
-    to count them) with one batch of windows' hidden states of every layer."""
+def suite_needs(study, stats: dict, configs: list) -> list[Need]:
+    """A window no longer than the analysis text (refused here); each checkpoint's memory (fp32 weights,
+    built on the meta device to count them) with one batch of windows' hidden states of every layer."""
     words = analysis_words(study, stats)
     for i, net in enumerate(study.model):
         where = ("model", study.entry(i))
         if net.window_words > words:
             raise SpecProblem(where + ("window_words",), f"{net.window_words} words per window, but the analysis "
                               f"text holds {words} words ([corpus] analysis_tokens = {study.corpus.analysis_tokens})")
+    out = []
     for i, (net, config) in enumerate(zip(study.model, configs)):
         if config is None:
             continue
@@ -163,8 +152,10 @@ def check_suites(study, stats: dict, configs: list) -> None:
         states = net.batch_size * net.window_words * 4 * hidden * (layers + 1) * FLOAT * 2
         kept = words * hidden * (layers + 1) * FLOAT * 2
         if params is not None:
-            _fits(("model", study.entry(i), "source"), params * FLOAT + states + kept,
-                  f"a checkpoint of {net.name} ({params:,} parameters, hidden_size = {hidden}, {layers} layers)")
+            out.append(Need(("model", study.entry(i), "source"), params * FLOAT + states + kept,
+                            f"a checkpoint of {net.name} ({params:,} parameters, hidden_size = {hidden}, {layers} "
+                            "layers) needs"))
+    return out
 
 
 def _config_parameters(config) -> int | None:

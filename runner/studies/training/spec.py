@@ -422,7 +422,7 @@ class TrainingStudySpec(StudySpec):
                 out.append((("measure", i, "kind"), "each measure (and svcca compare mode) may appear once; "
                             f"{k}{' ' + c if c else ''} is repeated"))
         for i, (m, t) in enumerate(zip(self.measure, tags)):
-            if any(n not in known for n in m.networks + t.named(m, "references")):
+            if any(n not in known for n in t.named(m, "networks") + t.named(m, "references")):
                 continue  # the measure says which (Measure.problems); the checks below need them
             for n in self.measured(m):
                 if self.net(n).kind == "tagger":
@@ -480,7 +480,7 @@ class TrainingStudySpec(StudySpec):
         return next(n for n in self.model if n.name == name)
 
     def measured(self, m: Any) -> list[str]:
-        return list(m.networks) or [n.name for n in self.model if n.kind in ("lm", "suite")]
+        return measures("training")[m.kind].tags.named(m, "networks") or [n.name for n in self.model if n.kind in ("lm", "suite")]
 
     def _suite_problems(self) -> list[tuple[tuple, str]]:
         """A spec measures suites or trains networks, not both; suites take the measures that read activations."""
@@ -497,16 +497,16 @@ class TrainingStudySpec(StudySpec):
                     for bad in [[x for x in registry[m.kind].tags.named(m, "layers") if x not in LSTM_LAYERS]] if bad]
         out: list[tuple[tuple, str]] = []
         for i, m in enumerate(self.measure):
-            if not registry[m.kind].tags.suites:
-                ok = sorted(k for k, r in registry.items() if r.tags.suites)
+            if not registry[m.kind].tags.checkpoint.suites:
+                ok = sorted(k for k, r in registry.items() if r.tags.checkpoint and r.tags.checkpoint.suites)
                 out.append((("measure", i, "kind"), f"{m.kind} needs networks this runner trains; a suite takes "
                             f"{', '.join(ok)}"))
-            elif registry[m.kind].tags.layers is not None and registry[m.kind].tags.layers not in m.model_fields_set:
+            elif (layers := registry[m.kind].tags.parameter("layers")) is not None and layers not in m.model_fields_set:
                 out.append((("measure", i, "layers"), "name the suite's layers to measure: embedding, layer1 .. "
                             "layerN (the LSTM default does not apply)"))
             elif any(not _SUITE_LAYER.match(x) for x in registry[m.kind].tags.named(m, "layers")):
                 out.append((("measure", i, "layers"), f"a suite's layers are embedding, layer1 .. layerN, not "
-                            f"{[x for x in m.layers if not _SUITE_LAYER.match(x)]}"))
+                            f"{[x for x in registry[m.kind].tags.named(m, 'layers') if not _SUITE_LAYER.match(x)]}"))
         return out
 
     def network_seed(self, index: int) -> int:

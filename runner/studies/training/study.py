@@ -25,6 +25,7 @@ from runner.core.plan import Task
 from runner.core.requirements import Requirement
 from runner.data.files import anchor
 from runner.data.registry import TAGGED, InputError, data_source_for
+from runner.spec import footprint
 from runner.spec.specfile import SpecError, SpecFile
 from runner.studies.training.extend import extensions
 from runner.studies.training import measures as _registrations  # noqa: F401  (registers the measures)
@@ -88,7 +89,7 @@ def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
     out = []
     registry = measures("training")
     for i, m in enumerate(study.measure):
-        tb = next(iter(registry[m.kind].tags.named(m, "data")), None)
+        tb, *options = registry[m.kind].tags.named(m, "data") or [None]
         if not tb:
             continue
         where = f"[[measure]] {i} ({m.kind}) treebank {tb!r}"
@@ -99,7 +100,7 @@ def _treebanks_unmet(study: TrainingStudySpec, base: Path) -> list[str]:
                 out.append(f"{where}: no file {path}; download {UD_EWT}")
             continue
         try:
-            load_treebank(tb, base, m.subset, m.split)
+            load_treebank(tb, base, *options)
         except InputError as err:
             out.append(f"{where}: not available here ({err}); use {UD_EWT}")
     return out
@@ -184,12 +185,13 @@ class TrainingStudy(Study):
             return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
                             state=TrainingState(None, suites.steps if suites else None, suites=suites))
         if suites is not None:
-            sizes.check_suites(spec, stats, _configs(spec, suites))
+            needs = sizes.suite_needs(spec, stats, _configs(spec, suites))
             identities = [[suites.identity(n, c, net) for c in range(len(suites.steps))]
                           for n, net in enumerate(spec.model)]
             return Prepared(self, spec, sf, suite_tasks(spec, identities, stats["corpus_key"]), labels,
                             spec.training.device, unmet,
-                            state=TrainingState(stats, suites.steps, corpus, stats_file, tuple(tagsets), suites))
+                            state=TrainingState(stats, suites.steps, corpus, stats_file, tuple(tagsets), suites),
+                            needs=needs)
         if stats["steps_per_epoch"] < 1:
             raise SpecError(sf.path, [sf.problem(("training", "batch_size"), f"batch_size x bptt ({spec.training.batch_size} "
                                                  f"x {spec.training.bptt}) is larger than the training split "
@@ -211,10 +213,11 @@ class TrainingStudy(Study):
                              f"2 x eval_batch_size = {2 * spec.training.eval_batch_size}; validation needs two rows"))
         if problems:
             raise SpecError(sf.path, [sf.problem(loc, msg, type(spec)) for loc, msg in problems])
-        sizes.check_training(spec, stats, spec.store_path().absolute())
+        needs = sizes.training_needs(spec, stats)
+        footprint.check(needs, spec.store_path())  # before planning: the plan grows with the epochs
         steps, tasks = make_tasks(spec, stats["steps_per_epoch"], stats["corpus_key"])
         return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
-                        state=TrainingState(stats, steps, corpus, stats_file, tuple(tagsets)))
+                        state=TrainingState(stats, steps, corpus, stats_file, tuple(tagsets)), needs=needs)
 
     def describe(self, p: Prepared) -> list[str]:
         s, stats, steps = p.spec, p.state.stats, p.state.steps
@@ -277,6 +280,10 @@ class TrainingStudy(Study):
 
     def example_spec(self) -> dict:
         return {**EXPLAIN_EXAMPLES[0], "measure": [{"kind": "loss"}]}
+
+    def examples(self) -> list[dict]:
+        """The small specs of ``runner explain``, whose corpora are generated: tagged text, then scaffold."""
+        return [dict(tables) for tables in EXPLAIN_EXAMPLES]
 
     def variables_of(self, kind: str) -> list | None:
         """Laid out for a small example (the generated tagged corpus, or a scaffold corpus for the

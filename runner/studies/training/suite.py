@@ -166,7 +166,7 @@ def resolve(spec: TrainingStudySpec, sf: SpecFile) -> tuple[Suites | None, list[
     names = [x.name for x in spec.model]
     for i, m in enumerate(spec.measure):
         masked = [n for n in spec.measured(m) if heads[names.index(n)] != "causal"]
-        if registry[m.kind].tags.causal and masked:
+        if (s := registry[m.kind].tags.checkpoint.suites) and s.causal and masked:
             raise SpecError(sf.path, [sf.problem(("measure", i, "kind"), f"{m.kind} reads the gradients of the "
                                                  f"next-token loss; {masked} are masked language models")])
     for i, m in enumerate(spec.measure):
@@ -199,7 +199,7 @@ class SuiteContext(Context):
         self._cache: OrderedDict = OrderedDict()
         self._tokenizers: dict[int, object] = {}
         registry = measures("training")
-        self.head = any(registry[m.kind].tags.head for m in study.measure)
+        self.head = any((s := registry[m.kind].tags.checkpoint.suites) and s.head for m in study.measure)
         """Load checkpoints with their language-modelling heads (a measure reads losses or gradients)."""
 
     def model(self, network: int, checkpoint: int):

@@ -5,26 +5,22 @@
   jsonl data (readable, rows, the ``text`` and ``label`` columns, labels against ``n_classes``).
   A file that cannot be read is an unmet requirement (``apply`` exits 66); a column or a class
   count that does not fit the spec is a spec problem (65).
-- Sizes, as the depth study checks its own: the memory of training a network (weights, gradients
-  and Adam's two moments, and the layer outputs of one batch kept for the backward pass) and the
-  disk of its epoch checkpoints, both lower bounds, against what this machine has.
+- Sizes, declared for the engine's footprint check (:mod:`runner.spec.footprint`): the memory of
+  training a network (weights, gradients and Adam's two moments, and the layer outputs of one batch
+  kept for the backward pass) and the disk of its epoch checkpoints, both lower bounds.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from rich.filesize import decimal
 from safetensors import safe_open
 
 from runner.data.files import LABELLED_BUILDERS, split_files
-from runner.core.layout import available_memory
-from runner.storage.location import is_url
-from runner.spec.specfile import SpecProblem
+from runner.spec.footprint import Need
 from runner.studies.transject.spec import BASELINES, TransJectSpec
 from models.transject import TransJectConfig, TransformerConfig
 from runner.studies.transject.models import params_of
@@ -201,40 +197,25 @@ def training_nbytes(spec: TransJectSpec, variant: str, params: dict) -> dict[str
             "parameters": n}
 
 
-def device_memory(device: str) -> tuple[int, str]:
-    """Bytes the training device has, and its name: a CUDA device's memory, else the host's available memory."""
-    if device != "cpu" and torch.cuda.is_available():
-        index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
-        return torch.cuda.get_device_properties(index).total_memory, f"cuda:{index}"
-    return available_memory(), "this machine"
-
-
-def check_sizes(spec: TransJectSpec, classes: int | None) -> None:
-    """Refuse, before anything is built, a network whose training cannot fit in memory or whose
-    epoch checkpoints cannot fit on the store's disk (raises :class:`SpecProblem` naming the size)."""
+def needs(spec: TransJectSpec, classes: int | None) -> list[Need]:
+    """What training each network holds on its device (lower bounds) and what its epoch checkpoints take
+    on the store's disk, declared for the engine's check before anything is built."""
     d = spec.data
     fixed = d.implied("vocab_size")  # a generated source's whole vocabulary (ListOps)
     vocab = min(d.vocab_size, fixed) if fixed else 2  # at least <pad> and <unk>
     n_classes = d.n_classes or d.implied("n_classes") or classes or 2
-    memory, where = device_memory(spec.training.device)
-    path = spec.store_path().absolute()
-    folder = None if is_url(path) else next(p for p in [path, *path.parents] if p.exists())  # a bucket has no "free"
-    free = shutil.disk_usage(folder).free if folder is not None else float("inf")
-    disk = 0
+    out = []
     for i, m in enumerate(spec.model):
         if m.checkpoint:
             continue
         params = params_of(m, vocab, n_classes, spec.pooling(m))
         size = training_nbytes(spec, m.variant, params)
-        need = size["weights"] + size["activations"]
-        if need > memory:
-            key = ("training", "batch_size") if size["activations"] > size["weights"] else ("model", i, "d_model")
-            raise SpecProblem(key, f"training [[model]] {m.name!r} needs at least {decimal(need)} of memory "
-                              f"({size['parameters']:,} parameters with their gradients and Adam's moments "
-                              f"{decimal(size['weights'])}, one batch's layer outputs {decimal(size['activations'])}); "
-                              f"{where} has {decimal(memory)}")
-        disk += len(spec.seeds(m)) * (spec.training.epochs + 1) * FP32 * size["parameters"]
-        if disk > free:
-            raise SpecProblem(("training", "epochs"), f"the epoch checkpoints need at least {decimal(disk)} "
-                              f"({spec.training.epochs + 1} per network, up to [[model]] {m.name!r}) but {folder} "
-                              f"has {decimal(free)} free")
+        key = ("training", "batch_size") if size["activations"] > size["weights"] else ("model", i, "d_model")
+        out.append(Need(key, size["weights"] + size["activations"], f"training [[model]] {m.name!r} needs",
+                        bound="at least", device=spec.training.device,
+                        detail=f" ({size['parameters']:,} parameters with their gradients and Adam's moments "
+                        f"{decimal(size['weights'])}, one batch's layer outputs {decimal(size['activations'])})"))
+        out.append(Need(("training", "epochs"), len(spec.seeds(m)) * (spec.training.epochs + 1) * FP32 * size["parameters"],
+                        "the epoch checkpoints need", on="disk", bound="at least",
+                        detail=f" ({spec.training.epochs + 1} per network, up to [[model]] {m.name!r})"))
+    return out

@@ -31,7 +31,7 @@ from runner.core.requirements import Requirement
 from runner.spec.specfile import SpecFile, SpecProblem
 from runner.plugin.study import Prepared, Study, register
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
-from runner.studies.transject.preflight import LocalData, check_sizes, checkpoint_problem, local_data
+from runner.studies.transject.preflight import LocalData, checkpoint_problem, local_data, needs
 from runner.studies.transject.estimate import estimate
 from runner.studies.transject.layout import build_layout
 from runner.studies.transject.measure import TransJectShape
@@ -84,7 +84,6 @@ class TransJectStudy(Study):
             raise SpecProblem(*local.problem)
         if local.unreadable:
             unmet.append(local.unreadable)
-        check_sizes(spec, local.classes)
         data_key = {"data": d.model_dump(mode="json", exclude={"analysis_examples", "analysis_text"}),
                     "identity": data_identity(spec, base)}
         analysis_key = {"examples": d.analysis_examples, "text": d.analysis_text}
@@ -132,7 +131,7 @@ class TransJectStudy(Study):
                                       needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(reads)),
                                       group=f"measures:{n}:{e}", params=meas.params(), key=payload))
         return Prepared(self, spec, sf, tasks, [x["label"] for x in nets], spec.training.device, unmet,
-                        state=TransJectState(nets, dirs))
+                        state=TransJectState(nets, dirs), needs=needs(spec, local.classes))
 
     def describe(self, p: Prepared) -> list[str]:
         s = p.spec
@@ -163,8 +162,14 @@ class TransJectStudy(Study):
         return estimate(p, device, precision, calibrated)
 
     def example_spec(self) -> dict:
-        return {"experiment": {"name": "example", "study": "transject"}, "data": {"source": "listops:"},
-                "model": [{"name": "model", "variant": "transject"}], "measure": [{"kind": "entropy"}]}
+        """One tiny network trained for an epoch on a little generated ListOps (seconds on a CPU)."""
+        return {"experiment": {"name": "example", "study": "transject"},
+                "data": {"source": "listops:", "max_length": 40, "analysis_examples": 8,
+                         "listops": {"train": 64, "test": 32, "max_depth": 3, "max_args": 4, "min_length": 4,
+                                     "max_length": 40}},
+                "training": {"epochs": 1, "batch_size": 16},
+                "model": [{"name": "model", "variant": "transject", "d_model": 16, "n_layers": 1, "n_experts": 2}],
+                "measure": [{"kind": "entropy"}]}
 
     def variables_of(self, kind: str) -> list:
         """Laid out for one two-layer network of two experts and a three-word sentence (nothing read)."""

@@ -15,7 +15,16 @@ from pydantic import Field
 
 from runner.plugin.checks import ConformanceError, check_measure, check_study
 from runner.core.layout import flags
-from runner.plugin.measure_protocol import CONTEXTS, CheckpointShape, MeasureTags, StepShape
+from runner.plugin.measure_protocol import (
+    CONTEXTS,
+    CheckpointShape,
+    CheckpointTags,
+    MeasureTags,
+    StepShape,
+    StepTags,
+    Suites,
+    Twin,
+)
 from runner.plugin.measures import Measure, MeasureParams, measures, register
 from runner.plugin.study import studies
 from runner.plugin.timings import CheckpointMeasure
@@ -177,13 +186,15 @@ def _with_units(variables):  # LayoutBuilder.var drops units on strings and bool
 BROKEN = {
     "tags are no MeasureTags": (dict(tags={"timing": "checkpoint"}), "tags must be a runner.plugin.measures.MeasureTags"),
     "an unknown timing": (dict(tags=MeasureTags("epoch")), "timing 'epoch' is none of step, checkpoint"),
-    "a step tag on a checkpoint measure": (dict(tags=MeasureTags("checkpoint", twin=True)),
-                                           "twin applies to timing 'step' only"),
-    "a bad shard": (dict(tags=MeasureTags("step", shard="tokens")), "shard 'tokens' is none of samples, combine"),
-    "head without suites": (dict(tags=MeasureTags("checkpoint", head=True)), "they need suites = True"),
-    "a derived measure without its source": (dict(tags=MeasureTags("derived")), "derived_from names the source"),
-    "a stride that is no parameter": (dict(tags=MeasureTags("checkpoint", strides=("tau",))),
-                                      "tags name the parameter 'tau', which Params does not have"),
+    "a step tag on a checkpoint measure": (dict(tags=MeasureTags("checkpoint", step=StepTags(twin=Twin()))),
+                                           "step tags apply to timing 'step' only, not 'checkpoint'"),
+    "a bad shard": (dict(tags=MeasureTags("step", step=StepTags(shard="tokens"))),
+                    "shard 'tokens' is none of samples, combine"),
+    "suites that are no Suites": (dict(tags=MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=True))),
+                                  "suites is a Suites(...) or None, not True"),
+    "a derived measure without its source": (dict(tags=MeasureTags("derived")), "a derived measure names its source"),
+    "a role that is no parameter": (dict(tags=MeasureTags("checkpoint", checkpoint=CheckpointTags(layers="tau"))),
+                                    "tags name the parameter 'tau', which Params does not have"),
     "Params that are no MeasureParams": (dict(Params=dict), "Params (its [[measure]] table) must subclass"),
     "Params without a default": (dict(Params=type("P", (ToyParams,), {"__annotations__": {"path": str},
                                                                        "__doc__": "P", "__module__": __name__})),
@@ -245,9 +256,19 @@ def test_a_depth_measure_requires_only_what_the_study_knows():
         check_measure(broken)
 
 
-def test_register_refuses_tags_that_contradict_themselves():
-    with pytest.raises(TypeError, match="twins_in_key = False needs twin = True"):
-        register(_broken(tags=MeasureTags("step", twins_in_key=False)))
+def test_register_refuses_tags_of_another_timing():
+    with pytest.raises(TypeError, match="step tags apply to timing 'step' only, not 'checkpoint'"):
+        register(_broken(tags=MeasureTags("checkpoint", step=StepTags())))
+
+
+def test_tags_nest_by_role():
+    """A field that applies to one timing exists only in that timing's tags: no rule relates two fields."""
+    tags = MeasureTags("step", step=StepTags(strides=("tau",), twin=Twin(in_key=False), exit_period="tau"))
+    assert tags.checkpoint is None and tags.derived is None and tags.role() is tags.step
+    assert tags.parameters() == ["tau", "tau"] and not tags.problems()
+    assert MeasureTags("checkpoint").checkpoint == CheckpointTags() and MeasureTags("network").role() is None
+    with pytest.raises(TypeError):
+        StepTags(suites=Suites())  # a checkpoint field has no place in a step measure's tags
 
 
 def test_a_broken_study_fails_with_a_clear_message(registered_plugin):

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, StepTags, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -28,13 +28,13 @@ class Attention(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
-    tags = MeasureTags("step", requires=("attention",), strides=("every",), exit_period=1)
+    tags = MeasureTags("step", requires=("attention",), step=StepTags(strides=("every",), exit_period=1))
 
     def extend_problem(self, old_steps, new_steps):
         return None  # x_t alone
 
-    def problems(self, spec):
-        return super().problems(spec) + sample_problems(self.p.samples, spec)
+    def problems(self, view):
+        return super().problems(view) + sample_problems(self.p.samples, view.spec)
 
     def variables(self, b, shape) -> None:
         dim = b.axis("attention_step", 0, shape.steps, self.p.every)

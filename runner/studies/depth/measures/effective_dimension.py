@@ -11,7 +11,7 @@ import torch
 from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 
@@ -48,7 +48,7 @@ class EffectiveDimension(StepMeasure):
     precision_checked = {"tf32": True, "bf16": False}
     # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
     # exit_period 1: it observes x_t only
-    tags = MeasureTags("step", strides=("every",), shard="combine", exit_period=1)
+    tags = MeasureTags("step", step=StepTags(strides=("every",), shard="combine", exit_period=1))
 
     def extend_problem(self, old_steps, new_steps):
         return None  # N_eff(t) reads x_t alone
@@ -70,15 +70,22 @@ class EffectiveDimension(StepMeasure):
                   "N_eff (Eq. 6) of the samples whose score lies in the class (floor of the score; 5 in 4-5), Fig. A1; "
                   "NaN for reference maps")
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        out = super().problems(view) + self._spec_problems(view.spec)
+        if view.shards > 1:  # apply --shards asks before it splits a pass
+            out += [("every", f"{net.label}: {why}") for net in view.networks if (why := self._shard_problem(net))]
+        return out
 
     def _spec_problems(self, spec):
         if self.p.by_score and spec.input.score is None:
             return [("by_score", "needs sentence pairs with a score ([input] pair and score)")]
         return []
 
-    def shard_problem(self, n_tokens, n_hidden):
+    def _shard_problem(self, net):
+        """Why a pass of ``net`` cannot be split into sample shards, or None."""
+        n_tokens, n_hidden = net.n_tokens, net.n_hidden
+        if not n_hidden:
+            return None
         if self.p.by_score:
             return "by_score needs every sample's score class in one pass; run it unsharded"
         features = n_tokens * n_hidden

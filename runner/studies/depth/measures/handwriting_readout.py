@@ -28,7 +28,7 @@ from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
 from runner.core.layout import counts
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 
@@ -78,13 +78,13 @@ class HandwritingReadout(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
-    tags = MeasureTags("step", requires=("text",), exit_period=1)
+    tags = MeasureTags("step", requires=("text",), step=StepTags(exit_period=1))
 
     def window(self) -> tuple[int, int]:
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        return super().problems(view) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         out = []

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation, renormalize
 from runner.core.layout import flags
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, Twin, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
@@ -52,11 +52,13 @@ class Lyapunov(StepMeasure):
     # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
     # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
     # is exact; exit_period tau: advance renormalises at multiples of tau
-    tags = MeasureTags("step", strides=("tau",), twin=True, twins_in_key=False, shard="samples", exit_period="tau")
+    tags = MeasureTags("step", step=StepTags(strides=("tau",), twin=Twin(in_key=False), shard="samples",
+                                                 exit_period="tau"))
     extend_note = "its twins' outcome"
 
     def extend_problem(self, old_steps, new_steps):
         return None  # intervals start at multiples of tau: the kept twins go on as in a longer run
+
 
     def variables(self, b, shape) -> None:
         tau = self.p.tau
@@ -104,17 +106,20 @@ class Lyapunov(StepMeasure):
             self._pass_bounds = (self.k_for(ctx.net), domain, margin)
         return self._pass_bounds
 
-    def precision_problem(self, precision, n_tokens, n_hidden):
+    def _precision_problem(self, net):
+        precision, n_tokens, n_hidden = net.precision, net.n_tokens, net.n_hidden
         floor = perturbation_floor(precision, n_tokens, n_hidden)
         if self.p.k is not None and self.p.k < floor:  # a default k is above the floor by construction
-            return "k", (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state: rounding "
-                         f"moves it by about {floor / 10:.2g} per step (need k >= {floor:.2g}); raise k or use "
-                         "fp32/fp64")
+            return (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state: rounding "
+                    f"moves it by about {floor / 10:.2g} per step (need k >= {floor:.2g}); raise k or use "
+                    "fp32/fp64")
         return None
 
-    def problems(self, spec) -> list[tuple[str, str]]:
-        """Besides the strides: k must be small against the domain of every map that declares one."""
-        out = super().problems(spec)
+    def problems(self, view) -> list[tuple[str, str]]:
+        """Besides the strides: k must be small against the domain of every map that declares one, and (once
+        the sizes are known) above the rounding of each network's precision."""
+        spec = view.spec
+        out = super().problems(view) + view.untrusted("k", self._precision_problem)
         if spec.dynamics.untrusted_perturbation or self.p.k is None:  # a default k is valid for each network
             return out
         for m in spec.model:

@@ -37,7 +37,7 @@ from analyses.readout import (
 from models.albert import load_mlm_head
 from models.init import TruncatedNormalInit
 from models.registry import AlbertFamily
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
@@ -78,8 +78,8 @@ class MLMReadout(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: it reads x_t out with its own head, not through f
-    tags = MeasureTags("step", requires=("mlm_head",), strides=("every",), exit_period=1,
-                       input_masking=("fraction", "seed"))
+    tags = MeasureTags("step", requires=("mlm_head",), step=StepTags(
+        strides=("every",), exit_period=1, input_masking=("fraction", "seed")))
 
     def masked_positions(self, input_ids, special_ids, seed):
         gen = torch.Generator().manual_seed(derive_seed(seed, "mlm_readout", self.p.seed))
@@ -91,8 +91,8 @@ class MLMReadout(StepMeasure):
     def n_train(self, samples: int) -> int:
         return int(self.p.train_fraction * samples)
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        return super().problems(view) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         if not spec.text_models:

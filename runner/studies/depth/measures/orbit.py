@@ -12,7 +12,7 @@ from pydantic import Field
 
 from analyses.orbits import GROWTH, ORBIT_CLASSES, PERIODIC_TOL, RECURRENCE, REPETITIONS, ROUNDING, classify_orbits
 from runner.core.layout import flags
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
@@ -42,7 +42,7 @@ class Params(DepthParams):
 class Orbit(StepMeasure):
     study = STUDY
     Params = Params
-    tags = MeasureTags("step", shard="samples")
+    tags = MeasureTags("step", step=StepTags(shard="samples"))
     version = 2  # 2: fundamental periods, tolerances relative to the orbit's extent, drifting (issue 35)
     reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "
                  "Phys. Rev. A 40, 4028; Marwan, Romano, Thiel & Kurths 2007, Recurrence plots for the analysis of "

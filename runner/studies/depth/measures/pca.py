@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.pca import pca_projection
-from runner.plugin.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, StepTags, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -33,7 +33,7 @@ class PCA(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
+    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1))  # exit_period 1: it observes x_t only
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, self.p.stop or steps
@@ -53,14 +53,12 @@ class PCA(StepMeasure):
         start, stop = self.window(steps)
         return (stop - start) // self.p.every + 1
 
-    def stride_problems(self, view):
-        return []  # every > steps keeps the window's first point; the window itself is checked in problems
-
     def state_nbytes(self, steps, sample_nbytes):
         return self.points(steps) * len(self.p.samples) * sample_nbytes  # the window, kept on the device
 
-    def problems(self, spec):
-        return super().problems(spec) + sample_problems(self.p.samples, spec) + self._spec_problems(spec)
+    def problems(self, view):
+        # not StepMeasure's stride check: every > steps keeps the window's first point; the window is checked here
+        return sample_problems(self.p.samples, view.spec) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         steps = spec.dynamics.steps

@@ -62,8 +62,8 @@ class STSFinetune(NetworkMeasure):
     Params = Params
     tags = MeasureTags("network", requires=("text",))
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        return super().problems(view) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         out = pair_problems("sts_finetune", self.p, spec)

@@ -28,7 +28,7 @@ import torch
 from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
@@ -89,13 +89,13 @@ class STSReadout(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
-    tags = MeasureTags("step", requires=("text",), strides=("every",), exit_period=1)
+    tags = MeasureTags("step", requires=("text",), step=StepTags(strides=("every",), exit_period=1))
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        return super().problems(view) + self._spec_problems(view.spec)
 
     def _spec_problems(self, spec):
         out = pair_problems("sts_readout", self.p, spec)

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
 from runner.core.layout import flags, never_as_nan
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import deviation_floor
@@ -35,11 +35,13 @@ class TokenDeviation(StepMeasure):
     reference = PAPER
     Params = Params
     precision_checked = {"tf32": False, "bf16": False}
-    tags = MeasureTags("step", requires=("tokens",), strides=("every",), shard="samples", exit_period=1)
+    tags = MeasureTags("step", requires=("tokens",), step=StepTags(strides=("every",), shard="samples",
+                                                                        exit_period=1))
     extend_note = "its sync offset and outcome (censoring)"
 
     def extend_problem(self, old_steps, new_steps):
         return None  # the first crossing so far is its state; the outcome is written at the new end
+
 
     def variables(self, b, shape) -> None:
         p = self.p
@@ -56,12 +58,16 @@ class TokenDeviation(StepMeasure):
               "the state became non-finite first; not_applicable: the network has one token, so D(t) = 0 by "
               "construction", threshold=p.threshold, **flags(*SYNC_OUTCOMES))
 
-    def precision_problem(self, precision, n_tokens, n_hidden):
+    def problems(self, view):
+        return super().problems(view) + view.untrusted("threshold", self._precision_problem)
+
+    def _precision_problem(self, net):
+        precision, n_tokens, n_hidden = net.precision, net.n_tokens, net.n_hidden
         floor = deviation_floor(precision, n_hidden)
         if n_tokens > 1 and self.p.threshold < floor:
-            return "threshold", (f"threshold = {self.p.threshold:g} is not trusted in {precision} for {n_hidden}-wide "
-                                 f"token vectors: rounding alone keeps D(t) near {floor / 100:.2g} (need threshold >= "
-                                 f"{floor:.2g}); raise it or use fp32/fp64")
+            return (f"threshold = {self.p.threshold:g} is not trusted in {precision} for {n_hidden}-wide "
+                    f"token vectors: rounding alone keeps D(t) near {floor / 100:.2g} (need threshold >= "
+                    f"{floor:.2g}); raise it or use fp32/fp64")
         return None
 
     def mark_not_applicable(self, store, network):

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, StepTags, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -28,19 +28,22 @@ class Trajectory(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    tags = MeasureTags("step", strides=("every",), exit_period=1)  # exit_period 1: it observes x_t only
+    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1))  # exit_period 1: it observes x_t only
 
     def extend_problem(self, old_steps, new_steps):
         return None  # x_t alone
 
-    def state_problem(self, widest):
-        beyond = [e for e in self.p.elements if e >= widest]
-        if beyond:
-            return "elements", f"elements {beyond} are beyond every network's state (largest: {widest} elements per token)"
-        return None
+    def problems(self, view):
+        return (super().problems(view) + sample_problems(self.p.samples, view.spec) + self._spec_problems(view.spec)
+                + self._state_problems(view.widest))
 
-    def problems(self, spec):
-        return super().problems(spec) + sample_problems(self.p.samples, spec) + self._spec_problems(spec)
+    def _state_problems(self, widest):
+        """Elements beyond every network's state, once the sizes are known."""
+        beyond = [e for e in self.p.elements if e >= widest] if widest else []
+        if beyond:
+            return [("elements", f"elements {beyond} are beyond every network's state (largest: {widest} elements per "
+                     "token)")]
+        return []
 
     def _spec_problems(self, spec):
         bad = [t for t in self.p.tokens if not 0 <= t < spec.input.tokens]

@@ -10,7 +10,7 @@ import torch
 from analyses.transient_chaos import summarize_chaos, transient_chaos, transient_chaos_of_chunks
 from runner.core.layout import flags
 from runner.plugin.measure_protocol import DerivedContext
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import DerivedTags, MeasureTags, hints, register
 from runner.plugin.timings import DerivedMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams
 
@@ -35,7 +35,7 @@ class TransientChaos(DerivedMeasure):
     Params = Params
     version = 2  # 2: twin_left, apart from diverged (the state)
     precision_checked = {"tf32": True, "bf16": False}
-    tags = MeasureTags("derived", derived_from="lyapunov")
+    tags = MeasureTags("derived", derived=DerivedTags(source="lyapunov"))
 
     def variables(self, b, shape) -> None:
         m = "transient_chaos"
@@ -69,8 +69,8 @@ class TransientChaos(DerivedMeasure):
 
     def derive(self, ctx: DerivedContext) -> None:
         store, network = ctx.store, ctx.index
-        tau = next(m.tau for m in ctx.spec.measure if m.kind == self.tags.derived_from)
         array = store.group["lyapunov"]
+        tau = int(array.attrs["tau"])  # as its source stored it: no other measure's table is read
         intervals, stored = array.shape[-1], array.chunks[-1]
         step = max(1, CHUNK_INTERVALS // stored) * stored  # whole stored chunks: each is decoded once
         chunks = (torch.from_numpy(store.read("lyapunov", (network, slice(None), slice(a, a + step))).astype(np.float64))

@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
-from runner.plugin.measures import MeasureTags, register
+from runner.plugin.measures import MeasureTags, StepTags, Twin, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
@@ -40,13 +40,13 @@ class TwinDistance(StepMeasure):
     reference = PAPER
     Params = Params
     # exit_period 1: its twins are never renormalised (advance is the identity)
-    tags = MeasureTags("step", twin=True, exit_period=1)
+    tags = MeasureTags("step", step=StepTags(twin=Twin(), exit_period=1))
 
     def extend_problem(self, old_steps, new_steps):
         return None  # the twins go on; nothing is computed at the end
 
-    def problems(self, spec):
-        return super().problems(spec) + self._spec_problems(spec)
+    def problems(self, view):
+        return super().problems(view) + self._spec_problems(view.spec) + view.untrusted("k", self._precision_problem)
 
     def _spec_problems(self, spec):
         out = []
@@ -59,11 +59,12 @@ class TwinDistance(StepMeasure):
             out.append(("steps", f"{self.p.steps} is more than dynamics.steps = {spec.dynamics.steps}"))
         return out
 
-    def precision_problem(self, precision, n_tokens, n_hidden):
+    def _precision_problem(self, net):
+        precision, n_tokens, n_hidden = net.precision, net.n_tokens, net.n_hidden
         floor = perturbation_floor(precision, n_tokens, n_hidden)
         if self.p.k < floor:
-            return "k", (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state (need "
-                         f"k >= {floor:.2g}, ten times a step's rounding); raise k or use fp32/fp64")
+            return (f"k = {self.p.k:g} is not trusted in {precision} for a {n_tokens}x{n_hidden} state (need "
+                    f"k >= {floor:.2g}, ten times a step's rounding); raise k or use fp32/fp64")
         return None
 
     def n_twins(self, samples: int) -> int:

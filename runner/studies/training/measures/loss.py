@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.train import evaluate
@@ -35,7 +35,7 @@ class Loss(CheckpointMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    tags = MeasureTags("checkpoint", suites=True, head=True, networks="networks")  # head: it reads a suite's language-modelling head
+    tags = MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(head=True), networks="networks"))  # head: it reads a suite's language-modelling head
 
     def variables(self, b, shape) -> None:
         b.var("analysis_loss", "loss", ("network", "checkpoint"), "float64", np.nan,

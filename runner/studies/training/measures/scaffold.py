@@ -22,7 +22,7 @@ from pydantic import Field
 from analyses.contextual_decomposition import interdependence, lstm_weights
 from analyses.rule_probability import cd_target_probability, target_probability
 from runner.studies.training.data.scaffold import OMEGA, PAPER
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import STUDY, TrainingParams
 
@@ -62,7 +62,7 @@ def by_domain_and_step(ctx, name: str) -> np.ndarray:
 
 
 #: The tags of a rule measure: it needs networks trained on a scaffold corpus.
-RULE_TAGS = MeasureTags("checkpoint", requires=("scaffold",), networks="networks")
+RULE_TAGS = MeasureTags("checkpoint", requires=("scaffold",), checkpoint=CheckpointTags(networks="networks"))
 
 
 class ProbabilityParams(RuleParams):

@@ -11,7 +11,7 @@ from pydantic import Field
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from models.lstm import capture
 from runner.studies.training.data.tokens import get_batch
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
@@ -46,7 +46,8 @@ class Sparsity(CheckpointMeasure):
     reference = PAPER
     Params = Params
     # a suite's gradients need its language-modelling head and a next-token loss
-    tags = MeasureTags("checkpoint", suites=True, head=True, causal=True, networks="networks", layers="layers")
+    tags = MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(head=True, causal=True), networks="networks",
+                                                       layers="layers"))
 
     def variables(self, b, shape) -> None:
         p, corpus = self.p, shape.corpus

@@ -16,7 +16,7 @@ from analyses.contextual_decomposition import lstm_weights
 from analyses.syntactic_interdependence import aggregate, pair_interdependence
 from runner.studies.training.data.treebank import ParsedSentence, load_treebank
 from runner.studies.training.data.tagsets import CLOSED_CLASS, OPEN_CLASS
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import STUDY, TrainingParams
 
@@ -65,7 +65,7 @@ def _word_class(upos: str) -> str:
 class SyntaxInterdependence(CheckpointMeasure):
     study = STUDY
     Params = Params
-    tags = MeasureTags("checkpoint", requires=("text",), networks="networks", data="treebank")
+    tags = MeasureTags("checkpoint", requires=("text",), checkpoint=CheckpointTags(networks="networks", data=("treebank", "subset", "split")))
     example = {"treebank": "en_ewt-ud-test.conllu"}  # for check_measure: the paper's treebank
     reference = CH5
 
