@@ -19,7 +19,6 @@ import json
 import re
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from models.activations import chosen, tokens
+from models.activations import Loss, chosen, gradients, hooked, tokens
 from models.hub import ModelLoadError, hf_load
 
 #: ``step{0..143000:1000}``: a prefix, first..last (inclusive) and the stride, and a suffix.
@@ -292,21 +291,6 @@ def _attr(obj: Any, path: str) -> Any:
     return obj
 
 
-@contextmanager
-def _hooks(modules: dict[str, nn.Module], out: dict[str, Tensor]) -> Iterator[None]:
-    def keep(name: str):
-        def hook(module, args, output):
-            out[name] = output[0] if isinstance(output, tuple) else output
-        return hook
-
-    handles = [m.register_forward_hook(keep(name)) for name, m in modules.items()]
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
 class SuiteActivations:
     """Named hook points of a transformers model of a family in :data:`ADAPTERS` (:mod:`models.activations`):
     ``embedding`` and ``layer1`` .. ``layerN``, the outputs of the modules its :class:`Adapter` names, read
@@ -320,15 +304,27 @@ class SuiteActivations:
         return tuple(self.modules)
 
     def hook_points(self, names=None) -> dict[str, nn.Module]:
-        """The modules whose outputs are the named hook points (for hooks of one's own: gradients)."""
+        """The modules whose outputs are the named hook points."""
         return {k: self.modules[k] for k in chosen(self.layer_names(), names)}
+
+    def reset(self) -> None:
+        pass
 
     def capture(self, inputs, names=None) -> dict[str, Tensor]:
         modules = self.hook_points(names)
         out: dict[str, Tensor] = {}
-        with torch.no_grad(), _hooks(modules, out):
+        with torch.no_grad(), hooked(modules, out):
             self.model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask)
         return {k: out[k] for k in modules}
+
+    def capture_gradients(self, inputs, loss: Loss, names=None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """``loss`` of the model's output (with its head: ``.logits``)."""
+        modules = self.hook_points(names)
+        out: dict[str, Tensor] = {}
+        with torch.enable_grad(), hooked(modules, out):
+            value = loss(self.model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask))
+        kept = {k: out[k] for k in modules}
+        return {k: v.detach() for k, v in kept.items()}, gradients(value, kept)
 
 
 def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None = None,
@@ -338,11 +334,16 @@ def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor |
     return SuiteActivations(model).capture(tokens(input_ids, attention_mask), layers)
 
 
+def _next_losses(output: Any, targets: Tensor) -> Tensor:
+    """Cross-entropy (nats) of each token position of a model's output with a target (``targets`` >= 0; -1:
+    none)."""
+    keep = targets >= 0
+    return torch.nn.functional.cross_entropy(output.logits[keep].float(), targets[keep], reduction="none")
+
+
 def _token_losses(model: nn.Module, ids: Tensor, mask: Tensor, targets: Tensor) -> Tensor:
     """Cross-entropy (nats) of each token position with a target (``targets`` >= 0; -1: none)."""
-    logits = model(input_ids=ids, attention_mask=mask).logits
-    keep = targets >= 0
-    return torch.nn.functional.cross_entropy(logits[keep].float(), targets[keep], reduction="none")
+    return _next_losses(model(input_ids=ids, attention_mask=mask), targets)
 
 
 def _targets(model: nn.Module, ids: Tensor, owner: Tensor, mask_id: int | None = None, fraction: float = 0.15,
@@ -413,16 +414,19 @@ def _batches(tokenizer: Any, words: list[str], window: int, batch_size: int,
         yield ids, mask, owner
 
 
-def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers: list[str] | None, *, window: int,
-                     batch_size: int, pool: str = "mean", gradients: bool = False
+def word_activations(adapter: SuiteActivations, tokenizer: Any, words: list[str], layers: list[str] | None, *,
+                     window: int, batch_size: int, pool: str = "mean", gradients: bool = False
                      ) -> dict[str, Tensor] | tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """Each layer's activation of every word, ``(n_words, hidden)``: the words in windows of ``window`` (no
-    overlap), ``batch_size`` windows per forward pass on the model's device, each word's subword tokens pooled
-    (``mean``, ``first`` or ``last``). With ``gradients`` (a causal LM with its head): also the gradient of the
-    summed next-token cross-entropy with respect to each layer's output, pooled the same way."""
+    """Each layer's activation of every word, ``(n_words, hidden)``, read through the model's ``adapter``
+    (:meth:`SuiteActivations.capture`): the words in windows of ``window`` (no overlap), ``batch_size``
+    windows per forward pass on the model's device, each word's subword tokens pooled (``mean``, ``first`` or
+    ``last``). With ``gradients`` (a causal LM with its head): also the gradient of the summed next-token
+    cross-entropy with respect to each layer's output (:meth:`SuiteActivations.capture_gradients`), pooled
+    the same way."""
+    model = adapter.model
     device = next(model.parameters()).device
     limit = getattr(model.config, "max_position_embeddings", None)
-    modules = SuiteActivations(model).hook_points(layers or None)
+    names = layers or None
     acts: dict[str, Tensor] = {}
     grads: dict[str, Tensor] = {}
     counts = torch.zeros(len(words), dtype=torch.long, device=device)
@@ -438,18 +442,15 @@ def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers:
         index = owner.to(device).reshape(-1)[keep]
         counts += torch.bincount(index, minlength=len(words))
         ids, mask = ids.to(device), mask.to(device)
-        out: dict[str, Tensor] = {}
         if gradients:
             _, targets = _targets(model, ids, owner.to(device))
-            with torch.enable_grad(), _hooks(modules, out):
-                loss = _token_losses(model, ids, mask, targets).sum()
-            for name, g in zip(modules, torch.autograd.grad(loss, [out[k] for k in modules], allow_unused=True)):
-                add(grads, name, torch.zeros_like(out[name]) if g is None else g, keep, index)
+            out, g = adapter.capture_gradients(tokens(ids, mask), lambda o, t=targets: _next_losses(o, t).sum(), names)
+            for name, h in g.items():
+                add(grads, name, h, keep, index)
         else:
-            with torch.no_grad(), _hooks(modules, out):
-                model(input_ids=ids, attention_mask=mask)
-        for name in modules:
-            add(acts, name, out[name].detach(), keep, index)
+            out = adapter.capture(tokens(ids, mask), names)
+        for name, h in out.items():
+            add(acts, name, h, keep, index)
     scale = counts.clamp(min=1).unsqueeze(1)
     acts = {k: v / scale for k, v in acts.items()}
     return (acts, {k: v / scale for k, v in grads.items()}) if gradients else acts
