@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from models.activations import Loss, chosen, gradients, hooked, tokens
+from models.base import MapInputs
 from models.hub import ModelLoadError, hf_load
 
 #: ``step{0..143000:1000}``: a prefix, first..last (inclusive) and the stride, and a suffix.
@@ -414,46 +415,59 @@ def _batches(tokenizer: Any, words: list[str], window: int, batch_size: int,
         yield ids, mask, owner
 
 
+def word_batches(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, batch_size: int
+                 ) -> list[tuple[MapInputs, Tensor]]:
+    """The words in windows of ``window`` (no overlap), ``batch_size`` windows per batch on the model's device:
+    each batch's inputs and the word each of its tokens belongs to (-1: a special token or padding)."""
+    device = next(model.parameters()).device
+    limit = getattr(model.config, "max_position_embeddings", None)
+    return [(tokens(ids.to(device), mask.to(device)), owner)
+            for ids, mask, owner in _batches(tokenizer, words, window, batch_size, limit)]
+
+
+def next_token_loss(model: nn.Module, inputs: MapInputs, owner: Tensor) -> Loss:
+    """The summed next-token cross-entropy of a causal LM with its head on one batch of :func:`word_batches`."""
+    _, targets = _targets(model, inputs.input_ids, owner.to(inputs.input_ids.device))
+    return lambda output: _next_losses(output, targets).sum()
+
+
+def pool_words(captures: list[dict[str, Tensor]], owners: list[Tensor], n_words: int, pool: str = "mean"
+               ) -> dict[str, Tensor]:
+    """Each layer's ``(n_words, hidden)``: the captures of :func:`word_batches`' batches, each word's subword
+    tokens pooled (``mean``, ``first`` or ``last``)."""
+    out: dict[str, Tensor] = {}
+    counts = None
+    for captured, owner in zip(captures, owners, strict=True):
+        device = next(iter(captured.values())).device
+        keep = _pooled_tokens(owner, pool).to(device)
+        index = owner.to(device).reshape(-1)[keep]
+        found = torch.bincount(index, minlength=n_words)
+        counts = found if counts is None else counts + found
+        for name, h in captured.items():
+            h = h.reshape(-1, h.shape[-1])[keep].float()
+            if name not in out:
+                out[name] = torch.zeros(n_words, h.shape[-1], device=device)
+            out[name].index_add_(0, index, h)
+    scale = counts.clamp(min=1).unsqueeze(1)
+    return {k: v / scale for k, v in out.items()}
+
+
 def word_activations(adapter: SuiteActivations, tokenizer: Any, words: list[str], layers: list[str] | None, *,
                      window: int, batch_size: int, pool: str = "mean", gradients: bool = False
                      ) -> dict[str, Tensor] | tuple[dict[str, Tensor], dict[str, Tensor]]:
     """Each layer's activation of every word, ``(n_words, hidden)``, read through the model's ``adapter``
-    (:meth:`SuiteActivations.capture`): the words in windows of ``window`` (no overlap), ``batch_size``
-    windows per forward pass on the model's device, each word's subword tokens pooled (``mean``, ``first`` or
-    ``last``). With ``gradients`` (a causal LM with its head): also the gradient of the summed next-token
-    cross-entropy with respect to each layer's output (:meth:`SuiteActivations.capture_gradients`), pooled
-    the same way."""
-    model = adapter.model
-    device = next(model.parameters()).device
-    limit = getattr(model.config, "max_position_embeddings", None)
+    (:meth:`SuiteActivations.capture`) on :func:`word_batches`, pooled by :func:`pool_words`. With
+    ``gradients`` (a causal LM with its head): also the gradient of the summed next-token cross-entropy with
+    respect to each layer's output (:meth:`SuiteActivations.capture_gradients`), pooled the same way."""
+    batches = word_batches(adapter.model, tokenizer, words, window=window, batch_size=batch_size)
+    owners = [owner for _, owner in batches]
     names = layers or None
-    acts: dict[str, Tensor] = {}
-    grads: dict[str, Tensor] = {}
-    counts = torch.zeros(len(words), dtype=torch.long, device=device)
-
-    def add(into: dict[str, Tensor], name: str, h: Tensor, keep: Tensor, index: Tensor) -> None:
-        h = h.reshape(-1, h.shape[-1])[keep].float()
-        if name not in into:
-            into[name] = torch.zeros(len(words), h.shape[-1], device=device)
-        into[name].index_add_(0, index, h)
-
-    for ids, mask, owner in _batches(tokenizer, words, window, batch_size, limit):
-        keep = _pooled_tokens(owner, pool).to(device)
-        index = owner.to(device).reshape(-1)[keep]
-        counts += torch.bincount(index, minlength=len(words))
-        ids, mask = ids.to(device), mask.to(device)
-        if gradients:
-            _, targets = _targets(model, ids, owner.to(device))
-            out, g = adapter.capture_gradients(tokens(ids, mask), lambda o, t=targets: _next_losses(o, t).sum(), names)
-            for name, h in g.items():
-                add(grads, name, h, keep, index)
-        else:
-            out = adapter.capture(tokens(ids, mask), names)
-        for name, h in out.items():
-            add(acts, name, h, keep, index)
-    scale = counts.clamp(min=1).unsqueeze(1)
-    acts = {k: v / scale for k, v in acts.items()}
-    return (acts, {k: v / scale for k, v in grads.items()}) if gradients else acts
+    if not gradients:
+        return pool_words([adapter.capture(inputs, names) for inputs, _ in batches], owners, len(words), pool)
+    pairs = [adapter.capture_gradients(inputs, next_token_loss(adapter.model, inputs, owner), names)
+             for inputs, owner in batches]
+    return (pool_words([a for a, _ in pairs], owners, len(words), pool),
+            pool_words([g for _, g in pairs], owners, len(words), pool))
 
 
 def lm_loss(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, batch_size: int,

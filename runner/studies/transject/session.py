@@ -10,15 +10,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from models.activations import token_rows, tokens
+from models.activations import tokens
 from models.hub import ModelLoadError, load_tokenizer
-from models.transject import TransJectActivations
+from models.registry import family_for
 from runner.data.registry import InputError
 from runner.studies.transject.data.classification import Split, build_vocab, encode, labelled_splits, tokenize
+from runner.checkpointed.activations import Reading
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import load_weights
 from runner.checkpointed.schedule import checkpoint_resource
-from runner.checkpointed.session import CheckpointedSession, forked_rng, relative_path
+from runner.checkpointed.session import CheckpointedSession, relative_path
 from runner.core.device import set_precision
 from runner.plugin.measures import measure_problems, measures
 from runner.core.plan import Task
@@ -28,7 +29,7 @@ from runner.studies.transject import measures as _registrations  # noqa: F401  (
 from runner.studies.transject.layout import build_layout
 from runner.studies.transject.measure import TransJectShape, View
 from runner.studies.transject.models import (build, load_checkpoint_model, n_experts,
-                                             params_of, read_checkpoint)
+                                             params_of, read_checkpoint, source_of)
 from runner.studies.transject.spec import PAPER_SENTENCE, TransJectSpec
 from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch, train_run
 
@@ -140,8 +141,6 @@ class TransJectSession(CheckpointedSession):
                                    self.registrations)
         self.n_layers = len(layers)
         self.layer_names = layers
-        self._current: tuple[tuple[int, int], View] | None = None  # the running group's view
-        self._aside: tuple[tuple[int, int], View] | None = None  # another checkpoint's, read by its measures
         self.seed = spec.experiment.seed
         self.labels = [net["label"] for net in self.nets]
         self._encoded: dict[int, tuple] = {}
@@ -230,54 +229,27 @@ class TransJectSession(CheckpointedSession):
         load_weights(model, self.paths[(n, e)], self.device)
         return model.eval()
 
-    @torch.no_grad()
-    def _compute_view(self, n: int, e: int) -> View:
+    def reading(self, n: int, e: int, gradients: bool = False) -> Reading:
+        """The network at epoch ``e`` read through its family's adapter, in float64: the analysis examples (one
+        batch, padding masked), then the analysis sentence, the entropic u drawn from one generator per epoch."""
         model = self.model_at(n, e)
         _, (ids, mask), sent = self.encoded(n)
-        gen_seed = self.seed * 1_000_003 + e
-        gen = torch.Generator(device=self.device).manual_seed(gen_seed)
-        ids, mask, sent = ids.to(self.device), mask.to(self.device), sent.to(self.device)
-        adapter = TransJectActivations(model, gen)
-        out = adapter.capture(tokens(ids, mask))
-        s = adapter.capture(tokens(sent))
-        return View(model, self.nets[n]["variant"], self.nets[n]["params"],
-                    [h.to(torch.float64) for h in out.values()], mask,
-                    [h[0].to(torch.float64) for h in s.values()], gen_seed)
+        gen = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + e)
+        return Reading(family_for(source_of(self.nets[n]["variant"])), model,
+                       (tokens(ids.to(self.device), mask.to(self.device)),), tokens(sent.to(self.device)),
+                       {"generator": gen}, torch.float64)
 
     def view(self, n: int, e: int) -> View:
-        """The view of (n, e) (what :class:`~.measure.EpochContext` gives a measure): the one of the running group, else one computed aside (the group's random
-        state kept) and kept for the next group (every epoch of a network compared with its final one)."""
-        for held in (self._current, self._aside):
-            if held is not None and held[0] == (n, e):
-                return held[1]
-        with forked_rng(self.device):
-            self._aside = ((n, e), self._compute_view(n, e))
-        return self._aside[1]
-
-    # the context of measures on activations only (runner.checkpointed.measure.ActivationContext)
-
-    @property
-    def names(self) -> list[str]:
-        return self.labels
-
-    def activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
-        """X^(0..L) of the analysis examples' tokens (padding left out), ``{layer: (tokens, d)}``, float64."""
-        v = self.view(n, e)
-        return token_rows(dict(zip(self.layer_names, v.hidden)), v.mask)
+        """The view of (n, e) (what :class:`~.measure.EpochContext` gives a measure), from the kit's activation
+        cache: read once for the measures of the running group, and kept for the next groups (every epoch of a
+        network compared with its final one)."""
+        got = self.cache(n, e)
+        return View(got.model, self.nets[n]["variant"], self.nets[n]["params"], list(got.batch.values()), got.mask,
+                    list(got.sentence.values()), self.seed * 1_000_003 + e)
 
     @property
     def sentence_tokens(self) -> list[str]:
         return list(self.sentence)
-
-    def sentence_activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
-        """X^(0..L) of the analysis sentence, ``{layer: (seq, d)}``, float64."""
-        return dict(zip(self.layer_names, self.view(n, e).sentence))
-
-    def final(self, n: int) -> int:
-        return max(e for (k, e), path in self.paths.items() if k == n and path is not None)
-
-    def layer_index(self) -> dict[str, int]:
-        return {name: i for i, name in enumerate(self.layer_names)}
 
     def reference_layer(self, network: int) -> str:
         """Its top layer (no TransJect spec has reference networks: the view says so)."""
@@ -287,9 +259,6 @@ class TransJectSession(CheckpointedSession):
         n, e = group[0].network, group[0].checkpoint
         if self.paths.get((n, e)) is None:
             return  # after an early stop there are no weights at this epoch: the cell stays NaN
-        self._current = ((n, e), self._compute_view(n, e))
-        try:
-            for t in group:
-                self.registrations[t.kind].run(self, t)
-        finally:
-            self._current = None
+        self.cache(n, e)  # the group's activations, read before its measures draw (as they always were)
+        for t in group:
+            self.registrations[t.kind].run(self, t)
