@@ -1,7 +1,7 @@
 """A study with checkpoints in the fewest lines (:class:`SimpleStudy`): it supplies a network, its loss and
 data (a :class:`~runner.checkpointed.loop.Trainable`) and the analysis inputs; the kit plans one training
 run from ``[experiment] seed``, a checkpoint at the start and at each epoch end, and at every checkpoint a
-group of the spec's measures (the kit's on activations, SVCCA, entropy and distances, and any of its own),
+group of the spec's measures (the kit's on activations, and any of its own),
 which read the network through its family's adapter (:meth:`models.registry.Family.activations`)."""
 
 from __future__ import annotations

@@ -58,9 +58,10 @@ class Context:
     """What measure tasks share: corpus, analysis streams, checkpoint paths and a small cache."""
 
     def __init__(self, study: TrainingStudySpec, n_checkpoints: int, corpus: Corpus, layout: Layout, store: Store,
-                 device: torch.device, paths: dict[tuple[int, int], Path], cache: ActivationCache):
+                 device: torch.device, paths: dict[tuple[int, int], Path], cache: ActivationCache | None = None):
+        """``cache``: the session's (the kit's); none: one of its own (a calibration's context)."""
         self.study, self.corpus, self.layout, self.store, self.device = study, corpus, layout, store, device
-        self.paths, self.cache = paths, cache
+        self.paths, self.cache = paths, cache or ActivationCache(self.reading, device)
         self.names = [m.name for m in study.model]
         self.last = n_checkpoints - 1
         self.seed = study.experiment.seed

@@ -4,6 +4,7 @@ opens it and its estimate (:mod:`runner.studies.transject.estimate`) times it.""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from runner.studies.transject.measure import TransJectShape, View
 from runner.studies.transject.models import (build, load_checkpoint_model, n_experts,
                                              params_of, read_checkpoint, source_of)
 from runner.studies.transject.spec import PAPER_SENTENCE, TransJectSpec
+from runner.studies.transject.state import Net
 from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch, train_run
 
 
@@ -117,32 +119,32 @@ class TransJectSession(CheckpointedSession):
         self.test_split = test
         self.sentence = data.sentence
         self.spe = steps_per_epoch(len(self.train.labels), spec.training.batch_size)
-        self.nets = p.state.nets
         self.dirs = p.state.dirs
         self.vocabs: dict[int, list[str]] = {}
-        for n, net in enumerate(self.nets):
-            m = net["entry"]
+        self.nets: list[Net] = []
+        for n, net in enumerate(p.state.nets):
+            m = net.entry
             if m.checkpoint:
                 variant, params, vocab = read_checkpoint(self.dirs[n])
                 if vocab is not None:
                     self.vocabs[n] = vocab
             else:
                 variant, params = m.variant, params_of(m, len(self.vocab), self.n_classes, spec.pooling(m))
-            net.update(variant=variant, params=params)
-        layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n["params"]["n_layers"]) for n in self.nets))]
-        experts = max(n_experts(n["variant"], n["params"]) for n in self.nets)
+            self.nets.append(dataclasses.replace(net, variant=variant, params=params))
+        layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n.params["n_layers"]) for n in self.nets))]
+        experts = max(n_experts(n.variant, n.params) for n in self.nets)
         self.registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
         late = [p.spec_file.problem(loc, message, type(spec)) for loc, message in
                 measure_problems(p.study.name, spec, p.study.measure_view(spec).knowing(self.sentence))]
         if late:  # the analysis sentence of ListOps or a hub tokenizer is known only now
             raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(spec, self.nets, self.spe, TransJectShape(layers, experts, list(self.sentence),
-                                                                    [n["label"] for n in self.nets]),
+                                                                    [n.label for n in self.nets]),
                                    self.registrations)
         self.n_layers = len(layers)
         self.layer_names = layers
         self.seed = spec.experiment.seed
-        self.labels = [net["label"] for net in self.nets]
+        self.labels = [net.label for net in self.nets]
         self._encoded: dict[int, tuple] = {}
         self._runs: dict[int, TransJectRun] = {}  # the networks training now (their best epoch, once trained)
 
@@ -156,7 +158,7 @@ class TransJectSession(CheckpointedSession):
             test = encode(self.test_split.tokens, self.test_split.labels, vocab, d.max_length, self.unk)
             k = min(d.analysis_examples, len(test.labels))
             sent = encode([self.sentence], [0], vocab, max(len(self.sentence), 1), self.unk)
-            vsize = int(self.nets[n]["params"]["vocab_size"])
+            vsize = int(self.nets[n].params["vocab_size"])
             for t in (test.ids, sent.ids):
                 t[t >= vsize] = 1  # a checkpoint with a smaller vocabulary than its vocab.json: <unk>
             self._encoded[n] = (test, (test.ids[:k], test.mask[:k]), sent.ids)
@@ -165,7 +167,7 @@ class TransJectSession(CheckpointedSession):
     # ---------------------------------------------------------------- what the kit's session asks
 
     def train_id(self, n: int) -> str | None:
-        return self.nets[n]["train_id"] if self.nets[n]["trained"] else None
+        return self.nets[n].train_id if self.nets[n].trained else None
 
     def checkpoint_files(self, n: int) -> dict[int, tuple[Path, int]]:
         ckpt = self.checkpoint_dir(self.store, n)
@@ -173,7 +175,7 @@ class TransJectSession(CheckpointedSession):
 
     def scan(self) -> None:
         for n, net in enumerate(self.nets):
-            if not net["trained"]:  # a saved model: its one checkpoint is there from the start
+            if not net.trained:  # a saved model: its one checkpoint is there from the start
                 self.paths[(n, 0)] = self.dirs[n] / "model.safetensors"
         super().scan()
 
@@ -183,9 +185,9 @@ class TransJectSession(CheckpointedSession):
     def training(self, t: Task, report):
         net, E, spe = self.nets[t.network], self.spec.training.epochs, self.spe
         test, _, _ = self.encoded(t.network)
-        run = self._runs[t.network] = TransJectRun(net["variant"], net["params"], net["seed"], self.spec.training,
+        run = self._runs[t.network] = TransJectRun(net.variant, net.params, net.seed, self.spec.training,
                                                    self.train, test, self.device)
-        return train_run(run, t.id, net["label"], self.checkpoint_dir(report.store, t.network), self.device,
+        return train_run(run, t.id, net.label, self.checkpoint_dir(report.store, t.network), self.device,
                          lambda step: report.progress(min(E, step // spe)))
 
     def write_curves(self, store, n: int, c) -> None:
@@ -202,8 +204,8 @@ class TransJectSession(CheckpointedSession):
         if best > 0:
             store.write("accuracy", (n,), np.asarray(c.test_accuracy[best - 1]))
             store.write("final_test_loss", (n,), np.asarray(c.test_loss[best - 1]))
-            out = store.state_dir / "export" / net["label"]
-            export(out, net["variant"], net["params"], self.checkpoint_dir(store, n) / checkpoint_name(best, 0),
+            out = store.state_dir / "export" / net.label
+            export(out, net.variant, net.params, self.checkpoint_dir(store, n) / checkpoint_name(best, 0),
                    self.vocab)
             store.write("export_path", (n,), self._rel(out))
         return {"resumed_from": done.resumed_epoch}
@@ -212,7 +214,7 @@ class TransJectSession(CheckpointedSession):
         n = t.network
         model = load_checkpoint_model(self.dirs[n], self.device)
         test, _, _ = self.encoded(n)
-        loss, acc = evaluate(model, test, self.spec.training.batch_size, self.device, self.nets[n]["seed"])
+        loss, acc = evaluate(model, test, self.spec.training.batch_size, self.device, self.nets[n].seed)
         report.store.write("accuracy", (n,), np.asarray(acc))
         report.store.write("final_test_loss", (n,), np.asarray(loss))
         report.store.write("checkpoint_path", (n, 0), self._rel(self.dirs[n]))
@@ -223,9 +225,9 @@ class TransJectSession(CheckpointedSession):
 
     def model_at(self, n: int, e: int):
         net = self.nets[n]
-        if not net["trained"]:
+        if not net.trained:
             return load_checkpoint_model(self.dirs[n], self.device)
-        model = build(net["variant"], net["params"], 0, self.device)
+        model = build(net.variant, net.params, 0, self.device)
         load_weights(model, self.paths[(n, e)], self.device)
         return model.eval()
 
@@ -235,7 +237,7 @@ class TransJectSession(CheckpointedSession):
         model = self.model_at(n, e)
         _, (ids, mask), sent = self.encoded(n)
         gen = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + e)
-        return Reading(family_for(source_of(self.nets[n]["variant"])), model,
+        return Reading(family_for(source_of(self.nets[n].variant)), model,
                        (tokens(ids.to(self.device), mask.to(self.device)),), tokens(sent.to(self.device)),
                        {"generator": gen}, torch.float64)
 
@@ -244,7 +246,7 @@ class TransJectSession(CheckpointedSession):
         cache: read once for the measures of the running group, and kept for the next groups (every epoch of a
         network compared with its final one)."""
         got = self.cache(n, e)
-        return View(got.model, self.nets[n]["variant"], self.nets[n]["params"], list(got.batch.values()), got.mask,
+        return View(got.model, self.nets[n].variant, self.nets[n].params, list(got.batch.values()), got.mask,
                     list(got.sentence.values()), self.seed * 1_000_003 + e)
 
     @property
