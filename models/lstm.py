@@ -38,7 +38,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from models.activations import chosen
+from models.activations import Loss, chosen
 
 #: Targets with this value are skipped by ``F.cross_entropy`` (its default ``ignore_index``).
 IGNORE_INDEX = -100
@@ -352,3 +352,16 @@ class LSTMActivations:
         with torch.no_grad(), capture(self.model, names) as cap:
             _, self.hidden = self.model(ids, self.hidden)
         return {name: cap.activations[name] for name in names}
+
+    def capture_gradients(self, inputs, loss: Loss, names: Sequence[str] | None = None
+                          ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """``loss(logits)`` backpropagated through the window (the stream's hidden state detached before it,
+        truncated BPTT; the weights' gradients are set too)."""
+        names = chosen(self.layer_names(), names)
+        ids = inputs.input_ids
+        hidden = self.model.init_hidden(ids.shape[0]) if self.hidden is None else self.hidden
+        with torch.enable_grad(), capture(self.model, names, gradients=True) as cap:
+            logits, self.hidden = self.model(ids, self.model.detach_hidden(hidden))
+            self.model.zero_grad(set_to_none=True)
+            loss(logits).backward()
+        return {n: cap.activations[n] for n in names}, {n: cap.gradients[n] for n in names}

@@ -24,15 +24,16 @@ import platformdirs
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from models.activations import Activations, MapActivations, ModuleActivations
 from models.albert import load_albert, load_albert_config
 from models.hub import ModelLoadError, hf_load
 from models.layer_map import LayerMap
-from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
+from models.lstm import LSTMActivations, LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
 from models.maps import MAPS, build_map
 from models.source import Source
-from models.suites import ADAPTERS
+from models.suites import ADAPTERS, SuiteActivations
 from models.tiny import TINY_CONFIG, build_tiny_albert
-from models.transject import build_model, reorthogonalize
+from models.transject import TransJectActivations, build_model, reorthogonalize
 from models.transject_map import (TransJectLayerMap, TransJectMapParams, checkpoint_problem, checkpoint_width,
                                   load_encoder)
 
@@ -109,6 +110,19 @@ class Family:
         """The interval every element of the map's state must stay in (:attr:`DynamicalMap.domain`),
         known without building it; None: unbounded or not declared."""
         return None
+
+    def activations(self, model: Any, *, depth: int | None = None, generator: torch.Generator | None = None
+                    ) -> Activations:
+        """The way to read ``model``'s activations and gradients: its adapter (:mod:`models.activations`). A
+        map's hook points are its states x_0 .. x_depth (``depth``: default its ``num_hidden_layers``); any
+        other module's, its named children (a family with hook points of its own says so)."""
+        if self.role == "map":
+            if depth is None:
+                depth = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+            if depth is None:
+                raise ValueError(f"{type(model).__name__} is a map: say how many steps to capture (depth=...)")
+            return MapActivations(model, depth)
+        return ModuleActivations(model)
 
 
 _FAMILIES: list[Family] = []
@@ -289,6 +303,9 @@ class LSTMFamily(Family):
             return LSTMLanguageModel(LSTMLanguageModelConfig(**params)).to(device)
         return LSTMTagger(LSTMTaggerConfig(**params)).to(device)
 
+    def activations(self, model, **_) -> Activations:
+        return LSTMActivations(model)
+
 
 # --------------------------------------------------------------------------- TransJect
 
@@ -310,6 +327,10 @@ class TransJectFamily(Family):
         torch.manual_seed(seed)
         model = build_model(Source(source).rest, dict(params or {})).to(device)
         return model if dtype is None else reorthogonalize(model.to(dtype))
+
+    def activations(self, model, *, generator: torch.Generator | None = None, **_) -> Activations:
+        """X^(0) .. X^(L); ``generator`` draws the entropic u."""
+        return TransJectActivations(model, generator)
 
 
 class TransJectLayerFamily(Family):
@@ -407,6 +428,38 @@ class LayerStackFamily(Family):
         return LayerMap(model).to(device=device)
 
 
+class SuiteFamily(Family):
+    """Published checkpoint suites (:mod:`models.suites`): transformers models of a family in
+    :data:`models.suites.ADAPTERS`, loaded by the training study's ``kind = "suite"`` networks (named there,
+    not by a source string: :data:`SUITES` is not registered)."""
+
+    name = "suite"
+    role = "trainable"
+
+    def matches(self, source: Source) -> bool:
+        return False
+
+    def activations(self, model, **_) -> Activations:
+        return SuiteActivations(model)
+
+
+class ModuleFamily(Family):
+    """A module no registered family builds (a plugin study's own model): hook points at its named children
+    (:class:`models.activations.ModuleActivations`). Not registered: :data:`MODULES`."""
+
+    name = "module"
+    role = "trainable"
+
+    def matches(self, source: Source) -> bool:
+        return False
+
+
+#: The family of checkpoint suites' models.
+SUITES = SuiteFamily()
+#: The family of a plugin study's own modules.
+MODULES = ModuleFamily()
+
+
 class LayerStackParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -420,5 +473,6 @@ for _family in (LSTMFamily(), TransJectFamily(), AlbertFamily(), TinyAlbertFamil
                 TransJectLayerFamily(), LayerStackFamily()):
     register_family(_family)
 
-__all__ = ["AlbertFamily", "Dims", "Family", "LayerStackFamily", "LSTMFamily", "MapFamily", "ModelLoadError", "TinyAlbertFamily",
-           "TransJectFamily", "TransJectLayerFamily", "cache_dir", "families", "family_for", "register_family", "register_map"]
+__all__ = ["AlbertFamily", "Dims", "Family", "LayerStackFamily", "LSTMFamily", "MODULES", "MapFamily", "ModelLoadError",
+           "ModuleFamily", "SUITES", "SuiteFamily", "TinyAlbertFamily", "TransJectFamily", "TransJectLayerFamily", "cache_dir", "families",
+           "family_for", "register_family", "register_map"]

@@ -19,7 +19,6 @@ import json
 import re
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from models.activations import chosen, tokens
+from models.activations import Loss, chosen, gradients, hooked, tokens
+from models.base import MapInputs
 from models.hub import ModelLoadError, hf_load
 
 #: ``step{0..143000:1000}``: a prefix, first..last (inclusive) and the stride, and a suffix.
@@ -292,21 +292,6 @@ def _attr(obj: Any, path: str) -> Any:
     return obj
 
 
-@contextmanager
-def _hooks(modules: dict[str, nn.Module], out: dict[str, Tensor]) -> Iterator[None]:
-    def keep(name: str):
-        def hook(module, args, output):
-            out[name] = output[0] if isinstance(output, tuple) else output
-        return hook
-
-    handles = [m.register_forward_hook(keep(name)) for name, m in modules.items()]
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
 class SuiteActivations:
     """Named hook points of a transformers model of a family in :data:`ADAPTERS` (:mod:`models.activations`):
     ``embedding`` and ``layer1`` .. ``layerN``, the outputs of the modules its :class:`Adapter` names, read
@@ -320,15 +305,27 @@ class SuiteActivations:
         return tuple(self.modules)
 
     def hook_points(self, names=None) -> dict[str, nn.Module]:
-        """The modules whose outputs are the named hook points (for hooks of one's own: gradients)."""
+        """The modules whose outputs are the named hook points."""
         return {k: self.modules[k] for k in chosen(self.layer_names(), names)}
+
+    def reset(self) -> None:
+        pass
 
     def capture(self, inputs, names=None) -> dict[str, Tensor]:
         modules = self.hook_points(names)
         out: dict[str, Tensor] = {}
-        with torch.no_grad(), _hooks(modules, out):
+        with torch.no_grad(), hooked(modules, out):
             self.model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask)
         return {k: out[k] for k in modules}
+
+    def capture_gradients(self, inputs, loss: Loss, names=None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """``loss`` of the model's output (with its head: ``.logits``)."""
+        modules = self.hook_points(names)
+        out: dict[str, Tensor] = {}
+        with torch.enable_grad(), hooked(modules, out):
+            value = loss(self.model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask))
+        kept = {k: out[k] for k in modules}
+        return {k: v.detach() for k, v in kept.items()}, gradients(value, kept)
 
 
 def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None = None,
@@ -338,11 +335,16 @@ def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor |
     return SuiteActivations(model).capture(tokens(input_ids, attention_mask), layers)
 
 
+def _next_losses(output: Any, targets: Tensor) -> Tensor:
+    """Cross-entropy (nats) of each token position of a model's output with a target (``targets`` >= 0; -1:
+    none)."""
+    keep = targets >= 0
+    return torch.nn.functional.cross_entropy(output.logits[keep].float(), targets[keep], reduction="none")
+
+
 def _token_losses(model: nn.Module, ids: Tensor, mask: Tensor, targets: Tensor) -> Tensor:
     """Cross-entropy (nats) of each token position with a target (``targets`` >= 0; -1: none)."""
-    logits = model(input_ids=ids, attention_mask=mask).logits
-    keep = targets >= 0
-    return torch.nn.functional.cross_entropy(logits[keep].float(), targets[keep], reduction="none")
+    return _next_losses(model(input_ids=ids, attention_mask=mask), targets)
 
 
 def _targets(model: nn.Module, ids: Tensor, owner: Tensor, mask_id: int | None = None, fraction: float = 0.15,
@@ -413,46 +415,59 @@ def _batches(tokenizer: Any, words: list[str], window: int, batch_size: int,
         yield ids, mask, owner
 
 
-def word_activations(model: nn.Module, tokenizer: Any, words: list[str], layers: list[str] | None, *, window: int,
-                     batch_size: int, pool: str = "mean", gradients: bool = False
-                     ) -> dict[str, Tensor] | tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """Each layer's activation of every word, ``(n_words, hidden)``: the words in windows of ``window`` (no
-    overlap), ``batch_size`` windows per forward pass on the model's device, each word's subword tokens pooled
-    (``mean``, ``first`` or ``last``). With ``gradients`` (a causal LM with its head): also the gradient of the
-    summed next-token cross-entropy with respect to each layer's output, pooled the same way."""
+def word_batches(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, batch_size: int
+                 ) -> list[tuple[MapInputs, Tensor]]:
+    """The words in windows of ``window`` (no overlap), ``batch_size`` windows per batch on the model's device:
+    each batch's inputs and the word each of its tokens belongs to (-1: a special token or padding)."""
     device = next(model.parameters()).device
     limit = getattr(model.config, "max_position_embeddings", None)
-    modules = SuiteActivations(model).hook_points(layers or None)
-    acts: dict[str, Tensor] = {}
-    grads: dict[str, Tensor] = {}
-    counts = torch.zeros(len(words), dtype=torch.long, device=device)
+    return [(tokens(ids.to(device), mask.to(device)), owner)
+            for ids, mask, owner in _batches(tokenizer, words, window, batch_size, limit)]
 
-    def add(into: dict[str, Tensor], name: str, h: Tensor, keep: Tensor, index: Tensor) -> None:
-        h = h.reshape(-1, h.shape[-1])[keep].float()
-        if name not in into:
-            into[name] = torch.zeros(len(words), h.shape[-1], device=device)
-        into[name].index_add_(0, index, h)
 
-    for ids, mask, owner in _batches(tokenizer, words, window, batch_size, limit):
+def next_token_loss(model: nn.Module, inputs: MapInputs, owner: Tensor) -> Loss:
+    """The summed next-token cross-entropy of a causal LM with its head on one batch of :func:`word_batches`."""
+    _, targets = _targets(model, inputs.input_ids, owner.to(inputs.input_ids.device))
+    return lambda output: _next_losses(output, targets).sum()
+
+
+def pool_words(captures: list[dict[str, Tensor]], owners: list[Tensor], n_words: int, pool: str = "mean"
+               ) -> dict[str, Tensor]:
+    """Each layer's ``(n_words, hidden)``: the captures of :func:`word_batches`' batches, each word's subword
+    tokens pooled (``mean``, ``first`` or ``last``)."""
+    out: dict[str, Tensor] = {}
+    counts = None
+    for captured, owner in zip(captures, owners, strict=True):
+        device = next(iter(captured.values())).device
         keep = _pooled_tokens(owner, pool).to(device)
         index = owner.to(device).reshape(-1)[keep]
-        counts += torch.bincount(index, minlength=len(words))
-        ids, mask = ids.to(device), mask.to(device)
-        out: dict[str, Tensor] = {}
-        if gradients:
-            _, targets = _targets(model, ids, owner.to(device))
-            with torch.enable_grad(), _hooks(modules, out):
-                loss = _token_losses(model, ids, mask, targets).sum()
-            for name, g in zip(modules, torch.autograd.grad(loss, [out[k] for k in modules], allow_unused=True)):
-                add(grads, name, torch.zeros_like(out[name]) if g is None else g, keep, index)
-        else:
-            with torch.no_grad(), _hooks(modules, out):
-                model(input_ids=ids, attention_mask=mask)
-        for name in modules:
-            add(acts, name, out[name].detach(), keep, index)
+        found = torch.bincount(index, minlength=n_words)
+        counts = found if counts is None else counts + found
+        for name, h in captured.items():
+            h = h.reshape(-1, h.shape[-1])[keep].float()
+            if name not in out:
+                out[name] = torch.zeros(n_words, h.shape[-1], device=device)
+            out[name].index_add_(0, index, h)
     scale = counts.clamp(min=1).unsqueeze(1)
-    acts = {k: v / scale for k, v in acts.items()}
-    return (acts, {k: v / scale for k, v in grads.items()}) if gradients else acts
+    return {k: v / scale for k, v in out.items()}
+
+
+def word_activations(adapter: SuiteActivations, tokenizer: Any, words: list[str], layers: list[str] | None, *,
+                     window: int, batch_size: int, pool: str = "mean", gradients: bool = False
+                     ) -> dict[str, Tensor] | tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """Each layer's activation of every word, ``(n_words, hidden)``, read through the model's ``adapter``
+    (:meth:`SuiteActivations.capture`) on :func:`word_batches`, pooled by :func:`pool_words`. With
+    ``gradients`` (a causal LM with its head): also the gradient of the summed next-token cross-entropy with
+    respect to each layer's output (:meth:`SuiteActivations.capture_gradients`), pooled the same way."""
+    batches = word_batches(adapter.model, tokenizer, words, window=window, batch_size=batch_size)
+    owners = [owner for _, owner in batches]
+    names = layers or None
+    if not gradients:
+        return pool_words([adapter.capture(inputs, names) for inputs, _ in batches], owners, len(words), pool)
+    pairs = [adapter.capture_gradients(inputs, next_token_loss(adapter.model, inputs, owner), names)
+             for inputs, owner in batches]
+    return (pool_words([a for a, _ in pairs], owners, len(words), pool),
+            pool_words([g for _, g in pairs], owners, len(words), pool))
 
 
 def lm_loss(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, batch_size: int,

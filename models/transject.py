@@ -66,7 +66,7 @@ from torch.nn import functional as F
 from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 
-from models.activations import chosen
+from models.activations import Loss, chosen, gradients
 
 Variant = Literal["transject", "random-transject", "entropic-transject", "random-entropic-transject"]
 #: Expert weights of Eq. 5: learned constants per layer (the paper) or per sample from the experts'
@@ -451,3 +451,16 @@ class TransJectActivations:
         with torch.no_grad():
             out = self.model(inputs.input_ids, inputs.attention_mask, output_hidden_states=True, generator=gen)
         return {name: h for name, h in zip(self.layer_names(), out.hidden_states) if name in names}
+
+    def capture_gradients(self, inputs, loss: Loss, names=None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """``loss`` of the model's output (its ``logits``, ``hidden_states`` ...)."""
+        names = chosen(self.layer_names(), names)
+        gen = inputs.generator if inputs.generator is not None else self.generator
+        with torch.enable_grad():
+            out = self.model(inputs.input_ids, inputs.attention_mask, output_hidden_states=True, generator=gen)
+            kept = {name: h for name, h in zip(self.layer_names(), out.hidden_states) if name in names}
+            grads = gradients(loss(out), kept)
+        return {k: v.detach() for k, v in kept.items()}, grads
+
+    def reset(self) -> None:
+        pass

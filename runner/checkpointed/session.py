@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+from torch import Tensor
 
+from runner.checkpointed.activations import ActivationCache, Reading, forked_rng
 from runner.checkpointed.files import RESUME, adopt, belongs, checkpoint_dir, read_metadata
 from runner.checkpointed.loop import Curves, Finished, Saved
 from runner.checkpointed.schedule import checkpoint_resource
+from runner.plugin.measures import measures
 
 
 def relative_path(path: Path, store_path: Path) -> np.ndarray:
@@ -30,11 +32,6 @@ def write_cell(store, name: str, task, values) -> None:
     """Write a measure task's (network, checkpoint) cell of variable ``name``."""
     values = np.asarray(values)
     store.write(name, (task.network, task.checkpoint) + (slice(None),) * values.ndim, values)
-
-
-def forked_rng(device):
-    """Run a measure between training steps with the RNG forked, so it cannot change the training run."""
-    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
 
 
 class Checkpoints:
@@ -97,7 +94,11 @@ class CheckpointedSession:
     - :meth:`checkpoint_files`: where a network it trains saves each checkpoint, and at which step;
     - :meth:`training`: the kit loop's items for a train task (``runner.checkpointed.loop.train`` on
       its ``Trainable``), :meth:`write_curves` and :meth:`trained` (its extra writes once trained);
-    - :meth:`measure`: how a group of measure tasks of one checkpoint runs (its context).
+    - :meth:`reading`: how a network at a checkpoint is read through its family's adapter, and
+      ``sentence_tokens``, for the measures on activations (:meth:`activations` and the rest of an
+      :class:`~runner.checkpointed.measure.ActivationContext`: the session is one, the kit's cache behind it);
+    - :meth:`measure`: how a group of measure tasks of one checkpoint runs (by default each task's
+      registered measure on :meth:`context`).
     """
 
     def __init__(self, p: Any, device):
@@ -106,6 +107,7 @@ class CheckpointedSession:
         self.paths = self.checkpoints.paths
         self.store = None
         self.worker = False
+        self.cache = ActivationCache(self.reading, device)
 
     # ---------------------------------------------------------------- what a study supplies
 
@@ -133,8 +135,55 @@ class CheckpointedSession:
         """Task kinds of its own besides ``train`` and the measures (``load``) -> how one runs."""
         return {}
 
-    def measure(self, group: list) -> None:
+    def reading(self, network: int, checkpoint: int, gradients: bool = False) -> Reading:
+        """How ``network`` at ``checkpoint`` is read through its family's adapter (``gradients``: with each
+        batch's loss)."""
         raise NotImplementedError
+
+    sentence_tokens: list[str]
+    """The analysis sentence's tokens (a study with measures on activations)."""
+
+    def context(self) -> Any:
+        """What its measures get (by default the session itself)."""
+        return self
+
+    def measure(self, group: list) -> None:
+        """Each task's registered measure on :meth:`context` (nothing where an early stop left no weights)."""
+        if self.paths.get((group[0].network, group[0].checkpoint), False) is None:
+            return
+        registry = measures(self.p.study.name)
+        for t in group:
+            reg = registry[t.kind]
+            reg(reg.Params(kind=t.kind, **t.params)).run(self.context(), t)
+
+    # ---------------------------------------------------------------- the activation context (the kit's)
+
+    @property
+    def names(self) -> list[str]:
+        return self.labels
+
+    def activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
+        """Each layer's activations of the analysis tokens, ``{layer: (tokens, dim)}`` (read once, kept)."""
+        return self.cache(network, checkpoint).rows
+
+    def sentence_activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
+        """Each layer's activations of the analysis sentence, ``{layer: (seq, dim)}``."""
+        return self.cache(network, checkpoint).sentence
+
+    def gradients(self, network: int, checkpoint: int, names=None):
+        """Each analysis batch's (activations, gradients of its loss) of the named layers, one after the other."""
+        return self.cache.gradients(network, checkpoint, names)
+
+    def final(self, network: int) -> int:
+        """The network's last checkpoint with weights (an early stop ends before the last)."""
+        return max(c for (n, c), path in self.paths.items() if n == network and path is not None)
+
+    def layer_index(self) -> dict[str, int]:
+        return {str(v): i for i, v in enumerate(self.layout.coords["layer"].values)}
+
+    def reference_layer(self, network: int) -> str:
+        """The layer other networks' layers are compared with: its top one."""
+        return list(self.layer_index())[-1]
 
     # ---------------------------------------------------------------- the session protocol
 
@@ -175,7 +224,7 @@ class CheckpointedSession:
             return own(lead, report)
         if self.worker:  # the checkpoints it reads were saved since it opened, by another process
             self.scan()
-        with forked_rng(self.device):
+        with forked_rng(self.device), self.cache.holding(lead.network, lead.checkpoint):
             self.measure(group)
         return {}
 

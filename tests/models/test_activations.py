@@ -1,5 +1,6 @@
-"""One activation adapter per architecture (models/activations.py): every family's hook points hold what the
-model computes there, checked against transformers' hidden states or the model's own forward."""
+"""One activation adapter per architecture (models/activations.py), reached through its family
+(``Family.activations``): every family's hook points hold what the model computes there, checked against
+transformers' hidden states or the model's own forward, and their gradients against autograd's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 
 from models import load_albert
 from models.activations import Activations, MapActivations, token_rows, tokens
-from models.adapters import activations_of
+from models.registry import MODULES, SUITES, family_for
 from models.lstm import LSTMActivations, LSTMLanguageModel, LSTMLanguageModelConfig
 from models.suites import SuiteActivations
 from models.transject import TransJectActivations, build_model
@@ -29,7 +30,7 @@ def test_albert_hook_points_are_transformers_hidden_states(tmp_path, save_albert
     with torch.no_grad():
         want = AlbertModel.from_pretrained(tmp_path).eval()(input_ids=ids, attention_mask=mask,
                                                            output_hidden_states=True).hidden_states
-    adapter = activations_of(load_albert(str(tmp_path), implementation="transformers"))
+    adapter = family_for("builtin:tiny-albert").activations(load_albert(str(tmp_path), implementation="transformers"))
     assert isinstance(adapter, MapActivations) and isinstance(adapter, Activations)
     assert adapter.layer_names() == ("embedding", "layer1", "layer2", "layer3")
     got = adapter.capture(tokens(ids, mask))
@@ -47,7 +48,7 @@ def test_lstm_hook_points_carry_the_stream_across_windows():
     torch.manual_seed(0)
     model = LSTMLanguageModel(LSTMLanguageModelConfig(vocab_size=30, embedding_dim=8, hidden_dim=8)).eval()
     ids = _ids(30, batch=2, n=12)
-    adapter = activations_of(model)
+    adapter = family_for("builtin:lstm-lm").activations(model)
     assert isinstance(adapter, LSTMActivations)
     assert adapter.layer_names() == ("embedding", "lstm1", "lstm2", "logits")
     whole = adapter.capture(tokens(ids))
@@ -81,7 +82,7 @@ def test_transject_hook_points_are_the_encoders_hidden_states(variant):
     with torch.no_grad():
         want = model(ids, mask, output_hidden_states=True,
                      generator=torch.Generator().manual_seed(5)).hidden_states
-    adapter = activations_of(model, generator=torch.Generator().manual_seed(5))
+    adapter = family_for(f"builtin:{variant}").activations(model, generator=torch.Generator().manual_seed(5))
     assert isinstance(adapter, TransJectActivations)
     got = adapter.capture(tokens(ids, mask))
     assert list(got) == ["embedding", "layer1", "layer2"]
@@ -110,7 +111,7 @@ def test_suite_family_hook_points_are_transformers_hidden_states(family):
     model = _hf(family)
     ids = _ids(64, batch=2, n=6)
     mask = torch.ones_like(ids)
-    adapter = activations_of(model)
+    adapter = SUITES.activations(model)
     assert isinstance(adapter, SuiteActivations) and adapter.layer_names() == ("embedding", "layer1", "layer2")
     got = adapter.capture(tokens(ids, mask))
     with torch.no_grad():
@@ -135,6 +136,72 @@ def test_an_unknown_hook_point_is_named():
     torch.manual_seed(0)
     model = LSTMLanguageModel(LSTMLanguageModelConfig(vocab_size=30, embedding_dim=8, hidden_dim=8))
     with pytest.raises(ValueError, match="'lstm7'.*embedding, lstm1, lstm2, logits"):
-        activations_of(model).capture(tokens(_ids(30)), ["lstm7"])
+        family_for("builtin:lstm-lm").activations(model).capture(tokens(_ids(30)), ["lstm7"])
     with pytest.raises(ValueError, match="layer9"):
-        activations_of(_hf("gpt2")).capture(tokens(_ids(64)), ["layer9"])
+        SUITES.activations(_hf("gpt2")).capture(tokens(_ids(64)), ["layer9"])
+
+
+def _grad_reference(model_outputs: dict[str, torch.Tensor], value: torch.Tensor) -> dict[str, torch.Tensor]:
+    grads = torch.autograd.grad(value, list(model_outputs.values()))
+    return dict(zip(model_outputs, grads))
+
+
+def test_lstm_gradients_are_those_of_the_window_loss_with_the_stream_carried():
+    """capture_gradients: d loss / d h of each hook point, the window's hidden state carried (detached) from the
+    last capture, as truncated BPTT reads the analysis stream (Saphra 2021, Ch. 6 Fig. 1)."""
+    torch.manual_seed(0)
+    model = LSTMLanguageModel(LSTMLanguageModelConfig(vocab_size=30, embedding_dim=8, hidden_dim=8)).eval()
+    ids, y = _ids(30, batch=2, n=12), _ids(30, batch=2, n=12, seed=2)
+    adapter = family_for("builtin:lstm-lm").activations(model)
+    adapter.capture(tokens(ids[:, :6]))
+    acts, grads = adapter.capture_gradients(tokens(ids[:, 6:]), lambda logits: model.loss(logits, y[:, 6:]),
+                                            ["lstm1", "logits"])
+    assert list(acts) == list(grads) == ["lstm1", "logits"]
+    with torch.no_grad():
+        _, hidden = model(ids[:, :6])
+    emb = model.embedding(ids[:, 6:])
+    h1, _ = model.lstm1(emb, hidden[0])
+    h2, _ = model.lstm2(h1, hidden[1])
+    logits = model.decoder(h2)
+    want = _grad_reference({"lstm1": h1, "logits": logits}, model.loss(logits, y[:, 6:]))
+    for name in want:
+        torch.testing.assert_close(grads[name], want[name], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(acts["lstm1"], h1.detach(), atol=1e-6, rtol=0)
+    assert grads["lstm1"].abs().max() > 0
+
+
+def test_suite_and_module_gradients_are_autograds():
+    """A transformers model's and a plain module's hook points serve backward as forward: d loss / d output."""
+    model = _hf("gpt2")
+    ids = _ids(64, batch=2, n=6)
+    mask = torch.ones_like(ids)
+    loss = lambda out: out.last_hidden_state.pow(2).sum()  # noqa: E731
+    acts, grads = SUITES.activations(model).capture_gradients(tokens(ids, mask), loss, ["layer1"])
+    out = {}
+    handle = model.h[0].register_forward_hook(lambda m, a, o: out.__setitem__("layer1", o[0] if isinstance(o, tuple) else o))
+    value = loss(model(input_ids=ids, attention_mask=mask))
+    handle.remove()
+    torch.testing.assert_close(grads["layer1"], _grad_reference(out, value)["layer1"])
+    torch.testing.assert_close(acts["layer1"], out["layer1"].detach())
+
+    torch.manual_seed(0)
+    seq = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 3))
+    adapter = MODULES.activations(seq)
+    assert adapter.layer_names() == ("0", "1")
+    acts, grads = adapter.capture_gradients(tokens(_ids(10, n=5)), lambda y: (y ** 2).sum())
+    torch.testing.assert_close(grads["1"], 2 * acts["1"])  # d sum(y^2) / dy = 2y
+    assert grads["0"].shape == acts["0"].shape == (3, 5, 4)
+
+
+def test_map_gradients_flow_through_the_steps():
+    """A map's states x_0 .. x_T carry gradients of a loss of x_T even when it has no trained weights."""
+    from models import MapInputs, build_map
+
+    m = build_map("logistic", {"r": 3.2})
+    adapter = family_for("map:logistic").activations(m, depth=3)
+    gen = torch.Generator().manual_seed(0)
+    acts, grads = adapter.capture_gradients(MapInputs(samples=4, generator=gen), lambda x: x.sum())
+    assert list(grads) == ["embedding", "layer1", "layer2", "layer3"]
+    torch.testing.assert_close(grads["layer3"], torch.ones_like(acts["layer3"]))
+    x2 = acts["layer2"]
+    torch.testing.assert_close(grads["layer2"], 3.2 * (1 - 2 * x2))  # d f(x) / dx of r x (1 - x)

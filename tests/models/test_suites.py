@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from models.hub import ModelLoadError
+from models.registry import SUITES
 from models.suites import (ADAPTERS, Checkpoint, adapter_for, capture_layers, hub_series, load_checkpoint, local_series,
                            parse_revisions, step_of)
 
@@ -112,15 +113,15 @@ def test_word_activations_pool_each_words_subwords(tmp_path):
     spans = [[0], [1, 2, 3], [4], [5, 6], [7], [8]]
     for pool, pick in (("mean", lambda h, s: h[s].mean(0)), ("first", lambda h, s: h[s[0]]),
                        ("last", lambda h, s: h[s[-1]])):
-        got = word_activations(model, tokenizer, words, ["layer1"], window=len(words), batch_size=1, pool=pool)
+        got = word_activations(SUITES.activations(model), tokenizer, words, ["layer1"], window=len(words), batch_size=1, pool=pool)
         want = torch.stack([pick(whole["layer1"][0], s) for s in spans])
         torch.testing.assert_close(got["layer1"], want)
     # two windows of three words in one batch, right-padded: each window as if run alone
-    got = word_activations(model, tokenizer, words, ["layer2"], window=3, batch_size=2)
-    alone = word_activations(model, tokenizer, words[3:], ["layer2"], window=3, batch_size=1)
+    got = word_activations(SUITES.activations(model), tokenizer, words, ["layer2"], window=3, batch_size=2)
+    alone = word_activations(SUITES.activations(model), tokenizer, words[3:], ["layer2"], window=3, batch_size=1)
     torch.testing.assert_close(got["layer2"][3:], alone["layer2"])
     with pytest.raises(ValueError, match="lower window_words"):
-        word_activations(model, tokenizer, ["abcd"] * 20, None, window=20, batch_size=1)
+        word_activations(SUITES.activations(model), tokenizer, ["abcd"] * 20, None, window=20, batch_size=1)
 
 
 def test_loss_and_gradients_are_those_of_the_language_model(tmp_path):
@@ -147,7 +148,7 @@ def test_loss_and_gradients_are_those_of_the_language_model(tmp_path):
     ref = model(input_ids=ids, labels=ids, output_hidden_states=True)
     assert n == len(words) - 1
     assert abs(total / n - float(ref.loss.detach())) < 1e-5
-    acts, grads = word_activations(model, tokenizer, words, ["layer1"], window=len(words), batch_size=1,
+    acts, grads = word_activations(SUITES.activations(model), tokenizer, words, ["layer1"], window=len(words), batch_size=1,
                                    gradients=True)
     (want,) = torch.autograd.grad(ref.loss * n, ref.hidden_states[1])
     torch.testing.assert_close(acts["layer1"], ref.hidden_states[1][0].detach())

@@ -1,147 +1,81 @@
-"""A checkpointed study added without touching the engine: a model builder, a loss and data, the
-rest from the kit (runner.checkpointed). Least squares trained by full-batch gradient descent,
-measured at each checkpoint by the distance of its weights to the solution.
+"""A checkpointed study added without touching the engine: a model, its loss and its data. The kit
+(runner.checkpointed.simple) plans, trains, checkpoints, resumes and measures it; SVCCA, entropy and layer
+distances across its checkpoints come from the kit's measures, read at the hook points of the model's
+named children (models.activations.ModuleActivations).
 
-Known answer: after k steps, w_k - w* = (I - (2 lr / n) X^T X)^k (w_0 - w*).
+A next-token model (embedding, a tanh layer, logits) trained by full-batch gradient descent on a token
+stream drawn from a random Markov chain.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Literal, Protocol
+from collections import OrderedDict
 
-import numpy as np
 import torch
 from pydantic import Field
+from torch.nn import functional as F
 
-from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_train_loss, write_curves
-from runner.checkpointed.files import load_weights
-from runner.checkpointed.loop import Trainable, train
-from runner.checkpointed.schedule import checkpoint_resource, checkpoint_steps, train_task
-from runner.checkpointed.session import CheckpointedSession
-from runner.core.layout import LayoutBuilder, network_coords
-from runner.plugin.measure_protocol import CheckpointContext
-from runner.plugin.measures import MeasureParams, MeasureTags, declare, measures, params_union, register
-from runner.plugin.timings import CheckpointMeasure
-from runner.core.plan import Task, task_id
-from runner.spec.specfile import StudySpec, Table
-from runner.plugin.study import Prepared, Study, register as register_study
+from models.activations import tokens
+from runner.checkpointed.loop import Trainable
+from runner.checkpointed.simple import Analysis, SimpleStudy
+from runner.plugin.study import register
+from runner.spec.specfile import Table
 
 
-class Descent(Table):
-    samples: int = Field(32, ge=2)
-    features: int = Field(4, ge=1)
-    lr: float = Field(0.05, gt=0)
+class Chain(Table):
+    vocab: int = Field(12, ge=2)
+    width: int = Field(8, ge=4)
+    length: int = Field(200, ge=16)
+    lr: float = Field(0.5, gt=0)
     epochs: int = Field(3, ge=1)
     steps_per_epoch: int = Field(10, ge=1)
+    sentence: int = Field(10, ge=2)
+    """Tokens of the analysis sentence (the stream's first)."""
 
 
-class WeightErrorParams(MeasureParams):
-    """||w - w*|| of a checkpoint (known answer: the closed form of the module's docstring)."""
-    kind: Literal["weight_error"]
-
-
-class DescentContext(CheckpointContext, Protocol):  # and the network at a checkpoint, and w*
-    solution: torch.Tensor
-    def model(self, checkpoint: int) -> torch.nn.Linear: ...
-
-
-@register
-class WeightError(CheckpointMeasure):
-    study, Params, tags = "descent", WeightErrorParams, MeasureTags("checkpoint")
-    reference = "a known answer: w_k - w* = (I - 2 lr X^T X / n)^k (w_0 - w*)"
-
-    def variables(self, b, shape) -> None:
-        b.var("weight_error", "weight_error", ("network", "checkpoint"), "float64", np.nan, "distance to the solution", "1", "||w - w*||")
-
-    def run(self, ctx: DescentContext, task) -> None:
-        ctx.write("weight_error", task, float(torch.linalg.norm(ctx.model(task.checkpoint).weight[0] - ctx.solution)))
-
-
-class DescentSpec(StudySpec):
-    descent: Descent = Descent()
-    measure: list[params_union("descent")] = Field(min_length=1)  # type: ignore[valid-type]
-
-
-def problem(d: Descent, seed: int):
-    """Data (X, y) and the least-squares solution w*."""
+def stream(c: Chain, seed: int) -> torch.Tensor:
+    """``length`` tokens of a Markov chain with random (seeded) transition probabilities."""
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(d.samples, d.features, generator=gen, dtype=torch.float64)
-    y = x @ torch.randn(d.features, generator=gen, dtype=torch.float64) + 0.1 * torch.randn(d.samples, generator=gen, dtype=torch.float64)
-    return x, y, torch.linalg.lstsq(x, y).solution
-
-
-def build(d: Descent, seed: int) -> torch.nn.Linear:
-    torch.manual_seed(seed)
-    return torch.nn.Linear(d.features, 1, bias=False, dtype=torch.float64)
+    moves = torch.softmax(3 * torch.randn(c.vocab, c.vocab, generator=gen), 1)
+    x = [0]
+    for _ in range(c.length - 1):
+        x.append(int(torch.multinomial(moves[x[-1]], 1, generator=gen)))
+    return torch.tensor(x)
 
 
 class Run(Trainable):
-    """One full-batch gradient step per batch, mean squared error (the Trainable's defaults for the rest)."""
+    """One full-batch gradient step per batch on the next-token cross-entropy."""
 
     curve_names = ("train_loss",)
 
-    def __init__(self, d: Descent, seed: int):
-        self.d, self.model, self.steps_per_epoch, self.epochs = d, build(d, seed), d.steps_per_epoch, d.epochs
-        self.x, self.y, _ = problem(d, seed)
+    def __init__(self, model: torch.nn.Module, c: Chain, seed: int):
+        self.model, self.lr, self.x = model, c.lr, stream(c, seed)
+        self.epochs, self.steps_per_epoch = c.epochs, c.steps_per_epoch
 
     def step(self, epoch, batch, step, curves):
         self.model.zero_grad()
-        loss = ((self.model(self.x).squeeze(1) - self.y) ** 2).mean()
+        loss = F.cross_entropy(self.model(self.x[None, :-1])[0], self.x[1:])
         loss.backward()
-        self.model.weight.data -= self.d.lr * self.model.weight.grad
+        for w in self.model.parameters():
+            w.data -= self.lr * w.grad
         curves.train_loss.append(loss.item())
 
 
-@register_study
-class DescentStudy(Study):
-    name = "descent"
-    description = "least squares by gradient descent (a toy checkpointed study of the engine's tests)"
-    spec_factory = staticmethod(lambda: DescentSpec)
-    table_models = {"descent": Descent}
+@register
+class ChainStudy(SimpleStudy):
+    """next-token prediction on a Markov chain (a toy checkpointed study of the engine's tests)"""
 
-    def prepare(self, spec, sf) -> Prepared:
-        d, seed = spec.descent, spec.experiment.seed
-        steps = checkpoint_steps(d.steps_per_epoch, d.epochs)
-        trainer = train_task(0, {"descent": d.model_dump(), "seed": seed}, seed, len(steps), d.steps_per_epoch * d.epochs)
-        tasks = [trainer] + [Task(task_id({"train": trainer.id, "checkpoint": c}), "weight_error", "weight_error", 0,
-                                  "weight_error", deps=(trainer.id,), needs=(checkpoint_resource(0, c),), checkpoint=c)
-                             for c in range(len(steps))]
-        return Prepared(self, spec, sf, tasks, ["gd"], "cpu", state={"steps": steps, "train_id": trainer.id})
+    name, table = "chain", Chain
 
-    def open(self, p, device, say):
-        return DescentSession(p)
+    def build(self, c: Chain, seed: int) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(OrderedDict(embedding=torch.nn.Embedding(c.vocab, c.width),
+                                               hidden=torch.nn.Linear(c.width, c.width), act=torch.nn.Tanh(),
+                                               logits=torch.nn.Linear(c.width, c.vocab)))
 
+    def trainable(self, c: Chain, seed: int) -> Run:
+        return Run(self.build(c, seed), c, seed)
 
-class DescentSession(CheckpointedSession):  # the kit drives it: scan, dispatch, training followed, writes
-    def __init__(self, p: Prepared):
-        super().__init__(p, torch.device("cpu"))
-        d, self.steps, self.labels = p.spec.descent, p.state["steps"], ["gd"]
-        b, self.names = LayoutBuilder(reference=WeightError.reference), self.labels  # names, write: a CheckpointContext
-        network_coords(b, self.names, ["descent"], [0])
-        declare_axes(b, self.steps, d.steps_per_epoch, d.epochs, ["weights"])
-        declare_checkpoint_path(b, "the weights at each checkpoint")
-        declare_train_loss(b, "1", "mean squared error of the full batch", overlay=None)
-        for m in p.spec.measure:  # a CheckpointShape: names, layers, sentence
-            declare(measures("descent")[m.kind](m), b, SimpleNamespace(names=self.names, layers=["weights"], sentence=[]))
-        self.layout, self.solution = b.build(), problem(d, p.spec.experiment.seed)[2]
-
-    def train_id(self, network):
-        return self.p.state["train_id"]
-
-    def checkpoint_files(self, network):
-        return {c: (self.checkpoint_dir(self.store, 0) / f"step_{s:06d}.safetensors", s) for c, s in enumerate(self.steps)}
-
-    def training(self, t, report):
-        d, seed = self.p.spec.descent, self.p.spec.experiment.seed
-        return train(Run(d, seed), seed, self.steps, t.id, "gd", self.checkpoint_dir(report.store, 0), self.device, report.progress)
-
-    def write_curves(self, store, network, c):
-        write_curves(store, network, {"train_loss": c.train_loss})
-
-    def measure(self, group):
-        (t,) = group
-        measures("descent")[t.kind](next(m for m in self.p.spec.measure if m.kind == t.kind)).run(self, t)
-
-    def model(self, checkpoint):  # with `solution`, what WeightError reads beside the CheckpointContext
-        return load_weights(m := build(self.p.spec.descent, self.p.spec.experiment.seed), self.paths[(0, checkpoint)], "cpu") or m
+    def analysis(self, c: Chain, seed: int) -> Analysis:
+        x = stream(c, seed)
+        return Analysis((tokens(x[None]),), tokens(x[None, :c.sentence]), tuple(f"w{int(i)}" for i in x[:c.sentence]))

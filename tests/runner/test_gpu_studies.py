@@ -69,14 +69,16 @@ def _adapters():
 @pytest.mark.parametrize("family", ["albert", "lstm", "transject", "gpt2"])
 def test_activation_adapters_read_cuda_models_as_cpu_ones(family):
     from models.activations import tokens
-    from models.adapters import activations_of
+    from models.registry import SUITES, family_for
 
     model = _adapters()[family]
     ids = torch.randint(5, 64, (3, 10), generator=torch.Generator().manual_seed(1))
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0
-    cpu = activations_of(model).capture(tokens(ids, mask))
-    gpu = activations_of(model.cuda()).capture(tokens(ids.cuda(), mask.cuda()))
+    source = {"albert": "builtin:tiny-albert", "lstm": "builtin:lstm-lm", "transject": "builtin:transject"}
+    fam = family_for(source[family]) if family in source else SUITES
+    cpu = fam.activations(model).capture(tokens(ids, mask))
+    gpu = fam.activations(model.cuda()).capture(tokens(ids.cuda(), mask.cuda()))
     assert list(gpu) == list(cpu)
     for name in cpu:
         assert gpu[name].device.type == "cuda", name

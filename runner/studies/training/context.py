@@ -1,8 +1,10 @@
 """What checkpoint measures share: the analysis tokens, the checkpoints, and a small cache.
 
-The activations come from the LSTM's adapter (:class:`models.lstm.LSTMActivations`), so the context is
-also an :class:`~runner.checkpointed.measure.ActivationContext`: measures shared with TransJect
-(``entropy``, ``distances``) read ``activations`` and ``sentence`` (:func:`analysis_sentence`).
+The activations come from the kit's cache (:class:`runner.checkpointed.activations.ActivationCache`), which
+reads the network through its family's adapter as :meth:`Context.reading` says, so the context is also an
+:class:`~runner.checkpointed.measure.ActivationContext`: the kit's measures (``svcca``, ``entropy``,
+``distances``) read ``activations`` and ``sentence_activations`` (:func:`analysis_sentence`), and gradients
+come through the same adapter (:meth:`Context.gradients`).
 
 Each measure task loads the checkpoints it needs, runs the network over the analysis tokens (the
 first ``corpus.analysis_tokens`` tokens of ``analysis_split`` (validation by default; the
@@ -20,8 +22,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from models.activations import token_rows, tokens
-from models.lstm import LSTMActivations
+from models.activations import tokens
+from models.registry import family_for
+from runner.checkpointed.activations import ActivationCache, Reading
 from runner.checkpointed.files import load_weights
 from runner.checkpointed.session import write_cell
 from runner.studies.training.data.corpus import Corpus
@@ -30,7 +33,7 @@ from runner.core.layout import Layout
 from runner.core.plan import Task
 from runner.storage.store import Store
 from runner.studies.training.spec import TrainingStudySpec
-from runner.studies.training.train import build_model
+from runner.studies.training.train import build_model, source_of
 
 
 #: The most tokens of the analysis sentence (the token pairs of ``distances``).
@@ -55,9 +58,10 @@ class Context:
     """What measure tasks share: corpus, analysis streams, checkpoint paths and a small cache."""
 
     def __init__(self, study: TrainingStudySpec, n_checkpoints: int, corpus: Corpus, layout: Layout, store: Store,
-                 device: torch.device, paths: dict[tuple[int, int], Path]):
+                 device: torch.device, paths: dict[tuple[int, int], Path], cache: ActivationCache | None = None):
+        """``cache``: the session's (the kit's); none: one of its own (a calibration's context)."""
         self.study, self.corpus, self.layout, self.store, self.device = study, corpus, layout, store, device
-        self.paths = paths
+        self.paths, self.cache = paths, cache or ActivationCache(self.reading, device)
         self.names = [m.name for m in study.model]
         self.last = n_checkpoints - 1
         self.seed = study.experiment.seed
@@ -85,18 +89,18 @@ class Context:
             self._put(key, self.fresh_model(network, checkpoint))
         return self._cache[key]
 
+    def reading(self, network: int, checkpoint: int, gradients: bool = False) -> Reading:
+        """The network at a checkpoint read through the LSTM family's adapter: the analysis windows one after
+        the other (the hidden state carried), each with its mean next-word loss; the sentence from zeros."""
+        model = self.model(network, checkpoint)
+        windows = [get_batch(self.words, i, self.bptt) for i in self.windows()]
+        losses = tuple((lambda logits, y=y: model.loss(logits, y)) for _, y in windows) if gradients else ()
+        return Reading(family_for(source_of(self.study.model[network])), model, tuple(tokens(x) for x, _ in windows),
+                       tokens(self.sentence_ids.to(self.device)[None]), losses=losses)
+
     def activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
         """Every layer's output on the analysis tokens, ``(n_tokens, dim)`` each."""
-        key = ("acts", network, checkpoint)
-        if key not in self._cache:
-            stream = LSTMActivations(self.model(network, checkpoint))
-            parts: dict[str, list[Tensor]] = {}
-            for i in self.windows():
-                x, _ = get_batch(self.words, i, self.bptt)
-                for name, a in token_rows(stream.capture(tokens(x))).items():
-                    parts.setdefault(name, []).append(a)
-            self._put(key, {k: torch.cat(v) for k, v in parts.items()})
-        return self._cache[key]
+        return self.cache(network, checkpoint).rows
 
     @cached_property
     def sentence_ids(self) -> Tensor:
@@ -108,12 +112,11 @@ class Context:
 
     def sentence_activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
         """Every layer's output on the analysis sentence read from a zero state, ``(seq, dim)`` each."""
-        key = ("sentence", network, checkpoint)
-        if key not in self._cache:
-            ids = self.sentence_ids.to(self.device)[None]
-            out = LSTMActivations(self.model(network, checkpoint)).capture(tokens(ids))
-            self._put(key, {k: v[0] for k, v in out.items()})
-        return self._cache[key]
+        return self.cache(network, checkpoint).sentence
+
+    def gradients(self, network: int, checkpoint: int, names=None):
+        """Per analysis window: each named layer's (activations, gradients of the window's mean next-word loss)."""
+        return self.cache.gradients(network, checkpoint, names)
 
     def final(self, network: int) -> int:
         return self.last

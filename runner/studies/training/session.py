@@ -91,9 +91,10 @@ class TrainingSession(CheckpointedSession):
         """Measure on ``store``: the kit's look at the checkpoints, then the measures' context."""
         super().attach(store, worker)
         if self.suites is not None:
-            self.ctx = SuiteContext(self.spec, self.suites, self.corpus, self.layout, store, self.device)
+            self.ctx = SuiteContext(self.spec, self.suites, self.corpus, self.layout, store, self.device, self.cache)
             return
-        self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device, self.paths)
+        self.ctx = Context(self.spec, len(self.steps), self.corpus, self.layout, store, self.device, self.paths,
+                           self.cache)
         self.ctx.base = self.p.spec_file.path.parent  # relative paths of measures (treebanks)
 
     # ---------------------------------------------------------------- what the kit's session asks
@@ -113,6 +114,9 @@ class TrainingSession(CheckpointedSession):
         write_curves(store, n, {"train_loss": c.train_loss, "learning_rate": c.lr, "val_loss": c.val_loss,
                                 "val_perplexity": np.exp(np.minimum(np.asarray(c.val_loss), 700)),
                                 "epoch_train_loss": c.epoch_train_loss, "epoch_learning_rate": c.epoch_lr})
+
+    def reading(self, network: int, checkpoint: int, gradients: bool = False):
+        return self.ctx.reading(network, checkpoint, gradients)
 
     def measure(self, group: list[Task]) -> None:
         (t,) = group

@@ -38,8 +38,12 @@ from models.suites import (
     load_tokenizer,
     local_series,
     local_tokenizer_problem,
-    word_activations,
+    next_token_loss,
+    pool_words,
+    word_batches,
 )
+from models.registry import SUITES
+from runner.checkpointed.activations import ActivationCache, Reading
 from runner.studies.training.data.corpus import Corpus
 from runner.data.files import anchor
 from runner.core.layout import Layout
@@ -185,9 +189,9 @@ class SuiteContext(Context):
     """What measure tasks of a suite share: the analysis words and tags, checkpoints loaded when first read."""
 
     def __init__(self, study: TrainingStudySpec, suites: Suites, corpus: Corpus, layout: Layout, store: Store,
-                 device: torch.device):
+                 device: torch.device, cache: ActivationCache):
         self.study, self.corpus, self.layout, self.store, self.device = study, corpus, layout, store, device
-        self.suites = suites
+        self.suites, self.cache = suites, cache
         self.names = [m.name for m in study.model]
         self.last = len(suites.steps) - 1
         self.seed = study.experiment.seed
@@ -218,14 +222,16 @@ class SuiteContext(Context):
                                                        trust_remote_code=net.trust_remote_code)
         return self._tokenizers[network]
 
-    def activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
-        """Every layer's activation of each analysis word, ``(n_words, dim)`` (subwords pooled)."""
-        key = ("acts", network, checkpoint)
-        if key not in self._cache:
-            net = self.study.model[network]
-            self._put(key, word_activations(self.model(network, checkpoint), self.tokenizer(network), self.text,
-                                            None, window=net.window_words, batch_size=net.batch_size, pool=net.pool))
-        return self._cache[key]
+    def reading(self, network: int, checkpoint: int, gradients: bool = False) -> Reading:
+        """A checkpoint read through the suite family's adapter: the analysis words in windows, each word's
+        subword tokens pooled (``pool``), each window with its next-token loss (``gradients``)."""
+        net, model = self.study.model[network], self.model(network, checkpoint)
+        batches = word_batches(model, self.tokenizer(network), self.text, window=net.window_words,
+                               batch_size=net.batch_size)
+        owners = [owner for _, owner in batches]
+        losses = tuple(next_token_loss(model, inputs, owner) for inputs, owner in batches) if gradients else ()
+        return Reading(SUITES, model, tuple(inputs for inputs, _ in batches), losses=losses,
+                       rows=lambda captures: pool_words(captures, owners, len(self.text), net.pool))
 
     def sentence_activations(self, network: int, checkpoint: int) -> dict[str, Tensor]:
         """The analysis sentence's word activations: the first words of :meth:`activations`, ``(seq, dim)``."""
@@ -234,13 +240,7 @@ class SuiteContext(Context):
 
     def word_states(self, network: int, checkpoint: int) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """Every layer's word activations and the gradients of the next-token loss with respect to them."""
-        key = ("states", network, checkpoint)
-        if key not in self._cache:
-            net = self.study.model[network]
-            self._put(key, word_activations(self.model(network, checkpoint), self.tokenizer(network), self.text,
-                                            None, window=net.window_words, batch_size=net.batch_size, pool=net.pool,
-                                            gradients=True))
-        return self._cache[key]
+        return self.cache.gradient_rows(network, checkpoint)
 
     def lm_loss(self, network: int, checkpoint: int, mask_fraction: float) -> tuple[float, int]:
         net = self.study.model[network]

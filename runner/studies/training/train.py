@@ -34,10 +34,15 @@ def build_model(net: NetworkSpec, training: LSTMTraining, corpus: Corpus, seed: 
     sizes = dict(vocab_size=len(corpus.vocab), embedding_dim=training.embedding_dim, hidden_dim=training.hidden_dim,
                  dropout=training.dropout)
     if net.kind == "lm":
-        source, params = "builtin:lstm-lm", dict(sizes, num_layers=training.num_layers)
+        params = dict(sizes, num_layers=training.num_layers)
     else:
-        source, params = "builtin:lstm-tagger", dict(sizes, n_tags=len(corpus.tags[net.tagset].vocab), mode=net.mode)
-    return family_for(source).build(source, params=params, seed=seed, device=device)
+        params = dict(sizes, n_tags=len(corpus.tags[net.tagset].vocab), mode=net.mode)
+    return family_for(source_of(net)).build(source_of(net), params=params, seed=seed, device=device)
+
+
+def source_of(net: NetworkSpec) -> str:
+    """The model family's source of a trained network (:mod:`models.registry`)."""
+    return "builtin:lstm-lm" if net.kind == "lm" else "builtin:lstm-tagger"
 
 
 def steps_per_epoch(n_tokens: int, training: LSTMTraining) -> int:

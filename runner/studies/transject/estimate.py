@@ -102,20 +102,20 @@ class _Calibration:
             s.store = Store(Path(tmp) / "calibration.zarr")
             s.store.open(s.layout, {})
             out = {}
-            if net["trained"]:
+            if net.trained:
                 t0 = time.perf_counter()
-                _warm(build(net["variant"], net["params"], 0, device), s.train, tr, device)
+                _warm(build(net.variant, net.params, 0, device), s.train, tr, device)
                 out["warm_s"] = time.perf_counter() - t0
                 timer = StepTimer(device)
                 timer.start()
                 try:
-                    for item in train(net["variant"], net["params"], net["seed"], tr, s.train, test, "calibration",
-                                      net["label"], Path(tmp) / "checkpoints", device, timer.progress):
+                    for item in train(net.variant, net.params, net.seed, tr, s.train, test, "calibration",
+                                      net.label, Path(tmp) / "checkpoints", device, timer.progress):
                         if isinstance(item, Saved) and item.epoch == 0:
                             s.paths[(n, 0)] = item.path
                 except Enough:
                     pass
-                model = build(net["variant"], net["params"], 0, device)
+                model = build(net.variant, net.params, 0, device)
                 t0 = time.perf_counter()
                 save(Path(tmp) / "weights.safetensors", weights(model), {"kind": "calibration"})
                 out.update(timer.result(), save_s=time.perf_counter() - t0, steps_per_epoch=s.spe,
@@ -123,7 +123,7 @@ class _Calibration:
             else:
                 s.paths[(n, 0)] = s.dirs[n] / "model.safetensors"
             t0 = time.perf_counter()
-            evaluate(s.model_at(n, 0), test, tr.batch_size, device, net["seed"])
+            evaluate(s.model_at(n, 0), test, tr.batch_size, device, net.seed)
             out["eval_s"] = time.perf_counter() - t0
             first = [t for t in group if t.checkpoint == min(t.checkpoint for t in group)]
             took = [0.0]

@@ -22,10 +22,10 @@ from runner.studies.transject.measure import PAPER, TransJectShape
 def build_layout(spec, nets: list[dict], spe: int, shape: TransJectShape, registrations: dict) -> Layout:
     b = LayoutBuilder(segment=max(spe, 1), reference=PAPER, unit=frozenset({"network", "checkpoint"}))
     coord, var = b.coord, b.var
-    network_coords(b, [n["label"] for n in nets], [n["model"] for n in nets], [n["replicate"] for n in nets])
-    coord("seed", np.array([n["seed"] for n in nets], dtype=np.int64), ("network",), long_name="initialisation seed")
-    coord("variant", [n["variant"] for n in nets], ("network",), long_name="architecture (Table 1 row or baseline)")
-    coord("trained", np.array([n["trained"] for n in nets]), ("network",),
+    network_coords(b, [n.label for n in nets], [n.model for n in nets], [n.replicate for n in nets])
+    coord("seed", np.array([n.seed for n in nets], dtype=np.int64), ("network",), long_name="initialisation seed")
+    coord("variant", [n.variant for n in nets], ("network",), long_name="architecture (Table 1 row or baseline)")
+    coord("trained", np.array([n.trained for n in nets]), ("network",),
           long_name="trained here (false: measured from a saved checkpoint)")
     E = spec.training.epochs
     declare_axes(b, [e * spe for e in range(E + 1)], spe, E, shape.layers,

@@ -34,9 +34,13 @@ def params_of(m: ModelSpec, vocab_size: int, n_classes: int, pooling: str) -> di
     return out
 
 
+def source_of(variant: str) -> str:
+    """The model family's source of a variant (:mod:`models.registry`)."""
+    return f"builtin:{variant}" if variant in BASELINES else "builtin:transject"
+
+
 def build(variant: str, params: dict, seed: int, device="cpu") -> torch.nn.Module:
-    source = f"builtin:{variant}" if variant in BASELINES else "builtin:transject"
-    return family_for(source).build(source, params=params, seed=seed, device=device)
+    return family_for(source_of(variant)).build(source_of(variant), params=params, seed=seed, device=device)
 
 
 def n_layers(params: dict) -> int:

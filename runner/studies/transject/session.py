@@ -4,21 +4,23 @@ opens it and its estimate (:mod:`runner.studies.transject.estimate`) times it.""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from models.activations import token_rows, tokens
+from models.activations import tokens
 from models.hub import ModelLoadError, load_tokenizer
-from models.transject import TransJectActivations
+from models.registry import family_for
 from runner.data.registry import InputError
 from runner.studies.transject.data.classification import Split, build_vocab, encode, labelled_splits, tokenize
+from runner.checkpointed.activations import Reading
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.files import load_weights
 from runner.checkpointed.schedule import checkpoint_resource
-from runner.checkpointed.session import CheckpointedSession, forked_rng, relative_path
+from runner.checkpointed.session import CheckpointedSession, relative_path
 from runner.core.device import set_precision
 from runner.plugin.measures import measure_problems, measures
 from runner.core.plan import Task
@@ -28,8 +30,9 @@ from runner.studies.transject import measures as _registrations  # noqa: F401  (
 from runner.studies.transject.layout import build_layout
 from runner.studies.transject.measure import TransJectShape, View
 from runner.studies.transject.models import (build, load_checkpoint_model, n_experts,
-                                             params_of, read_checkpoint)
+                                             params_of, read_checkpoint, source_of)
 from runner.studies.transject.spec import PAPER_SENTENCE, TransJectSpec
+from runner.studies.transject.state import Net
 from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch, train_run
 
 
@@ -116,34 +119,32 @@ class TransJectSession(CheckpointedSession):
         self.test_split = test
         self.sentence = data.sentence
         self.spe = steps_per_epoch(len(self.train.labels), spec.training.batch_size)
-        self.nets = p.state.nets
         self.dirs = p.state.dirs
         self.vocabs: dict[int, list[str]] = {}
-        for n, net in enumerate(self.nets):
-            m = net["entry"]
+        self.nets: list[Net] = []
+        for n, net in enumerate(p.state.nets):
+            m = net.entry
             if m.checkpoint:
                 variant, params, vocab = read_checkpoint(self.dirs[n])
                 if vocab is not None:
                     self.vocabs[n] = vocab
             else:
                 variant, params = m.variant, params_of(m, len(self.vocab), self.n_classes, spec.pooling(m))
-            net.update(variant=variant, params=params)
-        layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n["params"]["n_layers"]) for n in self.nets))]
-        experts = max(n_experts(n["variant"], n["params"]) for n in self.nets)
+            self.nets.append(dataclasses.replace(net, variant=variant, params=params))
+        layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n.params["n_layers"]) for n in self.nets))]
+        experts = max(n_experts(n.variant, n.params) for n in self.nets)
         self.registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
         late = [p.spec_file.problem(loc, message, type(spec)) for loc, message in
                 measure_problems(p.study.name, spec, p.study.measure_view(spec).knowing(self.sentence))]
         if late:  # the analysis sentence of ListOps or a hub tokenizer is known only now
             raise SpecError(p.spec_file.path, late)
         self.layout = build_layout(spec, self.nets, self.spe, TransJectShape(layers, experts, list(self.sentence),
-                                                                    [n["label"] for n in self.nets]),
+                                                                    [n.label for n in self.nets]),
                                    self.registrations)
         self.n_layers = len(layers)
         self.layer_names = layers
-        self._current: tuple[tuple[int, int], View] | None = None  # the running group's view
-        self._aside: tuple[tuple[int, int], View] | None = None  # another checkpoint's, read by its measures
         self.seed = spec.experiment.seed
-        self.labels = [net["label"] for net in self.nets]
+        self.labels = [net.label for net in self.nets]
         self._encoded: dict[int, tuple] = {}
         self._runs: dict[int, TransJectRun] = {}  # the networks training now (their best epoch, once trained)
 
@@ -157,7 +158,7 @@ class TransJectSession(CheckpointedSession):
             test = encode(self.test_split.tokens, self.test_split.labels, vocab, d.max_length, self.unk)
             k = min(d.analysis_examples, len(test.labels))
             sent = encode([self.sentence], [0], vocab, max(len(self.sentence), 1), self.unk)
-            vsize = int(self.nets[n]["params"]["vocab_size"])
+            vsize = int(self.nets[n].params["vocab_size"])
             for t in (test.ids, sent.ids):
                 t[t >= vsize] = 1  # a checkpoint with a smaller vocabulary than its vocab.json: <unk>
             self._encoded[n] = (test, (test.ids[:k], test.mask[:k]), sent.ids)
@@ -166,7 +167,7 @@ class TransJectSession(CheckpointedSession):
     # ---------------------------------------------------------------- what the kit's session asks
 
     def train_id(self, n: int) -> str | None:
-        return self.nets[n]["train_id"] if self.nets[n]["trained"] else None
+        return self.nets[n].train_id if self.nets[n].trained else None
 
     def checkpoint_files(self, n: int) -> dict[int, tuple[Path, int]]:
         ckpt = self.checkpoint_dir(self.store, n)
@@ -174,7 +175,7 @@ class TransJectSession(CheckpointedSession):
 
     def scan(self) -> None:
         for n, net in enumerate(self.nets):
-            if not net["trained"]:  # a saved model: its one checkpoint is there from the start
+            if not net.trained:  # a saved model: its one checkpoint is there from the start
                 self.paths[(n, 0)] = self.dirs[n] / "model.safetensors"
         super().scan()
 
@@ -184,9 +185,9 @@ class TransJectSession(CheckpointedSession):
     def training(self, t: Task, report):
         net, E, spe = self.nets[t.network], self.spec.training.epochs, self.spe
         test, _, _ = self.encoded(t.network)
-        run = self._runs[t.network] = TransJectRun(net["variant"], net["params"], net["seed"], self.spec.training,
+        run = self._runs[t.network] = TransJectRun(net.variant, net.params, net.seed, self.spec.training,
                                                    self.train, test, self.device)
-        return train_run(run, t.id, net["label"], self.checkpoint_dir(report.store, t.network), self.device,
+        return train_run(run, t.id, net.label, self.checkpoint_dir(report.store, t.network), self.device,
                          lambda step: report.progress(min(E, step // spe)))
 
     def write_curves(self, store, n: int, c) -> None:
@@ -203,8 +204,8 @@ class TransJectSession(CheckpointedSession):
         if best > 0:
             store.write("accuracy", (n,), np.asarray(c.test_accuracy[best - 1]))
             store.write("final_test_loss", (n,), np.asarray(c.test_loss[best - 1]))
-            out = store.state_dir / "export" / net["label"]
-            export(out, net["variant"], net["params"], self.checkpoint_dir(store, n) / checkpoint_name(best, 0),
+            out = store.state_dir / "export" / net.label
+            export(out, net.variant, net.params, self.checkpoint_dir(store, n) / checkpoint_name(best, 0),
                    self.vocab)
             store.write("export_path", (n,), self._rel(out))
         return {"resumed_from": done.resumed_epoch}
@@ -213,7 +214,7 @@ class TransJectSession(CheckpointedSession):
         n = t.network
         model = load_checkpoint_model(self.dirs[n], self.device)
         test, _, _ = self.encoded(n)
-        loss, acc = evaluate(model, test, self.spec.training.batch_size, self.device, self.nets[n]["seed"])
+        loss, acc = evaluate(model, test, self.spec.training.batch_size, self.device, self.nets[n].seed)
         report.store.write("accuracy", (n,), np.asarray(acc))
         report.store.write("final_test_loss", (n,), np.asarray(loss))
         report.store.write("checkpoint_path", (n, 0), self._rel(self.dirs[n]))
@@ -224,60 +225,33 @@ class TransJectSession(CheckpointedSession):
 
     def model_at(self, n: int, e: int):
         net = self.nets[n]
-        if not net["trained"]:
+        if not net.trained:
             return load_checkpoint_model(self.dirs[n], self.device)
-        model = build(net["variant"], net["params"], 0, self.device)
+        model = build(net.variant, net.params, 0, self.device)
         load_weights(model, self.paths[(n, e)], self.device)
         return model.eval()
 
-    @torch.no_grad()
-    def _compute_view(self, n: int, e: int) -> View:
+    def reading(self, n: int, e: int, gradients: bool = False) -> Reading:
+        """The network at epoch ``e`` read through its family's adapter, in float64: the analysis examples (one
+        batch, padding masked), then the analysis sentence, the entropic u drawn from one generator per epoch."""
         model = self.model_at(n, e)
         _, (ids, mask), sent = self.encoded(n)
-        gen_seed = self.seed * 1_000_003 + e
-        gen = torch.Generator(device=self.device).manual_seed(gen_seed)
-        ids, mask, sent = ids.to(self.device), mask.to(self.device), sent.to(self.device)
-        adapter = TransJectActivations(model, gen)
-        out = adapter.capture(tokens(ids, mask))
-        s = adapter.capture(tokens(sent))
-        return View(model, self.nets[n]["variant"], self.nets[n]["params"],
-                    [h.to(torch.float64) for h in out.values()], mask,
-                    [h[0].to(torch.float64) for h in s.values()], gen_seed)
+        gen = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + e)
+        return Reading(family_for(source_of(self.nets[n].variant)), model,
+                       (tokens(ids.to(self.device), mask.to(self.device)),), tokens(sent.to(self.device)),
+                       {"generator": gen}, torch.float64)
 
     def view(self, n: int, e: int) -> View:
-        """The view of (n, e) (what :class:`~.measure.EpochContext` gives a measure): the one of the running group, else one computed aside (the group's random
-        state kept) and kept for the next group (every epoch of a network compared with its final one)."""
-        for held in (self._current, self._aside):
-            if held is not None and held[0] == (n, e):
-                return held[1]
-        with forked_rng(self.device):
-            self._aside = ((n, e), self._compute_view(n, e))
-        return self._aside[1]
-
-    # the context of measures on activations only (runner.checkpointed.measure.ActivationContext)
-
-    @property
-    def names(self) -> list[str]:
-        return self.labels
-
-    def activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
-        """X^(0..L) of the analysis examples' tokens (padding left out), ``{layer: (tokens, d)}``, float64."""
-        v = self.view(n, e)
-        return token_rows(dict(zip(self.layer_names, v.hidden)), v.mask)
+        """The view of (n, e) (what :class:`~.measure.EpochContext` gives a measure), from the kit's activation
+        cache: read once for the measures of the running group, and kept for the next groups (every epoch of a
+        network compared with its final one)."""
+        got = self.cache(n, e)
+        return View(got.model, self.nets[n].variant, self.nets[n].params, list(got.batch.values()), got.mask,
+                    list(got.sentence.values()), self.seed * 1_000_003 + e)
 
     @property
     def sentence_tokens(self) -> list[str]:
         return list(self.sentence)
-
-    def sentence_activations(self, n: int, e: int) -> dict[str, torch.Tensor]:
-        """X^(0..L) of the analysis sentence, ``{layer: (seq, d)}``, float64."""
-        return dict(zip(self.layer_names, self.view(n, e).sentence))
-
-    def final(self, n: int) -> int:
-        return max(e for (k, e), path in self.paths.items() if k == n and path is not None)
-
-    def layer_index(self) -> dict[str, int]:
-        return {name: i for i, name in enumerate(self.layer_names)}
 
     def reference_layer(self, network: int) -> str:
         """Its top layer (no TransJect spec has reference networks: the view says so)."""
@@ -287,9 +261,6 @@ class TransJectSession(CheckpointedSession):
         n, e = group[0].network, group[0].checkpoint
         if self.paths.get((n, e)) is None:
             return  # after an early stop there are no weights at this epoch: the cell stays NaN
-        self._current = ((n, e), self._compute_view(n, e))
-        try:
-            for t in group:
-                self.registrations[t.kind].run(self, t)
-        finally:
-            self._current = None
+        self.cache(n, e)  # the group's activations, read before its measures draw (as they always were)
+        for t in group:
+            self.registrations[t.kind].run(self, t)

@@ -38,7 +38,7 @@ from runner.studies.transject.measure import TransJectShape
 from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, resolve_checkpoint)
 from runner.studies.transject.session import TransJectSession, tokenizer_problem
 from runner.studies.transject.spec import BASELINES, TABLES, TransJectSpec, spec_model
-from runner.studies.transject.state import TransJectState
+from runner.studies.transject.state import Net, TransJectState
 
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
 TRAIN_VERSION = 1
@@ -116,8 +116,7 @@ class TransJectStudy(Study):
                 tasks.append(train_task(n, payload, seed, E + 1, E))
                 tid = tasks[-1].id
                 epochs = list(range(E + 1))
-            nets.append({"label": label, "model": m.name, "replicate": r, "seed": seed, "entry": m,
-                         "trained": not m.checkpoint, "train_id": tid})
+            nets.append(Net(label, m.name, r, seed, m, not m.checkpoint, tid))
             for meas in spec.measure:
                 reg = measures("transject")[meas.kind]
                 named = reg.tags.named(meas, "networks")
@@ -130,8 +129,8 @@ class TransJectStudy(Study):
                     tasks.append(Task(task_id(payload), meas.kind, meas.kind, n, meas.kind, deps=(tid,), checkpoint=e,
                                       needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(reads)),
                                       group=f"measures:{n}:{e}", params=meas.params(), key=payload))
-        return Prepared(self, spec, sf, tasks, [x["label"] for x in nets], spec.training.device, unmet,
-                        state=TransJectState(nets, dirs), needs=needs(spec, local.classes))
+        return Prepared(self, spec, sf, tasks, [x.label for x in nets], spec.training.device, unmet,
+                        state=TransJectState(tuple(nets), dirs), needs=needs(spec, local.classes))
 
     def describe(self, p: Prepared) -> list[str]:
         s = p.spec
@@ -145,18 +144,18 @@ class TransJectStudy(Study):
         lines.append("training   " + " ".join(f"{k}={v}" for k, v in s.training.model_dump().items()))
         lines.append("models")
         for net in p.state.nets:
-            m = net["entry"]
+            m = net.entry
             what = f"checkpoint {m.checkpoint}" if m.checkpoint else (
-                f"{m.variant} seed={net['seed']} L={m.n_layers} d={m.d_model} pooling={s.pooling(m)} "
+                f"{m.variant} seed={net.seed} L={m.n_layers} d={m.d_model} pooling={s.pooling(m)} "
                 + (f"heads={m.n_heads} d_ff={m.d_ff} dropout={m.dropout}" if m.variant.startswith("transformer")
                    else f"experts={m.n_experts} alpha_init={m.alpha_init}"))
-            lines.append(f"  {net['label']:<28} {what}")
+            lines.append(f"  {net.label:<28} {what}")
         lines.append("measures   (every parameter shown, defaults included)")
         lines += [f"  {m.kind:<18} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
         return lines
 
     def plan_json(self, p: Prepared) -> dict:
-        return {"epochs": p.spec.training.epochs, "networks": [n["label"] for n in p.state.nets]}
+        return {"epochs": p.spec.training.epochs, "networks": [n.label for n in p.state.nets]}
 
     def estimate(self, p: Prepared, device, precision, calibrated):
         return estimate(p, device, precision, calibrated)
@@ -176,7 +175,7 @@ class TransJectStudy(Study):
         spec = self.spec_model().model_validate({
             "experiment": {"name": "explain", "study": "transject"}, "data": {"source": "listops:"},
             "model": [{"name": "model", "variant": "transject"}], "measure": [{"kind": kind}]})
-        net = {"label": "model", "model": "model", "replicate": 0, "seed": 0, "variant": "transject", "trained": True}
+        net = Net("model", "model", 0, 0, None, True, "", variant="transject")
         registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
         layout = build_layout(spec, [net], 1, TransJectShape(["embedding", "layer1", "layer2"], 2, ["a", "b", "c"]),
                               registrations)

@@ -37,7 +37,7 @@ PLUGINS = ("tests.plugins.toy_measure", "tests.plugins.toy_study", "tests.plugin
 SHAPES = {"walk": SimpleNamespace(names=["walkers"], steps=20, samples=5)}
 #: Minimal specs of the plugin studies (the built-in ones give theirs, Study.example_spec).
 SPECS = {"walk": {"experiment": {"name": "w"}, "walk": {"walkers": 10, "steps": 4}, "measure": [{"kind": "msd"}]},
-         "descent": {"experiment": {"name": "d"}, "measure": [{"kind": "weight_error"}]}}
+         "chain": {"experiment": {"name": "d"}, "measure": [{"kind": "entropy"}]}}
 
 BUILT_IN = sorted({(study, kind) for study in studies() for kind in measures(study)})
 
@@ -88,7 +88,7 @@ def registered_plugin():
 @pytest.mark.parametrize("module", PLUGINS)
 def test_every_plugin_measure_and_study_conforms(module, registered_plugin):
     new_measures, new_studies = registered_plugin(module)
-    assert new_measures, f"{module} registers no measure"
+    assert new_measures or new_studies, f"{module} registers neither a measure nor a study"
     for (study, _), cls in new_measures.items():
         check_measure(cls, SHAPES.get(study))
     for name, cls in new_studies.items():

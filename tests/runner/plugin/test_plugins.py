@@ -75,23 +75,23 @@ def runner(*args, cwd: Path, **env) -> subprocess.CompletedProcess:
                           env=cli_env(cwd, **{"TRANSIENT_PLUGINS": PLUGINS, "PYTHONPATH": str(ROOT), **env}))
 
 
-def killed_and_resumed(root: Path, text: str, store: str, stall: str) -> xr.Dataset:
+def killed_and_resumed(root: Path, text: str, store: str, stall: str, plugins: str = PLUGINS) -> xr.Dataset:
     """Apply ``text`` in ``root``, kill -9 it where the stall hook pauses it, apply again; the store."""
     spec = write_spec(root, text)
     proc = subprocess.Popen([*RUNNER, "apply", str(spec), "-q"], cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=cli_env(root, TRANSIENT_PLUGINS=PLUGINS, PYTHONPATH=str(ROOT),
+                            stderr=subprocess.PIPE, env=cli_env(root, TRANSIENT_PLUGINS=plugins, PYTHONPATH=str(ROOT),
                                                                 RUNNER_TEST_STALL=stall))
-    marker = root / "store" / f"{store}.runner" / "stalled"
+    state = root / "store" / f"{store}.runner"  # the marker: there, or in a checkpoint folder under it (the kit's loop)
     deadline = time.monotonic() + 300  # bounds a failure only
-    while not marker.exists():
+    while (marker := next(state.glob("**/stalled"), None)) is None:
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     marker.unlink()
-    resumed = runner("apply", spec, cwd=root)
+    resumed = runner("apply", spec, cwd=root, TRANSIENT_PLUGINS=plugins)
     assert resumed.returncode == 0, resumed.stderr
-    events = [json.loads(x) for x in (marker.parent / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(x) for x in (state / "events.jsonl").read_text().splitlines()]
     assert max(e.get("resumed_from", 0) for e in events if e["event"] == "task_done") > 0, "restarted from scratch"
     return xr.open_zarr(root / "store" / f"{store}.zarr").load()
 
@@ -147,45 +147,59 @@ def test_a_study_from_a_plugin(tmp_path):
     xr.testing.assert_equal(resumed.drop_attrs(), ds.drop_attrs())
 
 
-DESCENT = """
+CHAIN = """
 [experiment]
-name = "descent"
-study = "descent"
+name = "chain"
+study = "chain"
 seed = 5
 
-[descent]
-lr = 0.05
+[chain]
 epochs = 3
 steps_per_epoch = 10
 
 [[measure]]
-kind = "weight_error"
+kind = "svcca"
+layers = ["hidden", "act"]
+
+[[measure]]
+kind = "entropy"
+
+[[measure]]
+kind = "distances"
 """
 
 
-def test_a_checkpointed_study_from_a_plugin_needs_only_its_model_loss_and_data(tmp_path):
-    """tests/plugins/toy_checkpointed.py: under 150 lines, the training loop, checkpoints, axes and
-    resume from the kit; its checkpoint measure matches the closed form of gradient descent."""
-    import torch
-
-    from tests.plugins.toy_checkpointed import Descent, build, problem
-
+def test_a_checkpointed_study_from_a_plugin_gets_the_kits_measures_for_its_model_loss_and_data(tmp_path):
+    """tests/plugins/toy_checkpointed.py: at most 90 lines (a model, its loss and data); the kit plans, trains,
+    checkpoints and measures it: SVCCA, entropy and layer distances across its checkpoints, read through the
+    hook points of the model's named children. A checkpoint compared with itself has SVCCA, PWCCA and CKA 1;
+    the embedding's distances relative to the embedding's are 1."""
     source = ROOT / "tests" / "plugins" / "toy_checkpointed.py"
-    assert len(source.read_text().splitlines()) < 150
-    spec = write_spec(tmp_path, DESCENT)
-    out = subprocess.run([*RUNNER, "apply", str(spec), "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                         env=cli_env(tmp_path, TRANSIENT_PLUGINS="tests.plugins.toy_checkpointed", PYTHONPATH=str(ROOT)))
+    assert len(source.read_text().splitlines()) <= 90
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    spec = write_spec(ref, CHAIN)
+    out = subprocess.run([*RUNNER, "apply", str(spec), "-q"], cwd=ref, capture_output=True, text=True, timeout=600,
+                         env=cli_env(ref, TRANSIENT_PLUGINS="tests.plugins.toy_checkpointed", PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
-    ds = xr.open_zarr(tmp_path / "store" / "descent.zarr").load()
-    d = Descent(lr=0.05, epochs=3, steps_per_epoch=10)
-    x, _, w_star = problem(d, 5)
-    w0 = build(d, 5).weight.detach()[0]
-    step_matrix = torch.eye(d.features, dtype=torch.float64) - (2 * d.lr / d.samples) * x.T @ x
-    expected = [float(torch.linalg.norm(torch.linalg.matrix_power(step_matrix, int(k)) @ (w0 - w_star)))
-                for k in ds["step"].values]
+    ds = xr.open_zarr(ref / "store" / "chain.zarr").load().sel(network="chain")
     assert list(ds["step"].values) == [0, 10, 20, 30]  # the initial network and each epoch end
-    np.testing.assert_allclose(ds.weight_error.sel(network="gd").values, expected, rtol=1e-9)
-    assert np.all(np.diff(ds.train_loss.sel(network="gd").values) < 0)  # a convex loss, a small step: it falls
+    assert list(ds["layer"].values) == ["embedding", "hidden", "act", "logits"]
+    compared = ds.sel(layer=["hidden", "act"])
+    for stat in ("svcca", "pwcca", "cka"):
+        np.testing.assert_allclose(compared[f"{stat}_final"].isel(checkpoint=-1).values, 1.0, atol=1e-6)
+        assert np.all((compared[f"{stat}_final"].values > 0) & (compared[f"{stat}_final"].values <= 1 + 1e-6)), stat
+    assert np.all(compared["cka_final"].isel(checkpoint=0).values < 0.999)  # training moved the layers
+    assert np.isfinite(ds["layer_entropy"].values).all() and ds["layer_entropy"].shape == (4, 4)
+    quantiles = ds["entropy_quantile"].values
+    assert np.all(np.diff(quantiles, axis=-1) >= 0)  # quantiles in order
+    np.testing.assert_allclose(ds["euclidean_ratio"].sel(layer="embedding").values, 1.0)
+    assert np.all(ds["pair_euclidean"].sel(layer="hidden").values >= 0)
+    assert np.isfinite(ds["cosine_distance_mean"].values).all()
+    assert ds.train_loss.values[-1] < ds.train_loss.values[0]  # gradient descent on the cross-entropy: it falls
+
+    resumed = killed_and_resumed(tmp_path, CHAIN, "chain", stall="chain@15", plugins="tests.plugins.toy_checkpointed")
+    xr.testing.assert_equal(resumed.drop_attrs(), xr.open_zarr(ref / "store" / "chain.zarr").load().drop_attrs())
 
 
 def events_of(store_runner: Path) -> list[dict]:

@@ -9,7 +9,6 @@ import torch
 from pydantic import Field
 
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
-from models.lstm import capture
 from runner.studies.training.data.tokens import get_batch
 from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints, register
 from runner.plugin.timings import CheckpointMeasure
@@ -121,17 +120,10 @@ class Sparsity(CheckpointMeasure):
 
 def _lstm_states(ctx, task, layers):
     """Per bptt window: (target words, input words, (activations, gradients) of each layer), the gradients of
-    the window's mean next-word loss."""
-    model = ctx.model(task.network, task.checkpoint)
-    hidden = model.init_hidden(ctx.columns)
-    with torch.enable_grad(), capture(model, layers, gradients=True) as cap:
-        for i in ctx.windows():
-            x, y = get_batch(ctx.words, i, ctx.bptt)
-            hidden = model.detach_hidden(hidden)
-            logits, hidden = model(x, hidden)
-            model.zero_grad(set_to_none=True)
-            model.loss(logits, y).backward()
-            yield y.reshape(-1), x.reshape(-1), (cap.activations, cap.gradients)
+    the window's mean next-word loss (through the LSTM's adapter, the stream carried across windows)."""
+    for i, states in zip(ctx.windows(), ctx.gradients(task.network, task.checkpoint, layers), strict=True):
+        x, y = get_batch(ctx.words, i, ctx.bptt)
+        yield y.reshape(-1), x.reshape(-1), states
 
 
 def _suite_states(ctx, task, layers):
