@@ -213,6 +213,7 @@ def _bad(polls: list[dict]) -> list[dict]:
     return [p for p in polls if p["traceback"] or p["damaged"] or p["code"] not in (0,)]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_twenty_kills_of_a_replace_leave_whole_versions(replacing):
     folder, control = replacing
@@ -236,6 +237,7 @@ def test_twenty_kills_of_a_replace_leave_whole_versions(replacing):
     assert len(polls) >= KILLS and not _bad(polls), _bad(polls)[:5]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("point", ["switch@2", "tanh@45"])
 def test_a_replace_killed_from_outside_with_show_beside_it(point, replacing):
