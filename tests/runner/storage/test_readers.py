@@ -56,7 +56,7 @@ POLLER = textwrap.dedent("""
 
     n = 0
     while not (control / "stop").exists():
-        time.sleep(0.1)  # a poll interval, leaving the CPU to the run it watches
+        time.sleep(0.25)  # a poll interval, leaving the CPU to the run it watches
         if (control / "pause").exists():
             (control / "paused").touch()
             while (control / "pause").exists() and not (control / "stop").exists():
