@@ -45,7 +45,8 @@ from runner.spec.specfile import SpecFile
 from runner.spec.sweep import is_sweep
 from runner.storage.history import versions
 from runner.storage.location import location, zarr_store
-from runner.storage.store import check_reachable, node_type, store_id
+from runner.storage.readers import reading
+from runner.storage.store import check_reachable, node_type, runner_dir, store_id
 from runner.storage.verify import StoreDamaged, spec_of, verify
 
 
@@ -212,15 +213,17 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
         raise NotAStore(f"{path}: {'an array' if node == 'array' else 'a part'} of a store, not a store; open the "
                         f"store that holds it ({path.parent})")
     if not is_sweep(path) and store_id(path) is not None:  # a store of this runner: its recorded chunks all there
-        damage = verify(path, quick=True)
+        with reading(runner_dir(path)):  # not while apply switches a new version in (runner.storage.readers)
+            damage = verify(path, quick=True)
         if not damage.ok:
             raise StoreDamaged(damage.summary(spec_of(path)))
     tree_of = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
         (lambda p: xr.DataTree(xr.open_zarr(p, consolidated=False)))
     read = functools.partial(_read, tree_of)
     if not history:
-        return read(path) if is_sweep(path) else \
-            _read(lambda p: xr.open_zarr(zarr_store(p, read_only=True), consolidated=False), path)
+        with reading(runner_dir(path)):
+            return read(path) if is_sweep(path) else \
+                _read(lambda p: xr.open_zarr(zarr_store(p, read_only=True), consolidated=False), path)
     tree = xr.DataTree()
     tree["current"] = read(path)
     for v in versions(path):

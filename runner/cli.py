@@ -51,6 +51,7 @@ from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
 from runner.spec.commandline import command
 from runner.storage.location import is_url, location
+from runner.storage.readers import reading
 
 
 SET_HELP = ("change one value of the spec: a dotted key ([i] for an entry of an array of tables) and a TOML value, "
@@ -692,8 +693,16 @@ def _checked_status(path: Path, target: Path) -> dict:
 
     if not (path / "zarr.json").exists():
         return load_status(path)
-    damage = verify(path)  # a store it cannot read: StoreUnreadable, never "done"
-    return mark_damaged(load_status(path), damage, spec_of(path, target))
+    with _reading(path):  # a whole version of the store, never one an apply is switching in
+        damage = verify(path)  # a store it cannot read: StoreUnreadable, never "done"
+        return mark_damaged(load_status(path), damage, spec_of(path, target))
+
+
+def _reading(path: Path):
+    """The readers' lock of the store at ``path``, held shared (:mod:`runner.storage.readers`)."""
+    from runner.storage.store import runner_dir  # lazy: filelock, numpy
+
+    return reading(runner_dir(path))
 
 
 def cmd_verify(args) -> int:
@@ -717,7 +726,10 @@ def cmd_verify(args) -> int:
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
     swept = _sweep_points(path)
-    found = [verify(point) for _, point in swept if (point / "zarr.json").exists()] if swept else [verify(path)]
+    found = []
+    for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
+        with _reading(point):
+            found.append(verify(point))
     _emit([to_json(d) for d in found]) if args.json else print("\n\n".join(render(d) for d in found))
     return EXIT_OK if all(d.ok for d in found) else EXIT_IOERR
 
@@ -730,19 +742,23 @@ def cmd_show(args) -> int:
     if not (path / "zarr.json").exists():
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.store}`)")
     swept = _sweep_points(path)
-    for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
-        trusted(point, args.store)
-    if args.json:
-        from runner.read.status import show_json  # lazy: filelock, numpy
+    points = [(name, point) for name, point in swept if (point / "zarr.json").exists()] if swept else [(None, path)]
+    shown = {}
+    for name, point in points:
+        with _reading(point):  # checked and read as one version of the store
+            trusted(point, args.store)
+            if args.json:
+                from runner.read.status import show_json  # lazy: filelock, numpy
 
-        _emit(show_json(path) if swept is None else
-              {"sweep": str(path), "points": {name: show_json(point) for name, point in swept
-                                              if (point / "zarr.json").exists()}}, default=str)
+                shown[name] = show_json(point)
+            else:
+                shown[name] = render_show(point)
+    if args.json:
+        _emit(shown[None] if swept is None else {"sweep": str(path), "points": shown}, default=str)
     elif swept is None:
-        print(render_show(path))
+        print(shown[None])
     else:
-        print("\n\n".join(f"sweep point {name} ({point})\n{render_show(point)}" for name, point in swept
-                          if (point / "zarr.json").exists()))
+        print("\n\n".join(f"sweep point {name} ({point})\n{shown[name]}" for name, point in points))
     return EXIT_OK
 
 
@@ -815,7 +831,8 @@ def cmd_figures(args) -> int:
         raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
     swept = _sweep_points(path)
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
-        trusted(point, args.target)
+        with _reading(point):
+            trusted(point, args.target)
     out = Path(args.out) if args.out is not None else default_out(path)
     flag = "--out: " if args.out else ""
     if out.exists() and not out.is_dir():

@@ -9,7 +9,9 @@ check. A second signal interrupts at once (the user insists).
 :func:`stall_point` is a test hook: with ``RUNNER_TEST_STALL="<network label>@<step>"`` in the
 environment, the run of that network pauses after that step: it writes ``<state dir>/stalled``
 and waits there (checking for a stop) until the file is removed, so that a test can signal or
-kill it, or change its surroundings (fill the disk), at a known point.
+kill it, or change its surroundings (fill the disk), at a known point. With
+``RUNNER_TEST_KILL="<label>@<step>"`` (read when the point is reached) the process kills itself
+there with SIGKILL instead: a kill at an exact point of a switch, for the tests of what a kill leaves.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 STALL_ENV = "RUNNER_TEST_STALL"
+KILL_ENV = "RUNNER_TEST_KILL"
 
 _requested: list[int] = []
 _stall = os.environ.get(STALL_ENV)
@@ -60,7 +63,10 @@ def graceful_stop() -> Iterator[None]:
 
 
 def stall_point(state_dir: Path, label: str, step: int) -> None:
-    """Test hook (see the module docstring); does nothing unless ``RUNNER_TEST_STALL`` names this point."""
+    """Test hook (see the module docstring); does nothing unless ``RUNNER_TEST_STALL`` or
+    ``RUNNER_TEST_KILL`` names this point."""
+    if os.environ.get(KILL_ENV) == f"{label}@{step}":
+        os.kill(os.getpid(), signal.SIGKILL)
     if _stall is None or _stall != f"{label}@{step}":
         return
     marker = state_dir / "stalled"

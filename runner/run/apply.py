@@ -181,16 +181,17 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
             sources = _extending(store, changes.sources(), done)
             if sources:
                 p.tasks = [replace_fields(t, extends=sources[t.id]) if t.id in sources else t for t in p.tasks]
-            recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
-            store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
-                                 + (f"; earlier results kept in {kept.store}" if kept else ""))
-            if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs
-                store.record_many(changes.taken_over(p.labels))
-            session.write_inputs(store)
-            store.seal()  # the manifest binds the inputs too
-            interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the store
-            done = store.tasks()  # without the tasks whose arrays were remade
-            _renumber(store, p, done, session.layout, set(recreated))
+            with store.transaction():  # readers see the store as it was until the next version is whole
+                recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
+                store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
+                                     + (f"; earlier results kept in {kept.store}" if kept else ""))
+                if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs
+                    store.record_many(changes.taken_over(p.labels))
+                session.write_inputs(store)
+                store.seal()  # the manifest binds the inputs too
+                interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the next version
+                done = store.tasks()  # without the tasks whose arrays were remade
+                _renumber(store, p, done, session.layout, set(recreated))
             todo = [t for t in p.tasks if t.id not in done]
             outcome.skipped = len(p.tasks) - len(todo)
             events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
@@ -317,6 +318,8 @@ def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout, remade: 
     new index, and so do the chunks they list; the chunks of kept results in arrays remade with
     their values carried over (verified before) are bound to their new bytes and keys."""
     dims = {v.name: v.dims for v in layout.vars.values()}
+    before = internal(root_attrs(store.path) or {}).get("layout_id")
+    done = {tid: _as_before(rec, before) for tid, rec in done.items()}
     moved = {t.id: {**done[t.id], "network": t.network} for t in p.tasks
              if t.id in done and done[t.id].get("network") != t.network}
     for tid, rec in moved.items():
@@ -325,9 +328,23 @@ def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout, remade: 
     for tid, rec in done.items():
         rec = moved.get(tid, rec)
         if remade & set(rec.get("chunks") or {}):
-            moved[tid] = {**rec, "chunks": rebind(store.path, rec["chunks"], remade)}
+            moved[tid] = {**rec, "chunks": rebind(store.root, rec["chunks"], remade)}
+    if moved and store.layout_id is not None:  # until the switch, the store is the version before
+        moved = {tid: {**rec, "layout_id": store.layout_id,
+                       "previous": {"layout_id": before, "network": done[tid].get("network"),
+                                    "chunks": done[tid].get("chunks") or {}}} for tid, rec in moved.items()}
     if moved:
         store.record_many(moved)
+
+
+def _as_before(rec: dict, layout_id: str | None) -> dict:
+    """A record as it binds the store version ``layout_id``: a switch cut short by a kill left the
+    store at the version its ``previous`` binding names."""
+    before = rec.get("previous")
+    if isinstance(before, dict) and rec.get("layout_id") != layout_id and before.get("layout_id") == layout_id:
+        return {**{k: v for k, v in rec.items() if k not in ("previous", "layout_id")},
+                "network": before.get("network"), "chunks": before.get("chunks") or {}}
+    return rec
 
 
 def _cli_flag(name: str, value: str | None = None) -> str:

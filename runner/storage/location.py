@@ -20,6 +20,7 @@ A store whose bucket cannot be reached is refused before any compute, naming the
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -339,6 +340,37 @@ def move_tree(src: Location, dst: Location) -> None:
         src.fs.mv(src.key, dst.key if isinstance(dst, Remote) else str(dst), recursive=True)
         return
     os.replace(src, dst)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap two folders of one file system in one step (Linux's ``renameat2(RENAME_EXCHANGE)``), so
+    that a path names one whole folder or the other at every instant. Where the kernel or the file
+    system cannot, two renames through ``<b>.old`` (for a moment ``b`` is absent; :func:`finish_exchange`
+    completes a swap a kill cut short)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        renameat2 = None
+    if renameat2 is not None:
+        at_fdcwd = -100
+        if renameat2(at_fdcwd, os.fsencode(os.path.abspath(a)), at_fdcwd, os.fsencode(os.path.abspath(b)),
+                     _RENAME_EXCHANGE) == 0:
+            return
+    aside = b.with_name(b.name + ".old")
+    os.replace(b, aside)
+    os.replace(a, b)
+    os.replace(aside, a)
+
+
+def finish_exchange(b: Path) -> None:
+    """After a kill inside :func:`exchange`'s two-rename fallback: put ``<b>.old`` back when ``b`` is gone."""
+    aside = b.with_name(b.name + ".old")
+    if aside.is_dir() and not b.exists():
+        os.replace(aside, b)
 
 
 def zarr_store(path: Location, read_only: bool = False):

@@ -33,6 +33,8 @@ from runner.core.layout import internal
 from runner.storage.location import Location, Remote, location, write_atomic
 
 MANIFEST = "manifest.json"
+NEXT = "manifest.next.json"
+"""The manifest of the version being switched in (:meth:`runner.storage.store.Store.transaction`)."""
 FORMAT = 1
 ALGORITHM = "blake2b"
 ROOT = ""
@@ -166,15 +168,30 @@ def array_nodes(path: Location, prefix: str = ""):
             yield prefix + folder.name, meta, node
 
 
-def read_manifest(state_dir: Location, store_id: str | None) -> dict | None:
+def read_manifest(state_dir: Location, store_id: str | None, layout_id: str | None = None,
+                  name: str = MANIFEST) -> dict | None:
     """The manifest of the store ``store_id`` (None when there is none, or it is another store's:
-    not covered); :class:`ManifestCorrupt` when it is there but does not read."""
-    path = location(state_dir) / MANIFEST
+    not covered); :class:`ManifestCorrupt` when it is there but does not read. ``layout_id``: the
+    store's (its root's runner attribute); when the manifest is of another version and the next
+    manifest (:data:`NEXT`) is of this one, a switch was under way or cut short by a kill: the next
+    one is the store's."""
+    path = location(state_dir) / name
     try:
         data = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):
-        return None
-    return check_manifest(data, store_id)
+        found = None
+    else:
+        found = check_manifest(data, store_id)
+    if name == MANIFEST and layout_id is not None and (found is None or found.get("layout_id") != layout_id):
+        try:
+            nxt = read_manifest(state_dir, store_id, name=NEXT)
+        except ManifestCorrupt:
+            nxt = None
+        if nxt is not None and nxt.get("layout_id") == layout_id:
+            return nxt
+        if found is None:  # renamed into place meanwhile
+            return read_manifest(state_dir, store_id, name=MANIFEST) if path.exists() else None
+    return found
 
 
 def check_manifest(data: bytes | dict, store_id: str | None) -> dict | None:
@@ -191,12 +208,33 @@ def check_manifest(data: bytes | dict, store_id: str | None) -> dict | None:
     return found if found.get("store_id") == store_id else None
 
 
-def build(store_id: str, metadata: dict[str, dict], chunks: dict[str, dict[str, str]]) -> dict:
+def build(store_id: str, metadata: dict[str, dict], chunks: dict[str, dict[str, str]],
+          records: dict[str, dict] | None = None, layout_id: str | None = None) -> dict:
     """A manifest: ``metadata`` (array name, or ``""`` for the root -> its ``zarr.json`` as parsed),
-    ``chunks`` (array -> chunk key -> digest, for the arrays ``apply`` writes itself)."""
-    out = {"format": FORMAT, "algorithm": ALGORITHM, "store_id": store_id, "metadata": metadata, "chunks": chunks}
+    ``chunks`` (array -> chunk key -> digest, for the arrays ``apply`` writes itself), ``records``
+    (the finished tasks' ids -> their record's digest, network and label: a record listed here and
+    gone is damage, not a task still to run) and the ``layout_id`` of the version it describes."""
+    out = {"format": FORMAT, "algorithm": ALGORITHM, "store_id": store_id, "metadata": metadata, "chunks": chunks,
+           **({"records": records} if records is not None else {}),
+           **({"layout_id": layout_id} if layout_id is not None else {})}
     return {**out, "digest": record_digest(out)}
 
 
-def write_manifest(state_dir: Location, manifest: dict) -> None:
-    write_atomic(location(state_dir) / MANIFEST, json.dumps(manifest, sort_keys=True, default=str).encode())
+def write_manifest(state_dir: Location, manifest: dict, name: str = MANIFEST) -> None:
+    write_atomic(location(state_dir) / name, json.dumps(manifest, sort_keys=True, default=str).encode())
+
+
+def unlist(state_dir: Location, name: str, task_ids: list[str]) -> None:
+    """Take ``task_ids`` off the list of finished tasks of the manifest file ``name`` (before their
+    records go: a record forgotten by ``apply`` is not damage)."""
+    path = location(state_dir) / name
+    try:
+        found = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return
+    listed = found.get("records") if isinstance(found, dict) else None
+    if not isinstance(listed, dict) or not set(task_ids) & set(listed) or found.get("digest") != record_digest(found):
+        return
+    kept = {k: v for k, v in found.items() if k != "digest"}
+    kept["records"] = {tid: d for tid, d in listed.items() if tid not in set(task_ids)}
+    write_manifest(state_dir, {**kept, "digest": record_digest(kept)}, name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import uuid
 import warnings
@@ -28,12 +29,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from filelock import FileLock, Timeout
 
+from runner.core import interrupt
 from runner.core.formats import STORE_FORMAT
 from runner.core.layout import INTERNAL, Layout, internal, with_internal
 from runner.storage.bucket_lock import Lease
-from runner.storage.location import Location, Remote, location, move_tree, reachable_problem, write_atomic, zarr_store
-from runner.storage.manifest import (ROOT, ManifestCorrupt, array_nodes, build, chunk_keys, chunk_digests, normalized,
-                                     read_manifest, write_manifest)
+from runner.storage.location import (Location, Remote, exchange, finish_exchange, location, move_tree,
+                                     reachable_problem, remove_tree, write_atomic, zarr_store)
+from runner.storage.manifest import (MANIFEST, NEXT, ROOT, ManifestCorrupt, array_nodes, build, chunk_keys, chunk_digests,
+                                     normalized, read_manifest, unlist, write_manifest)
+from runner.storage.readers import switching
 from runner.storage.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
                             records_exist, unreadable_records, write_records)
 from runner.storage.store_errors import (StoreFormatError, StoreLocked, StorePathError,  # noqa: F401
@@ -261,6 +265,15 @@ class Store:
         self._own: set[str] | None = None
         """The arrays this apply writes itself (coordinates, inputs), whose chunks the manifest binds;
         None until :meth:`open` (and in a worker, which writes no manifest)."""
+        self._stage: Path | None = None
+        """Inside :meth:`transaction`: the next version of the store, built beside it."""
+        self.layout_id: str | None = None
+        """Inside :meth:`transaction`: the id of the version being built (see :meth:`transaction`)."""
+
+    @property
+    def root(self) -> Location:
+        """Where the store's files are written now: the next version inside :meth:`transaction`, else the store."""
+        return self._stage if self._stage is not None else self.path
 
     # --- locking
     def lock(self) -> None:
@@ -315,16 +328,81 @@ class Store:
         with writing(self.path):
             return self._open(layout, root_attrs, reshape)
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make every change of the block to an existing store's layout, metadata and own arrays in
+        a copy beside it (``<store>.runner/next.zarr``, hard links to the store's files: zarr writes
+        each file anew, so the store's own stay as they were), then switch the copy in with one
+        exchange of the two folders, under the readers' lock (:mod:`runner.storage.readers`). The
+        manifest of the new version is written first as ``manifest.next.json``, named by the version's
+        ``layout_id`` (in the root's runner attribute), and renamed into place after the switch; a
+        reader takes the manifest whose ``layout_id`` is the store's. So a reader, or a kill at any
+        point, sees the store as it was or as it is now, never half of it. A store that does not
+        exist yet, or on object storage, is written in place."""
+        if self._stage is not None or isinstance(self.path, Remote) or not (self.path / "zarr.json").exists():
+            yield
+            return
+        stage = self.state_dir / STAGE
+        with writing(self.state_dir):
+            self.finish_switch()
+            remove_tree(stage)
+            shutil.copytree(self.path, stage, copy_function=_link_or_copy)
+        self._stage, self.layout_id = stage, uuid.uuid4().hex
+        try:
+            yield
+            with writing(self.state_dir):
+                self._commit(stage)
+        finally:
+            self._stage = None
+            self.layout_id = None
+            remove_tree(stage)  # the version before, after the switch; the unfinished copy, after an error
+            if self.group is not None:
+                import zarr  # lazy: zarr
+
+                self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
+
+    def _commit(self, stage: Path) -> None:
+        self.group.attrs.update(with_internal(dict(self.group.attrs), layout_id=self.layout_id))
+        self.consolidate()
+        manifest = self._manifest(stage)
+        interrupt.stall_point(self.state_dir, "switch", 1)  # test hook: the next version is complete
+        if manifest is not None:
+            write_manifest(self.state_dir, manifest, NEXT)
+        interrupt.stall_point(self.state_dir, "switch", 2)  # and its manifest written beside the store's
+        with switching(self.state_dir):
+            exchange(stage, self.path)
+            interrupt.stall_point(self.state_dir, "switch", 3)  # test hook: switched, the manifest not yet
+            if manifest is not None:
+                os.replace(self.state_dir / NEXT, self.state_dir / MANIFEST)
+
+    def finish_switch(self) -> None:
+        """After a kill inside a switch (:meth:`transaction`, :meth:`set_attrs`): put the next manifest in
+        place when the store is the version it describes, else drop it."""
+        if isinstance(self.state_dir, Remote):
+            return
+        finish_exchange(self.path)
+        nxt = self.state_dir / NEXT
+        if not nxt.exists():
+            return
+        try:
+            lid = json.loads(nxt.read_bytes()).get("layout_id")
+        except (OSError, ValueError, AttributeError):
+            lid = None
+        if lid is not None and lid == internal(root_attrs(self.path) or {}).get("layout_id"):
+            os.replace(nxt, self.state_dir / MANIFEST)
+        else:
+            nxt.unlink(missing_ok=True)
+
     def _open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None) -> list[str]:
         import zarr  # lazy: zarr (reading records, as a no-op apply does, needs no zarr)
 
         _write_every_chunk()
-        if (self.path / "zarr.json").exists():
-            if not is_runner_store(self.path):
+        if (self.root / "zarr.json").exists():
+            if not is_runner_store(self.root):
                 raise StorePathError(f"{self.path} is a zarr store this runner did not create")
-            if format_problem(self.path):
+            if format_problem(self.root):
                 raise StoreFormatError(format_problem(self.path))
-            self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
+            self.group = zarr.open_group(zarr_store(self.root), mode="r+", use_consolidated=False)
             make_records_dir(self.state_dir)  # again, after apply --replace kept them
             if "date_created" not in self.group.attrs:  # written before ACDD's dates: when its first apply ran
                 first = str(self.group.attrs.get("history", "")).split(" ", 1)[0]
@@ -360,6 +438,7 @@ class Store:
                                  dimension_names=list(c.dims), attributes=c.attrs,
                                  fill_value="" if dtype is str else None, **chunk_codecs())
             arr[...] = values
+        interrupt.stall_point(self.state_dir, "layout", 1)  # test hook: inside the reshape (coordinates remade)
         recreated = []
         for v in layout.vars.values():
             attrs = with_internal(v.attrs, layout=v.signature(layout.coords), measure=v.measure)
@@ -426,19 +505,32 @@ class Store:
             found = {}
         return {name for name in found.get("chunks") or {} if name in self.group.array_keys()}
 
-    def seal(self) -> None:
-        """Write the manifest as the store is now (the driver, after it wrote metadata or its own arrays)."""
+    def _manifest(self, root: Location, root_meta: dict | None = None) -> dict | None:
+        """The manifest of the store's files at ``root`` (``root_meta``: the root's ``zarr.json`` as it
+        is about to be written), listing the records there are now; None before :meth:`open`."""
         if self._own is None or self.group is None:
+            return None
+        metadata = {name: normalized(node) for name, _, node in array_nodes(root) if node is not None}
+        root_meta = root_meta if root_meta is not None else json.loads((root / "zarr.json").read_bytes())
+        metadata[ROOT] = normalized(root_meta, root=True)
+        chunks = {}
+        for name in sorted(self._own & set(metadata)):
+            digests = chunk_digests(root / name, chunk_keys(root / name))
+            chunks[name] = {k: d for k, d in digests.items() if d is not None}
+        records = {tid: {"digest": rec.get("digest"), "network_label": rec.get("network_label"),
+                         "label": rec.get("label") or rec.get("measure")} for tid, rec in self.tasks().items()}
+        return build(self.store_id, metadata, chunks, records=records,
+                     layout_id=internal(root_meta.get("attributes") or {}).get("layout_id"))
+
+    def seal(self) -> None:
+        """Write the manifest as the store is now (the driver, after it wrote metadata or its own
+        arrays); inside :meth:`transaction`, when the next version is switched in."""
+        if self._stage is not None:
             return
         with writing(self.state_dir):
-            metadata = {name: normalized(node) for name, _, node in array_nodes(self.path) if node is not None}
-            root = json.loads((self.path / "zarr.json").read_bytes())
-            metadata[ROOT] = normalized(root, root=True)
-            chunks = {}
-            for name in sorted(self._own & set(metadata)):
-                digests = chunk_digests(self.path / name, chunk_keys(self.path / name))
-                chunks[name] = {k: d for k, d in digests.items() if d is not None}
-            write_manifest(self.state_dir, build(self.store_id, metadata, chunks))
+            manifest = self._manifest(self.path)
+            if manifest is not None:
+                write_manifest(self.state_dir, manifest)
 
     @contextmanager
     def journal(self, task_ids: list[str]) -> Iterator[None]:
@@ -470,14 +562,42 @@ class Store:
                 fold_records(self.state_dir, self.store_id, self._written)
 
     def forget(self, task_ids: list[str]) -> None:
+        """Drop the records of ``task_ids``: first from the manifests' lists of finished tasks (a record
+        the manifest lists and that is gone is damage: :mod:`runner.storage.verify`), then the files."""
         for task_id in task_ids:
             self._written.pop(task_id, None)
+        if task_ids:
+            with writing(self.state_dir):
+                for name in (MANIFEST, NEXT):
+                    unlist(self.state_dir, name, task_ids)
         drop_records(self.state_dir, task_ids)
 
     def set_attrs(self, **attrs: Any) -> None:
-        with writing(self.path):
-            self.group.attrs.update(attrs)
-        self.seal()
+        """Update the root's attributes. In place on a local disk, as one switch: the manifest of the
+        new root is written beside the store's first (``manifest.next.json``, with a new
+        ``layout_id``), then the root's ``zarr.json``, then the manifest is renamed into place, the
+        last two under the readers' lock; a kill anywhere leaves a root and a manifest that agree."""
+        if self._stage is not None or isinstance(self.path, Remote) or self._own is None:
+            with writing(self.root):
+                self.group.attrs.update(attrs)
+            self.seal()
+            return
+        import zarr  # lazy: zarr
+
+        with writing(self.state_dir):
+            self.finish_switch()
+            meta = json.loads((self.path / "zarr.json").read_bytes())
+            merged = {**(meta.get("attributes") or {}), **json.loads(json.dumps(attrs, default=str))}
+            merged = with_internal(merged, layout_id=uuid.uuid4().hex)
+            meta = {**meta, "attributes": merged}
+            manifest = self._manifest(self.path, meta)
+            write_manifest(self.state_dir, manifest, NEXT)
+            interrupt.stall_point(self.state_dir, "attrs", 1)  # test hook: the next manifest written
+            with switching(self.state_dir):
+                write_atomic(self.path / "zarr.json", json.dumps(meta, indent=2).encode())
+                interrupt.stall_point(self.state_dir, "attrs", 2)  # and the root, not the manifest yet
+                os.replace(self.state_dir / NEXT, self.state_dir / MANIFEST)
+        self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
 
     def append_history(self, line: str) -> None:
         """Add a line to the root's ``history`` (CF/ACDD: one line per command that changed the store)."""
@@ -489,11 +609,12 @@ class Store:
         self.set_attrs(**with_internal(dict(self.group.attrs), **entries))
 
     def consolidate(self) -> None:
-        """Refresh consolidated metadata so a plain ``xr.open_zarr(path)`` sees current attrs."""
-        with writing(self.path):
+        """Refresh consolidated metadata so a plain ``xr.open_zarr(path)`` sees current attrs (a copy of
+        the arrays' metadata in the root's ``zarr.json``, written whole: the arrays' own do not change)."""
+        with writing(self.root), switching(self.state_dir):
             import zarr  # lazy: zarr
 
-            zarr.consolidate_metadata(zarr_store(self.path))
+            zarr.consolidate_metadata(zarr_store(self.root))
 
 
 @dataclass
@@ -574,6 +695,15 @@ def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
 
 
 CARRY = "_carry_"
+STAGE = "next.zarr"
+"""The next version of a store, built in its runner folder (:meth:`Store.transaction`)."""
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):

@@ -32,7 +32,7 @@ from runner.storage.location import Location, Remote, location, remove_tree, zar
 from runner.storage.manifest import (ALGORITHM, array_nodes, MANIFEST, ROOT, ManifestCorrupt, check_manifest, chunk_digests,
                                      differences, normalized, read_manifest, record_digest)
 from runner.storage.records import chunk_coords, decode_key, drop_records, encode_key
-from runner.storage.store import atomic_write_bytes, read_tasks_checked, runner_dir, store_id
+from runner.storage.store import atomic_write_bytes, read_tasks_checked, root_attrs, runner_dir, store_id
 
 WHOLE_READ_BYTES = 256 * 2**20
 """An array whose recorded chunks cover it and that is smaller than this is read in one call
@@ -181,9 +181,10 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     sid = store_id(path)
     if version is None and isinstance(path, Path):
         version = version_at(path)  # a kept version's store: checked against what the version carries
+    layout_id = internal(root_attrs(path) or {}).get("layout_id")
     if version is None:
         records, unreadable = read_tasks_checked(path)
-        manifest_source = lambda: read_manifest(runner_dir(path), sid)  # noqa: E731
+        manifest_source = lambda: read_manifest(runner_dir(path), sid, layout_id)  # noqa: E731
     else:
         records = {tid: rec for tid, rec in (version.manifest.get("records") or {}).items() if isinstance(rec, dict)}
         unreadable = {}
@@ -204,7 +205,17 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     expect: dict[str, dict[str, str]] = {}  # array -> chunk key -> digest
     grids: dict[str, list[int]] = {}
     chunk_tids: set[str] = set()
+    for tid in sorted(set((manifest or {}).get("records") or {}) - set(damage.records)):
+        if f"{tid}.json" in damage.bad_records:
+            continue
+        damage.problems.append(("(records)", f"{tid}.json", "missing (the manifest lists the task as finished)"))
+        listed = manifest["records"][tid]
+        damage.records[tid] = {k: listed.get(k) for k in ("network_label", "label")} if isinstance(listed, dict) else {}
+        damage.tasks.setdefault(tid, []).append("its record is missing")
+        chunk_tids.add(tid)
     for tid, rec in sorted(damage.records.items()):
+        if tid in chunk_tids:
+            continue
         if "digest" in rec and rec["digest"] != record_digest(rec):
             damage.problems.append(("(records)", f"{tid}.json", "altered (its digest does not match its content)"))
             damage.tasks.setdefault(tid, []).append("its record is altered")
@@ -213,7 +224,7 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         if "chunks" not in rec:
             damage.unchecked.append(tid)
             continue
-        for name, entry in rec["chunks"].items():
+        for name, entry in bound_chunks(rec, layout_id).items():
             grids.setdefault(name, entry["grid"])
             digests = (entry.get(ALGORITHM) or {}) if entry["grid"] == grids[name] else {}
             for key in _keys(entry, grids[name]):
@@ -286,6 +297,16 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     damage.redo = sorted(chunk_tids | (meta_tids - {t for n in damage.altered for t in _owners_of(damage.records, n)}))
     damage.seconds = time.monotonic() - t0
     return damage
+
+
+def bound_chunks(rec: dict, layout_id: str | None) -> dict:
+    """The chunks a record binds in the store version ``layout_id``: the ones it was rebound to
+    (:func:`rebind`), or, while the store is still the version before the switch (a switch under way
+    or cut short by a kill), the ones it held there (``previous``)."""
+    before = rec.get("previous")
+    if isinstance(before, dict) and rec.get("layout_id") != layout_id and before.get("layout_id") == layout_id:
+        return before.get("chunks") or {}
+    return rec.get("chunks") or {}
 
 
 def _grid_of(meta: dict | None) -> list[int] | None:

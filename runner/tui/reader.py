@@ -24,6 +24,7 @@ from runner.storage.events import EventReader
 from runner.core.layout import internal
 from runner.storage.location import location, zarr_store
 from runner.read.status import fold_status, store_of
+from runner.storage.readers import reading
 from runner.storage.store import read_tasks, runner_dir
 from runner.tui.curves import Curves, is_curve, read_curves, with_units
 
@@ -202,7 +203,7 @@ def read_summaries(path: Path, upto: int | None = None, max_points: int = 1000) 
     path = location(path)
     if not (path / "zarr.json").exists():
         return None
-    with xr.open_zarr(zarr_store(path, read_only=True), consolidated=False) as ds:
+    with reading(runner_dir(path)), xr.open_zarr(zarr_store(path, read_only=True), consolidated=False) as ds:
         labels = [str(v) for v in ds["network"].values] if "network" in ds.coords else []
         variables = [(n, tuple(v.dims), str(v.dtype), str(v.attrs.get("long_name", "")), str(v.attrs.get("units", "")))
                      for n, v in ds.data_vars.items()]

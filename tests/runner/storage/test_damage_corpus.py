@@ -2,7 +2,7 @@
 hide. Each study's tiny store (the specs of ``test_integrity.py``) is built once per module and copied
 per case; each case damages the copy one way (chunks swapped, truncated, deleted, flipped or replaced
 by a valid chunk of elsewhere; a coordinate's chunk or the whole coordinate; an array's ``fill_value``,
-``shape`` or attributes; a record; the manifest), and checks that ``verify`` finds it (exit 74, naming
+``shape`` or attributes; a record edited, flipped or deleted; the manifest), and checks that ``verify`` finds it (exit 74, naming
 the place) and that ``apply`` repairs it to the values of the uninterrupted run, bit for bit, with
 ``verify`` whole again. In process through the CLI's entry point; a few cases through the real CLI.
 A kept version's damage is found by ``runner history`` and ``runner verify --version``."""
@@ -185,10 +185,12 @@ DAMAGE = {
     "record flipped": (lambda s: flip(a_record(s)), "(records)"),
     "record edited": (lambda s: edit_json(a_record(s), lambda r: r.update(seconds=r["seconds"] + 1)),
                       "altered (its digest does not match"),
+    "record deleted": (lambda s: a_record(s).unlink(), "missing (the manifest lists the task as finished)"),
     "manifest corrupt": (lambda s: flip(s.parent / "s.runner" / "manifest.json"), "(manifest) manifest.json: corrupt"),
 }
 
-QUICK = ["chunks swapped", "coordinate deleted", "fill_value edited", "shape digit flipped", "record edited"]
+QUICK = ["chunks swapped", "coordinate deleted", "fill_value edited", "shape digit flipped", "record edited",
+         "record deleted"]
 CASES = [("depth", d) for d in DAMAGE] + [(s, d) for s in ("training", "transject") for d in QUICK]
 
 
@@ -228,19 +230,22 @@ def test_only_the_tasks_whose_chunks_are_damaged_are_recomputed(built, case):
     assert_equal_stores(store, built["depth"] / "store/s.zarr")
 
 
-def test_a_deleted_record_reads_as_a_task_not_finished(built, case):
-    """The one damage verify cannot tell from a run stopped before the task (documented): status says
-    pending, apply recomputes exactly it."""
+def test_a_deleted_record_is_damage_not_a_task_to_run(built, case):
+    """The manifest lists the finished tasks: a record deleted from under it is damage (verify 74,
+    status ``damaged``), not a task never run; apply recomputes exactly it."""
     folder = case("depth")
     store = folder / "store/s.zarr"
     record = a_record(store)
     record.unlink()
-    assert cli(folder, "verify", store)[0] == 0
+    code, out, _ = cli(folder, "verify", store)
+    assert code == 74 and f"{record.name}: missing (the manifest lists the task as finished)" in out, out
     code, out, _ = cli(folder, "status", store, "--json")
-    assert record.stem in {t["id"] for t in json.loads(out)["tasks"] if t["state"] != "done"}
+    status = json.loads(out)
+    assert status["state"] == "damaged" and record.stem in {t["id"] for t in status["tasks"] if t["state"] == "damaged"}
     code, out, _ = cli(folder, "apply", "-q", "spec.toml")
     assert code == 0 and out.startswith("ran 1 task(s)")
     assert_equal_stores(store, built["depth"] / "store/s.zarr")
+    assert cli(folder, "verify", store)[0] == 0
 
 
 def test_a_store_without_a_manifest_is_not_covered(built, case):
