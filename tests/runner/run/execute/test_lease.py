@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,10 +52,19 @@ except lease.LeaseLost as err:
 """
 
 
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished store, laid out and filled by the CLI once for the module."""
+    root = tmp_path_factory.mktemp("leased")
+    write_spec(root, maps_spec("leased", steps=20, samples=4))
+    assert run_cli("apply", "spec.toml", "-q", cwd=root).returncode == 0
+    return root / "store"
+
+
 @pytest.fixture
-def store(tmp_path):
-    write_spec(tmp_path, maps_spec("leased", steps=20, samples=4))
-    assert run_cli("apply", "spec.toml", "-q", cwd=tmp_path).returncode == 0
+def store(finished, tmp_path):
+    """The finished store and its run folder, copied for one test (the worker writes into it)."""
+    shutil.copytree(finished, tmp_path / "store")
     return tmp_path / "store/leased.zarr"
 
 
