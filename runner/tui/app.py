@@ -45,7 +45,7 @@ HELP = """\
   [b]3[/b]      store: dimensions, variables, provenance and the spec
   [b]r[/b]      re-read the store now
   [b]t[/b]      light / dark theme
-  [b]?[/b]      this help (esc closes it)
+  [b]?[/b]      this help (esc or ? closes it; q quits from it too)
   [b]q[/b]      quit; with `apply --monitor`, stops the apply with SIGINT
          (finished segments are kept: `runner apply` resumes)
 
@@ -55,7 +55,7 @@ store's variables when new results land; never takes the store's lock.
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+    BINDINGS = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help"):

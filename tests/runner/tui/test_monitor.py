@@ -320,3 +320,16 @@ def test_the_header_eta_counts_the_groups_left_not_their_tasks():
     rs._progress(now=10.0)
     assert rs.eta_s == pytest.approx(2 / 0.5)  # no group has run yet: the steps only
 
+
+
+async def test_q_quits_while_the_help_is_open(done_root, monkeypatch):
+    """The help lists q as quit; it quits from the help too (escape and ? close the help)."""
+    monkeypatch.chdir(done_root)
+    app = MonitorApp("store/tiny.zarr", clock=lambda: FROZEN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, loaded(app))
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("q")
+        await settle(pilot, lambda: not app.is_running, timeout=10)
+    assert app.return_code == 0
