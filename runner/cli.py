@@ -250,7 +250,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
-    calibrated = _calibrator(args)
+    calibrated = _calibrator(args, finished=all(_finished(p, st) for _, p, st in rows))
     cpu = _threads(args, prepared[0], calibrated)
     ests = [] if args.no_estimate else [estimate(p, calibrated=calibrated) for p in prepared]
     if args.json:
@@ -297,7 +297,7 @@ def _plan_one(args, p) -> int:
     state = states(p)
     changes = compare(p.tasks, p.labels, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
     replacing = {r.task.id: r for r in changes.replace} if changes else {}
-    calibrated = _calibrator(args)
+    calibrated = _calibrator(args, finished=_finished(p, state, changes))
     cpu = _threads(args, p, calibrated)
     est = None if args.no_estimate else estimate(p, calibrated=calibrated)
     if args.json:
@@ -387,10 +387,19 @@ def _check_threads(args) -> None:
         raise UsageError(problem)
 
 
-def _calibrator(args):
-    """The calibrations a plan may run: cached ones only with --no-estimate; at most a few seconds in
-    all (thread timing and estimate together) unless asked to calibrate."""
+def _calibrator(args, finished: bool = False):
+    """The calibrations a plan may run: cached ones only with --no-estimate or when nothing is left to
+    run (``finished``: timing steps would cost seconds for nothing, unless asked to calibrate); at
+    most a few seconds in all (thread timing and estimate together) unless asked to calibrate."""
+    if finished and not (args.calibrate or args.recalibrate):
+        return Calibrator(calibrate=False, uncached="nothing to run, so not timed; `runner plan --calibrate "
+                          "SPEC` times it")
     return Calibrator(calibrate=not args.no_estimate, refresh=args.recalibrate, budget=_budget(args))
+
+
+def _finished(p, state: dict[str, str], changes=None) -> bool:
+    """Every task of a prepared spec is done and none is to be replaced: apply has nothing to run."""
+    return not p.unmet and all(v == "done" for v in state.values()) and not (changes and changes.replace)
 
 
 def _threads(args, p, calibrated):
