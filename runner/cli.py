@@ -669,17 +669,17 @@ def _sweep_points(path: Path) -> list[tuple[str, Path]] | None:
 
 
 def cmd_status(args) -> int:
-    from runner.read.status import render_status  # lazy: filelock, numpy
+    from runner.read.status import render_status, status_json  # lazy: filelock, numpy
 
     path = _existing_store(args.target)
     swept = _sweep_points(path)
     if swept is None:
         status = _checked_status(path, args.target)
-        _emit(status) if args.json else print(render_status(status))
+        _emit(status_json(status)) if args.json else print(render_status(status))
         return EXIT_OK
     statuses = {name: _checked_status(point, args.target) for name, point in swept}
     if args.json:
-        _emit({"sweep": str(path), "points": statuses})
+        _emit({"sweep": str(path), "points": {name: status_json(st) for name, st in statuses.items()}})
     else:
         print("\n\n".join(f"sweep point {name} ({path / name})\n{render_status(st)}" for name, st in statuses.items()))
     return EXIT_OK

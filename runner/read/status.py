@@ -112,6 +112,19 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
             **({"message": message} if message else {})}
 
 
+def status_json(status: dict) -> dict:
+    """``status --json``: each task's ``network`` by its label and ``checkpoint`` null when it has none,
+    as ``plan --json`` gives them (``network_index``: the network's position in the spec;
+    ``network_label`` stays, the label too)."""
+    def task(t: dict) -> dict:
+        out = {**t, "network": t.get("network_label"), "network_index": t.get("network")}
+        if out.get("checkpoint") is not None and out["checkpoint"] < 0:
+            out["checkpoint"] = None
+        return out
+
+    return {**status, "tasks": [task(t) for t in status.get("tasks", [])]}
+
+
 def _preparing(events: list[dict], last_run: dict | None, is_alive) -> tuple[str, str] | None:
     """(state, message) when the newest run has not started its tasks yet, else None."""
     prep = next((e for e in reversed(events) if e["event"] == "run_preparing"), None)
