@@ -739,9 +739,9 @@ def cmd_show(args) -> int:
               {"sweep": str(path), "points": {name: show_json(point) for name, point in swept
                                               if (point / "zarr.json").exists()}}, default=str)
     elif swept is None:
-        print(render_show(path))
+        print(render_show(path, _width()))
     else:
-        print("\n\n".join(f"sweep point {name} ({point})\n{render_show(point)}" for name, point in swept
+        print("\n\n".join(f"sweep point {name} ({point})\n{render_show(point, _width())}" for name, point in swept
                           if (point / "zarr.json").exists()))
     return EXIT_OK
 

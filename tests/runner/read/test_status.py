@@ -26,3 +26,25 @@ def test_tasks_whose_records_are_gone_are_not_done(tmp_path):
     assert run_cli("apply", spec, "--replace", cwd=tmp_path).returncode == 0  # values without records: consent
     # to recompute them, then status agrees again
     assert _status(spec, tmp_path)["state"] == "done"
+
+
+def test_show_fits_an_80_column_terminal(tmp_path):
+    """show, as plan, wraps at words under each line's text column (it wrote lines of 265 columns)."""
+    spec = write_spec(tmp_path, maps_spec("wide", steps=30, samples=4))
+    assert run_cli("apply", spec, cwd=tmp_path).returncode == 0
+    shown = run_cli("show", tmp_path / "store" / "wide.zarr", cwd=tmp_path, COLUMNS="80")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in lines), shown.stdout
+    # a variable's dims go on under its column; nothing is lost to the wrapping
+    at = next(i for i, line in enumerate(lines) if line.startswith("  lyapunov_per_step "))
+    assert lines[at].index("(network") == 27 and "mean lambda/step" in shown.stdout
+
+
+def test_fit_wraps_under_the_text_column_and_keeps_a_long_word():
+    from runner.read.status import fit
+
+    assert fit(["  label    " + "word " * 20], 40) == ["  label    word word word word word word", *[
+        "           word word word word word word"] * 2, "           word word"]
+    assert fit(["dimensions: " + "x=1, " * 10], 30)[1].startswith("    x=1,")
+    assert fit(["path: /" + "a" * 50], 30) == ["path:", "    /" + "a" * 50]
