@@ -49,7 +49,7 @@ from runner.run.changes import compare, summary
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
-from runner.spec.commandline import command
+from runner.spec.commandline import command, hint
 from runner.storage.location import is_url, location
 
 
@@ -574,8 +574,8 @@ def report_outcome(outcome, spec: Path, store_path: Path, overrides=()) -> int:
     from runner.run.apply import open_snippet  # lazy: filelock, pydantic, torch
 
     if outcome.interrupted:
-        print(f"interrupted; finished work is kept in {store_path}; run `{command('apply', spec, overrides)}` to "
-              "resume", file=sys.stderr)
+        print(hint(f"interrupted; finished work is kept in {store_path}; to resume, run:",
+                   command("apply", spec, overrides)), file=sys.stderr)
         return EXIT_INTERRUPTED
     if not outcome.ran and not outcome.failed:
         print(f"nothing to do: all {outcome.skipped} tasks of {spec} are done in {store_path}")
