@@ -7,6 +7,7 @@ Shared by ``runner status``, ``runner show`` and the monitor.
 from __future__ import annotations
 
 import re
+import shlex
 import socket
 import textwrap
 from pathlib import Path
@@ -225,6 +226,8 @@ def render_show(path: Path, width: int = 80) -> str:
                  + f", git {str(prov.get('git_commit', '?'))[:12]}" + (" (with changes)" if prov.get("git_dirty") else "")
                  + f", code sha256 {str(prov.get('code_sha256', '?'))[:12]} ({len(prov.get('code_files', {}))} files)"
                  + f", device {prov.get('device', '?')}, updated {prov.get('updated_utc', '?')}")
+    if prov.get("overrides"):  # the spec as it ran: its file with these changes (spec sha256 is of the result)
+        lines.append("overrides: " + shlex.join(arg for o in prov["overrides"] for arg in ("--set", o)))
     if prov.get("threads"):
         lines.append(f"cpu threads: {prov['threads']['threads']} ({prov['threads']['why']})")
     lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))

@@ -48,3 +48,18 @@ def test_fit_wraps_under_the_text_column_and_keeps_a_long_word():
         "           word word word word word word"] * 2, "           word word"]
     assert fit(["dimensions: " + "x=1, " * 10], 30)[1].startswith("    x=1,")
     assert fit(["path: /" + "a" * 50], 30) == ["path:", "    /" + "a" * 50]
+
+
+def test_show_gives_the_overrides_a_store_ran_with(tmp_path):
+    """show's provenance is of the spec as it ran: the --set arguments, quoted to paste (issue 37)."""
+    import shlex
+
+    spec = write_spec(tmp_path, maps_spec("over", steps=30, samples=4))
+    sets = ["--set", 'experiment.description="two words"', "--set", "dynamics.steps=20"]
+    assert run_cli("apply", spec, *sets, cwd=tmp_path).returncode == 0
+    shown = run_cli("show", tmp_path / "store" / "over.zarr", cwd=tmp_path, COLUMNS="200").stdout
+    line = next(line for line in shown.splitlines() if line.startswith("overrides: "))
+    assert shlex.split(line.removeprefix("overrides: ")) == sets
+    plain = write_spec(tmp_path, maps_spec("plain", steps=30, samples=4), name="plain.toml")
+    assert run_cli("apply", plain, cwd=tmp_path).returncode == 0
+    assert "overrides:" not in run_cli("show", tmp_path / "store" / "plain.zarr", cwd=tmp_path).stdout
