@@ -34,6 +34,18 @@ def hub_off() -> bool:
     return hub_switched_off() or not hub_reachable()
 
 
+def why_hub_off() -> str:
+    """Why the hub is not used here (where :func:`hub_off`), in words: the switch that is set, or the
+    endpoint that does not answer."""
+    switches = [v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+                if os.environ.get(v, "").strip().lower() in _TRUE]
+    if switches:
+        return f"the hub is switched off ({switches[0]}={os.environ[switches[0]]})"
+    from huggingface_hub import constants  # lazy: huggingface_hub
+
+    return f"the hub ({urlparse(constants.ENDPOINT).hostname}) cannot be reached from this machine"
+
+
 @functools.lru_cache(maxsize=1)
 def hub_reachable(timeout: float = 5.0) -> bool:
     """Whether a TCP connection to the hub's endpoint (``HF_ENDPOINT``) opens; asked once per process."""

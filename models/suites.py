@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from models.activations import Loss, chosen, gradients, hooked, tokens
 from models.base import MapInputs
-from models.hub import ModelLoadError, hf_load
+from models.hub import ModelLoadError, hf_load, why_hub_off
 
 #: ``step{0..143000:1000}``: a prefix, first..last (inclusive) and the stride, and a suffix.
 _RANGE = re.compile(r"^(?P<pre>[^{}]*)\{(?P<lo>\d+)\.\.(?P<hi>\d+)(?::(?P<by>\d+))?\}(?P<post>[^{}]*)$")
@@ -189,7 +189,7 @@ def fetch_plan(ckpt: Checkpoint, online: bool, pickled_weights: bool = False) ->
     if any(isinstance(try_to_load_from_cache(repo, f, revision=revision), str) for f in names):
         return Fetch(ckpt, True)
     if not online:
-        why = "not in the Hugging Face cache and the hub is off or out of reach"
+        why = f"not in the Hugging Face cache and {why_hub_off()}"
         return Fetch(ckpt, False, missing=f"{repo} revision {ckpt.revision}: {why}", reason=why)
     try:
         info = HfApi().model_info(repo, revision=revision, files_metadata=True)

@@ -49,7 +49,7 @@ from runner.run.changes import changes_of, summary
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
-from runner.spec.commandline import command
+from runner.spec.commandline import command, hint
 from runner.storage.location import is_url, location
 from runner.storage.readers import reading
 
@@ -251,7 +251,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
-    calibrated = _calibrator(args)
+    calibrated = _calibrator(args, finished=all(_finished(p, st) for _, p, st in rows))
     cpu = _threads(args, prepared[0], calibrated)
     ests = [] if args.no_estimate else [estimate(p, calibrated=calibrated) for p in prepared]
     if args.json:
@@ -299,7 +299,7 @@ def _plan_one(args, p) -> int:
     changes = changes_of(p, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
     replacing = {r.task.id: r for r in changes.replace} if changes else {}
     extending = {r.task.id: r for r in changes.extend} if changes else {}
-    calibrated = _calibrator(args)
+    calibrated = _calibrator(args, finished=_finished(p, state, changes))
     cpu = _threads(args, p, calibrated)
     est = None if args.no_estimate else estimate(p, calibrated=calibrated)
     if args.json:
@@ -395,10 +395,19 @@ def _check_threads(args) -> None:
         raise UsageError(problem)
 
 
-def _calibrator(args):
-    """The calibrations a plan may run: cached ones only with --no-estimate; at most a few seconds in
-    all (thread timing and estimate together) unless asked to calibrate."""
+def _calibrator(args, finished: bool = False):
+    """The calibrations a plan may run: cached ones only with --no-estimate or when nothing is left to
+    run (``finished``: timing steps would cost seconds for nothing, unless asked to calibrate); at
+    most a few seconds in all (thread timing and estimate together) unless asked to calibrate."""
+    if finished and not (args.calibrate or args.recalibrate):
+        return Calibrator(calibrate=False, uncached="nothing to run, so not timed; `runner plan --calibrate "
+                          "SPEC` times it")
     return Calibrator(calibrate=not args.no_estimate, refresh=args.recalibrate, budget=_budget(args))
+
+
+def _finished(p, state: dict[str, str], changes=None) -> bool:
+    """Every task of a prepared spec is done and none is to be replaced or extended: apply has nothing to run."""
+    return not p.unmet and all(v == "done" for v in state.values()) and not (changes and (changes.replace or changes.extend))
 
 
 def _threads(args, p, calibrated):
@@ -575,8 +584,8 @@ def report_outcome(outcome, spec: Path, store_path: Path, overrides=()) -> int:
     from runner.run.apply import open_snippet  # lazy: filelock, pydantic, torch
 
     if outcome.interrupted:
-        print(f"interrupted; finished work is kept in {store_path}; run `{command('apply', spec, overrides)}` to "
-              "resume", file=sys.stderr)
+        print(hint(f"interrupted; finished work is kept in {store_path}; to resume, run:",
+                   command("apply", spec, overrides)), file=sys.stderr)
         return EXIT_INTERRUPTED
     if not outcome.ran and not outcome.failed:
         print(f"nothing to do: all {outcome.skipped} tasks of {spec} are done in {store_path}")
@@ -670,17 +679,17 @@ def _sweep_points(path: Path) -> list[tuple[str, Path]] | None:
 
 
 def cmd_status(args) -> int:
-    from runner.read.status import render_status  # lazy: filelock, numpy
+    from runner.read.status import render_status, status_json  # lazy: filelock, numpy
 
     path = _existing_store(args.target)
     swept = _sweep_points(path)
     if swept is None:
         status = _checked_status(path, args.target)
-        _emit(status) if args.json else print(render_status(status))
+        _emit(status_json(status)) if args.json else print(render_status(status))
         return EXIT_OK
     statuses = {name: _checked_status(point, args.target) for name, point in swept}
     if args.json:
-        _emit({"sweep": str(path), "points": statuses})
+        _emit({"sweep": str(path), "points": {name: status_json(st) for name, st in statuses.items()}})
     else:
         print("\n\n".join(f"sweep point {name} ({path / name})\n{render_status(st)}" for name, st in statuses.items()))
     return EXIT_OK
@@ -752,7 +761,7 @@ def cmd_show(args) -> int:
 
                 shown[name] = show_json(point)
             else:
-                shown[name] = render_show(point)
+                shown[name] = render_show(point, _width())
     if args.json:
         _emit(shown[None] if swept is None else {"sweep": str(path), "points": shown}, default=str)
     elif swept is None:

@@ -252,6 +252,14 @@ def test_the_readme_is_short_to_read():
 
 
 def test_one_toml_reader():
-    """Specs, overrides and stored specs are read by one library (tomli), never beside tomllib."""
+    """Specs, overrides and stored specs are read by one reader, runner/core/toml.py (tomllib where its
+    errors have a line and column, tomli before), never by tomli or tomllib beside it; tomli is a
+    dependency only on the Pythons whose tomllib lacks them."""
     code = [p for d in ("runner", "models", "analyses", "tests") for p in (ROOT / d).rglob("*.py")]
-    assert not [str(p) for p in code if re.search(r"^\s*(import|from) tomllib\b", p.read_text(), re.M)]
+    reader = ROOT / "runner" / "core" / "toml.py"
+    assert not [str(p) for p in code if p != reader and
+                re.search(r"^\s*(import|from) (tomllib|tomli)\b", p.read_text(), re.M)]
+    from runner.core import toml
+
+    deps = toml.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert [d for d in deps if re.match(r"tomli\b(?!-w)", d)] == ["tomli>=2.1; python_version < '3.14'"]

@@ -156,11 +156,11 @@ def _why(err: Exception) -> str:
 
 class Calibrator:
     """Cached calibrations: ``calibrator(key, measure)`` returns the cached result for ``key`` or,
-    when allowed, runs ``measure()`` (a JSON-able dict) and caches it."""
+    when allowed, runs ``measure()`` (a JSON-able dict) and caches it (else ``uncached`` says why not)."""
 
     def __init__(self, calibrate: bool = True, refresh: bool = False, directory: Path | None = None,
-                 budget: float | None = None):
-        self.calibrate, self.refresh = calibrate, refresh
+                 budget: float | None = None, uncached: str = "not calibrated on this device yet (`runner plan` calibrates)"):
+        self.calibrate, self.refresh, self.uncached = calibrate, refresh, uncached
         self.directory = directory
         self.budget, self.spent = budget, 0.0
         self._now: dict[Path, dict] = {}  # measured by this calibrator (``refresh`` measures a key once)
@@ -182,7 +182,7 @@ class Calibrator:
             except (OSError, ValueError, AttributeError):
                 pass  # unreadable: calibrate again
         if not self.calibrate:
-            raise NoEstimate("not calibrated on this device yet (`runner plan` calibrates)")
+            raise NoEstimate(self.uncached)
         left = None if self.budget is None else self.budget - self.spent
         if left is not None and left <= 0:
             raise self._over()

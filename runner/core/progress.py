@@ -57,6 +57,10 @@ class Work:
         return eta + (stepless_left * self.stepless_seconds / self.stepless_done if stepless_left > 0 else 0.0)
 
 
+#: A task's rate is known once this many steps, or this many seconds of its steps, are timed.
+RATE_STEPS = 10
+RATE_SECONDS = 0.5
+
 #: The narrowest the label may get before a narrower layout drops the bar (then the word "steps").
 MIN_LABEL = 12
 CLOCK = 8
@@ -174,19 +178,24 @@ class ProgressView:
         if self._progress is not None:
             rate = self.rate(key)
             eta = (bar["total"] - step) / rate if rate else None
-            self._progress.update(bar["id"], completed=step, rate=rate_text(rate), eta=eta_text(eta))
+            self._progress.update(bar["id"], completed=step, rate=rate_text(rate) if rate else "", eta=eta_text(eta))
             self._progress.advance(self._overall, delta)
             self._show_overall()
         elif not self.quiet and step * 4 // bar["total"] > bar["reported"]:
             bar["reported"] = step * 4 // bar["total"]
-            self._say(f"  {bar['label']}: step {step}/{bar['total']} ({self.rate(key):.1f} steps/s)")
+            rate = self.rate(key)
+            self._say(f"  {bar['label']}: step {step}/{bar['total']}" + (f" ({rate:.1f} steps/s)" if rate else ""))
 
-    def rate(self, key: int) -> float:
-        """Steps per second of this run, from its first progress report on."""
+    def rate(self, key: int) -> float | None:
+        """Steps per second of this run, from its first progress report on; None until
+        :data:`RATE_STEPS` steps or :data:`RATE_SECONDS` are timed (one step over the first
+        microseconds said 12,401 steps/s and an ETA of 0 s)."""
         bar = self._bars[key]
         elapsed = time.monotonic() - bar["t0"]
         done = bar["step"] - (bar["step0"] or 0)
-        return done / elapsed if elapsed > 0 else 0.0
+        if elapsed <= 0 or done <= 0 or (done < RATE_STEPS and elapsed < RATE_SECONDS):
+            return None
+        return done / elapsed
 
     def done(self, key: int) -> None:
         self._say(f"done {self._bars[key]['label']}")

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from models.hub import hub_off
+from models.hub import hub_off, why_hub_off
 from models.source import Source
 from runner.data.forms import Documents, Labelled, TaggedSentence, numbered
 from runner.data.registry import DOCUMENTS, LABELLED, ROWS, TAGGED, DataSource, InputError, register_data_source
@@ -111,12 +111,23 @@ def _load_cached(dataset_id: str, subset: str | None, split: str):
     try:
         return datasets.load_dataset(dataset_id, subset, split=split)
     except Exception as e:
-        raise RuntimeError(
-            f"could not load Hugging Face dataset {dataset_id!r} (subset {subset!r}, split "
-            f"{split!r}): {type(e).__name__}: {e}. Downloading needs network access to the "
-            "Hugging Face Hub; offline, the dataset must already be in the cache (HF_HOME / "
-            "HF_DATASETS_CACHE, with HF_DATASETS_OFFLINE=1)."
-        ) from e
+        what = f"Hugging Face dataset {dataset_id!r} (subset {subset!r}, split {split!r})"
+        detail = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+        args = ", ".join(repr(a) for a in (dataset_id, subset) if a is not None)
+        fix = (f"on a machine with network, `runner apply` (or datasets.load_dataset({args})) fills the cache "
+               "(HF_HOME / HF_DATASETS_CACHE)")
+        reason = (f"{what} is not in the datasets cache and {why_hub_off()}" if hub_off() else
+                  f"could not load {what}: {detail}")
+        raise HubDataUnavailable(f"{reason}; {fix}", reason=reason, fix=fix, detail=detail) from e
+
+
+class HubDataUnavailable(RuntimeError):
+    """A hub dataset that cannot be loaded: ``reason`` and ``fix`` (one line), ``detail`` (the
+    library's message: with the hub off, shown by ``plan --verbose`` only)."""
+
+    def __init__(self, message: str, *, reason: str, fix: str, detail: str):
+        super().__init__(message)
+        self.reason, self.fix, self.detail = reason, fix, detail
 
 
 def wikitext_articles(records: Sequence[Sequence[str]]) -> list[tuple[str, list[list[str]]]]:
@@ -202,7 +213,8 @@ class HubSource(DataSource):
                         if (w := tuple(sentence.split()))]
             records = load_hf_text(source.hub_id, subset, "train", field)
         except (RuntimeError, KeyError) as err:
-            raise InputError(str(err)) from None
+            raise InputError(str(err), reason=getattr(err, "reason", None), fix=getattr(err, "fix", None),
+                             detail=getattr(err, "detail", None)) from None
         return [TaggedSentence.untagged(tuple(r), title)
                 for title, recs in wikitext_articles(records) or [("0", records)] for r in recs]
 

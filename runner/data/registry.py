@@ -41,7 +41,14 @@ LABELLED = "labelled"
 
 
 class InputError(Exception):
-    """The input source cannot give the requested data; the message says why and what to do."""
+    """The input source cannot give the requested data; the message says why and what to do.
+    ``reason``, ``fix`` and ``detail`` (the library's own message) are its parts, when known (a plan
+    lists them as a requirement, the library's message only with --verbose)."""
+
+    def __init__(self, message: str, *, reason: str | None = None, fix: str | None = None,
+                 detail: str | None = None):
+        super().__init__(message)
+        self.reason, self.fix, self.detail = reason, fix, detail
 
 
 class DataSource:

@@ -28,8 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import tomli
-
+from runner.core import toml
 from runner.core.layout import internal
 from runner.storage.location import location, zarr_store
 from runner.plugin.recipes import NotDrawable, NoValues, Recipe, no_values, recipe, recipes  # noqa: F401  (a study's import)
@@ -67,8 +66,8 @@ def study_of(ds: xr.Dataset) -> str | None:
     from runner.spec.sweep import split  # lazy: pydantic
 
     try:
-        return study_for(split(SpecFile(Path("<store>"), text, tomli.loads(text)))[0]).name
-    except (SpecError, tomli.TOMLDecodeError):
+        return study_for(split(SpecFile(Path("<store>"), text, toml.loads(text)))[0]).name
+    except (SpecError, toml.TOMLDecodeError):
         return None
 
 

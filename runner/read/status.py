@@ -7,7 +7,9 @@ Shared by ``runner status``, ``runner show`` and the monitor.
 from __future__ import annotations
 
 import re
+import shlex
 import socket
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +114,19 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
             **({"message": message} if message else {})}
 
 
+def status_json(status: dict) -> dict:
+    """``status --json``: each task's ``network`` by its label and ``checkpoint`` null when it has none,
+    as ``plan --json`` gives them (``network_index``: the network's position in the spec;
+    ``network_label`` stays, the label too)."""
+    def task(t: dict) -> dict:
+        out = {**t, "network": t.get("network_label"), "network_index": t.get("network")}
+        if out.get("checkpoint") is not None and out["checkpoint"] < 0:
+            out["checkpoint"] = None
+        return out
+
+    return {**status, "tasks": [task(t) for t in status.get("tasks", [])]}
+
+
 def _preparing(events: list[dict], last_run: dict | None, is_alive) -> tuple[str, str] | None:
     """(state, message) when the newest run has not started its tasks yet, else None."""
     prep = next((e for e in reversed(events) if e["event"] == "run_preparing"), None)
@@ -167,7 +182,24 @@ def render_status(status: dict) -> str:
     return "\n".join(lines)
 
 
-def render_show(path: Path) -> str:
+def fit(lines: list[str], width: int = 80) -> list[str]:
+    """``lines`` wrapped at words to ``width`` columns, each continuing under its text column (after
+    its first run of two or more spaces: ``  name     (dims) ...``), else indented 4 more; a word
+    longer than the line (a path) is kept whole."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        m = re.match(r"^(\s*\S.*?\s{2,})(?=\S)", line)
+        indent = len(m.group(1)) if m and len(m.group(1)) <= width // 2 else len(line) - len(line.lstrip()) + 4
+        out += textwrap.wrap(line, width=width, subsequent_indent=" " * indent, break_on_hyphens=False,
+                             break_long_words=False)
+    return out
+
+
+def render_show(path: Path, width: int = 80) -> str:
+    """What ``show`` prints, in ``width`` columns."""
     import xarray as xr  # lazy: xarray
 
     path = location(path)
@@ -194,11 +226,13 @@ def render_show(path: Path) -> str:
                  + f", git {str(prov.get('git_commit', '?'))[:12]}" + (" (with changes)" if prov.get("git_dirty") else "")
                  + f", code sha256 {str(prov.get('code_sha256', '?'))[:12]} ({len(prov.get('code_files', {}))} files)"
                  + f", device {prov.get('device', '?')}, updated {prov.get('updated_utc', '?')}")
+    if prov.get("overrides"):  # the spec as it ran: its file with these changes (spec sha256 is of the result)
+        lines.append("overrides: " + shlex.join(arg for o in prov["overrides"] for arg in ("--set", o)))
     if prov.get("threads"):
         lines.append(f"cpu threads: {prov['threads']['threads']} ({prov['threads']['why']})")
     lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     lines += _history(path)
-    return "\n".join(lines)
+    return "\n".join(fit(lines, width))
 
 
 def _history(path: Path) -> list[str]:
@@ -339,15 +373,16 @@ def _predicted(path: Path, records: dict[str, dict]) -> list[str]:
         return [f"predicted vs measured: no estimate ({est['missing']})"]
     rows = measured(est, records)
     bound = {u["label"] for u in est.get("units", []) if u.get("lower_bound")}
-    lines = [f"predicted vs measured device time (estimate on {est['device']}; -: not run, or resumed):"]
+    lines = [f"predicted vs measured device time (estimate on {est['device']}; -: not run, or resumed):",
+             f"  {'':<24} {'predicted':>12} {'measured':>9}  measured/predicted"]
     for label, predicted, seconds in rows:
-        ratio = f"  measured/predicted {seconds / predicted:.2f}" if seconds and predicted else ""
+        ratio = f"  {seconds / predicted:.2f}" if seconds and predicted else ""
         got = duration(seconds) if seconds is not None else "-"
         at_least = ">= " if label in bound else ""
-        lines.append(f"  {label:<24} predicted {at_least + duration(predicted):>10}  measured {got:>8}{ratio}")
+        lines.append(f"  {label:<24} {at_least + duration(predicted):>12} {got:>9}{ratio}")
     timed = [(p, s) for _, p, s in rows if s is not None]
     if timed:
         p, s = sum(p for p, _ in timed), sum(s for _, s in timed)
-        lines.append(f"  {'total':<24} predicted {('>= ' if bound else '') + duration(p):>10}  measured {duration(s):>8}"
-                     + (f"  measured/predicted {s / p:.2f}" if p else ""))
+        lines.append(f"  {'total':<24} {('>= ' if bound else '') + duration(p):>12} {duration(s):>9}"
+                     + (f"  {s / p:.2f}" if p else ""))
     return lines

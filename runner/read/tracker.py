@@ -34,8 +34,8 @@ import re
 from pathlib import Path
 
 import numpy as np
-import tomli
 
+from runner.core import toml
 from runner.core.layout import counted, internal
 from runner.read.figures import default_out
 from runner.read.figures import figures as draw_figures
@@ -142,8 +142,8 @@ def resolved_spec(prov: dict) -> dict:
 
     text = str(prov.get("spec_toml", ""))
     try:
-        data = tomli.loads(text)
-    except tomli.TOMLDecodeError:
+        data = toml.loads(text)
+    except toml.TOMLDecodeError:
         return {}
     study = studies().get(str(prov.get("study", "")))
     try:

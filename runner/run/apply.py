@@ -35,7 +35,7 @@ from runner.storage.verify import Damage, rebind, repair, verify
 from runner.storage.store import (Store, StorePathError, StoreWriteError, read_tasks, records_lost, root_attrs,
                                   runner_dir, writing)
 from runner.plugin.study import Prepared, ShardError
-from runner.spec.commandline import command
+from runner.spec.commandline import command, hint
 from runner.spec.specfile import SpecFile
 from runner.spec.sweep import Sweep, is_sweep, record
 from runner.run.threads import ThreadChoice, for_run, threads_problem
@@ -76,9 +76,9 @@ class ReplaceRefused(ConsentNeeded):
             f"{store} holds finished results that this spec would replace:\n" + "\n".join(shown) + "\n"
             + ("Nothing was run. A store on object storage keeps no earlier version, so they cannot be replaced "
                "there: give the changed spec another [experiment] name or store URL." if is_url(store) else
-               f"Nothing was run. To replace them, keeping the store as it is now readable in {history_dir(store)}/: "
-               f"`{rerun}` (or [experiment] replace = true). To keep both, give the changed "
-               "spec another [experiment] name or store."))
+               hint("Nothing was run. To keep both, give the changed spec another [experiment] name or store. To "
+                    f"replace them, keeping the store as it is now readable in {history_dir(store)}/, set "
+                    "[experiment] replace = true or run:", rerun)))
 
 
 class Unmet(errors.Unavailable):

@@ -4,6 +4,8 @@ start-up reads it)."""
 from __future__ import annotations
 
 import shlex
+import shutil
+import textwrap
 from collections.abc import Iterable
 
 
@@ -12,3 +14,10 @@ def command(verb: str, spec, overrides: Iterable = (), *more: str) -> str:
     (text) or parsed (:class:`runner.spec.overrides.Override`, its ``text``)."""
     sets = [arg for o in overrides for arg in ("--set", getattr(o, "text", o))]
     return shlex.join(["runner", verb, str(spec), *sets, *more])
+
+
+def hint(lead: str, cmd: str, width: int | None = None) -> str:
+    """``lead`` wrapped at words to ``width`` (default: the terminal's, at least 80), then ``cmd`` on a
+    line of its own, indented: neither a path of the lead nor the command to paste breaks mid-word."""
+    width = width or max(80, shutil.get_terminal_size((80, 24)).columns)
+    return "\n".join(textwrap.wrap(lead, width, break_on_hyphens=False, break_long_words=False) + [f"  {cmd}"])

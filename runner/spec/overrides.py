@@ -16,8 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import tomli
-
+from runner.core import toml
 from runner.core.errors import UsageError
 from runner.spec.specfile import SpecFile
 
@@ -62,8 +61,8 @@ def parse(text: str) -> Override:
 
 def _value(raw: str) -> Any:
     try:
-        return tomli.loads(f"v = {raw}")["v"]
-    except tomli.TOMLDecodeError:
+        return toml.loads(f"v = {raw}")["v"]
+    except toml.TOMLDecodeError:
         if re.fullmatch(r"[^\s\"'\[\]{}=,#]+", raw):
             return raw  # a bare word: a string, as on most command lines
         raise ValueError(raw) from None

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import tomli
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from runner.core import toml
 from runner.core.errors import EXIT_UNAVAILABLE, SpecInvalid
 from runner.storage.location import local_path, location, location_problem
 
@@ -119,7 +119,7 @@ class SpecFile:
         """Whether the spec's own text has ``loc`` (not only an override)."""
         if not self.located:
             return True
-        node: Any = tomli.loads(self.text)
+        node: Any = toml.loads(self.text)
         for part in loc:
             if isinstance(node, dict) and part in node:
                 node = node[part]
@@ -164,8 +164,8 @@ def read_toml(path: Path | str) -> SpecFile:
         line = raw[: err.start].count(b"\n") + 1
         raise SpecError(path, [f"{path}:{line}: not UTF-8 text (byte {err.start}); save the spec as UTF-8"]) from None
     try:
-        return SpecFile(path, text, tomli.loads(text))
-    except tomli.TOMLDecodeError as err:
+        return SpecFile(path, text, toml.loads(text))
+    except toml.TOMLDecodeError as err:
         raise SpecError(path, [f"{path}:{err.lineno}:{err.colno}: invalid TOML: {err.msg}"]) from None
 
 

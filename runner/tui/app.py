@@ -26,7 +26,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from runner.spec.commandline import command
+from runner.spec.commandline import command, hint
 from runner.storage.location import location
 from runner.tui.reader import StoreData, StoreWatcher, read_summaries
 from runner.tui.state import RunState
@@ -45,7 +45,7 @@ HELP = """\
   [b]3[/b]      store: dimensions, variables, provenance and the spec
   [b]r[/b]      re-read the store now
   [b]t[/b]      light / dark theme
-  [b]?[/b]      this help (esc closes it)
+  [b]?[/b]      this help (esc or ? closes it; q quits from it too)
   [b]q[/b]      quit; with `apply --monitor`, stops the apply with SIGINT
          (finished segments are kept: `runner apply` resumes)
 
@@ -55,7 +55,7 @@ store's variables when new results land; never takes the store's lock.
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]
+    BINDINGS = [Binding("escape,question_mark", "dismiss", "close"), Binding("q", "app.quit", "quit")]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help"):
@@ -351,8 +351,8 @@ def run_apply_with_monitor(spec_path: Path, device: str | None = None, overrides
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-                print(f"apply interrupted; finished work is kept; run `{command('apply', spec_path, overrides)}` "
-                      "to resume", file=sys.stderr)
+                print(hint("apply interrupted; finished work is kept; to resume, run:",
+                           command("apply", spec_path, overrides)), file=sys.stderr)
         log.seek(0)
         out = log.read().strip()
     code = exit_code(proc.returncode)

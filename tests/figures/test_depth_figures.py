@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
+from matplotlib.colors import to_rgb
 
 from runner.read.figures import NotDrawable, figures, recipes
 from runner.core.layout import internal
@@ -45,7 +46,16 @@ def test_fig2a_trajectories_attention_and_deviation(ds):
 def test_fig2b_boxes_are_the_offsets_of_each_model(ds):
     ax = draw("fig2b", ds).axes[0]
     labels = [t.get_text().split(" (")[0] for t in ax.get_legend().get_texts()]
-    assert labels == ["pretrained", "initial"]  # the one-token reservoir is left out, and the figure says so
+    # the one-token reservoir is left out, and the figure says so; the median and mean marks are in the legend
+    assert labels == ["pretrained", "initial", "median", "mean"]
+    labels = labels[:2]
+    marks = ax.get_legend().legend_handles[2:]
+    boxes = [p.get_facecolor()[:3] for p in ax.patches]
+    for line in [line for line in ax.lines if str(line.get_gid()).startswith(("median:", "mean:"))] + marks:
+        # drawn in black and white: no model's colour (the median took the second model's, the mean the third's)
+        assert {tuple(to_rgb(c)) for c in (line.get_color(), line.get_markerfacecolor(), line.get_markeredgecolor())
+                if c != "none"} <= {(0.0, 0.0, 0.0), (1.0, 1.0, 1.0)}, line.get_gid()
+    assert len(boxes) >= 2
     assert [t.get_text() for t in ax.texts if t.get_gid() == "not_applicable"] == \
         ["not applicable (one token per sample): reservoir"]
     lines = {line.get_gid(): line for line in ax.lines}
@@ -89,7 +99,12 @@ def test_fig4b_fig4c_fig4d(ds):
     assert len(fig.axes[0].lines[0].get_xdata()) == ds.sizes["pca_step"]
 
     ax = draw("fig4d", ds).axes[0]
-    bars = {c[0].get_label(): sum(r.get_height() for r in c) for c in ax.containers}  # hist labels its first bar
+    bars = {c.get_label(): sum(r.get_height() for r in c) for c in ax.containers}
+    # the models' bars side by side, opaque: no two overlap to mix their colours (translucent ones did)
+    spans = [(c.get_label().split(" (")[0].split(":")[0], r.get_x(), r.get_x() + r.get_width())
+             for c in ax.containers for r in c if r.get_height() > 0]
+    assert all(a[0] == b[0] or a[2] <= b[1] + 1e-9 or b[2] <= a[1] + 1e-9 for a in spans for b in spans)
+    assert all(p.get_alpha() in (None, 1.0) for p in ax.patches)
     for model in ["pretrained", "initial", "reservoir"]:
         length = ds["chaos_length"].values[of(ds, model)].ravel()
         censored = ds["chaos_censored"].values[of(ds, model)].ravel().astype(bool)

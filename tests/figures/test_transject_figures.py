@@ -34,3 +34,13 @@ def test_pooled_boxes_state_their_seeds(ds):
     for fig_id in ("fig5a", "fig5b"):
         labels = [t.get_text() for t in recipes("transject")[fig_id].draw(ds).axes[0].get_legend().get_texts()]
         assert "transject (n=2 seeds)" in labels, labels
+
+
+def test_a_figure_of_one_seed_per_model_names_the_seed(ds):
+    """Figs. 1 and 6 draw one network per model: its title says which (the first seed), not the model."""
+    first = [str(ds["network"].values[ds["model"].values == m][0]) for m in dict.fromkeys(ds["model"].values)]
+    fig1 = recipes("transject")["fig1"].draw(ds)
+    assert [ax.get_title() for ax in fig1.axes[: len(first)]] == first == ["transject-s0", "entropic-transject-s0",
+                                                                           "transformer-s0", "transformer-rezero-s0"]
+    fig6 = recipes("transject")["fig6"].draw(ds)
+    assert fig6.axes[0].get_title().startswith("transject-s0: ")

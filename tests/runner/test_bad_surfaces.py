@@ -139,9 +139,9 @@ API_CASES = [
 
 def _dict(**tables) -> dict:
     """The maps spec as a dict, with ``tables`` replaced."""
-    import tomli
+    from runner.core import toml
 
-    return {**tomli.loads(SPEC.format(store="")), **tables}
+    return {**toml.loads(SPEC.format(store="")), **tables}
 
 
 def _damaged(spec, part: str) -> str:

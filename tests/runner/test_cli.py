@@ -165,7 +165,8 @@ def test_a_store_of_an_older_format_says_what_to_do(tmp_path):
         assert f"mv {Path('store/old.zarr')} store/old.zarr.v1" in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("name", ["pythia_svcca.toml", "transject_imdb.toml", "scaffold.toml", "quickstart.toml"])
+@pytest.mark.parametrize("name", ["pythia_svcca.toml", "multiberts_seeds.toml", "transject_imdb.toml", "scaffold.toml",
+                                  "quickstart.toml"])
 def test_plan_fits_an_80_column_terminal_and_groups_alike_requirements(name, in_process, monkeypatch):
     """Lines wrap under their text column; twenty revisions missing alike are one requirement; a
     library's own message is left to --verbose."""
@@ -177,6 +178,15 @@ def test_plan_fits_an_80_column_terminal_and_groups_alike_requirements(name, in_
         said = " ".join(text.split())
         assert "[[model]] pythia-160m EleutherAI/pythia-160m: 20 checkpoints (step0, step1, step2 and 17 more): not in the Hugging Face" in said
         assert "revision step8" not in said
+    if name in ("pythia_svcca.toml", "multiberts_seeds.toml"):  # a hub corpus: one clean line, no library words
+        assert "is not in the datasets cache and the hub is switched off (HF_HUB_OFFLINE=1)" in " ".join(text.split())
+        assert "ConnectionError" not in text and "OfflineModeIsEnabled" not in text
+    if name == "multiberts_seeds.toml":  # one repository per checkpoint: grouped by the series (was 444 lines)
+        said = " ".join(text.split())
+        for seed in range(5):
+            assert (f"[[model]] multiberts-s{seed} google/multiberts-seed_{seed}-step_{{revision}}: 20 checkpoints "
+                    "(0k, 20k, 40k and 17 more): not in the Hugging Face cache") in said
+        assert "revision 20k" not in said and len(text.splitlines()) < 80
     if name == "transject_imdb.toml":
         assert "OSError" not in text  # transformers' words: with --verbose
         code, verbose, _ = in_process("plan", ROOT / "specs" / name, "--no-estimate", "--verbose")

@@ -46,6 +46,12 @@ def test_show_status_and_figures_speak_json(in_process, spec, tmp_path):
     code, out, _ = in_process("status", store, "--json")
     tasks = json.loads(out)["tasks"]
     assert all(t["state"] in ("done", "n/a") and t["step"] == t["steps"] for t in tasks)
+    # a task's network and checkpoint as plan --json gives them: the label, null without a checkpoint
+    planned = {t["id"]: t for t in json.loads(in_process("plan", spec, "--no-estimate", "--json")[1])["tasks"]}
+    assert [(t["network"], t["checkpoint"]) for t in tasks] == [(planned[t["id"]]["network"],
+                                                                planned[t["id"]]["checkpoint"]) for t in tasks]
+    assert {t["network"] for t in tasks} >= {"logistic"} and {t["checkpoint"] for t in tasks} == {None}
+    assert [t["network_index"] for t in tasks] == sorted(t["network_index"] for t in tasks)
     assert any(t["steps"] > 0 for t in tasks)
     code, out, _ = in_process("figures", store, "--json")
     figs = json.loads(out)

@@ -186,9 +186,9 @@ def test_a_missing_gmb_file_is_an_unmet_requirement_and_a_missing_key_a_spec_err
 
 def test_the_thesis_spec_names_the_chapter_4_data():
     path = ROOT / "specs" / "lstm_svcca_thesis.toml"
-    import tomli
+    from runner.core import toml
 
-    corpus = tomli.loads(path.read_text())["corpus"]
+    corpus = toml.loads(path.read_text())["corpus"]
     assert corpus["source"] == "hf:wikimedia/wikipedia" and corpus["subset"] == "20231101.en"
     assert (corpus["split"], corpus["max_vocab"], corpus["tag_articles"], corpus["analysis_split"]) == \
         ([0.7, 0.1, 0.2], 20000, 100, "test")

@@ -79,8 +79,14 @@ def test_figures_are_drawn_from_the_stored_values(tiny_store, tmp_path):
     assert all((tmp_path / f"{k}.png").stat().st_size > 0 for k in drawn)
     ds = xr.open_zarr(tiny_store, consolidated=False)
     fig = recipes("transject")["fig4"].draw(ds)
-    line = fig.axes[0].lines[0]
-    np.testing.assert_array_equal(line.get_ydata(), ds.train_loss.sel(network="transject-s0").values)
+    # each model's losses: the mean over its seeds (it drew the first seed alone), n in the label
+    train, test = ({line.get_gid(): line for line in ax.lines} for ax in fig.axes)
+    seeds = ds.train_loss.sel(network=["transject-s0", "transject-s1"]).values
+    np.testing.assert_allclose(train["transject"].get_ydata(), seeds.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(test["transject"].get_ydata(),
+                               ds.test_loss.sel(network=["transject-s0", "transject-s1"]).values.mean(axis=0), rtol=1e-6)
+    assert train["transject"].get_label() == "transject (n=2)" and "mean over seeds" in \
+        fig.axes[0].get_legend().get_title().get_text()
     fig = recipes("transject")["fig1"].draw(ds)
     first = fig.axes[0].lines[0]
     pair = str(ds.pair.values[0])

@@ -63,7 +63,7 @@ def distances(ds: xr.Dataset) -> Figure:
             da = last_measured(ds[name].sel(network=net))
             for pair in da["pair"].values[:MAX_PAIRS]:
                 ax.plot(layers, da.sel(pair=pair).values, marker=".", label=pair_label(ds, str(pair)))
-            ax.set(xlabel="layer", ylabel=what, xticks=layers, title=model if row == 0 else "")
+            ax.set(xlabel="layer", ylabel=what, xticks=layers, title=net if row == 0 else "")  # which seed
     shown, total = min(MAX_PAIRS, ds.sizes["pair"]), ds.sizes["pair"]
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside right upper", fontsize="x-small",
                title_fontsize="x-small",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from runner.read.figures import NotDrawable, recipe
 from runner.plugin.plotting import (first_replicate, flag_code, mean_band, mean_legend, models, new_figure, not_applicable,
@@ -83,12 +84,18 @@ def _attention_maps(ds: xr.Dataset, net: str, sample: int) -> xr.DataArray | Non
     return att.sel(attention_step=keep)
 
 
+#: Fig. 2B's median line and mean marker, in black and white: a model's colour is its box's only.
+MEDIAN_LINE = {"color": "black", "linewidth": 1.5}
+MEAN_MARK = {"marker": "^", "color": "black", "markerfacecolor": "white", "markeredgecolor": "black"}
+
+
 @recipe(study=STUDY, id="fig2b", reproduces=f"{PAPER}, Fig. 2B", needs=("sync_offset",),
         title="Synchronisation offsets", sweeps=True)
 def synchronisation_offsets(ds: xr.Dataset) -> Figure:
-    """Synchronisation offsets of every sample and replicate, one box per model (triangles: means;
-    the label gives n, the offsets boxed; samples that never synchronised are left out and counted
-    in the label); against the swept parameter (the paper: N_w) when the store is a sweep."""
+    """Synchronisation offsets of every sample and replicate, one box per model (black line: median,
+    white triangle: mean, both in the legend; the label gives n, the offsets boxed; samples that never
+    synchronised are left out and counted in the label); against the swept parameter (the paper:
+    N_w) when the store is a sweep."""
     swept = list(ds.attrs.get("sweep_dims", []))
     xdim = swept[0] if swept else None
     xs = ds[xdim].values.tolist() if xdim else [None]
@@ -112,8 +119,8 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
             found |= kept.size > 0
         pos = np.arange(len(xs)) + (j - (len(names) - 1) / 2) * width
         parts = ax.boxplot(data, positions=pos, widths=width * 0.9, showmeans=True, manage_ticks=False,
-                           meanprops={"marker": "^"}, flierprops={"marker": "D"}, patch_artist=True,
-                           boxprops={"facecolor": f"C{j}", "alpha": 0.5})
+                           meanprops=MEAN_MARK, medianprops=MEDIAN_LINE, flierprops={"marker": "D"},
+                           patch_artist=True, boxprops={"facecolor": f"C{j}", "alpha": 0.5})
         n = sum(d.size for d in data)
         parts["boxes"][0].set_label(f"{m} (n={n}{f', {never} never' if never else ''})")
         for k, (median, mean) in enumerate(zip(parts["medians"], parts["means"], strict=True)):
@@ -125,7 +132,10 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
     tokens = ds.sizes.get("token")
     ax.set(ylabel="synchronisation offset (steps)",
            xlabel=("$N_w$" if xdim == "tokens" else xdim) if xdim else (f"N_w = {tokens}" if tokens else ""))
-    ax.legend(fontsize="small", loc="upper right")
+    handles = ax.get_legend_handles_labels()[0] + [  # the median and mean marks: black, no model's colour
+        Line2D([], [], label="median", **MEDIAN_LINE),
+        Line2D([], [], label="mean", linestyle="none", **MEAN_MARK)]
+    ax.legend(handles=handles, fontsize="small", loc="upper right")
     note_not_applicable(ax, left_out, "one token per sample")
     return fig
 
@@ -193,9 +203,11 @@ def principal_components(ds: xr.Dataset) -> Figure:
 @recipe(study=STUDY, id="fig4d", reproduces=f"{PAPER}, Fig. 4D", needs=("chaos_length", "chaos_censored"),
         title="Distribution of transient-chaos lengths")
 def chaos_lengths(ds: xr.Dataset) -> Figure:
-    """Histogram of chaos lengths per model over samples and replicates; censored lengths (the run
-    ended inside the transient: lower bounds) are stacked hatched on top. With the ``orbit``
-    measure, each model's legend also says what its orbits settled on (recurrence classes)."""
+    """Histogram of chaos lengths per model over samples and replicates, the models' bars side by
+    side in each bin (opaque: an overlap of translucent bars read as another model's colour);
+    censored lengths (the run ended inside the transient: lower bounds) are stacked on top, hatched
+    in the model's colour. With the ``orbit`` measure, each model's legend also says what its orbits
+    settled on (recurrence classes)."""
     fig = new_figure()
     ax = fig.subplots()
     length = ds["chaos_length"].values
@@ -203,15 +215,19 @@ def chaos_lengths(ds: xr.Dataset) -> Figure:
     if finite.size == 0:
         raise NotDrawable("no chaos length has been computed yet")
     bins = np.histogram_bin_edges(finite, bins=30)
-    for m in models(ds):
+    names = models(ds)
+    width = np.diff(bins) / len(names)
+    for j, m in enumerate(names):
         lengths = of_model(ds["chaos_length"], m).values.ravel()
         censored = of_model(ds["chaos_censored"], m).values.ravel().astype(bool)
         ok = np.isfinite(lengths)
-        n, _, patches = ax.hist(lengths[ok & ~censored], bins=bins, alpha=0.45,
-                                label=f"{m} ({int(np.sum(ok & (lengths == 0)))} never chaotic{_orbits(ds, m)})")
+        plain = np.histogram(lengths[ok & ~censored], bins=bins)[0]
+        left = bins[:-1] + j * width
+        ax.bar(left, plain, width=width, align="edge", color=f"C{j}",
+               label=f"{m} ({int(np.sum(ok & (lengths == 0)))} never chaotic{_orbits(ds, m)})")
         if (ok & censored).any():
-            ax.hist(lengths[ok & censored], bins=bins, bottom=n, hatch="//", alpha=0.45,
-                    color=patches[0].get_facecolor(), label=f"{m}: censored (lower bounds)")
+            ax.bar(left, np.histogram(lengths[ok & censored], bins=bins)[0], width=width, bottom=plain, align="edge",
+                   facecolor="white", edgecolor=f"C{j}", hatch="//", label=f"{m}: censored (lower bounds)")
     ax.set(xlabel="transient chaos length (steps)", ylabel="samples")
     ax.legend(fontsize="small")
     return fig

@@ -172,7 +172,8 @@ class TrainingStudy(Study):
             except CorpusError as err:
                 if not (spec.corpus.reader and spec.corpus.reader.remote):
                     raise SourceUnavailable(str(err)) from None
-                unmet.append(str(err))
+                unmet.append(Requirement.from_error(err.where, err, kind="data") if err.where and err.reason
+                             else str(err))
         labels = [n.name for n in spec.model]
         suites = None
         if spec.suites:

@@ -55,6 +55,12 @@ from runner.studies.training.context import Context
 from runner.studies.training.spec import NetworkSpec, TrainingStudySpec
 
 #: What to do about a hub checkpoint that cannot be had here.
+def _series_name(source: str, location: str) -> str:
+    """How a series' missing checkpoints are grouped: by its source where that names one repository or
+    folder per revision (``google/multiberts-seed_0-step_{revision}``), else by the location they share."""
+    return source if "{revision}" in source else location
+
+
 HUB_FIX = ("on a machine with network, `runner apply` (or `hf download REPO --revision REV`) fills the cache "
            "(HF_HOME); or give a local directory of checkpoints")
 
@@ -141,7 +147,7 @@ def resolve(spec: TrainingStudySpec, sf: SpecFile) -> tuple[Suites | None, list[
     nets = [net for net, s in zip(spec.model, series) for _ in s]
     missing = [Requirement(f"[[model]] {net.name} {f.checkpoint.location} revision {f.checkpoint.revision}",
                            f.reason or f.missing, kind="checkpoint", name=str(f.checkpoint.revision),
-                           scope=f"[[model]] {net.name} {f.checkpoint.location}",
+                           scope=f"[[model]] {net.name} {_series_name(net.source, f.checkpoint.location)}",
                            fix=None if f.checkpoint.local else HUB_FIX)
                for net, f in zip(nets, fetch, strict=True) if f.missing]
     missing += [Requirement(f"[[model]] {net.name} {s[-1].location}", problem, kind="tokenizer", name=s[-1].location)

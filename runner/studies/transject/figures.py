@@ -3,8 +3,9 @@
 Fig. 1 (Euclidean and cosine distances of token pairs per layer), Fig. 4 (training loss per step
 and test loss per epoch), Fig. 5a (token entropy per layer), 5b (expert weights), 5c (activation
 bound per layer) and Fig. 6 (Isomap of one sentence's tokens per layer). Measures are drawn at
-each network's last measured checkpoint; one network (the first seed) per model where a figure
-shows one, every seed pooled where it shows a distribution.
+each network's last measured checkpoint; the losses as the mean over each model's seeds (with its
+n); one network (the first seed) per model where a figure shows one and says so, every seed pooled
+where it shows a distribution.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from matplotlib.figure import Figure
 
 from runner.checkpointed.measures.figures import last_measured, measured_nets, quantile_boxes
 from runner.read.figures import NotDrawable, recipe
-from runner.plugin.plotting import first_replicate, models, new_figure, of_model
+from runner.plugin.plotting import mean_band, mean_legend, models, new_figure, of_model
 
 STUDY = "transject"
 PAPER = "TransJect paper"
@@ -24,21 +25,25 @@ PAPER = "TransJect paper"
 @recipe(study=STUDY, id="fig4", reproduces=f"{PAPER}, Fig. 4", needs=("train_loss", "test_loss"),
         title="Training loss per step and test loss per epoch")
 def losses(ds: xr.Dataset) -> Figure:
-    nets = [(m, n) for m, n in first_replicate(ds) if np.isfinite(ds["train_loss"].sel(network=n).values).any()]
-    if not nets:
+    """Each model's training loss per step and test loss per epoch (at the epoch's last step): the
+    mean over its seeds, each label with its n, the band a bootstrap CI of the mean where a model has
+    several seeds (it drew the first seed alone, unsaid)."""
+    names = [m for m in models(ds) if np.isfinite(of_model(ds["train_loss"], m).values).any()]
+    if not names:
         raise NotDrawable("no network has trained yet")
     fig = new_figure(10, 4)
     train_ax, test_ax = fig.subplots(1, 2)
     spe = ds.sizes["train_step"] / max(ds.sizes["training_epoch"], 1)
-    for k, (model, net) in enumerate(nets):
-        color = f"C{k}"
-        train_ax.plot(ds["train_step"].values, ds["train_loss"].sel(network=net).values, color=color, linewidth=0.7,
-                      label=model)
-        test_ax.plot(ds["training_epoch"].values * spe, ds["test_loss"].sel(network=net).values, color=color,
-                     marker=".", label=model)
+    for k, model in enumerate(names):
+        style = {"color": f"C{k}", "gid": model}
+        mean_band(train_ax, of_model(ds["train_loss"], model), ("network",), "train_step", label=model,
+                  linewidth=0.7, **style)
+        test = of_model(ds["test_loss"], model)
+        mean_band(test_ax, test.assign_coords(training_epoch=test["training_epoch"] * spe), ("network",),
+                  "training_epoch", label=model, marker=".", **style)
     train_ax.set(xlabel="training step", ylabel="training loss")
     test_ax.set(xlabel="training step", ylabel="test loss")
-    train_ax.legend(fontsize="small")
+    mean_legend(train_ax, "seeds")
     return fig
 
 
@@ -104,5 +109,5 @@ def isomap(ds: xr.Dataset) -> Figure:
             ax.scatter(xy[ok, 0], xy[ok, 1], s=10)
             for i in np.flatnonzero(ok):
                 ax.annotate(words[i], xy[i], fontsize="xx-small")
-            ax.set(xticks=[], yticks=[], title=f"{model}: {layer}" if r == 0 or c == 0 else str(layer))
+            ax.set(xticks=[], yticks=[], title=f"{net}: {layer}" if r == 0 or c == 0 else str(layer))  # which seed
     return fig

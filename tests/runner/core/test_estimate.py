@@ -134,6 +134,25 @@ def test_plan_prints_the_estimate_or_why_not(in_process, tmp_path, monkeypatch):
     assert not (tmp_path / "fresh-cache" / "tiny-albert-v1").exists()
 
 
+def test_plan_of_a_finished_spec_times_nothing(in_process, tmp_path, monkeypatch):
+    """Nothing to run: plan reads cached timings only (timing steps cost seconds for nothing);
+    --calibrate still times them."""
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(tmp_path, samples=8)
+    code, _, err = in_process("apply", spec)
+    assert code == 0, err
+    cache = tmp_path / "plan-cache"
+    monkeypatch.setenv("TRANSIENT_CACHE", str(cache))  # none of this spec's timings cached
+    code, out, err = in_process("plan", spec)
+    assert code == 0, err
+    assert "Plan: 0 to run" in out and "nothing to run, so not timed" in out
+    assert not (cache / "calibration").exists()
+    code, out, err = in_process("plan", spec, "--calibrate")
+    assert code == 0 and "estimate   on cpu" in out and any((cache / "calibration").iterdir())
+    code, out, _ = in_process("plan", spec)  # now cached: shown
+    assert code == 0 and "estimate   on cpu" in out and "still to run" in out
+
+
 def test_a_sweep_plan_estimates_each_point_and_the_total(in_process, tmp_path):
     spec = tmp_path / "grid.toml"
     spec.write_text(MAPS.format(samples=8) + "\n[sweep.input]\nsamples = [8, 16]\n")

@@ -112,3 +112,18 @@ def test_status_lists_revisions_in_their_numbers_order(tmp_path):
     alone = fold_status(tmp_path, [], {f"t{c}": {"network": 0, "network_label": "lm", "measure": "cka", "checkpoint": c,
                                                   "seconds": 1.0} for c in (10, 2, 1)})
     assert [t["id"] for t in alone["tasks"]] == ["t1", "t2", "t10"]
+
+
+def test_a_task_just_started_has_no_rate_yet():
+    """One step over the first microseconds is no rate (it said 12,401 steps/s and an ETA of 0 s);
+    the rate is known once RATE_STEPS steps are timed."""
+    from runner.core.progress import RATE_STEPS
+
+    view = ProgressView(quiet=True)
+    view.start(total=1000, tasks=1)
+    key = view.add("net", 1000)
+    view.update(key, 1)
+    view.update(key, 2)
+    assert view.rate(key) is None
+    view.update(key, 1 + RATE_STEPS)
+    assert view.rate(key) > 0

@@ -134,7 +134,7 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, how, resume_refere
     assert status["state"] == "interrupted"
     done_before = {t["id"] for t in status["tasks"] if t["state"] in ("done", "n/a")}  # n/a: token_deviation of maps
     # the first network is finished, its derived chaos length included: it ran as soon as it could
-    assert done_before == {t["id"] for t in status["tasks"] if t["network"] == 0}
+    assert done_before == {t["id"] for t in status["tasks"] if t["network_index"] == 0}
 
     resumed = run_cli("apply", spec, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr

@@ -191,7 +191,7 @@ def test_the_hint_to_replace_keeps_the_overrides_the_user_gave(applied, in_proce
     spec, store = applied
     code, _, err = in_process("apply", spec, "-q", "--set", "dynamics.steps=50")
     assert code == 77 and "steps: 40 -> 50" in err
-    assert f"`runner apply {spec} --set dynamics.steps=50 --replace`" in err, err
+    assert f"\n  runner apply {spec} --set dynamics.steps=50 --replace" in err, err  # a line of its own, to paste
 
 
 def test_no_store_is_made_inside_a_kept_version_or_the_run_folder(applied, in_process):

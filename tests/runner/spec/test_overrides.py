@@ -114,4 +114,20 @@ def test_a_hint_to_run_again_keeps_the_overrides_quoted_to_paste(capsys):
     assert shlex.split(line) == ["runner", "apply", "my specs/x.toml", "--set", 'experiment.name="a b"', "--set",
                                  "dynamics.steps=80", "--replace"]
     code = report_outcome(SimpleNamespace(interrupted=True), Path("x.toml"), Path("store/a.zarr"), ["dynamics.steps=80"])
-    assert code == 130 and "run `runner apply x.toml --set dynamics.steps=80` to resume" in capsys.readouterr().err
+    assert code == 130 and "to resume, run:\n  runner apply x.toml --set dynamics.steps=80\n" in capsys.readouterr().err
+
+
+def test_the_hint_to_resume_breaks_no_path_at_80_columns(capsys, monkeypatch):
+    """The lead wraps at words; the command to paste is a line of its own (a terminal broke the path
+    of a one-line hint mid-word at 80 columns)."""
+    import shlex
+    from types import SimpleNamespace
+
+    from runner.cli import report_outcome
+
+    monkeypatch.setenv("COLUMNS", "80")
+    spec, store = Path("experiments/2026/a-rather-long-folder-name/x.toml"), Path("/data/lab/stores/depth_long.zarr")
+    report_outcome(SimpleNamespace(interrupted=True), spec, store, ["dynamics.steps=80"])
+    lines = capsys.readouterr().err.splitlines()
+    assert all(len(line) <= 80 for line in lines[:-1]) and f"{store};" in lines[0].split() + lines[1].split()
+    assert shlex.split(lines[-1]) == ["runner", "apply", str(spec), "--set", "dynamics.steps=80"]

@@ -34,7 +34,13 @@ from runner.core.errors import Unavailable
 
 
 class CorpusError(Unavailable):
-    """A corpus that cannot be read; the message names the source and the reason."""
+    """A corpus that cannot be read; the message names the source and the reason. ``where``,
+    ``reason``, ``fix`` and ``detail``: its parts, when known (a plan's requirement)."""
+
+    def __init__(self, message: str, *, where: str | None = None, reason: str | None = None,
+                 fix: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.where, self.reason, self.fix, self.detail = where, reason, fix, detail
 
 
 @dataclass
@@ -114,7 +120,8 @@ def _sentences(spec, base: Path) -> list[TaggedSentence]:
         return data_source(spec.source, TAGGED, "[corpus] source").tagged(
             spec.source, base, subset=spec.subset, field=spec.field, doc_field=getattr(spec, "doc_field", None))
     except InputError as err:
-        raise CorpusError(f"[corpus] source {spec.source!r}: {err}") from None
+        raise CorpusError(f"[corpus] source {spec.source!r}: {err}", where=f"[corpus] source {spec.source!r}",
+                          reason=err.reason, fix=err.fix, detail=err.detail) from None
 
 
 def scaffold_variants(spec) -> list[str]:
