@@ -1,4 +1,5 @@
-"""Helpers to run the real CLI in a subprocess on specs written in a temporary folder."""
+"""Helpers to run the real CLI in a child process on specs written in a temporary folder (forked
+from a warm interpreter by :mod:`tests.runner.launcher`; a fresh one with ``TRANSIENT_TEST_FRESH=1``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+
+from tests.runner import launcher
 
 RUNNER = [sys.executable, "-m", "runner.cli"]
 
@@ -22,14 +25,12 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*RUNNER, *map(str, args)], cwd=cwd, env=cli_env(cwd, **env), capture_output=True,
-                          text=True, timeout=timeout)
+    return launcher.run(args, cwd=cwd, env=cli_env(cwd, **env), timeout=timeout)
 
 
 def popen_cli(*args: str, cwd: Path, **env: str) -> subprocess.Popen:
     """``runner ARGS`` in the background; ``env`` adds variables (e.g. the RUNNER_TEST_STALL hook)."""
-    return subprocess.Popen([*RUNNER, *map(str, args)], cwd=cwd, env=cli_env(cwd, **env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return launcher.popen(args, cwd=cwd, env=cli_env(cwd, **env))
 
 
 def write_spec(directory: Path, text: str, name: str = "spec.toml") -> Path:
