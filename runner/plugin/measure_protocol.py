@@ -57,6 +57,12 @@ class StepTags:
     holding it; None forbids early exit."""
     input_masking: tuple[str, ...] = ()
     """The parameters of the masking of its input sentences (an MLM readout); () for none."""
+    extends: bool = False
+    """A finished run of it continues to a longer one from the state its pass kept before the last
+    step (``StepMeasure.extend_state`` adapts that state; what it writes at the end it writes again at
+    the new end); False: a longer run computes it again from t = 0."""
+    extend_note: str = ""
+    """For plan, when it extends: what it computes again at the new last step ("" for nothing)."""
 
     def problems(self) -> list[str]:
         out = []
@@ -66,6 +72,8 @@ class StepTags:
             out.append(f"exit_period {self.exit_period!r} is no period (an int >= 1, a parameter name or None)")
         if self.twin is not None and not isinstance(self.twin, Twin):
             out.append(f"twin is a Twin() or None, not {self.twin!r}")
+        if self.extend_note and not self.extends:
+            out.append(f"extend_note {self.extend_note!r} without extends=True")
         return out
 
     def parameters(self) -> list[str]:

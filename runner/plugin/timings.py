@@ -59,8 +59,10 @@ class StepMeasure(Measure):
     int p, or the parameter holding it, when it reads the pass only through what ``observe`` and
     ``advance`` receive and ``advance`` depends on t only through t mod p; None forbids it); the
     parameters that count steps between kept values (``strides``: durable points fall on multiples of
-    them, and each must fit in the run); and the parameters of the masking of its input sentences
-    (``input_masking``: :meth:`masked_positions` chooses the tokens). All of these sit in its
+    them, and each must fit in the run); the parameters of the masking of its input sentences
+    (``input_masking``: :meth:`masked_positions` chooses the tokens); and whether a finished run of
+    it continues to a longer one (``extends``, with ``extend_note``: :meth:`extend_state` adapts the
+    state its pass kept). All of these sit in its
     ``tags.step`` (:class:`~runner.plugin.measure_protocol.StepTags`).
 
     What it refuses is said in the one hook, :meth:`problems`, on what its study's view knows: the spec
@@ -93,19 +95,9 @@ class StepMeasure(Measure):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
 
-    #: For plan, with an extension: what it computes again at the new last step ("" for nothing).
-    extend_note: str = ""
-
-    def extend_problem(self, old_steps: int, new_steps: int) -> str | None:
-        """Why its results of a finished run of ``old_steps`` cannot be continued to ``new_steps``
-        from the state the pass kept before its last step (the pass then runs again from t = 0), or
-        None when they can: its state depends on the run's length only as :meth:`extend_state`
-        adapts it, and what it writes at the end it writes again at the new end. Default: it does
-        not say it can, so it is recomputed."""
-        return "it does not say it can continue a finished run"
-
     def extend_state(self, state: dict[str, Any], old_steps: int, new_steps: int) -> dict[str, Any]:
-        """Its state kept at step ``old_steps`` of a finished run, as a run of ``new_steps`` has it there."""
+        """Its state kept at step ``old_steps`` of a finished run, as a run of ``new_steps`` has it there
+        (called only for a measure whose tags say ``step.extends``)."""
         return state
 
     def masked_positions(self, input_ids: Any, special_ids: list[int], seed: int) -> Any:

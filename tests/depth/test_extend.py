@@ -5,6 +5,7 @@ runs in subprocesses); any other change still replaces, with consent."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 import torch
 import xarray as xr
 
+from runner.plugin.measures import measures
+from runner.plugin.timings import StepMeasure
 from runner.storage.history import versions
 from runner.storage.store import read_tasks, runner_dir
 from runner.studies.depth.extend import lengthened
@@ -183,3 +186,18 @@ def test_the_orbit_window_moves_on_with_the_states_it_shares(old, new):
     for i, value in enumerate(state["kept"][:, 0, 0].tolist()):
         step = new_first + i
         assert value == step if step < old else np.isnan(value)
+
+
+def test_a_measure_that_extends_declares_it_in_its_tags():
+    """Extending is a declaration in the step tags (``StepTags(extends=True)``, beside its
+    ``extend_note``), not a second problems hook: the step measures the CLI test above extends say so,
+    the readouts (computed again from t = 0) do not, and one that adapts its kept state extends."""
+    step = {k: c for k, c in measures("depth").items() if c.tags.timing == "step"}
+    extending = {k for k, c in step.items() if c.tags.step.extends}
+    # attention too, which a map does not have; transient_chaos is derived
+    assert extending - {"attention"} == set(re.findall(r'kind = "(\w+)"', MEASURES)) - {"transient_chaos"}
+    assert {"mlm_readout", "sts_readout", "handwriting_readout"} <= step.keys() - extending
+    adapting = {k for k, c in step.items() if c.extend_state is not StepMeasure.extend_state}
+    assert adapting == {"pca", "orbit"} and adapting <= extending
+    notes = {k: c.tags.step.extend_note for k, c in step.items() if c.tags.step.extend_note}
+    assert notes.keys() == {"token_deviation", "lyapunov", "orbit", "pca"}

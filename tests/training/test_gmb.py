@@ -149,7 +149,7 @@ def test_gmb_taggers_train_and_every_measure_reads_the_test_split(tmp_path):
     assert not p.unmet
     out = apply(p, quiet=True)
     assert not out.failed and out.ran
-    steps = p.state.stats["tagger_steps_per_epoch"]
+    steps = p.state.stats.tagger_steps_per_epoch
     assert steps["sem_coarse"] < steps["upos"] < p.state.steps_per_epoch
     with xr.open_zarr(tmp_path / "gmb.zarr") as store:
         # each tagger's checkpoint 1 is the end of its own epoch, however many steps its corpus gives

@@ -11,9 +11,10 @@ Derived measures (the transient-chaos length) are recomputed from the stored val
 equals a fresh run of the new length bit for bit (tested on this machine's CPU), provided the
 extension's durable segments are a fresh run's: T must be a multiple of the new run's segment.
 
-A measure says whether it can be continued (``StepMeasure.extend_problem``, default: no) and how
-its kept state becomes a longer run's (``extend_state``: the orbit's window moves on, a PCA's
-window ending at the last step gets room). Otherwise, and for a pass without a kept state (a run
+A measure declares that it can be continued (``StepTags(extends=True)``, default: no, with an
+``extend_note`` of what it computes again at the new end) and says how its kept state becomes a
+longer run's (``StepMeasure.extend_state``: the orbit's window moves on, a PCA's window ending at the
+last step gets room). Otherwise, and for a pass without a kept state (a run
 from before this, one sharded, or one whose measures ran in separate passes), plan says the run is
 recomputed and why.
 
@@ -121,14 +122,12 @@ def _pass(p: Prepared, tasks: list, replaced: dict[str, list[str]], records: dic
         return no(f"{old} is not a multiple of the new run's durable segment ({segment} steps, [dynamics] "
                   "checkpoint_every)")
     registry = measures("depth")
-    specs = {m.kind: m for m in p.spec.measure}
     notes = {}
     for t in longer:
-        instance = registry[t.measure](specs[t.measure])
-        why = instance.extend_problem(old, new)
-        if why:
-            return no(f"{t.measure}: {why}")
-        notes[t.id] = instance.extend_note
+        tags = registry[t.measure].tags.step
+        if not tags.extends:
+            return no(f"{t.measure}: it does not say it can continue a finished run")
+        notes[t.id] = tags.extend_note
     return {t.id: Extension(f"continued from step {old}" + (f"; {notes[t.id]} recomputed at step {new}"
                                                             if notes[t.id] else "")) for t in longer}
 

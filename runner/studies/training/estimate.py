@@ -50,16 +50,16 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
     training = p.spec.training
     units, untimed = [], []
     measured = _MeasureTimer(p, device, calibrated)
-    valid = int(stats["tokens"][1])
+    valid = stats.valid_tokens
     for n, net in enumerate(p.spec.model):
         tasks = [t for t in p.tasks if t.network == n]
         trains = [t for t in tasks if t.kind == "train"]
         key = {"study": "training", "device": device_key(device), "torch": torch.__version__, "kind": net.kind,
-               "mode": net.mode if net.kind == "tagger" else None, "vocab": stats["vocab"], "valid_tokens": valid,
+               "mode": net.mode if net.kind == "tagger" else None, "vocab": stats.vocab, "valid_tokens": valid,
                "training": training.model_dump(mode="json", include={
                    "embedding_dim", "hidden_dim", "num_layers", "dropout", "batch_size", "bptt", "clip", "momentum",
                    "eval_batch_size"}), "v": 2}
-        timed = calibrated(key, lambda net=net: time_training(net, training, stats["vocab"], device, valid))
+        timed = calibrated(key, lambda net=net: time_training(net, training, stats.vocab, device, valid))
         n_checkpoints = len(p.state.steps)
         # per epoch: a validation pass and the resume file; per checkpoint: its file and the resume file
         ends = training.epochs * (timed["eval_s"] + timed["save_s"]) + 2 * n_checkpoints * timed["save_s"]
@@ -102,7 +102,7 @@ class _MeasureTimer:
         net, spec, stats = p.spec.model[network], p.spec, p.state.stats
         key = {"study": "training-measures", "device": device_key(self.device), "torch": torch.__version__,
                "network": net.model_dump(mode="json", exclude={"name", "seed"}), "corpus": spec.corpus.model_dump(mode="json"),
-               "stats": {k: stats[k] for k in ("vocab", "tokens")},
+               "stats": {"vocab": stats.vocab, "tokens": list(stats.tokens)},
                "training": spec.training.model_dump(mode="json", include={"embedding_dim", "hidden_dim", "num_layers",
                                                                             "bptt", "eval_batch_size", "batch_size"}),
                "tasks": [[t.measure, t.kind, t.params] for t in first.values()], "v": 2}
@@ -196,7 +196,7 @@ def _vocabulary(size: int) -> Vocabulary:
 
 def thread_key(p) -> dict:
     stats, training = p.state.stats, p.spec.training
-    return {"study": "training", "torch": torch.__version__, "vocab": stats["vocab"] if stats else None,
+    return {"study": "training", "torch": torch.__version__, "vocab": stats.vocab if stats else None,
             "training": training.model_dump(mode="json", include={
                 "embedding_dim", "hidden_dim", "num_layers", "batch_size", "bptt"})}
 
@@ -209,9 +209,9 @@ def thread_probe(p, device: torch.device):
     if stats is None or p.state.suites or lm is None:
         return None
     empty = torch.zeros(0, dtype=torch.long)
-    model = build_model(lm, training, Corpus(_vocabulary(stats["vocab"]), empty, empty, empty), 0, device)
+    model = build_model(lm, training, Corpus(_vocabulary(stats.vocab), empty, empty, empty), 0, device)
     gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, stats["vocab"], (training.batch_size, training.bptt), generator=gen).to(device)
+    x = torch.randint(0, stats.vocab, (training.batch_size, training.bptt), generator=gen).to(device)
 
     def step() -> None:
         model.zero_grad(set_to_none=True)

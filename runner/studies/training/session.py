@@ -62,7 +62,7 @@ class TrainingSession(CheckpointedSession):
         super().__init__(p, device)
         st = p.state
         corpus = st.corpus or read_corpus(self.spec, list(st.tagsets), p.spec_file.path.parent)
-        if corpus_key(corpus) != st.stats["corpus_key"]:  # the source changed under the same identity (a hub set)
+        if corpus_key(corpus) != st.stats.corpus_key:  # the source changed under the same identity (a hub set)
             st.stats_file.unlink(missing_ok=True)
             raise SourceUnavailable(f"[corpus] source {self.spec.corpus.source!r} changed since it was planned; run apply "
                               "again to plan it anew")
@@ -107,7 +107,7 @@ class TrainingSession(CheckpointedSession):
         return {c: (folder / checkpoint_name(c, s), s) for c, s in enumerate(self.steps)}
 
     def training(self, t: Task, report):
-        return train(self.spec.model[t.network], t.params["seed"], self.spec.training, self.corpus, self.steps, t.id,
+        return train(self.spec.model[t.network], self.spec.network_seed(t.network), self.spec.training, self.corpus, self.steps, t.id,
                      self.checkpoint_dir(report.store, t.network), self.device, report.progress)
 
     def write_curves(self, store, n: int, c) -> None:

@@ -9,11 +9,16 @@ figure is an estimate ("about") from the tensors' shapes, not a measurement.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.filesize import decimal
 
 from runner.spec import footprint
 from runner.spec.footprint import Need
 from runner.spec.specfile import SpecProblem
+
+if TYPE_CHECKING:
+    from runner.studies.training.state import CorpusStats
 
 FLOAT = 4  # bytes of an fp32 value: the thesis' LSTMs and the suites' checkpoints are read in fp32
 INDEX = 8  # bytes of an int64 token id
@@ -77,14 +82,13 @@ def _lstm_memory(vocab: int, layers: int, bptt: int, momentum: bool, embedding_d
     return weights + activations + analysis
 
 
-def training_needs(study, stats: dict) -> list[Need]:
+def training_needs(study, stats: CorpusStats) -> list[Need]:
     """Each network's weights, gradients and buffers, one batch's activations and the analysis states
     in memory; every network's checkpoints and curves on the store's disk."""
     t = study.training
-    vocab, steps_per_epoch = stats["vocab"], stats["steps_per_epoch"]
-    corpus = sum(stats["tokens"]) * INDEX
-    split = 1 if study.corpus.analysis_split == "valid" else 2
-    analysed = min(study.corpus.analysis_tokens, stats["tokens"][split])  # measures read at most the split
+    vocab, steps_per_epoch = stats.vocab, stats.steps_per_epoch
+    corpus = sum(stats.tokens) * INDEX
+    analysed = min(study.corpus.analysis_tokens, stats.split_tokens(study.corpus.analysis_split))  # at most the split
     per_net, out = 0, []
     for net in study.model:
         layers = t.num_layers if net.kind == "lm" else 1
@@ -126,13 +130,12 @@ def check_scaffold(scaffold) -> None:
                           f"generating the scaffold corpora ({key} = {getattr(scaffold, key):,}) needs")])
 
 
-def analysis_words(study, stats: dict) -> int:
+def analysis_words(study, stats: CorpusStats) -> int:
     """Words a suite checkpoint reads: ``analysis_tokens`` of the analysis split, less the last (no target)."""
-    split = 1 if study.corpus.analysis_split == "valid" else 2
-    return min(study.corpus.analysis_tokens, stats["tokens"][split] - 1)
+    return min(study.corpus.analysis_tokens, stats.split_tokens(study.corpus.analysis_split) - 1)
 
 
-def suite_needs(study, stats: dict, configs: list) -> list[Need]:
+def suite_needs(study, stats: CorpusStats, configs: list) -> list[Need]:
     """A window no longer than the analysis text (refused here); each checkpoint's memory (fp32 weights,
     built on the meta device to count them) with one batch of windows' hidden states of every layer."""
     words = analysis_words(study, stats)

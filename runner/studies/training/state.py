@@ -3,20 +3,60 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from runner.studies.training.data.corpus import Corpus
+
+
+@dataclass(frozen=True)
+class CorpusStats:
+    """What a plan needs of the corpus (its sizes and a hash of its streams), cached beside the corpus
+    so that a plan or a finished apply reads no corpus (:meth:`read`, :meth:`write`)."""
+
+    corpus_key: str
+    """A hash of the corpus' streams and vocabulary (in the task ids; the session checks it)."""
+    steps_per_epoch: int
+    """The LM's optimizer steps per epoch."""
+    train_tokens: int
+    valid_tokens: int
+    test_tokens: int
+    vocab: int
+    """The vocabulary's size."""
+    tagger_steps_per_epoch: dict[str, int] = field(default_factory=dict)
+    """Steps per epoch of taggers trained on another corpus (GMB, the longest documents), by tag set."""
+
+    @property
+    def tokens(self) -> tuple[int, int, int]:
+        """Tokens of the train, validation and test splits."""
+        return self.train_tokens, self.valid_tokens, self.test_tokens
+
+    def split_tokens(self, split: Literal["valid", "test"]) -> int:
+        """Tokens of the analysis split (``[corpus] analysis_split``)."""
+        return self.valid_tokens if split == "valid" else self.test_tokens
+
+    @classmethod
+    def read(cls, path: Path) -> CorpusStats | None:
+        """The statistics cached in ``path``, or None when it is missing or not this version's."""
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):  # none, unreadable, or another version's fields
+            return None
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dataclasses.asdict(self)))
 
 
 @dataclass(frozen=True)
 class TrainingState:
     """A training spec resolved (``Prepared.state``)."""
 
-    stats: dict[str, Any] | None
-    """The corpus' statistics (tokens per split, steps per epoch, its key), cached beside the corpus;
-    None while the corpus cannot be read here (a requirement is unmet)."""
+    stats: CorpusStats | None
+    """The corpus' statistics, cached beside the corpus; None while the corpus cannot be read here
+    (a requirement is unmet)."""
     steps: list[int] | None
     """The checkpoints' training steps (a suite's: its checkpoints')."""
     corpus: Corpus | None = None
@@ -29,7 +69,7 @@ class TrainingState:
 
     @property
     def steps_per_epoch(self) -> int:
-        return self.stats["steps_per_epoch"]
+        return self.stats.steps_per_epoch
 
     def with_corpus(self, corpus: Corpus) -> TrainingState:
         return dataclasses.replace(self, corpus=corpus)

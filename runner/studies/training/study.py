@@ -44,7 +44,7 @@ from runner.studies.training.spec import (
 )
 from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.session import TrainingSession, corpus_key, read_corpus
-from runner.studies.training.state import TrainingState
+from runner.studies.training.state import CorpusStats, TrainingState
 from runner.studies.training.train import steps_per_epoch
 from runner.plugin.measures import measures
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
@@ -64,20 +64,18 @@ def _gmb_identity(study: TrainingStudySpec, key: str, base: Path) -> str:
 
 
 def _stats_path(study: TrainingStudySpec, tagsets: list[str], base: Path) -> Path:
-    key = json.dumps([study.corpus.key(), tagsets, study.experiment.seed,
+    key = json.dumps(["stats v2", study.corpus.key(), tagsets, study.experiment.seed,
                       study.training.batch_size, study.training.bptt, _source_identity(study, base)]
                      + [_gmb_identity(study, k, base) for k in ("gmb_pos", "gmb_sem") if getattr(study.corpus, k)],
                      sort_keys=True)
     return cache_dir() / "corpora" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 
 
-def _stats(corpus: Corpus, study: TrainingStudySpec) -> dict:
-    out = {"corpus_key": corpus_key(corpus), "steps_per_epoch": steps_per_epoch(corpus.train.numel(), study.training),
-           "tokens": [corpus.train.numel(), corpus.valid.numel(), corpus.test.numel()], "vocab": len(corpus.vocab)}
+def _stats(corpus: Corpus, study: TrainingStudySpec) -> CorpusStats:
+    # taggers of another corpus (GMB, the longest documents) have steps of their own
     own = {t: steps_per_epoch(s.words[0].numel(), study.training) for t, s in corpus.tags.items() if s.words is not None}
-    if own:  # taggers of another corpus (GMB, the longest documents)
-        out["tagger_steps_per_epoch"] = own
-    return out
+    return CorpusStats(corpus_key(corpus), steps_per_epoch(corpus.train.numel(), study.training),
+                       corpus.train.numel(), corpus.valid.numel(), corpus.test.numel(), len(corpus.vocab), own)
 
 
 UD_EWT = ("UD English-EWT (github.com/UniversalDependencies/UD_English-EWT, e.g. en_ewt-ud-test.conllu) as a "
@@ -158,17 +156,15 @@ class TrainingStudy(Study):
         tagsets = [t for t in spec.tagsets() if not (unmet and t.startswith("spacy_"))  # spaCy may be missing
                    and GMB_TAGSETS.get(t) not in gmb_missing]  # and GMB files
         stats_file = _stats_path(spec, tagsets, sf.path.parent)
-        stats = corpus = None
-        if stats_file.is_file():
-            stats = json.loads(stats_file.read_text())
-        else:
+        corpus = None
+        stats = CorpusStats.read(stats_file)
+        if stats is None:
             if spec.corpus.scaffold is not None:
                 sizes.check_scaffold(spec.corpus.scaffold)
             try:
                 corpus = read_corpus(spec, tagsets, sf.path.parent)
                 stats = _stats(corpus, spec)
-                stats_file.parent.mkdir(parents=True, exist_ok=True)
-                stats_file.write_text(json.dumps(stats))
+                stats.write(stats_file)
             except CorpusError as err:
                 if not (spec.corpus.reader and spec.corpus.reader.remote):
                     raise SourceUnavailable(str(err)) from None
@@ -189,34 +185,34 @@ class TrainingStudy(Study):
             needs = sizes.suite_needs(spec, stats, _configs(spec, suites))
             identities = [[suites.identity(n, c, net) for c in range(len(suites.steps))]
                           for n, net in enumerate(spec.model)]
-            return Prepared(self, spec, sf, suite_tasks(spec, identities, stats["corpus_key"]), labels,
+            return Prepared(self, spec, sf, suite_tasks(spec, identities, stats.corpus_key), labels,
                             spec.training.device, unmet,
                             state=TrainingState(stats, suites.steps, corpus, stats_file, tuple(tagsets), suites),
                             needs=needs)
-        if stats["steps_per_epoch"] < 1:
+        if stats.steps_per_epoch < 1:
             raise SpecError(sf.path, [sf.problem(("training", "batch_size"), f"batch_size x bptt ({spec.training.batch_size} "
                                                  f"x {spec.training.bptt}) is larger than the training split "
-                                                 f"({stats['tokens'][0]} tokens)")])
-        for t, own in stats.get("tagger_steps_per_epoch", {}).items():
-            if not 1 <= own <= stats["steps_per_epoch"]:
+                                                 f"({stats.train_tokens} tokens)")])
+        for t, own in stats.tagger_steps_per_epoch.items():
+            if not 1 <= own <= stats.steps_per_epoch:
                 raise SpecError(sf.path, [sf.problem(("corpus", "source"), f"taggers of tag set {t!r} train {own} steps "
-                                                     f"per epoch, the LM {stats['steps_per_epoch']}; a tagger's corpus "
+                                                     f"per epoch, the LM {stats.steps_per_epoch}; a tagger's corpus "
                                                      "must be no larger than the LM's (the store's curves follow the "
                                                      "LM's steps) and hold at least batch_size x bptt tokens")])
-        problems = sizes.schedule_problems(spec, stats["steps_per_epoch"])
-        column = stats["tokens"][0] // spec.training.batch_size - 1  # a stream's length: what one sequence can take
+        problems = sizes.schedule_problems(spec, stats.steps_per_epoch)
+        column = stats.train_tokens // spec.training.batch_size - 1  # a stream's length: what one sequence can take
         if spec.training.bptt > column:
             problems.append((("training", "bptt"), f"{spec.training.bptt} is longer than a training stream ({column} "
-                             f"tokens: {stats['tokens'][0]} tokens in batch_size = {spec.training.batch_size} streams); "
+                             f"tokens: {stats.train_tokens} tokens in batch_size = {spec.training.batch_size} streams); "
                              "every sequence would be cut short"))
-        if stats["tokens"][1] < 2 * spec.training.eval_batch_size:
-            problems.append((("corpus", "split"), f"the validation split holds {stats['tokens'][1]} tokens, fewer than "
+        if stats.valid_tokens < 2 * spec.training.eval_batch_size:
+            problems.append((("corpus", "split"), f"the validation split holds {stats.valid_tokens} tokens, fewer than "
                              f"2 x eval_batch_size = {2 * spec.training.eval_batch_size}; validation needs two rows"))
         if problems:
             raise SpecError(sf.path, [sf.problem(loc, msg, type(spec)) for loc, msg in problems])
         needs = sizes.training_needs(spec, stats)
         footprint.check(needs, spec.store_path())  # before planning: the plan grows with the epochs
-        steps, tasks = make_tasks(spec, stats["steps_per_epoch"], stats["corpus_key"])
+        steps, tasks = make_tasks(spec, stats.steps_per_epoch, stats.corpus_key)
         return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
                         state=TrainingState(stats, steps, corpus, stats_file, tuple(tagsets)), needs=needs)
 
@@ -226,16 +222,16 @@ class TrainingStudy(Study):
             lines = [f"corpus     {s.corpus.source}: not read (see the requirements below); the schedule and the "
                      "task ids follow once it is"]
         else:
-            train, valid, test = stats["tokens"]
+            train, valid, test = stats.tokens
             lines = [f"corpus     {s.corpus.source}: {train} / {valid} / {test} tokens (train/valid/test), "
-                     f"vocabulary {stats['vocab']}"]
+                     f"vocabulary {stats.vocab}"]
         if s.suites:
             return lines + self._describe_suites(p)
         lines.append("training   " + " ".join(f"{k}={v}" for k, v in s.training.model_dump().items()))
         if steps is not None:
             short = str(steps) if len(steps) <= 12 else \
                 f"[{', '.join(map(str, steps[:6]))}, ..., {', '.join(map(str, steps[-3:]))}]"
-            lines.append(f"schedule   {stats['steps_per_epoch']} steps/epoch; {len(steps)} checkpoints at steps {short}")
+            lines.append(f"schedule   {stats.steps_per_epoch} steps/epoch; {len(steps)} checkpoints at steps {short}")
         lines.append("models")
         for i, n in enumerate(s.model):
             extra = f" tagset={n.tagset} mode={n.mode}{' shuffled' if n.shuffled else ''}" if n.kind == "tagger" else ""
@@ -269,7 +265,7 @@ class TrainingStudy(Study):
 
     def plan_json(self, p: Prepared) -> dict:
         stats, suites = p.state.stats, p.state.suites
-        out = {"steps_per_epoch": stats["steps_per_epoch"] if stats and not suites else None,
+        out = {"steps_per_epoch": stats.steps_per_epoch if stats and not suites else None,
                "checkpoint_steps": p.state.steps}
         if suites is not None:
             todo = [f for f in suites.fetch if not f.cached and f.missing is None]

@@ -47,6 +47,10 @@ def n_layers(params: dict) -> int:
     return int(params["n_layers"])
 
 
+def vocab_size(params: dict) -> int:
+    return int(params["vocab_size"])
+
+
 def n_experts(variant: str, params: dict) -> int:
     return int(params["n_heads"] if variant in BASELINES else params["n_experts"])
 

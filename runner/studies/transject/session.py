@@ -29,8 +29,8 @@ from runner.plugin.study import Prepared, SourceUnavailable
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.transject.layout import build_layout
 from runner.studies.transject.measure import TransJectShape, View
-from runner.studies.transject.models import (build, load_checkpoint_model, n_experts,
-                                             params_of, read_checkpoint, source_of)
+from runner.studies.transject.models import (build, load_checkpoint_model, n_experts, n_layers,
+                                             params_of, read_checkpoint, source_of, vocab_size)
 from runner.studies.transject.spec import PAPER_SENTENCE, TransJectSpec
 from runner.studies.transject.state import Net
 from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch, train_run
@@ -131,7 +131,7 @@ class TransJectSession(CheckpointedSession):
             else:
                 variant, params = m.variant, params_of(m, len(self.vocab), self.n_classes, spec.pooling(m))
             self.nets.append(dataclasses.replace(net, variant=variant, params=params))
-        layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(int(n.params["n_layers"]) for n in self.nets))]
+        layers = ["embedding"] + [f"layer{i + 1}" for i in range(max(n_layers(n.params) for n in self.nets))]
         experts = max(n_experts(n.variant, n.params) for n in self.nets)
         self.registrations = {m.kind: measures("transject")[m.kind](m) for m in spec.measure}
         late = [p.spec_file.problem(loc, message, type(spec)) for loc, message in
@@ -158,7 +158,7 @@ class TransJectSession(CheckpointedSession):
             test = encode(self.test_split.tokens, self.test_split.labels, vocab, d.max_length, self.unk)
             k = min(d.analysis_examples, len(test.labels))
             sent = encode([self.sentence], [0], vocab, max(len(self.sentence), 1), self.unk)
-            vsize = int(self.nets[n].params["vocab_size"])
+            vsize = vocab_size(self.nets[n].params)
             for t in (test.ids, sent.ids):
                 t[t >= vsize] = 1  # a checkpoint with a smaller vocabulary than its vocab.json: <unk>
             self._encoded[n] = (test, (test.ids[:k], test.mask[:k]), sent.ids)

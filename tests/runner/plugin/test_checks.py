@@ -190,6 +190,8 @@ BROKEN = {
                                            "step tags apply to timing 'step' only, not 'checkpoint'"),
     "a bad shard": (dict(tags=MeasureTags("step", step=StepTags(shard="tokens"))),
                     "shard 'tokens' is none of samples, combine"),
+    "a note on an extension it does not declare": (dict(tags=MeasureTags("step", step=StepTags(extend_note="x"))),
+                                                   "extend_note 'x' without extends=True"),
     "suites that are no Suites": (dict(tags=MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=True))),
                                   "suites is a Suites(...) or None, not True"),
     "a derived measure without its source": (dict(tags=MeasureTags("derived")), "a derived measure names its source"),

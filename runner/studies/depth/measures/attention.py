@@ -27,11 +27,9 @@ class Attention(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    # exit_period 1: attention_probs(x_t) is a forward of its own, not f's
-    tags = MeasureTags("step", requires=("attention",), step=StepTags(strides=("every",), exit_period=1))
-
-    def extend_problem(self, old_steps, new_steps):
-        return None  # x_t alone
+    # exit_period 1: attention_probs(x_t) is a forward of its own, not f's; extends: x_t alone
+    tags = MeasureTags("step", requires=("attention",), step=StepTags(strides=("every",), exit_period=1,
+                                                                      extends=True))
 
     def problems(self, view):
         return super().problems(view) + sample_problems(self.p.samples, view.spec)

@@ -47,11 +47,8 @@ class EffectiveDimension(StepMeasure):
     Params = Params
     precision_checked = {"tf32": True, "bf16": False}
     # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
-    # exit_period 1: it observes x_t only
-    tags = MeasureTags("step", step=StepTags(strides=("every",), shard="combine", exit_period=1))
-
-    def extend_problem(self, old_steps, new_steps):
-        return None  # N_eff(t) reads x_t alone
+    # exit_period 1, extends: N_eff(t) reads x_t alone
+    tags = MeasureTags("step", step=StepTags(strides=("every",), shard="combine", exit_period=1, extends=True))
 
     STATS = ("n", "sum", "scatter")
     MAX_STATISTIC = 2**28

@@ -51,14 +51,10 @@ class Lyapunov(StepMeasure):
     precision_checked = {"tf32": True, "bf16": False}
     # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
     # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
-    # is exact; exit_period tau: advance renormalises at multiples of tau
+    # is exact; exit_period tau: advance renormalises at multiples of tau; extends: intervals start at
+    # multiples of tau, so the kept twins go on as in a longer run
     tags = MeasureTags("step", step=StepTags(strides=("tau",), twin=Twin(in_key=False), shard="samples",
-                                                 exit_period="tau"))
-    extend_note = "its twins' outcome"
-
-    def extend_problem(self, old_steps, new_steps):
-        return None  # intervals start at multiples of tau: the kept twins go on as in a longer run
-
+                                             exit_period="tau", extends=True, extend_note="its twins' outcome"))
 
     def variables(self, b, shape) -> None:
         tau = self.p.tau

@@ -42,7 +42,9 @@ class Params(DepthParams):
 class Orbit(StepMeasure):
     study = STUDY
     Params = Params
-    tags = MeasureTags("step", step=StepTags(shard="samples"))
+    # extends: the window's first step never moves back as the run grows (extend_state)
+    tags = MeasureTags("step", step=StepTags(shard="samples", extends=True,
+                                             extend_note="the orbit classes of its last states"))
     version = 2  # 2: fundamental periods, tolerances relative to the orbit's extent, drifting (issue 35)
     reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "
                  "Phys. Rev. A 40, 4028; Marwan, Romano, Thiel & Kurths 2007, Recurrence plots for the analysis of "
@@ -53,11 +55,6 @@ class Orbit(StepMeasure):
 
     def window(self, steps: int) -> int:
         return min(self.p.window, steps // 2 + 1)
-
-    extend_note = "the orbit classes of its last states"
-
-    def extend_problem(self, old_steps, new_steps):
-        return None  # the window's first step never moves back as the run grows (extend_state)
 
     def extend_state(self, state, old_steps, new_steps):
         """The window of a longer run starts no earlier (first = T + 1 - W is non-decreasing in T):

@@ -33,15 +33,13 @@ class PCA(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1))  # exit_period 1: it observes x_t only
+    # exit_period 1: it observes x_t only; extends: its points so far are its state (extend_state), the
+    # PCA is done at the end
+    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1, extends=True,
+                                             extend_note="the PCA of its window"))
 
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, self.p.stop or steps
-
-    extend_note = "the PCA of its window"
-
-    def extend_problem(self, old_steps, new_steps):
-        return None  # its points so far are its state (extend_state); the PCA is done at the end
 
     def extend_state(self, state, old_steps, new_steps):
         """A window that ends at the last step gets room for the points to come (NaN)."""

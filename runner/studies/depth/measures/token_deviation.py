@@ -35,13 +35,10 @@ class TokenDeviation(StepMeasure):
     reference = PAPER
     Params = Params
     precision_checked = {"tf32": False, "bf16": False}
-    tags = MeasureTags("step", requires=("tokens",), step=StepTags(strides=("every",), shard="samples",
-                                                                        exit_period=1))
-    extend_note = "its sync offset and outcome (censoring)"
-
-    def extend_problem(self, old_steps, new_steps):
-        return None  # the first crossing so far is its state; the outcome is written at the new end
-
+    # extends: the first crossing so far is its state; the outcome is written at the new end
+    tags = MeasureTags("step", requires=("tokens",), step=StepTags(
+        strides=("every",), shard="samples", exit_period=1, extends=True,
+        extend_note="its sync offset and outcome (censoring)"))
 
     def variables(self, b, shape) -> None:
         p = self.p

@@ -28,10 +28,8 @@ class Trajectory(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1))  # exit_period 1: it observes x_t only
-
-    def extend_problem(self, old_steps, new_steps):
-        return None  # x_t alone
+    # exit_period 1, extends: it observes x_t only
+    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1, extends=True))
 
     def problems(self, view):
         return (super().problems(view) + sample_problems(self.p.samples, view.spec) + self._spec_problems(view.spec)

@@ -39,11 +39,9 @@ class TwinDistance(StepMeasure):
     study = STUDY
     reference = PAPER
     Params = Params
-    # exit_period 1: its twins are never renormalised (advance is the identity)
-    tags = MeasureTags("step", step=StepTags(twin=Twin(), exit_period=1))
-
-    def extend_problem(self, old_steps, new_steps):
-        return None  # the twins go on; nothing is computed at the end
+    # exit_period 1: its twins are never renormalised (advance is the identity); extends: the twins go
+    # on, nothing is computed at the end
+    tags = MeasureTags("step", step=StepTags(twin=Twin(), exit_period=1, extends=True))
 
     def problems(self, view):
         return super().problems(view) + self._spec_problems(view.spec) + view.untrusted("k", self._precision_problem)
