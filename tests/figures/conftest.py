@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.runner import launcher
 from tests.runner.helpers import cli_env, write_spec
 
 #: The tiny ALBERT twice: pre-trained, and re-drawn as the paper's initial network.
@@ -82,8 +81,7 @@ def depth_spec(root: Path, albert: Path, steps: int = 80) -> Path:
 
 
 def apply(spec: Path, root: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "runner.cli", "apply", "-q", str(spec)], cwd=root,
-                         env=cli_env(root, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=600)
+    out = launcher.run(["apply", "-q", str(spec)], cwd=root, env=cli_env(root, OMP_NUM_THREADS="1"), timeout=600)
     assert out.returncode == 0, out.stderr
 
 

@@ -100,8 +100,9 @@ def pin_for(pins: list[dict], here: dict[str, str]) -> dict | None:
 
 
 def runner(*args: str, cwd: Path, cache: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runner.cli", *args], cwd=cwd, env={**env(cache), **(extra_env or {})},
-                          capture_output=True, text=True, timeout=1800)
+    from tests.runner import launcher
+
+    return launcher.run(args, cwd=cwd, env={**env(cache), **(extra_env or {})}, timeout=1800)
 
 
 def plan_of(spec: Path, work: Path) -> dict:

@@ -13,6 +13,13 @@ import torch
 
 from tests.runner.helpers import RUNNER, cli_env, maps_spec, run_cli, write_spec
 
+
+@pytest.fixture(autouse=True)
+def fresh_interpreter(monkeypatch):
+    """This file's commands start as a user's do, ``python -m runner.cli`` in a fresh interpreter
+    (elsewhere the suite forks them from a warm one: tests/runner/launcher.py)."""
+    monkeypatch.setenv("TRANSIENT_TEST_FRESH", "1")
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(ROOT.glob("specs/**/*.toml"))
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +15,7 @@ from training_helpers import ROOT, TINY
 
 from runner.storage.history import versions
 from runner.storage.store import read_tasks
-
-RUNNER = [sys.executable, "-m", "runner.cli"]
-
+from tests.runner import launcher
 
 def spec(folder: Path, epochs: int, log_spaced: bool = False) -> Path:
     """lstm_tiny with two LMs and the measures that read one checkpoint, its final one or a pair."""
@@ -65,7 +62,7 @@ def cli(*args, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
            "TRANSIENT_CACHE": str(cwd / "cache")}
     env.pop("RUNNER_TEST_STALL", None)
-    return subprocess.run([*RUNNER, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return launcher.run(args, cwd=cwd, env=env, timeout=600)
 
 
 def bits(path: Path) -> dict[str, tuple]:

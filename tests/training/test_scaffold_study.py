@@ -4,10 +4,9 @@ variables, and the Ch. 5 figures drawn from them."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
+from tests.runner import launcher
 import pytest
 import xarray as xr
 from training_helpers import ROOT
@@ -22,8 +21,7 @@ TINY = ROOT / "specs" / "tiny" / "scaffold_tiny.toml"
 def _cli(*args, cwd):
     from tests.runner.helpers import cli_env
 
-    return subprocess.run([sys.executable, "-m", "runner.cli", *map(str, args)], cwd=cwd,
-                          env=cli_env(cwd, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=600)
+    return launcher.run(args, cwd=cwd, env=cli_env(cwd, PYTHONPATH=str(ROOT)), timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ import xarray as xr
 
 from runner.core.layout import internal
 from runner.tui.reader import read_summaries
-from tests.runner.helpers import RUNNER, cli_env, write_spec
+from tests.runner import launcher
+from tests.runner.helpers import cli_env, write_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 PLUGINS = "tests.plugins.toy_measure,tests.plugins.toy_map,tests.plugins.toy_study"
@@ -71,16 +72,15 @@ kind = "msd"
 
 
 def runner(*args, cwd: Path, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([*RUNNER, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env=cli_env(cwd, **{"TRANSIENT_PLUGINS": PLUGINS, "PYTHONPATH": str(ROOT), **env}))
+    return launcher.run(args, cwd=cwd, timeout=600,
+                        env=cli_env(cwd, **{"TRANSIENT_PLUGINS": PLUGINS, "PYTHONPATH": str(ROOT), **env}))
 
 
 def killed_and_resumed(root: Path, text: str, store: str, stall: str, plugins: str = PLUGINS) -> xr.Dataset:
     """Apply ``text`` in ``root``, kill -9 it where the stall hook pauses it, apply again; the store."""
     spec = write_spec(root, text)
-    proc = subprocess.Popen([*RUNNER, "apply", str(spec), "-q"], cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=cli_env(root, TRANSIENT_PLUGINS=plugins, PYTHONPATH=str(ROOT),
-                                                                RUNNER_TEST_STALL=stall))
+    proc = launcher.popen(["apply", str(spec), "-q"], cwd=root,
+                          env=cli_env(root, TRANSIENT_PLUGINS=plugins, PYTHONPATH=str(ROOT), RUNNER_TEST_STALL=stall))
     state = root / "store" / f"{store}.runner"  # the marker: there, or in a checkpoint folder under it (the kit's loop)
     deadline = time.monotonic() + 300  # bounds a failure only
     while (marker := next(state.glob("**/stalled"), None)) is None:
@@ -179,8 +179,8 @@ def test_a_checkpointed_study_from_a_plugin_gets_the_kits_measures_for_its_model
     ref = tmp_path / "ref"
     ref.mkdir()
     spec = write_spec(ref, CHAIN)
-    out = subprocess.run([*RUNNER, "apply", str(spec), "-q"], cwd=ref, capture_output=True, text=True, timeout=600,
-                         env=cli_env(ref, TRANSIENT_PLUGINS="tests.plugins.toy_checkpointed", PYTHONPATH=str(ROOT)))
+    out = launcher.run(["apply", str(spec), "-q"], cwd=ref, timeout=600,
+                       env=cli_env(ref, TRANSIENT_PLUGINS="tests.plugins.toy_checkpointed", PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
     ds = xr.open_zarr(ref / "store" / "chain.zarr").load().sel(network="chain")
     assert list(ds["step"].values) == [0, 10, 20, 30]  # the initial network and each epoch end
