@@ -137,7 +137,7 @@ def supersede(state_dir: Location, label: str, ids: list[str]) -> None:
     with ``ids``): a later extension starts from the newest."""
     folder = location(state_dir) / FINAL
     keep = final_path(state_dir, ids)
-    for path in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
-        meta = read_metadata(path)
+    for path in sorted(folder.glob("*.safetensors"), key=lambda p: p.name) if folder.is_dir() else []:
+        meta = read_metadata(path)  # (object storage keeps final states too; its paths do not order)
         if path != keep and meta is not None and json.loads(meta.get("meta", "{}")).get("network") == label:
             path.unlink(missing_ok=True)
