@@ -721,8 +721,9 @@ def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
         tmp = CARRY + name
         if tmp in g.array_keys():
             del g[tmp]
+        # a copy: zarr keeps the dict it is given as the array's attributes, and updates it in place
         arr = g.create_array(tmp, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
-                             dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
+                             dimension_names=list(v.dims), attributes=dict(attrs), **chunk_codecs())
         for label in sorted(labels, key=new_index.get):
             src = (slice(None),) * axis + (old_index[label],)
             dst = tuple(slice(0, n) for n in old.shape[:axis]) + (new_index[label],) + tuple(
