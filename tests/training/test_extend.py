@@ -1,6 +1,7 @@
 """More epochs continue a finished training run (issue 37): the longer run takes the finished one's
 checkpoints and resume file, trains the epochs added, and its store equals a fresh run's bit for
-bit (real CLI runs); a schedule that moves with the run's length is recomputed, and plan says why."""
+bit (real CLI runs), the shipped tiny spec's included; a schedule that moves with the run's length
+is recomputed, and plan says why."""
 
 from __future__ import annotations
 
@@ -20,14 +21,19 @@ from runner.storage.store import read_tasks
 RUNNER = [sys.executable, "-m", "runner.cli"]
 
 
+#: The shipped tiny spec's log-spaced steps: within the first epoch, whatever the number of epochs.
+SHIPPED_LOG_SPACED = "log_spaced = { start = 1, stop = 20, count = 4 }\n"
+
+
 def spec(folder: Path, epochs: int, log_spaced: bool = False) -> Path:
-    """lstm_tiny with two LMs and the measures that read one checkpoint, its final one or a pair."""
+    """lstm_tiny with two LMs and the measures that read one checkpoint, its final one or a pair;
+    ``log_spaced``: its log-spaced steps spread over the whole run (no ``stop``)."""
     text = TINY.read_text()
     head, _, _ = text.partition("[[model]]")
     head = head.replace("epochs = 3\n", f"epochs = {epochs}\n", 1).replace('seed = 0\n', 'seed = 0\nstore = '
                                                                              '"store/t.zarr"\n', 1)
-    if not log_spaced:
-        head = head.replace("log_spaced = { start = 1, count = 4 }\n", "")
+    assert SHIPPED_LOG_SPACED in head
+    head = head.replace(SHIPPED_LOG_SPACED, "log_spaced = { start = 1, count = 4 }\n" if log_spaced else "")
     folder.mkdir(exist_ok=True)
     path = folder / "t.toml"
     path.write_text(head + """
@@ -111,3 +117,26 @@ def test_a_schedule_that_moves_with_the_length_is_recomputed_and_plan_says_why(t
     plan = json.loads(cli("plan", path, "--json", "--no-estimate", cwd=tmp_path).stdout)
     assert not plan["extend"] and plan["replace"]
     assert cli("apply", path, "-q", cwd=tmp_path).returncode == 77
+
+
+def test_the_shipped_tiny_spec_extends_to_a_fresh_runs_store_bit_for_bit(tmp_path, shipped_store):
+    """The shipped lstm_tiny, run for 2 epochs and raised to its 3: plan says extend, apply continues
+    without consent, and the store equals the session's fresh apply of the shipped spec bit for bit."""
+    shipped = TINY.read_text().replace("[experiment]\n", '[experiment]\nstore = "store/lstm_tiny.zarr"\n', 1)
+    path = tmp_path / "s.toml"
+    assert "\nepochs = 3\n" in shipped  # [training] epochs comes first (the diagnostic's probe epochs later)
+    path.write_text(shipped.replace("\nepochs = 3\n", "\nepochs = 2\n", 1))
+    first = cli("apply", path, "-q", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    path.write_text(shipped)
+    out = " ".join(cli("plan", path, "--no-estimate", cwd=tmp_path).stdout.split())
+    assert out.count("training.epochs: 2 -> 3 (continued from epoch 2)") == 4, out  # each of the 4 networks
+    assert "not extended" not in out and "replace" not in out and "extend finished results (no consent needed" in out, out
+    done = cli("apply", path, "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    store = tmp_path / "store/lstm_tiny.zarr"  # the name of the fresh store: checkpoint_path names it
+    records = read_tasks(store).values()
+    assert sorted(r["resumed_from"] for r in records if r["kind"] == "train") == [40] * 4  # continued at epoch 2
+    assert sum(bool(r.get("taken_over_from")) for r in records) > 0
+    a, b = bits(store), bits(shipped_store("lstm_tiny"))
+    assert a.keys() == b.keys() and [k for k in b if a[k] != b[k]] == []
