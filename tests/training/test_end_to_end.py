@@ -104,7 +104,7 @@ def test_plan_cli_lists_tasks(tmp_path):
     res = subprocess.run([*RUNNER, "plan", "--json", str(spec)], cwd=tmp_path, env=_env(), capture_output=True,
                          text=True, check=True)
     plan = json.loads(res.stdout)
-    assert plan["checkpoint_steps"] == [0, 1, 4, 5, 15, 20, 40, 60]
+    assert plan["checkpoint_steps"] == [0, 1, 3, 5, 7, 20, 40, 60]
     kinds = {t["kind"] for t in plan["tasks"]}
     assert kinds == {"train", "svcca", "sparsity", "diagnostic", "lca", "entropy", "distances"}
     bad = tiny_spec(tmp_path, "bad", replace={"bptt = 10": "bpt = 10"})

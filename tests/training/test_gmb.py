@@ -139,7 +139,7 @@ def _gmb_spec(tmp_path, gmb_path, name="gmb"):
             'name = "tagger_sem"\nkind = "tagger"\ntagset = "sem_coarse"\nmode = "input_tagger"',
         'reference = ["tagger_upos", "tagger_upos_shuffled"]': 'reference = ["tagger_upos", "tagger_sem"]',
         "frequent_words = 10": "frequent_words = 10\n",
-        "steps = [5]\nlog_spaced = { start = 1, count = 4 }": "",
+        "steps = [5]\nlog_spaced = { start = 1, stop = 20, count = 4 }": "",
     })
 
 
