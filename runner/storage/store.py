@@ -660,9 +660,10 @@ def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
     same_coord, grown = {}, {}
     for name, c in layout.coords.items():
         old = arrays.get(name)
-        same_coord[name] = old is not None and old.shape == c.values.shape and np.array_equal(old[...], c.values)
+        values = old[...] if old is not None else None
+        same_coord[name] = old is not None and old.shape == c.values.shape and np.array_equal(values, c.values)
         grown[name] = (old is not None and not same_coord[name] and c.dims == (name,) and len(old.shape) == 1
-                       and old.shape[0] < c.values.shape[0] and np.array_equal(old[...], c.values[:old.shape[0]]))
+                       and old.shape[0] < c.values.shape[0] and np.array_equal(values, c.values[:old.shape[0]]))
     for v in layout.vars.values():
         old = arrays.get(v.name)
         if old is None:
@@ -670,11 +671,11 @@ def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
         if internal(old.attrs).get("layout") == v.signature(layout.coords):
             continue
         out.measures[v.name] = v.measure
-        fits = (tuple(old.metadata.dimension_names or ()) == v.dims and np.dtype(old.dtype) == np.dtype(v.dtype)
-                if v.dtype is not str else False)
-        grows = [old.shape[i] < v.shape[i] and grown.get(d, False) for i, d in enumerate(v.dims)]
-        same_type = tuple(old.metadata.dimension_names or ()) == v.dims and (
-            np.dtype(old.dtype).kind in "OTU" if v.dtype is str else np.dtype(old.dtype) == np.dtype(v.dtype))
+        same_dims = tuple(old.metadata.dimension_names or ()) == v.dims  # also: shapes of one length below
+        same_type = same_dims and (np.dtype(old.dtype).kind in "OTU" if v.dtype is str
+                                   else np.dtype(old.dtype) == np.dtype(v.dtype))
+        fits = same_type and v.dtype is not str
+        grows = [same_dims and old.shape[i] < v.shape[i] and grown.get(d, False) for i, d in enumerate(v.dims)]
         if same_type and any(grows) and tuple(old.chunks) == tuple(v.chunks) and all(
                 g or (old.shape[i] == v.shape[i] and same_coord.get(d, True))
                 for i, (d, g) in enumerate(zip(v.dims, grows, strict=True))):

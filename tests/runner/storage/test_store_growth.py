@@ -53,3 +53,16 @@ def test_an_axis_that_moves_is_remade_empty(tmp_path):
     assert again.reshape(_layout(8, start=1)).remake == {"x": set()}  # no values kept: their tasks run again
     shorter = Store(tmp_path / "s.zarr").reshape(_layout(2))
     assert shorter.remake == {"x": set()}
+
+
+def test_a_variable_that_gains_a_dimension_is_remade_empty(tmp_path):
+    """(network, t_step) to (network, t_step, k), with a longer step axis too: remade, not grown (the
+    growth check compared shapes axis by axis and ran past the old ones)."""
+    _written(tmp_path)
+    b = LayoutBuilder(segment=2)
+    b.index("network", 2, long_name="network")
+    b.axis("t_step", 0, 8, 1)
+    b.index("k", 3, long_name="k")
+    b.var("x", "m", ("network", "t_step", "k"), "float64", np.nan, "x", "1", "d")
+    reshape = Store(tmp_path / "s.zarr").reshape(b.build())
+    assert reshape.remake == {"x": set()} and not reshape.grow
