@@ -22,11 +22,15 @@ from urllib.parse import urlparse
 _TRUE = {"1", "true", "yes", "on"}
 
 
+def _switches() -> list[str]:
+    """The offline switches set now (huggingface_hub reads them once, at import)."""
+    return [v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+            if os.environ.get(v, "").strip().lower() in _TRUE]
+
+
 def hub_switched_off() -> bool:
-    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE / HF_DATASETS_OFFLINE, read now (huggingface_hub reads
-    them once, at import)."""
-    return any(os.environ.get(v, "").strip().lower() in _TRUE
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"))
+    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE / HF_DATASETS_OFFLINE, read now."""
+    return bool(_switches())
 
 
 def hub_off() -> bool:
@@ -37,8 +41,7 @@ def hub_off() -> bool:
 def why_hub_off() -> str:
     """Why the hub is not used here (where :func:`hub_off`), in words: the switch that is set, or the
     endpoint that does not answer."""
-    switches = [v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
-                if os.environ.get(v, "").strip().lower() in _TRUE]
+    switches = _switches()
     if switches:
         return f"the hub is switched off ({switches[0]}={os.environ[switches[0]]})"
     from huggingface_hub import constants  # lazy: huggingface_hub

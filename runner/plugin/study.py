@@ -20,6 +20,7 @@ Variables carry their own plotting and summary hints (:func:`runner.plugin.measu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,12 @@ class Extension:
     how: str
     extends: bool = True
     keep: bool = False
+
+
+def plain_key(key: Any) -> Any:
+    """A task key as its record stores it (JSON: tuples as lists, anything else as text), to compare
+    a planned key with a recorded one."""
+    return json.loads(json.dumps(key, sort_keys=True, default=str))
 
 
 class Reporter(Protocol):

@@ -68,7 +68,7 @@ class StepMeasure(Measure):
     What it refuses is said in the one hook, :meth:`problems`, on what its study's view knows: the spec
     at first, then (a study that resolves its networks asks again) their sizes and precisions, and the
     shard count when a pass is split. What it holds is a declaration, :meth:`state_nbytes`, which the
-    study's footprint adds up (:mod:`runner.core.footprint`)."""
+    study's footprint adds up (:mod:`runner.spec.footprint`)."""
 
     tags = MeasureTags("step")
 

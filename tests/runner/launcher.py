@@ -15,9 +15,10 @@ few end-to-end tests keep doing so (``tests/runner/test_cli.py``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
-import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -143,7 +144,7 @@ def _socket_path() -> str:
             proc = subprocess.Popen([sys.executable, "-c", SERVER, path, ",".join(PRELOAD)], stdout=subprocess.PIPE,
                                     env=env, cwd=folder)
             assert proc.stdout.readline().strip() == b"ready", "the launcher's server did not start"
-            atexit.register(proc.kill)
+            atexit.register(lambda: (proc.kill(), proc.wait(), shutil.rmtree(folder, ignore_errors=True)))
             _server.update(pid=os.getpid(), path=path, proc=proc)
         return _server["path"]
 
@@ -155,7 +156,6 @@ class Launched:
                  stderr=subprocess.PIPE, text: bool = True, start_new_session: bool = False):
         self.args = ["runner", *map(str, args)]
         self.returncode: int | None = None
-        self._text = text
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.connect(_socket_path())
         stdin = os.open(os.devnull, os.O_RDONLY)
@@ -206,33 +206,29 @@ class Launched:
         return self.returncode
 
     def communicate(self, input=None, timeout: float | None = None):
+        """The rest of each pipe (through its stream: what a ``readline`` read ahead is kept), then
+        the exit status; :class:`subprocess.TimeoutExpired` past ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        chunks = {s: [] for s in (self.stdout, self.stderr) if s is not None and not s.closed}
-        with selectors.DefaultSelector() as sel:
-            for stream in chunks:
-                sel.register(stream.fileno(), selectors.EVENT_READ, stream)
-            while sel.get_map():
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise subprocess.TimeoutExpired(self.args, timeout)
-                for key, _ in sel.select(left):
-                    data = os.read(key.fd, 1 << 16)
-                    if data:
-                        chunks[key.data].append(data)
-                    else:
-                        sel.unregister(key.fd)
-        out = {}
-        for stream, parts in chunks.items():
-            data = b"".join(parts)
-            out[stream] = data.decode("utf-8", "replace") if self._text else data
+        if not hasattr(self, "_read"):  # one reader per pipe, kept across calls (a retry after a timeout)
+            self._read = {}
+            self._readers = [threading.Thread(target=lambda s=s: self._read.__setitem__(s, s.read()), daemon=True)
+                             for s in (self.stdout, self.stderr) if s is not None and not s.closed]
+            for r in self._readers:
+                r.start()
+        for r in self._readers:
+            r.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if r.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        for stream in self._read:
             stream.close()
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        self.wait(left)
-        return out.get(self.stdout), out.get(self.stderr)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self._read.get(self.stdout), self._read.get(self.stderr)
 
     def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, sig)
+        """As :meth:`subprocess.Popen.send_signal`: nothing once the child has ended."""
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # ended since the poll
+                os.kill(self.pid, sig)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)

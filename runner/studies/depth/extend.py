@@ -29,7 +29,7 @@ import json
 from typing import Any
 
 from runner.plugin.measures import measures
-from runner.plugin.study import Extension, Prepared
+from runner.plugin.study import Extension, Prepared, plain_key
 from runner.storage.checkpoint import read_metadata
 from runner.storage.location import Location, location
 from runner.storage.store import runner_dir
@@ -44,13 +44,9 @@ def final_path(state_dir: Location, ids: list[str]) -> Location:
     return location(state_dir) / FINAL / f"{pass_key(ids)}.safetensors"
 
 
-def _norm(key: Any) -> Any:
-    return json.loads(json.dumps(key, sort_keys=True, default=str))
-
-
 def lengthened(old: Any, new: Any) -> int | None:
     """The old run's steps when task key ``new`` is ``old`` with only the trajectory's steps raised."""
-    old, new = _norm(old), _norm(new)
+    old, new = plain_key(old), plain_key(new)
     if not (isinstance(old, dict) and isinstance(new, dict)):
         return None
     a, b = old.get("trajectory"), new.get("trajectory")
@@ -83,9 +79,9 @@ def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, d
         olds = [records[i].get("key") for i in replaced[t.id]]
         if t.kind == "derive":
             source = t.deps[0] if t.deps else None
-            key = _norm(t.key)
+            key = plain_key(t.key)
             same = all(isinstance(o, dict) and {**o, "from": 0} == {**key, "from": 0} and o.get("from") in
-                       continued.get(source, []) for o in map(_norm, olds))
+                       continued.get(source, []) for o in map(plain_key, olds))
             if source in continued and same:
                 out[t.id] = Extension("recomputed from the stored values")
         elif all(lengthened(o, t.key) is not None for o in olds):

@@ -19,16 +19,11 @@ resume file, any other change.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from runner.checkpointed.files import RESUME, checkpoint_dir, read_metadata
-from runner.plugin.study import Extension, Prepared
+from runner.plugin.study import Extension, Prepared, plain_key
 from runner.storage.store import runner_dir
-
-
-def _norm(key: Any) -> Any:
-    return json.loads(json.dumps(key, sort_keys=True, default=str))
 
 
 def _without(key: dict, *names: str) -> dict:
@@ -53,8 +48,8 @@ def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, d
     for t in p.tasks:
         if t.kind == "train" or not replaced.get(t.id) or not any(d in continued for d in t.deps):
             continue
-        new = _norm(t.key)
-        olds = [_norm(records[i].get("key")) for i in replaced[t.id]]
+        new = plain_key(t.key)
+        olds = [plain_key(records[i].get("key")) for i in replaced[t.id]]
         deps = sorted(continued.get(d, d) for d in t.deps)
         if all(isinstance(o, dict) and _without(o, "deps", "steps") == _without(new, "deps", "steps")
                and sorted(o.get("deps") or []) == deps for o in olds):
@@ -67,7 +62,7 @@ def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, d
 
 def _train(p: Prepared, t, old_id: str, old_key: Any) -> Extension | None:
     """What a longer run does with the finished training ``old_id`` (None: not a longer run)."""
-    old, new = _norm(old_key), _norm(t.key)
+    old, new = plain_key(old_key), plain_key(t.key)
     if not (isinstance(old, dict) and isinstance(new, dict)) or _without(old, "steps") != _without(new, "steps"):
         return None
     e0, e1 = (k.get("training", {}).get("epochs") for k in (old, new))

@@ -54,13 +54,13 @@ from runner.storage.store import Store
 from runner.studies.training.context import Context
 from runner.studies.training.spec import NetworkSpec, TrainingStudySpec
 
-#: What to do about a hub checkpoint that cannot be had here.
 def _series_name(source: str, location: str) -> str:
     """How a series' missing checkpoints are grouped: by its source where that names one repository or
     folder per revision (``google/multiberts-seed_0-step_{revision}``), else by the location they share."""
     return source if "{revision}" in source else location
 
 
+#: What to do about a hub checkpoint that cannot be had here.
 HUB_FIX = ("on a machine with network, `runner apply` (or `hf download REPO --revision REV`) fills the cache "
            "(HF_HOME); or give a local directory of checkpoints")
 

@@ -32,7 +32,10 @@ from runner.plugin.timings import CheckpointMeasure
 #: The plugins of tests/plugins/ that register measures or studies (tests/runner/plugin/test_plugins.py loads them
 #: through TRANSIENT_PLUGINS in the CLI; here each is imported, which registers it the same way, and
 #: unregistered afterwards, so that no other test sees it).
-PLUGINS = ("tests.plugins.toy_measure", "tests.plugins.toy_study", "tests.plugins.toy_checkpointed")
+#: Each plugin and what it registers: (measures, studies).
+REGISTERS = {"tests.plugins.toy_measure": (True, False), "tests.plugins.toy_study": (True, True),
+             "tests.plugins.toy_checkpointed": (False, True)}
+PLUGINS = tuple(REGISTERS)
 #: Shapes for plugin studies that do not lay out their measures.
 SHAPES = {"walk": SimpleNamespace(names=["walkers"], steps=20, samples=5)}
 #: Minimal specs of the plugin studies (the built-in ones give theirs, Study.example_spec).
@@ -88,7 +91,7 @@ def registered_plugin():
 @pytest.mark.parametrize("module", PLUGINS)
 def test_every_plugin_measure_and_study_conforms(module, registered_plugin):
     new_measures, new_studies = registered_plugin(module)
-    assert new_measures or new_studies, f"{module} registers neither a measure nor a study"
+    assert (bool(new_measures), bool(new_studies)) == REGISTERS[module], (module, new_measures, new_studies)
     for (study, _), cls in new_measures.items():
         check_measure(cls, SHAPES.get(study))
     for name, cls in new_studies.items():
