@@ -213,14 +213,28 @@ def _bad(polls: list[dict]) -> list[dict]:
     return [p for p in polls if p["traceback"] or p["damaged"] or p["code"] not in (0,)]
 
 
+@pytest.fixture
+def poller(replacing):
+    """The process polling show, status and the monitor's reader, started for the test; stopped
+    at its end whatever the test did (it polls until ``control/stop`` exists)."""
+    folder, control = replacing
+    proc = _poller(folder, control)
+    yield proc
+    (control / "stop").touch()
+    try:
+        proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_twenty_kills_of_a_replace_leave_whole_versions(replacing):
+def test_twenty_kills_of_a_replace_leave_whole_versions(replacing, poller):
     folder, control = replacing
     draw = random.Random(SEED)
     points = POINTS + [draw.choice(POINTS) for _ in range(KILLS - len(POINTS))]
     draw.shuffle(points)
-    poller = _poller(folder, control)
     killer = subprocess.run([sys.executable, "-c", KILLER, str(folder), str(control), json.dumps(points)], cwd=folder,
                             env=cli_env(folder), capture_output=True, text=True, timeout=360)
     (control / "stop").touch()
@@ -240,12 +254,11 @@ def test_twenty_kills_of_a_replace_leave_whole_versions(replacing):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("point", ["switch@2", "tanh@45"])
-def test_a_replace_killed_from_outside_with_show_beside_it(point, replacing):
+def test_a_replace_killed_from_outside_with_show_beside_it(point, replacing, poller):
     """The real CLI, stopped at a point (a file says so), then killed with SIGKILL while another
     process polls show --json; a healthy replace beside the poller then finishes whole."""
     folder, control = replacing
     store = folder / "store/r.zarr"
-    poller = _poller(folder, control)
     proc = popen_cli("apply", "spec.toml", "-q", "--replace", cwd=folder, RUNNER_TEST_STALL=point)
     wait_for(lambda: (runner_dir(store) / "stalled").exists(), proc)
     wait_for(lambda: (control / "polls.jsonl").exists() and len(_polls(control)) >= 2, poller)  # polled while stopped
