@@ -503,7 +503,8 @@ class Store:
             found = read_manifest(self.state_dir, self.store_id) or {}
         except ManifestCorrupt:
             found = {}
-        return {name for name in found.get("chunks") or {} if name in self.group.array_keys()}
+        here = set(self.group.array_keys())
+        return {name for name in found.get("chunks") or {} if name in here}
 
     def _manifest(self, root: Location, root_meta: dict | None = None) -> dict | None:
         """The manifest of the store's files at ``root`` (``root_meta``: the root's ``zarr.json`` as it
@@ -720,7 +721,7 @@ def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
 
     def remake(attrs: dict) -> None:
         tmp = CARRY + name
-        if tmp in g.array_keys():
+        if g.get(tmp) is not None:
             del g[tmp]
         # a copy: zarr keeps the dict it is given as the array's attributes, and updates it in place
         arr = g.create_array(tmp, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
@@ -750,9 +751,10 @@ def _move(g: zarr.Group, src: str, dst: str, attrs: dict) -> None:
 
 def _finish_carries(g: zarr.Group) -> None:
     """After a kill during :func:`_carried_values`: put a complete copy in place, drop an incomplete one."""
-    for name in [n for n in g.array_keys() if n.startswith(CARRY)]:
+    names = set(g.array_keys())
+    for name in [n for n in names if n.startswith(CARRY)]:
         arr, target = g[name], name[len(CARRY):]
-        if internal(arr.attrs).get("carried") and target not in g.array_keys():
+        if internal(arr.attrs).get("carried") and target not in names:
             attrs = dict(arr.attrs)
             _move(g, name, target, {**attrs, INTERNAL: json.dumps({k: v for k, v in internal(attrs).items()
                                                                     if k != "carried"})})

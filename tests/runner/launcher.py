@@ -247,6 +247,40 @@ class Launched:
             self.wait()
 
 
+CLIENT = r"""
+import json, os, signal, socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(sys.argv[1])
+req = {"args": sys.argv[3:], "cwd": os.getcwd(), "env": dict(os.environ), "root": sys.argv[2], "new_session": False}
+socket.send_fds(sock, [json.dumps(req).encode()], [0, 1, 2])
+lines = sock.makefile("rb")
+pid = json.loads(lines.readline())["pid"]
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, lambda signum, frame: os.kill(pid, signum))
+status = json.loads(lines.readline())["status"]
+if status < 0:
+    signal.signal(-status, signal.SIG_DFL)
+    os.kill(os.getpid(), -status)
+sys.exit(status)
+"""
+
+
+def command(folder: Path) -> Path:
+    """An executable ``folder/runner`` for shell scripts (``RUNNER=...``): each call forks its command
+    from this test process's warm server, its streams, working directory and environment its own,
+    its exit status (or signal) the script's to see. With ``TRANSIENT_TEST_FRESH=1``, the installed
+    ``runner`` script instead."""
+    path = Path(folder) / "runner"
+    if fresh():
+        path.write_text(f"#!/bin/sh\nexec {sys.executable} -m runner.cli \"$@\"\n")
+    else:
+        client = Path(folder) / "runner_client.py"
+        client.write_text(CLIENT)
+        path.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S {client} {_socket_path()} {ROOT} \"$@\"\n")
+    path.chmod(0o755)
+    return path
+
+
 def fresh() -> bool:
     return os.environ.get("TRANSIENT_TEST_FRESH") == "1"
 

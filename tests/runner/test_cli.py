@@ -14,10 +14,11 @@ import torch
 from tests.runner.helpers import RUNNER, cli_env, maps_spec, run_cli, write_spec
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def fresh_interpreter(monkeypatch):
-    """This file's commands start as a user's do, ``python -m runner.cli`` in a fresh interpreter
-    (elsewhere the suite forks them from a warm one: tests/runner/launcher.py)."""
+    """A user's first commands start as theirs do, ``python -m runner.cli`` in a fresh interpreter
+    (the other commands here, as elsewhere in the suite, are forked from a warm one:
+    tests/runner/launcher.py; the closed-pipe tests start ``RUNNER`` themselves)."""
     monkeypatch.setenv("TRANSIENT_TEST_FRESH", "1")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +26,7 @@ SHIPPED = sorted(ROOT.glob("specs/**/*.toml"))
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 
 
+@pytest.mark.usefixtures("fresh_interpreter")
 def test_version_and_usage(tmp_path):
     version = run_cli("--version", cwd=tmp_path)
     assert version.returncode == 0 and version.stdout.startswith("runner ")
@@ -35,12 +37,14 @@ def test_version_and_usage(tmp_path):
     assert unknown.returncode == 2 and "unknown name 'nope'" in unknown.stderr and "Traceback" not in unknown.stderr
 
 
+@pytest.mark.usefixtures("fresh_interpreter")
 def test_help_documents_the_exit_codes(tmp_path):
     text = run_cli("--help", cwd=tmp_path).stdout
     for code in ("0 ", "1 ", "2 ", "65", "66", "74", "75", "130"):
         assert f"\n  {code}" in text, code
 
 
+@pytest.mark.usefixtures("fresh_interpreter")
 @pytest.mark.parametrize("command", ["status", "show"])
 def test_status_and_show_of_a_missing_store(tmp_path, command):
     result = run_cli(command, tmp_path / "store/nothing.zarr", cwd=tmp_path)
@@ -142,7 +146,7 @@ def test_every_shipped_spec_plans_offline_and_apply_names_what_is_missing(path, 
     assert code == 0, err
     result = json.loads(out)
     assert result.get("tasks") or all(p["tasks"] for p in result.get("points", [])), "the plan shows the tasks"
-    code, text, err = in_process("plan", path)
+    code, text, err = in_process("plan", path, "--no-estimate")  # the estimate: timed by the --json plan
     assert code == 0 and "Traceback" not in err
     if not result["unmet"]:
         return

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from . import launcher
 from .helpers import maps_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,10 +62,8 @@ def test_show_status_and_figures_speak_json(in_process, spec, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_documented_sweep_script_runs_branches_and_reads_json(spec, tmp_path):
-    runner = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "runner"
-    if not runner.exists():
-        runner = ROOT / ".venv" / "bin" / "runner"
+def test_the_documented_sweep_script_runs_branches_and_reads_json(spec, tmp_path, tmp_path_factory):
+    runner = launcher.command(tmp_path_factory.mktemp("bin"))  # each call forked from a warm server
     env = {**os.environ, "RUNNER": str(runner), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     run = lambda: subprocess.run(["bash", str(ROOT / "docs" / "steps_sweep.sh"), str(spec), "20"],  # noqa: E731
                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)

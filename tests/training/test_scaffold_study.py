@@ -25,13 +25,10 @@ def _cli(*args, cwd):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("scaffold")
-    spec = root / "scaffold_tiny.toml"
-    spec.write_text(TINY.read_text().replace("seed = 0\n", f'seed = 0\nstore = "{root / "s.zarr"}"\n', 1))
-    out = _cli("apply", "-q", spec, cwd=root)
-    assert out.returncode == 0, out.stderr
-    return root / "s.zarr"
+def store(shipped_store):
+    """The shipped spec applied once per test session (``shipped_store``, shared with the estimate
+    and golden tests). Read it only."""
+    return shipped_store("scaffold_tiny")
 
 
 @pytest.fixture(scope="module")

@@ -216,19 +216,15 @@ def make_stream(rng: np.random.Generator, phrases: np.ndarray, cfg: ScaffoldConf
     order = rng.permutation(len(segments))
     gaps = np.sort(rng.choice(np.arange(1, background), size=len(segments), replace=False))
     bg = rng.integers(2, cfg.vocab_size + 2, background)
-    pieces, placed = [], np.zeros(tokens, dtype=bool)
+    # segment order[j] starts after the first gaps[j] background tokens and the j segments before it
+    lengths = np.where(kinds, k, k + 2)[order]
     starts = np.empty(len(segments), dtype=np.int64)
-    prev, pos = 0, 0
-    for g, s in zip(gaps, order):
-        pieces.append(bg[prev:g])
-        pos += g - prev
-        starts[s] = pos
-        pieces.append(segments[s])
-        placed[pos:pos + len(segments[s])] = True
-        pos += len(segments[s])
-        prev = g
-    pieces.append(bg[prev:])
-    stream = np.concatenate(pieces).astype(np.int64)
+    starts[order] = gaps + np.cumsum(lengths) - lengths
+    placed = np.zeros(tokens, dtype=bool)
+    placed[np.repeat(gaps, lengths) + np.arange(inserted)] = True
+    stream = np.empty(tokens, dtype=np.int64)
+    stream[placed] = np.concatenate([segments[s] for s in order]) if len(order) else []
+    stream[~placed] = bg
     rule_starts, free_starts = starts[~kinds], starts[kinds]
     legit = set((rule_starts + 1).tolist()) | set(free_starts.tolist())
     fewest, stalled = None, 0

@@ -1,0 +1,45 @@
+"""The suite's launcher (tests/runner/launcher.py) behaves as a fresh ``python -m runner.cli`` does:
+the same exit codes and output, a real process for signals, and a shell command (``RUNNER=``)
+whose scripts see the command's exit status, streams and working directory."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from tests.runner import launcher
+from tests.runner.helpers import cli_env, maps_spec, wait_for, write_spec
+
+
+def fresh(*args, cwd, env):
+    return subprocess.run([sys.executable, "-m", "runner.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_forked_command_answers_as_a_fresh_interpreter_does(tmp_path):
+    env = cli_env(tmp_path)
+    for args in (["--version"], ["plan"], ["status", tmp_path / "none.zarr"]):
+        forked, started = launcher.run(args, cwd=tmp_path, env=env, timeout=300), fresh(*args, cwd=tmp_path, env=env)
+        assert (forked.returncode, forked.stdout, forked.stderr) == (started.returncode, started.stdout,
+                                                                     started.stderr), args
+    assert {launcher.run(["plan"], cwd=tmp_path, env=env).returncode, fresh("plan", cwd=tmp_path, env=env).returncode} == {2}
+
+
+def test_a_forked_command_is_its_own_process_and_dies_of_a_signal(tmp_path):
+    spec = write_spec(tmp_path, maps_spec("slow", steps=20))
+    proc = launcher.popen(["apply", spec], cwd=tmp_path, env=cli_env(tmp_path, RUNNER_TEST_STALL="logistic@10"))
+    wait_for(lambda: (tmp_path / "store/slow.runner/stalled").exists(), proc)
+    assert int((tmp_path / "store/slow.runner/stalled").read_text().split()[0]) == proc.pid
+    proc.kill()
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+
+
+def test_the_shell_command_passes_the_status_streams_and_folder(tmp_path):
+    runner = launcher.command(tmp_path)
+    env = cli_env(tmp_path)
+    script = f'cd {tmp_path} && {runner} --version; echo "v=$?"; {runner} plan; echo "p=$?"; ' \
+             f'{runner} status none.zarr 2>/dev/null; echo "s=$?"'
+    out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.startswith("runner ") and "v=0" in out.stdout and "p=2" in out.stdout and "s=66" in out.stdout
+    assert "usage:" in out.stderr
