@@ -9,7 +9,9 @@ reach (:func:`models.hub.hub_off`), only the local cache is used (:func:`offline
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,23 +25,35 @@ from runner.data.text import document_text, split_sentences
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
 
 
+#: The libraries' offline switches, read once when each is imported: module -> its switches.
+_SWITCHES = {"datasets.config": ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"), "huggingface_hub.constants": ("HF_HUB_OFFLINE",)}
+
+
 @contextlib.contextmanager
 def offline_hub() -> Iterator[bool]:
     """With the hub switched off or out of reach (:func:`models.hub.hub_off`), make ``datasets``
-    use its local cache only, now (it reads the switches once, at import)."""
+    use its local cache only, now: the switches of the libraries imported already are set, and the
+    environment's for one imported inside (a builtin corpus imports neither: ``datasets`` alone
+    takes a second to import)."""
     if not hub_off():
         yield False
         return
-    import datasets.config  # lazy: datasets
-    import huggingface_hub.constants as hub_constants  # lazy: huggingface_hub
-
-    saved = (datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE, hub_constants.HF_HUB_OFFLINE)
-    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
-    hub_constants.HF_HUB_OFFLINE = True
+    saved = {(name, attr): getattr(sys.modules[name], attr) for name, attrs in _SWITCHES.items()
+             if name in sys.modules for attr in attrs}
+    for name, attr in saved:
+        setattr(sys.modules[name], attr, True)
+    env = {var: os.environ.get(var) for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    os.environ.update(dict.fromkeys(env, "1"))
     try:
         yield True
     finally:
-        (datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE, hub_constants.HF_HUB_OFFLINE) = saved
+        for (name, attr), value in saved.items():
+            setattr(sys.modules[name], attr, value)
+        for var, value in env.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
 
 
 def hub_error(label: str, src: Source, subset, split, streaming, exc: BaseException, offline: bool) -> InputError:
