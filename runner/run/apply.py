@@ -29,7 +29,7 @@ from runner.storage.location import Remote, is_url, location, write_atomic
 from runner.run.provenance import provenance
 from runner.storage.store import now
 from runner.run.provenance import root_attrs as provenance_root_attrs
-from runner.storage.records import renumber_chunks
+from runner.storage.records import as_bound, renumber_chunks
 from runner.run.prepare import prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.run.prepare)
 from runner.storage.verify import Damage, rebind, repair, verify
 from runner.storage.store import (Store, StorePathError, StoreWriteError, read_tasks, records_lost, root_attrs,
@@ -319,7 +319,7 @@ def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout, remade: 
     their values carried over (verified before) are bound to their new bytes and keys."""
     dims = {v.name: v.dims for v in layout.vars.values()}
     before = internal(root_attrs(store.path) or {}).get("layout_id")
-    done = {tid: _as_before(rec, before) for tid, rec in done.items()}
+    done = {tid: as_bound(rec, before) for tid, rec in done.items()}
     moved = {t.id: {**done[t.id], "network": t.network} for t in p.tasks
              if t.id in done and done[t.id].get("network") != t.network}
     for tid, rec in moved.items():
@@ -335,16 +335,6 @@ def _renumber(store: Store, p: Prepared, done: dict[str, dict], layout, remade: 
                                     "chunks": done[tid].get("chunks") or {}}} for tid, rec in moved.items()}
     if moved:
         store.record_many(moved)
-
-
-def _as_before(rec: dict, layout_id: str | None) -> dict:
-    """A record as it binds the store version ``layout_id``: a switch cut short by a kill left the
-    store at the version its ``previous`` binding names."""
-    before = rec.get("previous")
-    if isinstance(before, dict) and rec.get("layout_id") != layout_id and before.get("layout_id") == layout_id:
-        return {**{k: v for k, v in rec.items() if k not in ("previous", "layout_id")},
-                "network": before.get("network"), "chunks": before.get("chunks") or {}}
-    return rec
 
 
 def _cli_flag(name: str, value: str | None = None) -> str:

@@ -311,6 +311,17 @@ def attribute(tasks: list, written: dict[str, dict], measure_of: dict[str, str])
     return out
 
 
+def as_bound(rec: dict, layout_id: str | None) -> dict:
+    """A completion record as it binds the store version ``layout_id``: as written, or, while the
+    store is still the version before a switch (under way, or cut short by a kill), with the network
+    and chunks of its ``previous`` binding (what :func:`runner.storage.verify.rebind` moved them from)."""
+    before = rec.get("previous")
+    if isinstance(before, dict) and rec.get("layout_id") != layout_id and before.get("layout_id") == layout_id:
+        return {**{k: v for k, v in rec.items() if k not in ("previous", "layout_id")},
+                "network": before.get("network"), "chunks": before.get("chunks") or {}}
+    return rec
+
+
 def renumber_chunks(chunks: dict[str, dict], dims_of: dict[str, tuple[str, ...]], old: int, new: int) -> dict:
     """``chunks`` of a record whose network moved from index ``old`` to ``new`` (one network per
     chunk: its chunk index along ``network`` is the network's index)."""

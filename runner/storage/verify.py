@@ -31,7 +31,7 @@ from runner.storage.history import version_at
 from runner.storage.location import Location, Remote, location, remove_tree, zarr_store
 from runner.storage.manifest import (ALGORITHM, array_nodes, MANIFEST, ROOT, ManifestCorrupt, check_manifest, chunk_digests,
                                      differences, normalized, read_manifest, record_digest)
-from runner.storage.records import chunk_coords, decode_key, drop_records, encode_key
+from runner.storage.records import as_bound, chunk_coords, decode_key, drop_records, encode_key
 from runner.storage.store import atomic_write_bytes, read_tasks_checked, root_attrs, runner_dir, store_id
 
 WHOLE_READ_BYTES = 256 * 2**20
@@ -224,7 +224,7 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         if "chunks" not in rec:
             damage.unchecked.append(tid)
             continue
-        for name, entry in bound_chunks(rec, layout_id).items():
+        for name, entry in (as_bound(rec, layout_id).get("chunks") or {}).items():
             grids.setdefault(name, entry["grid"])
             digests = (entry.get(ALGORITHM) or {}) if entry["grid"] == grids[name] else {}
             for key in _keys(entry, grids[name]):
@@ -297,16 +297,6 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     damage.redo = sorted(chunk_tids | (meta_tids - {t for n in damage.altered for t in _owners_of(damage.records, n)}))
     damage.seconds = time.monotonic() - t0
     return damage
-
-
-def bound_chunks(rec: dict, layout_id: str | None) -> dict:
-    """The chunks a record binds in the store version ``layout_id``: the ones it was rebound to
-    (:func:`rebind`), or, while the store is still the version before the switch (a switch under way
-    or cut short by a kill), the ones it held there (``previous``)."""
-    before = rec.get("previous")
-    if isinstance(before, dict) and rec.get("layout_id") != layout_id and before.get("layout_id") == layout_id:
-        return before.get("chunks") or {}
-    return rec.get("chunks") or {}
 
 
 def _grid_of(meta: dict | None) -> list[int] | None:
