@@ -179,6 +179,17 @@ def test_training_estimates_its_steps_and_its_measures(in_process):
     assert measured_lm["seconds"] > untimed["seconds"]
 
 
+def test_a_training_plan_whose_corpus_was_not_read_says_so_instead_of_an_estimate():
+    import dataclasses
+
+    from runner.studies.training.estimate import estimate as training_estimate
+
+    p = prepare(ROOT / "specs" / "tiny" / "lstm_tiny.toml")
+    p.state = dataclasses.replace(p.state, stats=None)
+    with pytest.raises(NoEstimate, match="the corpus has not been read"):
+        training_estimate(p, torch.device("cpu"), None, Calibrator(calibrate=False))
+
+
 def test_transject_estimates_its_training_and_measures(in_process):
     spec = ROOT / "specs" / "tiny" / "transject_tiny.toml"
     code, out, err = in_process("plan", spec, "--calibrate", "--json")

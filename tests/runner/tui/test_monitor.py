@@ -164,6 +164,21 @@ async def test_finished_store_table_plots_and_keys(done_root, monkeypatch):
     assert app.return_code == 0
 
 
+async def test_a_change_while_the_store_is_read_is_read_again(done_root, monkeypatch):
+    """A store event during a read is not dropped: the read under way finishes, then the store is read once more."""
+    monkeypatch.chdir(done_root)
+    app = MonitorApp("store/tiny.zarr", clock=lambda: FROZEN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, loaded(app))
+        applied, apply_data = [], app._apply_data
+        app._apply_data = lambda data, error: (applied.append(error), apply_data(data, error))
+        app.load_data()
+        app.load_data()  # before the first read can report: it runs on this loop, which the test holds
+        assert app._reading and app._reread
+        await settle(pilot, lambda: len(applied) == 2 and not app._reading)
+        assert applied == [None, None] and not app._reread and app.data is not None
+
+
 async def test_monitor_from_spec_path(done_root, monkeypatch):
     monkeypatch.chdir(done_root)
     from .conftest import write_spec
