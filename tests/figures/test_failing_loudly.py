@@ -132,3 +132,19 @@ def test_a_store_no_recipe_covers_gets_a_fallback_per_numeric_variable(maps_stor
     assert np.isnan(ds["diverged_step"]).all()  # no map diverged: listed, skipped, not drawn
     skipped = {f["id"]: f["reason"] for f in manifest["figures"] if f["status"] == "skipped"}
     assert skipped["var:diverged_step"].startswith("no values")
+
+
+@pytest.mark.parametrize("study, figure, names", [
+    ("training", "fig1", ("pair_euclidean", "pair_cosine")), ("training", "fig5a", ("entropy_quantile",)),
+    ("transject", "ch4_fig3", ("svcca_final", "cka_final")), ("training", "ch4_fig3", ("svcca_final", "cka_final"))])
+def test_a_kit_figure_of_values_not_computed_yet_says_so(request, study, figure, names):
+    """The kit's figures (distances, entropy, similarity to the final checkpoint; the training study
+    draws the last its own way) drawn from a store whose values are all missing refuse with the
+    reason, not an empty plot."""
+    from runner.plugin.recipes import NotDrawable
+
+    store = request.getfixturevalue("training_store" if study == "training" else "transject_store")
+    ds = xr.open_zarr(store, consolidated=False)
+    empty = ds.assign({name: ds[name] * np.nan for name in names})
+    with pytest.raises(NotDrawable, match="has been computed yet"):
+        recipes(study)[figure].draw(empty)

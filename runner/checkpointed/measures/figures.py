@@ -159,7 +159,8 @@ def versus_final(ds: xr.Dataset) -> Figure:
                     _by_checkpoint(ax, line, f"{net}: {layer}" if len(networks) > 1 else str(layer))
                     drawn += 1
         ax.set(ylabel=stat.upper(), ylim=(0, 1.02))
-        ax.legend(fontsize="x-small")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small")
     if not drawn:
         raise NotDrawable("no final similarity has been computed yet")
     return fig

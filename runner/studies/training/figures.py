@@ -105,7 +105,8 @@ def _similarity(ds: xr.Dataset, compare: str, networks: list[str], split: str | 
                     drawn += 1
         _rescales(ax, ds, networks[0])
         ax.set(xlabel="training step" if _suite(ds) else "epoch", ylabel=stat.upper(), ylim=(0, 1.02))
-        ax.legend(fontsize="x-small")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small")
     if not drawn:
         raise NotDrawable(f"no {compare} similarity has been computed yet")
     return fig

@@ -169,6 +169,27 @@ def test_the_toy_passes():
     check_measure(Toy)
 
 
+def test_a_study_that_takes_a_kit_registers_none_of_its_kinds_unless_it_replaces_them():
+    from runner.plugin import measures as registry
+
+    class Clash(Toy):
+        """A kind of the checkpointed kit, registered under a study without replacing it."""
+
+        study = "clashing"
+
+        @classmethod
+        def kind(cls):
+            return "svcca"
+
+    registry._REGISTRY.setdefault("clashing", {})["svcca"] = Clash
+    try:
+        with pytest.raises(TypeError, match=r"study 'clashing' registers kind\(s\) \['svcca'\] of the checkpointed kit"):
+            registry.takes("clashing", "checkpointed")
+        assert "clashing" not in registry._TAKES
+    finally:
+        registry._REGISTRY.pop("clashing", None)
+
+
 def _broken(**attrs) -> type[Measure]:
     return type("Broken", (Toy,), {"__module__": __name__, **attrs})
 
@@ -193,6 +214,11 @@ BROKEN = {
                                            "step tags apply to timing 'step' only, not 'checkpoint'"),
     "a bad shard": (dict(tags=MeasureTags("step", step=StepTags(shard="tokens"))),
                     "shard 'tokens' is none of samples, combine"),
+    "an exit period that is no period": (dict(tags=MeasureTags("step", step=StepTags(exit_period=0))),
+                                         "exit_period 0 is no period (an int >= 1, a parameter name or None)"),
+    "a twin that is no Twin": (dict(tags=MeasureTags("step", step=StepTags(twin=True))), "twin is a Twin() or None, not True"),
+    "its timing's tags of another role": (dict(tags=MeasureTags("checkpoint", checkpoint=StepTags())),
+                                          "checkpoint is a CheckpointTags(...), not StepTags("),
     "a note on an extension it does not declare": (dict(tags=MeasureTags("step", step=StepTags(extend_note="x"))),
                                                    "extend_note 'x' without extends=True"),
     "suites that are no Suites": (dict(tags=MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=True))),
@@ -321,3 +347,21 @@ def test_a_kit_measure_a_study_offers_pickles_into_a_fresh_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.pkl")], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "layers", out.stderr
+
+
+def test_a_study_that_declares_only_its_plan_gets_defaults_that_do_nothing():
+    """A plugin study need not say how its measures lay out, split, extend or are timed: by default
+    nothing is split, extended or probed, and explain lists no variables."""
+    from runner.plugin.study import Study
+
+    class Plain(Study):
+        """A study with no optional hooks (never registered)."""
+
+        name = "plain"
+
+    study = Plain()
+    assert study.description == "A study with no optional hooks (never registered)."
+    assert study.variables_of("anything") is None
+    assert study.split(None, [], 2) is None
+    assert study.thread_probe(None, "cpu") is None
+    assert study.extensions(None, {"t": ["s"]}, {}) == {}
