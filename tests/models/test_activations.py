@@ -193,6 +193,31 @@ def test_suite_and_module_gradients_are_autograds():
     assert grads["0"].shape == acts["0"].shape == (3, 5, 4)
 
 
+@pytest.mark.parametrize("variant", ["transject", "transformer"])
+def test_transject_gradients_are_autograds_of_the_encoders_hidden_states(variant):
+    """d loss / d X^(l) of TransJect (the same entropic draws as a forward pass) and of the Transformer baseline."""
+    params = ({"vocab_size": 40, "n_classes": 3, "d_model": 8, "n_layers": 2, "n_experts": 2,
+               "variant": "entropic-transject"} if variant == "transject" else
+              {"vocab_size": 40, "n_classes": 3, "d_model": 8, "n_layers": 2, "n_heads": 2, "d_ff": 16})
+    torch.manual_seed(0)
+    model = build_model(variant, params).eval()
+    ids = _ids(40)
+    y = torch.arange(ids.shape[0]) % 3
+    mask = torch.ones_like(ids)
+    mask[0, 7:] = 0
+    loss = lambda out: torch.nn.functional.cross_entropy(out.logits, y)  # noqa: E731
+    adapter = family_for(f"builtin:{variant}").activations(model, generator=torch.Generator().manual_seed(5))
+    acts, grads = adapter.capture_gradients(tokens(ids, mask), loss, ["embedding", "layer2"])
+    assert list(acts) == list(grads) == ["embedding", "layer2"]
+    out = model(ids, mask, output_hidden_states=True, generator=torch.Generator().manual_seed(5))
+    want = _grad_reference({"embedding": out.hidden_states[0], "layer2": out.hidden_states[2]}, loss(out))
+    for name in want:
+        torch.testing.assert_close(grads[name], want[name])
+        torch.testing.assert_close(acts[name], dict(zip(("embedding", "layer2"), (out.hidden_states[0],
+                                                                                 out.hidden_states[2])))[name].detach())
+    assert grads["embedding"].abs().max() > 0
+
+
 def test_map_gradients_flow_through_the_steps():
     """A map's states x_0 .. x_T carry gradients of a loss of x_T even when it has no trained weights."""
     from models import MapInputs, build_map
@@ -205,3 +230,10 @@ def test_map_gradients_flow_through_the_steps():
     torch.testing.assert_close(grads["layer3"], torch.ones_like(acts["layer3"]))
     x2 = acts["layer2"]
     torch.testing.assert_close(grads["layer2"], 3.2 * (1 - 2 * x2))  # d f(x) / dx of r x (1 - x)
+
+
+def test_a_map_without_a_depth_is_refused_with_the_fix():
+    from models import build_map
+
+    with pytest.raises(ValueError, match=r"is a map: say how many steps to capture \(depth=...\)"):
+        family_for("map:logistic").activations(build_map("logistic", {"r": 3.2}))
