@@ -253,10 +253,6 @@ class TransJectSession(CheckpointedSession):
     def sentence_tokens(self) -> list[str]:
         return list(self.sentence)
 
-    def reference_layer(self, network: int) -> str:
-        """Its top layer (no TransJect spec has reference networks: the view says so)."""
-        return self.layer_names[-1]
-
     def measure(self, group: list[Task]) -> None:
         n, e = group[0].network, group[0].checkpoint
         if self.paths.get((n, e)) is None:
