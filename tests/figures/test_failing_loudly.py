@@ -148,3 +148,25 @@ def test_a_kit_figure_of_values_not_computed_yet_says_so(request, study, figure,
     empty = ds.assign({name: ds[name] * np.nan for name in names})
     with pytest.raises(NotDrawable, match="has been computed yet"):
         recipes(study)[figure].draw(empty)
+
+
+def test_the_kits_entropy_boxes_need_their_quantiles_and_skip_a_layer_without_values(transject_store):
+    from runner.plugin.recipes import NotDrawable
+
+    ds = xr.open_zarr(transject_store, consolidated=False)
+    with pytest.raises(NotDrawable, match=r"entropy_quantile lacks the quantiles \[0.05, 0.25, 0.5, 0.75, 0.95\]"):
+        recipes("transject")["fig5a"].draw(ds.isel(quantile=[0, 1]))
+    top = str(ds["layer"].values[-1])
+    gap = ds.assign(entropy_quantile=ds["entropy_quantile"].where(ds["layer"] != top))  # nothing at the top layer
+    models = len(set(ds["model"].values.tolist()))  # 4 models x 3 layers: 12 boxes, 8 without the top layer
+    assert len(recipes("transject")["fig5a"].draw(ds).axes[0].patches) == models * ds.sizes["layer"]
+    assert len(recipes("transject")["fig5a"].draw(gap).axes[0].patches) == models * (ds.sizes["layer"] - 1)
+
+
+def test_the_kits_similarity_of_checkpoints_without_epochs_is_drawn_by_training_step(transject_store):
+    """A published suite's checkpoints have steps and no epochs: the kit draws them over the steps."""
+    ds = xr.open_zarr(transject_store, consolidated=False)
+    suite_like = ds.assign_coords(epoch=ds["epoch"] * np.nan)
+    ax = recipes("transject")["ch4_fig3"].draw(suite_like).axes[0]
+    assert ax.get_xlabel() == "training step" and ax.get_xscale() == "symlog"
+    assert recipes("transject")["ch4_fig3"].draw(ds).axes[0].get_xlabel() == "epoch"

@@ -116,3 +116,35 @@ def test_more_epochs_of_the_shipped_tiny_spec_extend_and_equal_a_fresh_run_bit_f
     assert version.manifest["reason"] == "extend"
     a, b = bits(store), bits(shipped_store("lstm_tiny"))
     assert a.keys() == b.keys() and [k for k in b if a[k] != b[k]] == []
+
+
+def test_why_a_longer_training_run_is_or_is_not_continued(tmp_path):
+    """The training study's verdict on one finished training task (runner.studies.training.extend):
+    not a longer run; no resume file kept; a run that stopped before its last epoch; continued."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from runner.checkpointed.files import RESUME, checkpoint_dir, save
+    from runner.plugin.study import Extension
+    from runner.storage.store import runner_dir
+    from runner.studies.training.extend import _train
+
+    def key(epochs, steps):
+        return {"network": "lm", "training": {"epochs": epochs, "lr": 20.0}, "steps": steps}
+
+    p = SimpleNamespace(store_path=tmp_path / "s.zarr", labels=["lm"])
+    longer = SimpleNamespace(network=0, key=key(5, [5, 10, 20, 30, 40]))
+    assert _train(p, longer, "old", "not a key") is None
+    assert _train(p, longer, "old", {**key(3, [5, 10, 20]), "network": "lm2"}) is None  # another change
+    assert _train(p, SimpleNamespace(network=0, key=key(3, [5, 10, 20])), "old", key(5, [5, 10, 20, 30, 40])) is None
+    assert not _train(p, longer, "old", key(3, [5, 12, 20])).extends  # the schedule moved
+    assert _train(p, longer, "old", key(3, [5, 10, 20])) == Extension("no resume state of the 3-epoch run was kept",
+                                                                     extends=False)
+    resume = checkpoint_dir(runner_dir(p.store_path), "lm", "old") / RESUME
+    resume.parent.mkdir(parents=True)
+    save(resume, {"w": torch.zeros(1)}, {"train_id": "old", "done": "1", "epoch": "2"})
+    assert _train(p, longer, "old", key(3, [5, 10, 20])) == Extension("the 3-epoch run stopped early, at epoch 2",
+                                                                     extends=False)
+    save(resume, {"w": torch.zeros(1)}, {"train_id": "old", "done": "1", "epoch": "3"})
+    assert _train(p, longer, "old", key(3, [5, 10, 20])) == Extension("continued from epoch 3")
