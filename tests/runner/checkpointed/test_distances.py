@@ -24,3 +24,16 @@ def test_the_stored_description_says_which_pairs_are_left_out():
     declare(Distances(Params(kind="distances", pairs=[["a", "b"]])), b,
             type("Shape", (), {"sentence": ["a", "b"], "layers": ["embedding"], "names": ["n"]})())
     assert "whose layer-0 distance is 0" in b.vars["euclidean_ratio"].attrs["description"]
+
+
+def test_named_pairs_resolve_to_their_positions_and_a_word_paired_with_itself_is_refused():
+    import pytest
+
+    from runner.checkpointed.measures.distances import resolve_pairs
+
+    sentence = ["The", "cat", "sat", "on", "the", "mat"]
+    assert resolve_pairs(sentence, [["cat", "mat"]], 10) == ([(1, 5)], ["cat~mat"])
+    with pytest.raises(ValueError, match="'cat' and 'Cat' are the same token \\(position 1\\)"):
+        resolve_pairs(sentence, [["cat", "Cat"]], 10)
+    with pytest.raises(ValueError, match="the analysis sentence has no 'dog'"):
+        resolve_pairs(sentence, [["cat", "dog"]], 10)
