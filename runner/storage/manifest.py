@@ -189,8 +189,8 @@ def read_manifest(state_dir: Location, store_id: str | None, layout_id: str | No
             nxt = None
         if nxt is not None and nxt.get("layout_id") == layout_id:
             return nxt
-        if found is None:  # renamed into place meanwhile
-            return read_manifest(state_dir, store_id, name=MANIFEST) if path.exists() else None
+        if (found is None or nxt is None) and path.exists():  # the next one renamed into place meanwhile:
+            return read_manifest(state_dir, store_id, name=MANIFEST)  # it is the store's now
     return found
 
 

@@ -377,21 +377,23 @@ class Store:
 
     def finish_switch(self) -> None:
         """After a kill inside a switch (:meth:`transaction`, :meth:`set_attrs`): put the next manifest in
-        place when the store is the version it describes, else drop it."""
+        place when the store is the version it describes, else drop it; under the readers' lock, as
+        the switch it completes."""
         if isinstance(self.state_dir, Remote):
             return
-        finish_exchange(self.path)
-        nxt = self.state_dir / NEXT
-        if not nxt.exists():
-            return
-        try:
-            lid = json.loads(nxt.read_bytes()).get("layout_id")
-        except (OSError, ValueError, AttributeError):
-            lid = None
-        if lid is not None and lid == internal(root_attrs(self.path) or {}).get("layout_id"):
-            os.replace(nxt, self.state_dir / MANIFEST)
-        else:
-            nxt.unlink(missing_ok=True)
+        with switching(self.state_dir):  # a reader between the store and its manifest would see them disagree
+            finish_exchange(self.path)
+            nxt = self.state_dir / NEXT
+            if not nxt.exists():
+                return
+            try:
+                lid = json.loads(nxt.read_bytes()).get("layout_id")
+            except (OSError, ValueError, AttributeError):
+                lid = None
+            if lid is not None and lid == internal(root_attrs(self.path) or {}).get("layout_id"):
+                os.replace(nxt, self.state_dir / MANIFEST)
+            else:
+                nxt.unlink(missing_ok=True)
 
     def _open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None) -> list[str]:
         import zarr  # lazy: zarr (reading records, as a no-op apply does, needs no zarr)

@@ -274,3 +274,34 @@ def test_a_replace_killed_from_outside_with_show_beside_it(point, replacing, pol
     poller.communicate(timeout=120)
     _assert_equal(store, control / "reference/r.zarr")
     assert not _bad(_polls(control)), _bad(_polls(control))[:5]
+
+
+def test_a_switch_completed_after_a_kill_waits_for_the_readers(tmp_path):
+    """A kill between a switch and its manifest's rename leaves the next manifest beside the store;
+    the next apply renames it into place under the readers' lock, so a reader that has read the
+    store's version never meets a manifest of another (issue 36; a fresh clone's twenty-kill test
+    once caught ``show`` in between)."""
+    import threading
+
+    from runner.core.layout import with_internal
+    from runner.storage.manifest import MANIFEST, NEXT, build, read_manifest, write_manifest
+    from runner.storage.readers import LOCK, reading
+    from runner.storage.store import Store
+
+    store = Store(tmp_path / "s.zarr")
+    store.path.mkdir()
+    (store.path / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes":
+                                                      with_internal({}, store_id="s", layout_id="new")}))
+    store.state_dir.mkdir()
+    (store.state_dir / LOCK).touch()
+    for name, lid in ((MANIFEST, "old"), (NEXT, "new")):
+        write_manifest(store.state_dir, build("s", {}, {}, layout_id=lid), name)
+    with reading(store.state_dir):
+        assert read_manifest(store.state_dir, "s", "new")["layout_id"] == "new"  # the next one is the store's
+        finishing = threading.Thread(target=store.finish_switch)
+        finishing.start()
+        finishing.join(0.5)
+        assert finishing.is_alive() and (store.state_dir / NEXT).exists()  # waits for the reader
+    finishing.join(30)
+    assert not finishing.is_alive() and not (store.state_dir / NEXT).exists()
+    assert read_manifest(store.state_dir, "s", "new")["layout_id"] == "new"
