@@ -68,14 +68,19 @@ def test_lstm_hook_points_carry_the_stream_across_windows():
     assert (alone["lstm2"] - whole["lstm2"][:, 5:]).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("variant", ["transject", "transformer"])
-def test_transject_hook_points_are_the_encoders_hidden_states(variant):
-    """X^(0) .. X^(L) of TransJect (entropic draws from the given generator) and of the Transformer baseline."""
+def _tiny_encoder(variant: str):
+    """A 2-layer TransJect (entropic experts) or Transformer baseline of width 8, seeded."""
     params = ({"vocab_size": 40, "n_classes": 3, "d_model": 8, "n_layers": 2, "n_experts": 2,
                "variant": "entropic-transject"} if variant == "transject" else
               {"vocab_size": 40, "n_classes": 3, "d_model": 8, "n_layers": 2, "n_heads": 2, "d_ff": 16})
     torch.manual_seed(0)
-    model = build_model(variant, params).eval()
+    return build_model(variant, params).eval()
+
+
+@pytest.mark.parametrize("variant", ["transject", "transformer"])
+def test_transject_hook_points_are_the_encoders_hidden_states(variant):
+    """X^(0) .. X^(L) of TransJect (entropic draws from the given generator) and of the Transformer baseline."""
+    model = _tiny_encoder(variant)
     ids = _ids(40)
     mask = torch.ones_like(ids)
     mask[0, 7:] = 0
@@ -196,11 +201,7 @@ def test_suite_and_module_gradients_are_autograds():
 @pytest.mark.parametrize("variant", ["transject", "transformer"])
 def test_transject_gradients_are_autograds_of_the_encoders_hidden_states(variant):
     """d loss / d X^(l) of TransJect (the same entropic draws as a forward pass) and of the Transformer baseline."""
-    params = ({"vocab_size": 40, "n_classes": 3, "d_model": 8, "n_layers": 2, "n_experts": 2,
-               "variant": "entropic-transject"} if variant == "transject" else
-              {"vocab_size": 40, "n_classes": 3, "d_model": 8, "n_layers": 2, "n_heads": 2, "d_ff": 16})
-    torch.manual_seed(0)
-    model = build_model(variant, params).eval()
+    model = _tiny_encoder(variant)
     ids = _ids(40)
     y = torch.arange(ids.shape[0]) % 3
     mask = torch.ones_like(ids)
