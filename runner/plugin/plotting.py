@@ -76,6 +76,12 @@ def band_text(band: str = "ci", confidence: float = 0.95) -> str:
     return BANDS[band].format(confidence=confidence)
 
 
+def legend_if_drawn(ax: Axes, **legend) -> None:
+    """A legend of what ``ax`` has labelled, none on a panel with nothing drawn (matplotlib warns)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**legend)
+
+
 def mean_legend(ax: Axes, over: str, band: str = "ci", confidence: float = 0.95, **legend) -> None:
     """A legend that states the statistic of its lines: the mean over ``over`` (e.g. "replicates
     and samples"; each label carries its n, see :func:`mean_band`) and what the band is."""

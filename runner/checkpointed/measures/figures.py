@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from runner.checkpointed.measure import KIT
 from runner.plugin.recipes import NotDrawable, recipe
-from runner.plugin.plotting import first_replicate, models, new_figure, of_model
+from runner.plugin.plotting import first_replicate, legend_if_drawn, models, new_figure, of_model
 
 TRANSJECT = "Don't Bet on Sparsity (TransJect)"
 SAPHRA = "Saphra 2021, Ch. 4"
@@ -159,8 +159,7 @@ def versus_final(ds: xr.Dataset) -> Figure:
                     _by_checkpoint(ax, line, f"{net}: {layer}" if len(networks) > 1 else str(layer))
                     drawn += 1
         ax.set(ylabel=stat.upper(), ylim=(0, 1.02))
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="x-small")
+        legend_if_drawn(ax, fontsize="x-small")
     if not drawn:
         raise NotDrawable("no final similarity has been computed yet")
     return fig

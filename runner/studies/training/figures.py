@@ -26,7 +26,7 @@ from matplotlib.ticker import NullLocator
 
 import runner.checkpointed.measures.figures  # noqa: F401 - the kit's figures, which this study draws too
 from runner.read.figures import NotDrawable, recipe
-from runner.plugin.plotting import mean_legend, new_figure, pair_counts, standard_error, stat_note
+from runner.plugin.plotting import legend_if_drawn, mean_legend, new_figure, pair_counts, standard_error, stat_note
 
 STUDY = "training"
 CH4 = "Saphra 2021, Ch. 4"
@@ -105,8 +105,7 @@ def _similarity(ds: xr.Dataset, compare: str, networks: list[str], split: str | 
                     drawn += 1
         _rescales(ax, ds, networks[0])
         ax.set(xlabel="training step" if _suite(ds) else "epoch", ylabel=stat.upper(), ylim=(0, 1.02))
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="x-small")
+        legend_if_drawn(ax, fontsize="x-small")
     if not drawn:
         raise NotDrawable(f"no {compare} similarity has been computed yet")
     return fig
