@@ -39,6 +39,11 @@ class DynamicalMap(nn.Module):
     #: The closed interval ``(lo, hi)`` every element of a state must stay in for the map to be the
     #: map studied (the logistic map's [0, 1]: outside it orbits run off to -inf); None: unbounded.
     domain: tuple[float, float] | None = None
+    #: True when the map treats tokens alike: permuting the tokens of x permutes those of f(x), and
+    #: f of a one-token state is f of that token repeated (ALBERT's shared layer: positions enter only
+    #: through x_0). Then the set "all tokens equal" maps into itself and a synchronised sample may be
+    #: iterated as one token (``[dynamics] reduce``, runner/studies/depth/reduce.py).
+    token_equivariant: bool = False
 
     def at(self, t: int) -> None:
         """The next :meth:`step` maps x_t to x_{t+1} (only non-autonomous maps need to know)."""

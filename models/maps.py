@@ -1,12 +1,15 @@
 """Reference maps with known dynamics, to calibrate every measure.
 
-All are :class:`DynamicalMap` s on states of shape ``(batch, 1, n)`` (one "token"):
+All are :class:`DynamicalMap` s on states of shape ``(batch, 1, n)`` (one "token"; the coupled maps:
+``(batch, units, 1)``):
 
 - ``logistic``: ``x -> r x (1 - x)`` (n = 1); chaotic at r = 4 with Lyapunov exponent ln 2.
 - ``henon``: ``(x, y) -> (1 - a x^2 + y, b x)`` (n = 2); chaotic at a = 1.4, b = 0.3
   (largest Lyapunov exponent about 0.42).
 - ``tanh``: ``x -> tanh(g W x)`` with ``W_ij ~ N(0, 1/N)`` (n = N); the random-network
   transition to chaos is at g = 1 for large N.
+- ``coupled_logistic``: ``units`` logistic maps coupled through their mean (Kaneko 1990), the
+  state's tokens: the synchronised set is invariant, transversally stable at r = 4 for eps > 1/2.
 - ``lorenz96``: one fourth-order Runge-Kutta step of ``dt`` of Lorenz-96,
   ``dx_i/dt = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F`` (n = N, cyclic); at N = 40, F = 8 its largest
   Lyapunov exponent is about 1.7 per model time unit (Lorenz & Emanuel 1998: errors double in about
@@ -57,6 +60,17 @@ class Lorenz96Params(_Params):
     """F (8: the chaotic regime of the literature)."""
     dt: float = Field(0.05, gt=0, allow_inf_nan=False)
     """Model time of one step (one RK4 step; Lorenz & Emanuel 1998: 0.05, "6 hours")."""
+
+
+class CoupledLogisticParams(_Params):
+    r: float = Field(4.0, gt=0, le=4, allow_inf_nan=False)
+    """Growth rate of each unit's logistic map (chaotic at 4)."""
+    eps: float = Field(0.6, ge=0, le=1, allow_inf_nan=False)
+    """Coupling towards the units' mean; at r = 4 synchrony is transversally stable for eps > 1/2."""
+    units: int = Field(8, ge=2)
+    """Number of coupled maps N, the state's tokens."""
+    spread: float = Field(0.1, ge=0, le=0.5, allow_inf_nan=False)
+    """Half-width of the units' initial spread around their common point."""
 
 
 def _generator(inputs: MapInputs) -> torch.Generator:
@@ -212,7 +226,39 @@ class Lorenz96Map(_ReferenceMap):
         return x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
+class CoupledLogisticMap(_ReferenceMap):
+    """Globally coupled logistic maps (Kaneko, Physica D 41, 137 (1990)): ``units`` logistic maps, the
+    state's tokens, each pulled towards their mean, ``x_i -> (1 - eps) f(x_i) + (eps / N) sum_j f(x_j)``
+    with ``f(x) = r x (1 - x)``. Permuting the units permutes the image, so the synchronised set (all
+    units equal) is invariant, and on it the map is ``f``: the Lyapunov exponent there is f's (ln 2 at
+    r = 4). A perturbation that sums to zero over the units is multiplied by ``(1 - eps) f'(x)``, so
+    the transverse exponent is ``ln(1 - eps) + lambda_f`` (Pikovsky, Rosenblum & Kurths,
+    *Synchronization*, 2001, Sec. 15.4): at r = 4 synchrony is stable for eps > 1/2 and unstable below.
+    Initial states: a common point ``c ~ U(0.05, 0.95)`` and each unit ``c + spread U(-1, 1)``,
+    kept inside [0.01, 0.99]."""
+
+    params_model = CoupledLogisticParams
+    n_hidden = 1
+    domain = (0.0, 1.0)
+    token_equivariant = True
+
+    def __init__(self, params: CoupledLogisticParams | None = None, **kw):
+        super().__init__(params or CoupledLogisticParams(), **kw)
+        self.r, self.eps, self.units = float(self.params.r), float(self.params.eps), int(self.params.units)
+
+    def initial_state(self, inputs: MapInputs) -> Tensor:
+        gen = _generator(inputs)
+        c = 0.05 + 0.9 * torch.rand((inputs.samples, 1, 1), generator=gen, dtype=torch.float64)
+        u = 2 * torch.rand((inputs.samples, self.units, 1), generator=gen, dtype=torch.float64) - 1
+        return self._cast((c + self.params.spread * u).clamp(0.01, 0.99))
+
+    def step(self, x: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        fx = self.r * x * (1 - x)
+        return (1 - self.eps) * fx + self.eps * fx.mean(1, keepdim=True)
+
+
 MAPS: dict[str, type[_ReferenceMap]] = {
+    "coupled_logistic": CoupledLogisticMap,
     "logistic": LogisticMap,
     "henon": HenonMap,
     "tanh": TanhReservoir,
@@ -243,6 +289,6 @@ def build_map(name: str, params: dict | None = None, *, seed: int = 0, dtype: to
 
 
 __all__ = [
-    "HenonMap", "HenonParams", "LogisticMap", "LogisticParams", "Lorenz96Map", "Lorenz96Params", "MAPS", "TanhParams", "TanhReservoir",
+    "CoupledLogisticMap", "CoupledLogisticParams", "HenonMap", "HenonParams", "LogisticMap", "LogisticParams", "Lorenz96Map", "Lorenz96Params", "MAPS", "TanhParams", "TanhReservoir",
     "build_map", "params_model",
 ]

@@ -111,6 +111,11 @@ class Family:
         known without building it; None: unbounded or not declared."""
         return None
 
+    def token_equivariant(self, source: str) -> bool:
+        """Whether the map treats its tokens alike (:attr:`DynamicalMap.token_equivariant`), known without
+        building it."""
+        return False
+
     def activations(self, model: Any, *, depth: int | None = None, generator: torch.Generator | None = None
                     ) -> Activations:
         """The way to read ``model``'s activations and gradients: its adapter (:mod:`models.activations`). A
@@ -158,7 +163,8 @@ def families() -> list[Family]:
 
 
 class MapFamily(Family):
-    """Reference maps with known dynamics (:mod:`models.maps`), ``map:<name>``; one token per state."""
+    """Reference maps with known dynamics (:mod:`models.maps`), ``map:<name>``; one token per state
+    (the coupled maps: one per unit)."""
 
     name = "map"
 
@@ -183,7 +189,7 @@ class MapFamily(Family):
     def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
         cls = self.maps[Source(source).rest]
         p = cls.params_model.model_validate(params)
-        return Dims(1, int(getattr(p, "n", None) or cls.n_hidden), 0)
+        return Dims(int(getattr(p, "units", None) or 1), int(getattr(p, "n", None) or cls.n_hidden), 0)
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
@@ -196,6 +202,9 @@ class MapFamily(Family):
     def domain(self, source: str) -> tuple[float, float] | None:
         cls = self.maps.get(Source(source).rest)
         return getattr(cls, "domain", None)
+
+    def token_equivariant(self, source: str) -> bool:
+        return bool(getattr(self.maps.get(Source(source).rest), "token_equivariant", False))
 
 
 def register_map(name: str, cls, *, replaces: bool = False) -> None:
@@ -243,6 +252,9 @@ class AlbertFamily(Family):
             raise ValueError(f"{n_tokens} tokens exceed the model's max_position_embeddings = "
                              f"{config.max_position_embeddings}")
         return Dims(n_tokens, int(config.hidden_size), int(config.num_attention_heads))
+
+    def token_equivariant(self, source: str) -> bool:
+        return True  # positions are added by the embedding, before the iteration
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):

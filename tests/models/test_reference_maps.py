@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from models import MAPS, MapInputs, build_map, params_model
-from models.maps import HenonMap, LogisticMap, Lorenz96Map, TanhReservoir
+from models.maps import CoupledLogisticMap, HenonMap, LogisticMap, Lorenz96Map, TanhReservoir
 
 
 def _inputs(samples: int, seed: int = 0) -> MapInputs:
@@ -15,7 +15,8 @@ def _inputs(samples: int, seed: int = 0) -> MapInputs:
 
 
 def test_registry():
-    assert MAPS == {"logistic": LogisticMap, "henon": HenonMap, "tanh": TanhReservoir, "lorenz96": Lorenz96Map}
+    assert MAPS == {"logistic": LogisticMap, "henon": HenonMap, "tanh": TanhReservoir, "lorenz96": Lorenz96Map,
+                    "coupled_logistic": CoupledLogisticMap}
     for name in MAPS:
         model = params_model(name)
         assert issubclass(model, pydantic.BaseModel)
@@ -26,6 +27,25 @@ def test_registry():
         build_map("lorenz", {}, seed=0, dtype=torch.float32, device="cpu")
     with pytest.raises(ValueError, match="unknown reference map"):
         params_model("lorenz")
+
+
+def test_coupled_logistic_maps_keep_synchrony_and_scale_transverse_perturbations():
+    """Kaneko's globally coupled maps: on the synchronised set each unit follows f(x) = r x (1 - x);
+    a perturbation that sums to zero over the units is multiplied by (1 - eps) f'(x) in one step."""
+    m = build_map("coupled_logistic", {"eps": 0.3, "units": 5}, seed=0, dtype=torch.float64, device="cpu")
+    assert m.token_equivariant and not m.needs_tokens
+    x0 = m.initial_state(MapInputs(samples=3, generator=torch.Generator().manual_seed(0)))
+    assert x0.shape == (3, 5, 1) and (x0 >= 0.01).all() and (x0 <= 0.99).all()
+    assert (x0.amax(1) - x0.amin(1) <= 0.2).all()  # the default spread: 0.1 either side
+    c = torch.tensor([0.2, 0.5, 0.9], dtype=torch.float64).view(3, 1, 1).expand(3, 5, 1)
+    torch.testing.assert_close(m.step(c), (4 * c * (1 - c)))
+    d = torch.tensor([1.0, -2.0, 0.5, 0.25, 0.25], dtype=torch.float64).view(1, 5, 1) * 1e-9
+    grown = m.step(c + d) - m.step(c)
+    torch.testing.assert_close(grown, 0.7 * (4 - 8 * c) * d, rtol=1e-6, atol=1e-14)
+    # permuting the units permutes the image
+    z = torch.rand(2, 5, 1, dtype=torch.float64)
+    perm = torch.tensor([3, 1, 4, 0, 2])
+    torch.testing.assert_close(m.step(z[:, perm]), m.step(z)[:, perm])
 
 
 def test_logistic():
