@@ -7,7 +7,9 @@ width, ``benchmarks.iterate.make_model``; English sentences from the standard li
 tables as shipped: the paper's batch (1000 samples x 32 tokens, the Lyapunov twins beside them),
 every measure, ``checkpoint_every``. One network (the pre-trained one) is run for ``--steps``
 steps at each ``--precisions``; its steady rate (:func:`benchmarks.precision.loop_rates`)
-extrapolates to the spec's steps and networks. Every precision runs (``untrusted_precision``):
+extrapolates to the spec's steps and networks (a ``<precision>-reduced`` variant, with ``[dynamics] reduce``:
+the window as run, then the rest at the rate of its second half, once samples run reduced, beside
+``plan``'s estimate of the reduced spec). Every precision runs (``untrusted_precision``):
 this times them; ``benchmarks/precision.py`` says which agree with fp32. ``runner plan --calibrate`` gives the estimate of
 the whole spec, and the run's peak host memory (RSS) is read off the child process.
 
@@ -32,6 +34,19 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.iterate import PRESETS, english_text, make_model  # noqa: E402
 from benchmarks.precision import loop_rates  # noqa: E402
+
+REDUCED = "-reduced"
+"""A variant named ``<precision>-reduced`` runs with ``[dynamics] reduce = "synchronized"``."""
+
+
+def late_rate(store: Path, network: int, after: int) -> float | None:
+    """Steps/s of one network's loop from its first progress event at or past step ``after`` to its last
+    (a reduced run: the rate once its samples run reduced); None with fewer than two such events."""
+    events = [json.loads(line) for line in store.with_suffix(".runner").joinpath("events.jsonl").read_text().splitlines()]
+    late = [e for e in events if e["event"] == "progress" and e["network"] == network and e["step"] >= after]
+    if len(late) < 2 or late[-1]["ts"] <= late[0]["ts"]:
+        return None
+    return (late[-1]["step"] - late[0]["step"]) / (late[-1]["ts"] - late[0]["ts"])
 
 SHIPPED = ROOT / "specs" / "albert_long.toml"
 
@@ -84,7 +99,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2000, help="steps of the timed run (at least 500: the spec's "
                     "twin_distance)")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--precisions", nargs="+", default=["fp32", "tf32"])
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "tf32"],
+                    help=f"precisions to time; <precision>{REDUCED} runs it with [dynamics] reduce = \"synchronized\"")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -102,23 +118,37 @@ def main() -> None:
                        "networks": len({t["network"] for t in plan["tasks"]}),
                        "steps": plan["resolved"]["dynamics"]["steps"]}
         networks, total_steps = out["plan"]["networks"], out["plan"]["steps"]
-        for precision in args.precisions:
-            store = tmp / f"{precision}.zarr"
-            spec = tmp / f"{precision}.toml"
+        reduced_est = None
+        if any(p.endswith(REDUCED) for p in args.precisions):
+            reduced_plan, _ = runner("plan", str(full), "--calibrate", "--json", "--set",
+                                     f'dynamics.device="{args.device}"', "--set", 'dynamics.reduce="synchronized"',
+                                     cwd=tmp)
+            reduced_est = json.loads(reduced_plan.stdout)["estimate"]
+            out["plan"]["estimate_reduced"] = reduced_est
+        for variant in args.precisions:
+            precision, reduce = variant.removesuffix(REDUCED), variant.endswith(REDUCED)
+            store = tmp / f"{variant}.zarr"
+            spec = tmp / f"{variant}.toml"
             spec.write_text(one_network(offline_spec(model, tmp / "english.txt", store, args.samples)))
             overrides = ["--set", f"dynamics.steps={args.steps}", "--set", f'dynamics.precision="{precision}"',
                          "--set", f"dynamics.checkpoint_every={200 * max(args.steps // 400, 1)}",  # lcm of every/tau
                          "--set", f"measure[4].stop={args.steps}",  # the PCA window: within the run
                          "--set", "dynamics.untrusted_precision=true"]  # timed, whatever its statistics
+            if reduce:
+                overrides += ["--set", 'dynamics.reduce="synchronized"']
             t0 = time.perf_counter()
             _, rss = runner("apply", str(spec), "--quiet", "--device", args.device, *overrides, cwd=tmp)
             wall = time.perf_counter() - t0
             rate = loop_rates(store)["pretrained"]["steady"]
-            predicted = est.get("seconds") if precision == plan["resolved"]["dynamics"]["precision"] else \
-                est.get("other_precisions", {}).get(precision)
+            source = reduced_est if reduce else est
+            predicted = source.get("seconds") if precision == plan["resolved"]["dynamics"]["precision"] else \
+                source.get("other_precisions", {}).get(precision)
             hours = networks * total_steps / rate / 3600
-            out["runs"][precision] = {
-                "apply_seconds": wall, "steps_per_s": rate, "peak_rss_bytes": rss,
+            late = late_rate(store, 0, args.steps // 2) if reduce else None
+            if late:  # the window as run, then the rest at the rate its second half ran (samples reduced)
+                hours = networks * (args.steps / rate + (total_steps - args.steps) / late) / 3600
+            out["runs"][variant] = {
+                "apply_seconds": wall, "steps_per_s": rate, "late_steps_per_s": late, "peak_rss_bytes": rss,
                 "extrapolated_hours": hours,
                 "plan_hours": predicted / 3600 if isinstance(predicted, (int, float)) else predicted,
                 "plan_over_measured": predicted / 3600 / hours if isinstance(predicted, (int, float)) else None}

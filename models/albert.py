@@ -141,9 +141,14 @@ class FusedAlbertLayer(nn.Module):
 
     def forward(self, x: Tensor, additive_mask: Tensor | None = None) -> Tensor:
         b, n, h = x.shape
-        q, k, v = self.qkv_heads(x)
-        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=additive_mask, scale=self.scale)
-        ctx = ctx.transpose(1, 2).reshape(b, n, h)
+        if n == 1 and additive_mask is None:
+            # one token attends to itself alone: softmax over one key is 1, the context is V (a synchronised
+            # sample iterated as one token, runner/studies/depth/reduce.py), so Q and K are not computed
+            ctx = F.linear(x, self.qkv.weight[2 * h :], self.qkv.bias[2 * h :])
+        else:
+            q, k, v = self.qkv_heads(x)
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=additive_mask, scale=self.scale)
+            ctx = ctx.transpose(1, 2).reshape(b, n, h)
         a = self.attention_norm(x + self.dense(ctx))
         y = self.ffn_output(self._act(self.ffn(a)))
         return self.full_norm(y + a)
@@ -167,6 +172,7 @@ class AlbertMap(DynamicalMap):
     """ALBERT's shared layer as a dynamical map on ``(batch, n_tokens, hidden_size)`` states."""
 
     needs_tokens = True
+    token_equivariant = True  # no position inside the layer, no mask for a fully attended sample
     _mask_excluded: ClassVar[bool] = False
 
     def __init__(self, model: AlbertModel, implementation: Implementation = "fused"):

@@ -183,8 +183,9 @@ def test_generic_words_are_allowed_only_as_words():
 
 # --------------------------------------------------------------------------- the depth core names no measure
 
-#: The depth study's figure recipes read their measures' variables by name: that is their job.
-DEPTH_RECIPES = ("figures.py", "readout_figures.py")
+#: The depth study's figure recipes, and the comparison of two runs on the paper's statistics, read
+#: their measures' stored variables by name: that is their job.
+DEPTH_RECIPES = ("figures.py", "readout_figures.py", "agreement.py")
 #: Measure ids that are also words of the depth core in its own sense.
 DEPTH_WORDS = {
     "trajectory": "a pass's trajectory key (task ids hash it)",
@@ -210,7 +211,7 @@ def _depth_ids() -> list[str]:
 
 
 def test_the_depth_core_names_no_measure():
-    """Outside ``measures/`` (and its figure recipes) the depth study reads what a measure declares
+    """Outside ``measures/`` (and its readers of stored variables) the depth study reads what a measure declares
     (its tags, its methods), never its id: no string of its code names one."""
     ids = _depth_ids()
     assert {"lyapunov", "pca", "trajectory", "transient_chaos"} <= set(ids)

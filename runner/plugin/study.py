@@ -130,7 +130,8 @@ class Session(Protocol):
 
     def run(self, group: list[Task], report: Reporter, shard: Any = None) -> dict[str, Any] | None:
         """Run a group of ready tasks, writing through ``report.store``; return extra fields for their
-        records (``resumed_from``, ``device``, ``loop_seconds``). ``shard`` is given only to a study
+        records (``resumed_from``, ``device``, ``loop_seconds``) and, as ``event``, fields for their
+        ``task_done`` event (a study's own timings). ``shard`` is given only to a study
         whose :meth:`Study.split` splits groups: one of its shards, whose results the session keeps
         beside the store for :meth:`merge` (a study that never splits may leave the parameter out)."""
 

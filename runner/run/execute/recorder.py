@@ -118,6 +118,7 @@ class Recorder:
             fields["resumed_from"] = extra["resumed_from"]
         if extra.get("loop_seconds") and steps:
             fields["steps_per_s"] = round((steps - extra.get("resumed_from", 0)) / max(extra["loop_seconds"], 1e-9), 3)
+        fields.update(extra.get("event", {}))  # what the task adds to its event (a study's own timings)
         self.events.emit("task_done", task=ids, network=group[0].network, **fields)
         return set(ids)
 

@@ -56,11 +56,36 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
         tasks = [t for t in p.tasks if t.network == net.index]
         runs = [[t.id for t in tasks if t.kind == "iterate"]] + [[t.id] for t in tasks if t.kind != "iterate"]
         seconds = timed["setup_s"] + spec.dynamics.steps * timed["step_s"] * scale
+        if spec.dynamics.reduction():
+            reduced = calibrated({**key, "reduced": True}, lambda: time_pass(cal, net, device, reduced=True))
+            seconds = timed["setup_s"] + reduced_seconds(spec, timed["step_s"], reduced["step_s"]) * scale
         units.append(Unit(net.label, [r for r in runs if r], seconds, int(sum(per_measure.get(t.measure, 0)
                                                                               for t in tasks))))
     if shared:
         units.append(Unit("coordinates and inputs", [], 0.0, shared))
+    if spec.dynamics.reduction():
+        notes.append(f"reduce: every sample assumed to run reduced from step {reduction_onset(spec)} on (fp32 ALBERTs "
+                     "synchronise by a median of 65-77 steps, docs/performance.md); a step timed with every sample "
+                     "reduced; guards at full width; `runner show` gives a run's own reduced_step")
     return units, notes
+
+
+#: Steps before the samples are taken to run reduced, in an estimate (then rounded up to a check).
+ASSUMED_ONSET = 250
+
+
+def reduction_onset(spec: DepthSpec) -> int:
+    every = spec.dynamics.reduce_every
+    return min(spec.dynamics.steps, -(-ASSUMED_ONSET // every) * every)
+
+
+def reduced_seconds(spec: DepthSpec, full_step_s: float, reduced_step_s: float) -> float:
+    """Seconds of a reduced run's steps: full until the onset, reduced after, and the guards (one at
+    entry, one every ``reduce_guard_every`` steps, each ``reduce_guard_steps`` steps at full width)."""
+    d = spec.dynamics
+    onset = reduction_onset(spec)
+    guards = 1 + (d.steps - onset) // d.reduce_guard_every if onset < d.steps else 0
+    return onset * full_step_s + (d.steps - onset) * reduced_step_s + guards * d.reduce_guard_steps * full_step_s
 
 
 def batch_rows(spec: DepthSpec) -> int:
@@ -109,8 +134,9 @@ def _not_built(net: Network) -> str | None:
     return None
 
 
-def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
-    """Run the network's pass on a scratch store until a few steps are timed."""
+def time_pass(spec: DepthSpec, net: Network, device: torch.device, reduced: bool = False) -> dict:
+    """Run the network's pass on a scratch store until a few steps are timed (``reduced``: with every
+    sample the reduction may take reduced from the start)."""
     net = replace(net, index=0)
     S, N = spec.input.samples, net.n_tokens
     gen = torch.Generator().manual_seed(0)
@@ -128,6 +154,7 @@ def time_pass(spec: DepthSpec, net: Network, device: torch.device) -> dict:
         store.open(layout, {})
         timer = StepTimer(device)
         run = IteratePass(spec, layout, net, kinds, kinds, store, inputs, device, Path(tmp) / "pass.safetensors", timer)
+        run.reduced_from_start = reduced
         try:
             run.run()
         except Enough:

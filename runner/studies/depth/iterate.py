@@ -25,7 +25,6 @@ from models.init import TruncatedNormalInit
 from runner.core import interrupt
 from runner.core.device import set_precision
 from runner.storage.checkpoint import load_checkpoint, save_checkpoint
-set_precision
 from runner.core.layout import Layout, never_as_nan
 from runner.plugin.measures import measures
 from runner.storage.store import Store
@@ -33,6 +32,7 @@ from runner.studies.depth.exit import EarlyExit
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import Segment
 from runner.studies.depth.micro_batches import apply_map
+from runner.studies.depth.reduce import SyncReduction
 from runner.studies.depth.resolve import Network, derive_seed
 from runner.studies.depth.spec import DepthSpec
 
@@ -96,8 +96,11 @@ class IteratePass:
         self.final, self.source = final, source
         self.extended_from: int | None = None
         period = spec.exit_period()
-        self.exit = None if period is None else EarlyExit(torch.cat(
-            [torch.arange(self.S, device=device)] + [m.rows(self) for m in self.twins]), self.S, period)
+        self.owner = torch.cat([torch.arange(self.S, device=device)] + [m.rows(self) for m in self.twins])
+        self.exit = None if period is None else EarlyExit(self.owner, self.S, period)
+        self.reduce: SyncReduction | None = None  # made once the map is built (whether it treats tokens alike)
+        self.reduced_from_start = False
+        """Every sample the reduction may take runs reduced from t = 0 (to time a reduced step)."""
 
     # ------------------------------------------------------------------ state
     def _start(self) -> tuple[int, torch.Tensor, torch.Tensor]:
@@ -113,6 +116,9 @@ class IteratePass:
             if self.exit:
                 self.exit.load_state_dict({k.removeprefix("exit."): v for k, v in tensors.items()
                                            if k.startswith("exit.")})
+            if self.reduce:
+                self.reduce.load_state_dict({k.removeprefix("reduce."): v for k, v in tensors.items()
+                                             if k.startswith("reduce.")})
             return int(meta["t"]), tensors["z"], tensors["diverged"]
         gen = torch.Generator().manual_seed(derive_seed(self.spec.experiment.seed, self.net.model.name, "initial_states"))
         ids = self.inputs.input_ids.to(self.device) if self.inputs.input_ids is not None else None
@@ -158,6 +164,8 @@ class IteratePass:
             tensors.update({f"{m.kind()}.{k}": v for k, v in m.state_dict().items()})
         if self.exit:
             tensors.update({f"exit.{k}": v for k, v in self.exit.state_dict().items()})
+        if self.reduce:
+            tensors.update({f"reduce.{k}": v for k, v in self.reduce.state_dict().items()})
         save_checkpoint(path or self.checkpoint, tensors, self.ids, self.store.store_id, t=t,
                         batch_size=self.batch_size, network=self.net.label)
 
@@ -169,6 +177,9 @@ class IteratePass:
         if self.spec.dynamics.compile:
             self.model.step = torch.compile(self.model.step, dynamic=False)  # shapes recompile: OOM halving, exits
         mask = None if self.mask_x is None else torch.cat([self.mask_x] + [self.mask_x[m.rows(self)] for m in self.twins])
+        self.reduce = self._reduction()
+        if self.reduce and self.reduced_from_start:
+            self.reduce.admit_all()
         L = self.layout.segment
         t_loop = time.monotonic()
         with torch.no_grad():
@@ -178,11 +189,16 @@ class IteratePass:
                 seg = Segment(seg_start, min(seg_start + L, self.T), min(seg_start + L, self.T) == self.T, self.T)
                 bufs = {m.kind(): m.buffers(self, seg) for m in self.active}
                 for t in range(seg.start, seg.end):
+                    if self.reduce:
+                        z = self.reduce.at(t, z, self._full_width)
                     diverged = self._observe(t, z, diverged, bufs, seg)
                     z = self._step(t, z, mask)
                     for m in self.twins:
                         rows = self.twin_rows[m.kind()]
-                        z[rows] = m.advance(self, t + 1, z[: self.S], z[rows], bufs.get(m.kind(), {}), seg)
+                        y = z[rows]
+                        advanced = m.advance(self, t + 1, z[: self.S], y, bufs.get(m.kind(), {}), seg)
+                        if advanced is not y:  # between renormalisations the twins are advanced in place
+                            z[rows] = advanced
                     if self.exit:
                         self.exit.after(t + 1, z)
                     self.report.progress(t + 1)
@@ -191,11 +207,15 @@ class IteratePass:
                 if seg.last:
                     if self.final is not None:  # what a longer run resumes from at step T
                         self._save(self.T, z, diverged, self.final)
+                    if self.reduce:
+                        z = self.reduce.at(self.T, z, self._full_width)
                     diverged = self._observe(self.T, z, diverged, bufs, seg)
                 for m in self.active:
                     m.write(self, bufs[m.kind()], seg)
                 if seg.last:
                     self.store.write("diverged_step", (self.index, slice(None)), never_as_nan(diverged))
+                    if self.reduce or self.spec.dynamics.reduction():
+                        self._write_reduction()
                     if self.exit:
                         self.store.write("exit_step", (self.index, slice(None)), never_as_nan(self.exit.exit_step))
                         self.store.write("exit_period", (self.index, slice(None)), never_as_nan(self.exit.exit_period))
@@ -211,9 +231,18 @@ class IteratePass:
         return start
 
     def _step(self, t: int, z: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """u_t = f(z_t) (with early exit: on the rows still iterated, the others replayed)."""
+        """u_t = f(z_t) (with early exit: on the rows still iterated, the others replayed; with the
+        reduction: the reduced rows on their first token, broadcast)."""
         if not self.model.autonomous:
             self.model.at(t)
+        if self.reduce is not None:
+            def on(rows, tokens):
+                sub = z if rows is None else z[rows] if tokens is None else z[rows, :tokens]
+                sub_mask = None if mask is None or tokens is not None else mask if rows is None else self._mask_of(mask, rows)
+                u, self.batch_size = apply_map(self.model, sub, sub_mask, self.batch_size)
+                return u
+
+            return self.reduce.apply(z, mask, on)
         if self.exit is None:
             z, self.batch_size = apply_map(self.model, z, mask, self.batch_size)
             return z
@@ -224,6 +253,36 @@ class IteratePass:
             return u
 
         return self.exit.apply(t, z, f)
+
+    def _reduction(self) -> SyncReduction | None:
+        """The reduction of this pass: on (``[dynamics] reduce``) for a map that treats tokens alike and has
+        several; samples with a masked token stay full."""
+        d = self.spec.dynamics
+        if d.reduction() is None or not getattr(self.model, "token_equivariant", False) or self.net.n_tokens < 2:
+            return None
+        eligible = None if self.mask_x is None else self.mask_x.bool().all(1)
+        return SyncReduction(self.owner, self.S, self.net.precision, tolerance=d.reduce_tolerance,
+                             every=d.reduce_every, guard_steps=d.reduce_guard_steps, guard_size=d.reduce_guard_size,
+                             guard_every=d.reduce_guard_every, seed=self.net.seed("reduce_guard"), eligible=eligible)
+
+    def _mask_of(self, mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``mask[rows]``, one tensor while the rows stay the same (the map caches its mask by tensor)."""
+        cached = getattr(self, "_rows_mask", None)
+        if cached is None or cached[0] is not rows:
+            self._rows_mask = cached = (rows, mask[rows])
+        return cached[1]
+
+    def _full_width(self, y: torch.Tensor) -> torch.Tensor:
+        """f of fully attended rows at full width (the reduction's guard)."""
+        u, self.batch_size = apply_map(self.model, y, None, self.batch_size)
+        return u
+
+    def _write_reduction(self) -> None:
+        for name, value in (("reduced_step", self.reduce and self.reduce.reduced_step),
+                            ("reduce_refused_step", self.reduce and self.reduce.refused_step)):
+            if value is None:  # a map that does not reduce: never
+                value = torch.full((self.S,), -1, dtype=torch.int64)
+            self.store.write(name, (self.index, slice(None)), never_as_nan(value))
 
     def twin(self, m: StepMeasure) -> torch.Tensor:
         """The current state of ``m``'s twins (its rows of the batch)."""

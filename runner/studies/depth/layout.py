@@ -68,6 +68,18 @@ def build_layout(spec: DepthSpec, networks: list[Network], texts: list[str] | No
               **hints(headline=("exited samples", "count_finite")))
         b.var("exit_period", "*", ("network", "sample"), "float64", np.nan, "period of x_t at exit (steps)", "1",
               "least p with x_{t+p} = x_t bit for bit once the sample exited (1: a fixed point; NaN: never exited)")
+    if spec.dynamics.reduction():
+        b.var("reduced_step", "*", ("network", "sample"), "float64", np.nan, "reduced from step t (steps)", "1",
+              "step t from which the sample (x and its twins) ran as one token, broadcast: its tokens had "
+              "synchronised (relative spread sqrt(D(t)) below [dynamics] reduce_tolerance unit roundoffs) and a "
+              "perturbation across its tokens shrank (transverse stability); NaN: never (a map that does not treat "
+              "tokens alike, a masked sample, one not synchronised, or refused by the guard)",
+              **hints(headline=("reduced samples", "count_finite")))
+        b.var("reduce_refused_step", "*", ("network", "sample"), "float64", np.nan,
+              "reduction refused at step t (steps)", "1",
+              "step t at which the guard found a perturbation across the sample's synchronised tokens growing "
+              "(transverse instability, Pecora & Carroll 1998) at its entry or while reduced; the sample runs at "
+              "full width from t on (NaN: never)", **hints(headline=("reduction refused", "count_finite")))
     shape = DepthShape(T, S, spec.input.tokens, bool(spec.text_models), max([n.n_heads for n in networks] + [1]),
                   any(n.precision == "fp64" for n in networks), tuple(n.label for n in networks))
     registry = measures("depth")

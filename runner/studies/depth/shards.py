@@ -60,6 +60,9 @@ def split(spec, networks, group, n: int) -> list[Shard] | None:
     if twins:
         raise ShardError(f"--shards: [[measure]] {twins[0]} iterates perturbed twins of chosen samples beside every "
                          "pass; a spec with it cannot be split into sample shards (run it with --shards 1)")
+    if spec.dynamics.reduction():
+        raise ShardError("--shards: [dynamics] reduce draws each guard's perturbation over the samples checked "
+                         "together, so a shard's decisions could differ from the whole pass's; run it with --shards 1")
     net = networks[group[0].network]
     params = {m.kind: m for m in spec.measure}
     view = DepthView(spec, (NetworkSize(net.label, net.precision, net.n_tokens, net.n_hidden),), shards=n)

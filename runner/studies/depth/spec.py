@@ -20,6 +20,7 @@ from runner.core.device import DeviceName
 from runner.plugin.measures import measures, params_union
 from runner.plugin.timings import StepMeasure
 from runner.spec.specfile import Name, StudySpec, Table, repeated
+from runner.studies.depth.precision import UNIT_ROUNDOFF
 
 Precision = Literal["fp32", "fp64", "tf32", "bf16"]
 
@@ -176,6 +177,29 @@ class DynamicsSpec(Table):
     exit_period: int = Field(2, ge=1)
     """Cycles whose period divides lcm(exit_period, every twin measure's tau) are detected (1: fixed
     points only); an exited sample keeps that many copies of its state."""
+    reduce: Literal["none", "synchronized"] = "none"
+    """``synchronized``: a sample whose tokens have synchronised runs as one token, broadcast (maps
+    that treat tokens alike: ALBERT; runner/studies/depth/reduce.py). Results agree with a full run
+    statistically, not bit for bit, so the option joins the trajectory's task key when on."""
+    reduce_tolerance: float = Field(100.0, gt=0, allow_inf_nan=False)
+    """A sample reduces when every row's token spread sqrt(D(t)) / rms token norm is below this many
+    unit roundoffs u of the precision (fp32: 100 u = 6e-6)."""
+    reduce_every: int = Field(50, ge=1)
+    """Steps between checks for samples that have synchronised."""
+    reduce_guard_steps: int = Field(20, ge=0)
+    """Full-width steps of the guard: a perturbation that sums to zero over the tokens must shrink
+    over them (transverse stability); 0: no guard (reduction assumed, not checked)."""
+    reduce_guard_size: float = Field(1e-3, gt=0, lt=1, allow_inf_nan=False)
+    """The guard's perturbation, relative rms to the state."""
+    reduce_guard_every: int = Field(10_000, ge=1)
+    """Steps between guards of the samples already reduced (each also at its entry)."""
+
+    def reduction(self) -> dict[str, Any] | None:
+        """The reduction's parameters (in the trajectory key), None when off."""
+        if self.reduce == "none":
+            return None
+        return {"reduce": self.reduce, **{k: getattr(self, k) for k in type(self).model_fields
+                                          if k.startswith("reduce_")}}
 
 
 class DepthSpec(StudySpec):
@@ -219,6 +243,7 @@ class DepthSpec(StudySpec):
                 if reg.tags.timing == "step" and reg.tags.step.period(m) is None:
                     out.append((("dynamics", "early_exit"), f"measure {m.kind} ([[measure]] #{i + 1}) does not allow "
                                 "early exit (its values could differ from a full run); set early_exit = false"))
+        out += self._reduce_problems()
         return out  # each measure's own problems: Measure.problems, asked by the engine
 
     @property
@@ -227,6 +252,23 @@ class DepthSpec(StudySpec):
 
     def measures(self) -> dict[str, Any]:
         return {m.kind: m for m in self.measure}
+
+    def _reduce_problems(self) -> list[tuple[tuple, str]]:
+        d, out = self.dynamics, []
+        if d.reduce == "none":
+            return out
+        if d.early_exit:
+            out.append((("dynamics", "reduce"), "reduce and early_exit both take rows out of f's batch; choose one "
+                        "(set early_exit = false or reduce = \"none\")"))
+        floor = {p: d.reduce_tolerance * u for p, u in UNIT_ROUNDOFF.items()}
+        for i, m in enumerate(self.model):
+            precision = m.precision or d.precision
+            if d.reduce_guard_steps and d.reduce_guard_size < 10 * floor[precision]:
+                out.append((("dynamics", "reduce_guard_size"), f"{d.reduce_guard_size:g} is within ten times the "
+                            f"reduction's tolerance in {precision} ({floor[precision]:.1e}, model {m.name}): the "
+                            "guard would measure rounding; raise it or lower reduce_tolerance"))
+                break
+        return out
 
     def exit_period(self) -> int | None:
         """P of early exit (:mod:`runner.studies.depth.exit`); None when it is off."""

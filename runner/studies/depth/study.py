@@ -39,6 +39,7 @@ from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
 from models.hub import ModelLoadError, load_tokenizer
 from runner.core.estimate import precisions
 from runner.studies.depth.precision import validity
+from runner.studies.depth.reduce import reduction_lines
 
 
 def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
@@ -66,6 +67,8 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         **({"input_masking": masking} if masking and not net.model.is_map else {}),
         # samples leaving f's batch change its shapes; in the key only when on
         **({"early_exit": spec.exit_period()} if spec.dynamics.early_exit else {}),
+        # synchronised samples iterated as one token; in the key only when on
+        **({"reduce": spec.dynamics.reduction()} if spec.dynamics.reduction() else {}),
     }
 
 
@@ -207,6 +210,8 @@ class DepthStudy(Study):
         d = spec.dynamics
         lines.append(f"dynamics   steps={d.steps} precision={d.precision} device={d.device} "
                      f"implementation={d.implementation} durable every {segment_length(spec)} steps")
+        if d.reduction():
+            lines += reduction_lines(spec, p.state)
         lines.append("measures   (every parameter shown, defaults included)")
         lines += [f"  {m.kind:<20} " + " ".join(f"{k}={'(per network)' if v is None else v}" for k, v in m.params().items())
                   for m in spec.measure]
@@ -438,7 +443,8 @@ class DepthSession:
         checkpoint.unlink(missing_ok=True)
         if shard is None:
             supersede(report.store.state_dir, net.label, ids)
-        return {"resumed_from": start, "loop_seconds": p.loop_seconds, "device": str(self.device)}
+        return {"resumed_from": start, "loop_seconds": p.loop_seconds, "device": str(self.device),
+                **({"event": {"guard_seconds": round(p.reduce.guard_seconds, 3)}} if p.reduce else {})}
 
     def merge(self, group: list[Task], shards: list[Shard], store, results: list[dict]) -> None:
         """Write the results of a pass run as sample shards (:func:`runner.studies.depth.shards.merge`);

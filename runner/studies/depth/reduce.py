@@ -1,0 +1,193 @@
+"""Reduced iteration on the synchronised set: a sample whose tokens agree runs as one token.
+
+A map that treats tokens alike (``DynamicalMap.token_equivariant``: ALBERT's shared layer, whose
+positions enter only through x_0; globally coupled maps) maps the set "all tokens equal" into
+itself, and on it acts as the same map on a one-token sequence (every attention score equal, each
+token attending to copies of itself). Once a sample's tokens have synchronised (Inoue et al. 2021,
+Eq. 5, Fig. 2B: D(t) falls by orders of magnitude within ~100 steps), its N_w tokens carry one
+vector, and N_w - 1 of every token's computation repeats it (docs/performance.md, "Reduced
+iteration").
+
+**Entry.** Every ``reduce_every`` steps, a sample whose rows (x and its twins) all have a relative
+token spread ``sqrt(D) / rms token norm`` below ``reduce_tolerance x u`` (u: the precision's unit
+roundoff, :mod:`runner.studies.depth.precision`) is a candidate; with an attention mask, only
+samples that attend to every token. Its rows are projected onto the set (each token replaced by
+the tokens' mean, a change within the tolerance) and from then on ``f`` is applied to its first
+token alone and broadcast, so every measure sees exactly the broadcast state.
+
+**Guard.** Invariance is not stability: the synchronised state is only worth trusting where it is
+transversally stable (Pecora & Carroll, PRL 80, 2109 (1998): the master stability function;
+for attention, the collapse of tokens onto one another: Dong, Cordonnier & Loukas, ICML 2021;
+Geshkovski et al. 2023). A candidate is expanded, perturbed by ``reduce_guard_size`` (relative rms)
+in a direction that sums to zero over the tokens (seeded per network and step), iterated
+``reduce_guard_steps`` steps at full width, and admitted only if its transverse spread shrank. A
+reduced sample is guarded again every ``reduce_guard_every`` steps, and one whose perturbation grows
+(or whose rows are no longer equal) returns to full width from that step and never reduces again;
+``reduce_refused_step`` records it. With ``reduce_guard_steps = 0`` nothing is checked.
+
+Decisions depend only on the step and the state, and their state is saved at durable points
+(:meth:`SyncReduction.state_dict`), so a resumed run takes the same decisions; between checks the
+row sets (and so every shape) are fixed. The only host syncs are at checks.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import Tensor
+
+from runner.studies.depth.precision import UNIT_ROUNDOFF
+
+REFERENCE = ("Pecora & Carroll 1998 (PRL 80, 2109), transverse stability of synchronised states; "
+             "Inoue et al. 2021, Eq. 5 (token deviation)")
+
+
+def relative_spread(z: Tensor) -> Tensor:
+    """Per row of ``z`` (rows, tokens, hidden): sqrt(D) / rms token norm, with D of Eq. 5; float64."""
+    z = z.double()
+    d = (z - z.mean(1, keepdim=True)).square().sum(2).mean(1)
+    norm = z.square().sum(2).mean(1)
+    return torch.sqrt(d / norm.clamp_min(torch.finfo(torch.float64).tiny))
+
+
+def transverse_direction(shape: tuple[int, ...], generator: torch.Generator, dtype, device) -> Tensor:
+    """Random directions that sum to zero over the tokens (dim 1), unit rms per row."""
+    d = torch.randn(shape, generator=generator, dtype=torch.float32, device=generator.device).to(device)
+    d = d - d.mean(1, keepdim=True)
+    d = d / d.square().flatten(1).mean(1).sqrt().clamp_min(1e-30).view(-1, *([1] * (len(shape) - 1)))
+    return d.to(dtype)
+
+
+class SyncReduction:
+    """Which samples run reduced, and the checks that admit and keep them.
+
+    ``owner[r]`` is the sample of batch row r (its x row and its twin rows), as in early exit.
+    """
+
+    def __init__(self, owner: Tensor, samples: int, precision: str, *, tolerance: float, every: int,
+                 guard_steps: int, guard_size: float, guard_every: int, seed: int,
+                 eligible: Tensor | None = None):
+        self.owner, self.S = owner, samples
+        self.limit = tolerance * UNIT_ROUNDOFF[precision]
+        self.every, self.guard_steps, self.guard_size, self.guard_every = every, guard_steps, guard_size, guard_every
+        self.seed = seed
+        dev = owner.device
+        self.eligible = torch.ones(samples, dtype=torch.bool, device=dev) if eligible is None else eligible.to(dev)
+        self.reduced_step = torch.full((samples,), -1, dtype=torch.int64, device=dev)
+        self.refused_step = torch.full((samples,), -1, dtype=torch.int64, device=dev)
+        self.guard_seconds = 0.0
+        self._rows()
+
+    # ------------------------------------------------------------------ per step
+    def apply(self, z: Tensor, mask: Tensor | None, f) -> Tensor:
+        """u = f(z): ``f(rows, tokens)`` at full width for the full rows, on one token for the reduced rows."""
+        if not len(self.red_rows):
+            return f(None, None)
+        u = torch.empty_like(z)
+        if len(self.full_rows):
+            u[self.full_rows] = f(self.full_rows, None)
+        u[self.red_rows] = f(self.red_rows, 1).expand(-1, z.shape[1], -1)
+        return u
+
+    def at(self, t: int, z: Tensor, f_full) -> Tensor:
+        """At step t, before its observation: admit candidates (every ``every`` steps) and guard the
+        reduced samples (every ``guard_every``); returns z with newly reduced rows projected.
+        ``f_full(y)`` applies the map at full width (no mask)."""
+        if t <= 0:
+            return z
+        recheck = t % self.guard_every == 0 and bool(len(self.red_rows))
+        if t % self.every and not recheck:
+            return z
+        spread = relative_spread(z)
+        bad = torch.zeros(self.S, dtype=torch.int64, device=z.device).index_add_(
+            0, self.owner, (~(spread <= self.limit)).long())  # NaN spread: never within
+        reduced, refused = self.reduced_step >= 0, self.refused_step >= 0
+        # a reduced sample's rows are equal bit for bit; else something left the set (a twin's advance)
+        broken = reduced & ~refused & (torch.zeros(self.S, dtype=torch.int64, device=z.device).index_add_(
+            0, self.owner, (spread > 0).long()) > 0)
+        candidates = (bad == 0) & self.eligible & ~reduced & ~refused if t % self.every == 0 else None
+        kept = reduced & ~refused & ~broken
+        fail = broken.clone()
+        if recheck and self.guard_steps and bool(kept.any()):
+            fail |= kept & ~self._stable(t, z, kept, f_full, project=False)
+        admit = None
+        if candidates is not None and bool(candidates.any()):  # the host sync of a check
+            admit = candidates & self._stable(t, z, candidates, f_full, project=True) if self.guard_steps else candidates
+            fail |= candidates & ~admit
+        self.refused_step = torch.where(fail, t, self.refused_step)
+        if admit is not None and bool(admit.any()):
+            self.reduced_step = torch.where(admit, t, self.reduced_step)
+            rows = torch.isin(self.owner, admit.nonzero().flatten()).nonzero().flatten()
+            z = z.clone()
+            z[rows] = z[rows].mean(1, keepdim=True).expand(-1, z.shape[1], -1)
+        if admit is not None or bool(fail.any()):
+            self._rows()
+        return z
+
+    def admit_all(self) -> None:
+        """Every eligible sample runs reduced from t = 0 (to time a reduced step: calibration, profiles)."""
+        self.reduced_step = torch.where(self.eligible, 0, self.reduced_step)
+        self._rows()
+
+    # ------------------------------------------------------------------ the guard
+    def _stable(self, t: int, z: Tensor, samples: Tensor, f_full, project: bool) -> Tensor:
+        """Per sample (bool, over all samples): whether a zero-sum perturbation across the tokens of each
+        row of ``samples`` shrank over ``guard_steps`` full-width steps."""
+        t0 = time.monotonic()
+        rows = torch.isin(self.owner, samples.nonzero().flatten()).nonzero().flatten()
+        x = z[rows]
+        if project:
+            x = x.mean(1, keepdim=True).expand_as(x)
+        gen = torch.Generator(device=z.device).manual_seed((self.seed + 1_000_003 * t) % 2**63)
+        d = transverse_direction(tuple(x.shape), gen, x.dtype, x.device)
+        scale = x.double().square().flatten(1).mean(1).sqrt().to(x.dtype).view(-1, 1, 1)
+        y = x + self.guard_size * scale * d
+        before = relative_spread(y)
+        for _ in range(self.guard_steps):
+            y = f_full(y)
+        after = relative_spread(y)
+        shrank = after < before  # NaN: not stable
+        ok = torch.zeros(self.S, dtype=torch.int64, device=z.device).index_add_(
+            0, self.owner[rows], (~shrank).long()) == 0
+        self.guard_seconds += time.monotonic() - t0
+        return ok & samples
+
+    # ------------------------------------------------------------------ rows
+    def _rows(self) -> None:
+        on = (self.reduced_step >= 0) & (self.refused_step < 0)
+        row_on = on[self.owner]
+        self.red_rows = row_on.nonzero().flatten()
+        self.full_rows = (~row_on).nonzero().flatten()
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {"reduced_step": self.reduced_step, "refused_step": self.refused_step}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.reduced_step, self.refused_step = state["reduced_step"], state["refused_step"]
+        self._rows()
+
+
+#: What a reduced run was compared with a full run of the same seeds on (benchmarks/reduced.py and
+#: tests/depth/test_reduce.py): the paper's statistics agree within their 95% bootstrap intervals.
+VALIDATED = ("validated against full runs for the mean lambda per network, the chaotic fraction, the "
+             "transient-chaos lengths and their censoring, the synchronisation offset and the final N_eff "
+             "(tiny ALBERT pre-trained and initial, 1e4 steps; ALBERT-base width random networks; CPU, fp32; "
+             "docs/performance.md); D(t) after reduced_step is 0, not the full run's rounding floor")
+
+
+def reduction_lines(spec, networks) -> list[str]:
+    """What ``plan`` says of ``[dynamics] reduce``: the parameters, which networks it takes, what it is
+    validated for."""
+    d = spec.dynamics
+    takes = [n.label for n in networks if n.n_tokens >= 2 and n.model.family.token_equivariant(n.model.source)]
+    full = [n.label for n in networks if n.label not in takes]
+    guard = (f"guard {d.reduce_guard_steps} steps of a {d.reduce_guard_size:g} perturbation across the tokens, at "
+             f"entry and every {d.reduce_guard_every} steps" if d.reduce_guard_steps else
+             "NO GUARD: transverse stability assumed, not checked")
+    lines = [f"reduce     synchronized: a sample whose tokens agree within {d.reduce_tolerance:g} u (checked every "
+             f"{d.reduce_every} steps) runs as one token; {guard}",
+             f"           reduces: {', '.join(takes) or 'none'}"
+             + (f"; full width: {', '.join(full)} (one token, or tokens not alike)" if full else ""),
+             f"           {VALIDATED}"]
+    return lines
