@@ -66,21 +66,22 @@ def _open(path) -> xr.Dataset:
     return xr.open_zarr(path, consolidated=False).load()
 
 
-def _apply(directory, name: str, reduce: str) -> xr.Dataset:
+def _apply(directory, name: str, text: str) -> xr.Dataset:
+    """Apply ``text`` (a spec storing to ``store/<name>.zarr``) with the real CLI, in this process."""
     from runner.cli import main
 
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(directory)
-        assert main(["apply", "-q", str(write_spec(directory, COUPLED.format(name=name, reduce=reduce)))]) == 0
+        assert main(["apply", "-q", str(write_spec(directory, text))]) == 0
     return _open(directory / f"store/{name}.zarr")
 
 
 @pytest.fixture(scope="module")
 def coupled(tmp_path_factory):
-    """The coupled maps full, reduced, and reduced without the guard (the real CLI, in this process)."""
-    return {name: _apply(tmp_path_factory.mktemp(name), name, reduce) for name, reduce in (
-        ("full", ""), ("reduced", 'reduce = "synchronized"'),
-        ("unguarded", 'reduce = "synchronized"\nreduce_guard_steps = 0'))}
+    """The coupled maps full, reduced, and reduced without the guard."""
+    return {name: _apply(tmp_path_factory.mktemp(name), name, COUPLED.format(name=name, reduce=reduce))
+            for name, reduce in (("full", ""), ("reduced", 'reduce = "synchronized"'),
+                                 ("unguarded", 'reduce = "synchronized"\nreduce_guard_steps = 0'))}
 
 
 def test_a_stably_synchronised_map_runs_reduced_with_its_known_exponent(coupled):
@@ -119,8 +120,24 @@ def test_the_guard_refuses_a_transversally_unstable_synchrony(coupled):
     assert (full.deviation.isel(deviation_step=-1).where(taken, drop=True) > 1e-4).all()
 
 
-def test_maps_without_alike_tokens_and_the_option_off_are_untouched(coupled):
+def test_the_option_off_writes_nothing_of_it(coupled):
     assert not set(REDUCE_VARS) & set(coupled["full"].data_vars)
+
+
+def test_a_sample_sent_back_to_full_width_desynchronises_as_a_full_run_does(tmp_path):
+    """eps = 0.45: transversally unstable on average (ln(0.55 x 2) > 0), but a 20-step window may
+    contract, so some samples are admitted and then refused at a guard every 50 steps. Their tokens
+    were equal bit for bit, which the elementwise map would keep for ever: sent back, they get the
+    spread they could have had when merged, and fly apart as the never-reduced samples do."""
+    text = COUPLED.format(name="b", reduce='reduce = "synchronized"\nreduce_guard_every = 50').replace(
+        "eps = 0.6, units = 8 }", "eps = 0.45, units = 8, spread = 1e-12 }")
+    ds = _apply(tmp_path, "b", text).sel(network="stable")  # the first model, now at eps = 0.45
+    back = (ds.reduced_step < ds.reduce_refused_step).values
+    assert back.sum() >= 2
+    final = ds.deviation.isel(deviation_step=-1).values
+    assert (final[back] > 1e-8).all()
+    never = ds.reduced_step.isnull().values
+    assert (final[never] > 1e-8).all()
 
 
 def test_the_option_enters_task_ids_only_when_on(tmp_path, in_process):
@@ -187,6 +204,26 @@ def test_a_longer_reduced_run_continues_to_a_fresh_runs_result(tmp_path):
                                 _open(fresh_dir / "store/x.zarr").drop_attrs())
 
 
+def test_albert_in_fp64_stays_reduced_through_its_guards_and_a_map_of_one_token_is_untouched(tmp_path, shared_cache,
+                                                                                             monkeypatch):
+    """At a realistic width a mean over tokens in float64 need not be exact: equality of a reduced sample's
+    tokens is bitwise, so guards every 50 steps keep the synchronised tiny ALBERT reduced. A logistic
+    map beside it (one token) runs at full width with the values of a run without the option."""
+    monkeypatch.setenv("TRANSIENT_CACHE", str(shared_cache))
+    text = ALBERT.format(name="{name}").replace("steps = 600\ncheckpoint_every = 200", (
+        'steps = 400\ncheckpoint_every = 200\nprecision = "fp64"\nreduce_tolerance = 1e6\nreduce_guard_every = 50'))
+    text = text.replace("[input]", '[[model]]\nname = "logistic"\nsource = "map:logistic"\n\n[input]')
+    text = text.replace('[[measure]]\nkind = "trajectory"\nsamples = [0]\ntokens = [0, 15]\nelements = [0]\n', "")
+    text = text.replace("k = 1.0\n", "")  # each network's own k: ALBERT's 1, the logistic map's small one
+    reduced = _apply(tmp_path, "r", text.format(name="r"))
+    albert = reduced.sel(network="pretrained")
+    assert (albert.reduced_step <= 250).all() and albert.reduce_refused_step.isnull().all()
+    full = _apply(tmp_path, "f", text.format(name="f").replace('reduce = "synchronized"', ""))
+    xr.testing.assert_identical(reduced.sel(network="logistic").drop_vars(REDUCE_VARS).drop_attrs(),
+                                full.sel(network="logistic").drop_attrs())
+    assert reduced.sel(network="logistic").reduced_step.isnull().all()
+
+
 ALBERT = """
 [experiment]
 name = "{name}"
@@ -231,14 +268,14 @@ def test_a_killed_reduced_run_resumes_to_the_uninterrupted_result(tmp_path, shar
         d.mkdir()
         write_spec(d, ALBERT.format(name="r"))
     assert run_cli("apply", "spec.toml", cwd=whole, TRANSIENT_CACHE=str(shared_cache)).returncode == 0
-    # the kill lands after the durable point at 400, where the samples already run reduced
+    # the kill lands after the durable point at 200, where the samples were being admitted
     out = run_cli("apply", "spec.toml", cwd=killed, TRANSIENT_CACHE=str(shared_cache),
-                  RUNNER_TEST_KILL="pretrained@450")
+                  RUNNER_TEST_KILL="pretrained@230")
     assert out.returncode == -signal.SIGKILL
     resumed = run_cli("apply", "spec.toml", cwd=killed, TRANSIENT_CACHE=str(shared_cache))
     assert resumed.returncode == 0, resumed.stderr
     a, b = _open(whole / "store/r.zarr"), _open(killed / "store/r.zarr")
-    assert (a.reduced_step < 400).all()
+    assert (a.reduced_step <= 200).all() and a.reduced_step.notnull().all()
     xr.testing.assert_identical(a.drop_attrs(), b.drop_attrs())
 
 

@@ -27,6 +27,7 @@ from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network
 from runner.studies.depth.measure import DepthView
+from runner.studies.depth.reduce import reduces
 from runner.studies.depth.spec import DepthSpec
 
 CALIBRATION_SAMPLES = 128
@@ -56,7 +57,7 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
         tasks = [t for t in p.tasks if t.network == net.index]
         runs = [[t.id for t in tasks if t.kind == "iterate"]] + [[t.id] for t in tasks if t.kind != "iterate"]
         seconds = timed["setup_s"] + spec.dynamics.steps * timed["step_s"] * scale
-        if spec.dynamics.reduction():
+        if spec.dynamics.reduction() and reduces(net):
             reduced = calibrated({**key, "reduced": True}, lambda: time_pass(cal, net, device, reduced=True))
             seconds = timed["setup_s"] + reduced_seconds(spec, timed["step_s"], reduced["step_s"]) * scale
         units.append(Unit(net.label, [r for r in runs if r], seconds, int(sum(per_measure.get(t.measure, 0)

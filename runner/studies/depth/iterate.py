@@ -175,7 +175,10 @@ class IteratePass:
         set_precision(self.net.precision)
         self.model = build_map(self.spec, self.net, self.device)
         if self.spec.dynamics.compile:
-            self.model.step = torch.compile(self.model.step, dynamic=False)  # shapes recompile: OOM halving, exits
+            # shapes recompile: OOM halving, exits; the reduction's row counts change at each admission, so
+            # there torch marks the batch dimension dynamic after its first recompile
+            dynamic = None if self.spec.dynamics.reduction() else False
+            self.model.step = torch.compile(self.model.step, dynamic=dynamic)
         mask = None if self.mask_x is None else torch.cat([self.mask_x] + [self.mask_x[m.rows(self)] for m in self.twins])
         self.reduce = self._reduction()
         if self.reduce and self.reduced_from_start:
@@ -214,7 +217,7 @@ class IteratePass:
                     m.write(self, bufs[m.kind()], seg)
                 if seg.last:
                     self.store.write("diverged_step", (self.index, slice(None)), never_as_nan(diverged))
-                    if self.reduce or self.spec.dynamics.reduction():
+                    if self.spec.dynamics.reduction():
                         self._write_reduction()
                     if self.exit:
                         self.store.write("exit_step", (self.index, slice(None)), never_as_nan(self.exit.exit_step))
@@ -258,7 +261,8 @@ class IteratePass:
         """The reduction of this pass: on (``[dynamics] reduce``) for a map that treats tokens alike and has
         several; samples with a masked token stay full."""
         d = self.spec.dynamics
-        if d.reduction() is None or not getattr(self.model, "token_equivariant", False) or self.net.n_tokens < 2:
+        if (d.reduction() is None or not getattr(self.model, "token_equivariant", False) or self.net.n_tokens < 2
+                or not self.model.autonomous):
             return None
         eligible = None if self.mask_x is None else self.mask_x.bool().all(1)
         return SyncReduction(self.owner, self.S, self.net.precision, tolerance=d.reduce_tolerance,

@@ -43,12 +43,22 @@ REFERENCE = ("Pecora & Carroll 1998 (PRL 80, 2109), transverse stability of sync
              "Inoue et al. 2021, Eq. 5 (token deviation)")
 
 
-def relative_spread(z: Tensor) -> Tensor:
-    """Per row of ``z`` (rows, tokens, hidden): sqrt(D) / rms token norm, with D of Eq. 5; float64."""
-    z = z.double()
-    d = (z - z.mean(1, keepdim=True)).square().sum(2).mean(1)
-    norm = z.square().sum(2).mean(1)
-    return torch.sqrt(d / norm.clamp_min(torch.finfo(torch.float64).tiny))
+def relative_spread(z: Tensor, block: int = 256) -> Tensor:
+    """Per row of ``z`` (rows, tokens, hidden): sqrt(D) / rms token norm, with D of Eq. 5; float64,
+    ``block`` rows at a time (a check holds no float64 copy of the whole batch)."""
+    out = torch.empty(len(z), dtype=torch.float64, device=z.device)
+    for i in range(0, len(z), block):
+        b = z[i : i + block].double()
+        d = (b - b.mean(1, keepdim=True)).square().sum(2).mean(1)
+        norm = b.square().sum(2).mean(1)
+        out[i : i + block] = torch.sqrt(d / norm.clamp_min(torch.finfo(torch.float64).tiny))
+    return out
+
+
+def unequal(z: Tensor) -> Tensor:
+    """Per row: whether some finite token differs from the first, bit for bit (a mean in float64 need not
+    be exact, so equality is not read off the spread)."""
+    return ((z != z[:, :1]) & (z == z)).flatten(1).any(1)
 
 
 def transverse_direction(shape: tuple[int, ...], generator: torch.Generator, dtype, device) -> Tensor:
@@ -100,30 +110,62 @@ class SyncReduction:
         if t % self.every and not recheck:
             return z
         spread = relative_spread(z)
-        bad = torch.zeros(self.S, dtype=torch.int64, device=z.device).index_add_(
-            0, self.owner, (~(spread <= self.limit)).long())  # NaN spread: never within
+        bad = self._per_sample(~(spread <= self.limit), z.device)  # NaN spread: never within
         reduced, refused = self.reduced_step >= 0, self.refused_step >= 0
         # a reduced sample's rows are equal bit for bit; else something left the set (a twin's advance)
-        broken = reduced & ~refused & (torch.zeros(self.S, dtype=torch.int64, device=z.device).index_add_(
-            0, self.owner, (spread > 0).long()) > 0)
-        candidates = (bad == 0) & self.eligible & ~reduced & ~refused if t % self.every == 0 else None
+        broken = reduced & ~refused & self._per_sample(unequal(z), z.device)
+        candidates = ~bad & self.eligible & ~reduced & ~refused if t % self.every == 0 else None
         kept = reduced & ~refused & ~broken
-        fail = broken.clone()
+        back = torch.zeros_like(kept)
         if recheck and self.guard_steps and bool(kept.any()):
-            fail |= kept & ~self._stable(t, z, kept, f_full, project=False)
+            back = kept & ~self._stable(t, z, kept, f_full, project=False)
         admit = None
         if candidates is not None and bool(candidates.any()):  # the host sync of a check
             admit = candidates & self._stable(t, z, candidates, f_full, project=True) if self.guard_steps else candidates
-            fail |= candidates & ~admit
+        fail = broken | back | (candidates & ~admit if admit is not None else torch.zeros_like(back))
         self.refused_step = torch.where(fail, t, self.refused_step)
+        if bool(back.any()):
+            self._unsynchronise(t, z, back)
         if admit is not None and bool(admit.any()):
             self.reduced_step = torch.where(admit, t, self.reduced_step)
-            rows = torch.isin(self.owner, admit.nonzero().flatten()).nonzero().flatten()
-            z = z.clone()
-            z[rows] = z[rows].mean(1, keepdim=True).expand(-1, z.shape[1], -1)
+            self._project(z, admit)
         if admit is not None or bool(fail.any()):
             self._rows()
         return z
+
+    def _per_sample(self, row_flags: Tensor, device) -> Tensor:
+        """Whether any row of each sample is flagged."""
+        return torch.zeros(self.S, dtype=torch.int64, device=device).index_add_(0, self.owner, row_flags.long()) > 0
+
+    def _sample_rows(self, samples: Tensor) -> Tensor:
+        return torch.isin(self.owner, samples.nonzero().flatten()).nonzero().flatten()
+
+    def _project(self, z: Tensor, samples: Tensor) -> None:
+        """Replace each token of the samples' rows by their mean, in place; a twin row keeps its distance to
+        its x row (its difference is projected and rescaled), so a Lyapunov interval is not skewed."""
+        rows = self._sample_rows(samples)
+        x_rows = rows[rows < self.S]
+        twin_rows = rows[rows >= self.S]
+        if len(twin_rows):
+            owner_x = self.owner[twin_rows]  # x of sample s is row s
+            d = z[twin_rows] - z[owner_x]
+            flat = d.mean(1, keepdim=True).expand_as(d)
+            norm, flat_norm = (v.double().flatten(1).norm(dim=1) for v in (d, flat))
+            scale = torch.where(flat_norm > 0, norm / flat_norm.clamp_min(1e-300), 1.0).to(d.dtype).view(-1, 1, 1)
+        z[x_rows] = z[x_rows].mean(1, keepdim=True).expand(-1, z.shape[1], -1)
+        if len(twin_rows):
+            z[twin_rows] = z[owner_x] + flat * scale
+
+    def _unsynchronise(self, t: int, z: Tensor, samples: Tensor) -> None:
+        """Samples sent back to full width carry tokens equal bit for bit, which a full-width map may keep
+        equal for ever; give them the largest spread a sample may have had when it was merged (a zero-sum
+        direction of relative rms ``reduce_tolerance`` u, seeded by the step; one of u would round away), so a
+        transverse instability can show, as it would from a full run's residual spread."""
+        rows = self._sample_rows(samples)
+        gen = torch.Generator(device=z.device).manual_seed((self.seed + 7 + 1_000_003 * t) % 2**63)
+        d = transverse_direction(tuple(z[rows].shape), gen, z.dtype, z.device)
+        scale = z[rows].double().square().flatten(1).mean(1).sqrt().to(z.dtype).view(-1, 1, 1)
+        z[rows] = z[rows] + self.limit * scale * d
 
     def admit_all(self) -> None:
         """Every eligible sample runs reduced from t = 0 (to time a reduced step: calibration, profiles)."""
@@ -135,7 +177,7 @@ class SyncReduction:
         """Per sample (bool, over all samples): whether a zero-sum perturbation across the tokens of each
         row of ``samples`` shrank over ``guard_steps`` full-width steps."""
         t0 = time.monotonic()
-        rows = torch.isin(self.owner, samples.nonzero().flatten()).nonzero().flatten()
+        rows = self._sample_rows(samples)
         x = z[rows]
         if project:
             x = x.mean(1, keepdim=True).expand_as(x)
@@ -176,11 +218,18 @@ VALIDATED = ("validated against full runs for the mean lambda per network, the c
              "docs/performance.md); D(t) after reduced_step is 0, not the full run's rounding floor")
 
 
+def reduces(net) -> bool:
+    """Whether the reduction can take a resolved network: several tokens, treated alike, the same map at
+    every step."""
+    family = net.model.family
+    return net.n_tokens >= 2 and family.autonomous and family.token_equivariant(net.model.source)
+
+
 def reduction_lines(spec, networks) -> list[str]:
     """What ``plan`` says of ``[dynamics] reduce``: the parameters, which networks it takes, what it is
     validated for."""
     d = spec.dynamics
-    takes = [n.label for n in networks if n.n_tokens >= 2 and n.model.family.token_equivariant(n.model.source)]
+    takes = [n.label for n in networks if reduces(n)]
     full = [n.label for n in networks if n.label not in takes]
     guard = (f"guard {d.reduce_guard_steps} steps of a {d.reduce_guard_size:g} perturbation across the tokens, at "
              f"entry and every {d.reduce_guard_every} steps" if d.reduce_guard_steps else

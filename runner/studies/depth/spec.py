@@ -145,6 +145,10 @@ class InputSpec(Table):
         return self.model_dump(mode="json", exclude={"streaming"} | ({"pair", "score"} if self.pair is None else set()))
 
 
+#: The largest relative token spread the reduced iteration may merge into one token.
+MAX_REDUCE_SPREAD = 1e-4
+
+
 class DynamicsSpec(Table):
     steps: int = Field(500, ge=1)
     """t = 0 .. steps applications of f (paper: 500 short-term, 1e6 long-term)."""
@@ -263,6 +267,12 @@ class DepthSpec(StudySpec):
         floor = {p: d.reduce_tolerance * u for p, u in UNIT_ROUNDOFF.items()}
         for i, m in enumerate(self.model):
             precision = m.precision or d.precision
+            if floor[precision] > MAX_REDUCE_SPREAD:
+                out.append((("dynamics", "reduce_tolerance"), f"{d.reduce_tolerance:g} unit roundoffs of {precision} "
+                            f"(model {m.name}) let tokens {floor[precision]:.1e} apart (relative rms) count as one; "
+                            f"at most {MAX_REDUCE_SPREAD:g} is allowed: lower reduce_tolerance to "
+                            f"{MAX_REDUCE_SPREAD / UNIT_ROUNDOFF[precision]:.3g} or run in fp32"))
+                break
             if d.reduce_guard_steps and d.reduce_guard_size < 10 * floor[precision]:
                 out.append((("dynamics", "reduce_guard_size"), f"{d.reduce_guard_size:g} is within ten times the "
                             f"reduction's tolerance in {precision} ({floor[precision]:.1e}, model {m.name}): the "
