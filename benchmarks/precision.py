@@ -8,8 +8,9 @@ the iteration loop after its first step (:func:`loop_rates`: model loading, inpu
 compilation excluded), the FLOP/s that rate achieves (:func:`benchmarks.iterate.flops_per_token_step` over x
 and its Lyapunov twin) against a matmul of the same precision measured in the same run, the
 chaotic fraction (samples whose lambda(t) was ever positive), the mean local Lyapunov exponent per
-step, the median synchronisation offset and the final N_eff. A statistic *agrees* with fp32 when
-the intervals overlap (N_eff is one number per network: agreement within 5%). On the CPU tf32 is
+step, the median synchronisation offset, the mean transient-chaos length, the censored fraction and
+the final N_eff (:mod:`runner.studies.depth.agreement`). A statistic *agrees* with fp32 when the
+intervals overlap (N_eff is one number per network: agreement within 5%). On the CPU tf32 is
 fp32 (it only changes CUDA matmuls).
 
     python benchmarks/precision.py --preset tiny --samples 64 --steps 300
@@ -121,41 +122,11 @@ def loop_rates(store: Path) -> dict[str, dict[str, float]]:
     return rates
 
 
-def interval(values: np.ndarray, statistic) -> tuple[float, float, float]:
-    """The statistic and its 95% bootstrap interval (percentile, 999 resamples)."""
-    from scipy.stats import bootstrap
-
-    values = values[np.isfinite(values)]
-    if values.size < 2:
-        return (float(statistic(values)) if values.size else float("nan"), float("nan"), float("nan"))
-    ci = bootstrap((values,), statistic, n_resamples=999, method="percentile",
-                   rng=np.random.default_rng(0)).confidence_interval
-    return float(statistic(values)), float(ci.low), float(ci.high)
-
-
-def statistics(store: Path, network: str) -> dict[str, tuple[float, float, float]]:
+def run_variant(variant: str, model: Path, tmp: Path, args) -> dict:
     import xarray as xr
 
-    ds = xr.open_zarr(store, consolidated=False).sel(network=network)
-    lam = ds["lyapunov_per_step"].values.astype(np.float64)
-    lam[~np.isfinite(lam)] = np.nan
-    chaotic = (np.nan_to_num(lam, nan=-1.0) > 0).any(axis=1).astype(np.float64)
-    offsets = ds["sync_offset"].values.astype(np.float64)  # NaN: never synchronised
-    neff = float(ds["effective_dimension"].values[-1])
-    return {"chaotic fraction": interval(chaotic, np.mean), "mean LLE/step": interval(np.nanmean(lam, axis=1), np.mean),
-            "median sync offset": interval(offsets[np.isfinite(offsets)], np.median), "final N_eff": (neff, neff, neff)}
-
-
-def agrees(name: str, a: tuple, ref: tuple) -> bool:
-    if name == "final N_eff":
-        return abs(a[0] - ref[0]) <= 0.05 * abs(ref[0])
-    if not all(np.isfinite(v) for v in (*a, *ref)):
-        return a[0] == ref[0] or (np.isnan(a[0]) and np.isnan(ref[0]))
-    return a[1] <= ref[2] and ref[1] <= a[2]
-
-
-def run_variant(variant: str, model: Path, tmp: Path, args) -> dict:
     from runner.run.apply import apply, prepare
+    from runner.studies.depth.agreement import statistics
 
     precision, compiled = VARIANTS[variant]
     store, spec = tmp / f"{variant}.zarr", tmp / f"{variant}.toml"
@@ -176,10 +147,12 @@ def run_variant(variant: str, model: Path, tmp: Path, args) -> dict:
     return {"apply_seconds": seconds, "steps_per_s": rate, "steps_per_s_per_network": rates,
             "tflops": flop_per_step * rate / 1e12, "matmul_peak_tflops": peak,
             "fraction_of_peak": flop_per_step * rate / 1e12 / peak,
-            **{net: statistics(store, net) for net in NETWORKS}}
+            **{net: statistics(xr.open_zarr(store, consolidated=False), net) for net in NETWORKS}}
 
 
 def main() -> None:
+    from runner.studies.depth.agreement import agrees
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     ap.add_argument("--samples", type=int, default=64)

@@ -831,6 +831,7 @@ def _version_damage(version) -> tuple[bool, str]:
 
 def cmd_figures(args) -> int:
     from runner.read.figures import default_out, figures, fingerprint, up_to_date  # lazy: numpy
+    from runner.storage.store import output_problem  # lazy: filelock, numpy
     from runner.storage.verify import trusted  # lazy: filelock, numpy
 
     if args.out is not None and not args.out.strip():  # Path("") is the working directory
@@ -844,6 +845,9 @@ def cmd_figures(args) -> int:
             trusted(point, args.target)
     out = Path(args.out) if args.out is not None else default_out(path)
     flag = "--out: " if args.out else ""
+    problem = output_problem(out) if args.out is not None else None
+    if problem:
+        raise CannotWrite(f"{flag}{problem}")
     if out.exists() and not out.is_dir():
         raise CannotWrite(f"{flag}{out} exists and is not a folder; name a folder for the figures")
     stamp = fingerprint(path, args.only)

@@ -11,7 +11,8 @@ one stopped at its limit keeps what it wrote):
 2. ``precision``: ``benchmarks/precision.py``, ALBERT-large width (random weights) at the paper's
    batch: steps/s, FLOP/s against a matmul of each precision, the paper's statistics against fp32;
 3. ``long_run``: ``benchmarks/long_run.py``, a scaled-down ``specs/albert_long.toml`` extrapolated to
-   1e6 steps and 6 networks, beside ``plan``'s estimate of the whole spec;
+   1e6 steps and 6 networks, beside ``plan``'s estimate of the whole spec: reduced
+   (``[dynamics] reduce``), full in fp32, and in tf32;
 4. ``training``: ``benchmarks/training.py``, the runner's training overhead against a plain loop.
 
 OUT receives ``results.json`` (everything measured), ``summary.md`` and one log per part: at most
@@ -48,7 +49,7 @@ def parts(out: Path, work: Path, dry: bool) -> dict[str, tuple[int, list[str]]]:
             "precision": (240, [*py, "benchmarks/precision.py", "--preset", "tiny", "--samples", "8", "--tokens", "8",
                                 "--steps", "20", "--precisions", "fp32", "bf16", "--json", str(work / "precision.json")]),
             "long_run": (240, [*py, "benchmarks/long_run.py", "--preset", "tiny", "--samples", "8", "--steps", "600",
-                               "--precisions", "fp32", "--json", str(work / "long_run.json")]),
+                               "--precisions", "fp32-reduced", "fp32", "--json", str(work / "long_run.json")]),
             "training": (240, [*py, "benchmarks/training.py", "--device", "cpu", "--epochs", "1",
                                "--json", str(work / "training.json")]),
         }
@@ -57,10 +58,11 @@ def parts(out: Path, work: Path, dry: bool) -> dict[str, tuple[int, list[str]]]:
                         "--junitxml", str(out / "junit.xml"), "--timeout", "600", *GPU_TESTS]),
         "precision": (110, [*py, "benchmarks/precision.py", "--preset", "large", "--samples", "1000", "--tokens", "32",
                             "--steps", "200", "--device", "cuda", "--json", str(work / "precision.json")]),
-        # tf32 first: the fastest precision validated for lambda, chaos and N_eff (H200, 2026-11-26: precision
-        # took 75 s of its limit, and long_run reached 110 s before its second precision)
-        "long_run": (150, [*py, "benchmarks/long_run.py", "--preset", "large", "--steps", "800", "--device", "cuda",
-                           "--precisions", "tf32", "fp32", "--json", str(work / "long_run.json")]),
+        # the reduced iteration first (the run the paper's Fig. 4 needs: over 2,000 steps, so that its samples
+        # synchronise and reduce), then fp32 in full, then tf32 (H200, 2026-11-26: long_run reached 110 s before
+        # its second precision at 800 steps)
+        "long_run": (300, [*py, "benchmarks/long_run.py", "--preset", "large", "--steps", "2000", "--device", "cuda",
+                           "--precisions", "fp32-reduced", "fp32", "tf32", "--json", str(work / "long_run.json")]),
         "training": (45, [*py, "benchmarks/training.py", "--device", "cuda", "--json", str(work / "training.json")]),
     }
 

@@ -38,6 +38,7 @@ def test_the_dry_run_runs_every_part_and_brings_back_few_files(tmp_path):
     run = results["parts"]["long_run"]["measured"]
     assert run["plan"]["networks"] == 6 and run["plan"]["steps"] == 1_000_000
     assert run["runs"]["fp32"]["plan_over_measured"] > 0 and run["runs"]["fp32"]["peak_rss_bytes"] > 0
+    assert run["runs"]["fp32-reduced"]["plan_over_measured"] > 0 and run["plan"]["estimate_reduced"]["seconds"] > 0
     assert results["parts"]["training"]["measured"]["runner_s"] > 0
     summary = (out / "summary.md").read_text()
     assert "| long_run | ok" in summary and "albert_long: 6 networks" in summary

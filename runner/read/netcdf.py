@@ -61,10 +61,50 @@ def for_netcdf(ds):
     return out
 
 
+class ExportError(ValueError):
+    """A store that cannot be exported, or an output path that cannot take the file; the message names it."""
+
+
+def export_problem(store, path) -> str | None:
+    """Why ``store`` cannot be written to the netCDF file ``path``, or None."""
+    from runner.storage.store import is_runner_store, is_sweep_root, output_problem  # lazy: filelock
+
+    if not isinstance(store, (str, Path)) or not isinstance(path, (str, Path)):
+        return f"to_netcdf takes a store path and a file path, not {type(store).__name__} and {type(path).__name__}"
+    store, path = Path(store), Path(path)
+    if not (store / "zarr.json").is_file():
+        what = "a file" if store.is_file() else "a folder without a zarr.json" if store.is_dir() else "nothing"
+        return f"{store} is not a store ({what} is there)"
+    if not is_runner_store(store):
+        return f"{store} is a zarr store this runner did not write"
+    if is_sweep_root(store):
+        return f"{store} holds a sweep: export each point's store ({store}/<key>=<value>) to a file of its own"
+    problem = output_problem(path)
+    if problem:
+        return problem
+    if path.is_dir():
+        return f"{path} is a folder; name the netCDF file to write (e.g. {path / store.with_suffix('.nc').name})"
+    if not path.absolute().parent.is_dir():
+        return f"{path}: its folder {path.absolute().parent} does not exist"
+    return None
+
+
 def to_netcdf(store: str | Path, path: str | Path) -> Path:
-    """Write the store at ``store`` (a path) to the netCDF-4 file ``path``; returns ``path``."""
+    """Write the store at ``store`` (a path) to the netCDF-4 file ``path``; returns ``path``. Raises
+    :class:`ExportError` for a path that is not this runner's store, a sweep's store (export its points),
+    a damaged store (``runner verify``), or an output that would land in a store, its ``.runner`` or
+    ``.history``, a folder or a missing folder."""
     import xarray as xr  # lazy: xarray
 
+    from runner.storage.verify import StoreDamaged, StoreUnreadable, trusted  # lazy: filelock
+
+    problem = export_problem(store, path)
+    if problem:
+        raise ExportError(problem)
+    try:
+        trusted(Path(store))
+    except (StoreDamaged, StoreUnreadable) as err:
+        raise ExportError(str(err).replace("nothing is shown from", "nothing is exported from")) from None
     with xr.open_zarr(store, consolidated=False) as ds:
         for_netcdf(ds).to_netcdf(path, engine="netcdf4")
     return Path(path)

@@ -220,6 +220,25 @@ def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> 
     return _unwritable(path)
 
 
+def output_problem(path: str | Path) -> str | None:
+    """Why a command's own output (``figures --out``, a netCDF export) may not go to ``path``: a zarr
+    store, a place inside one, or a store's ``.runner`` or ``.history`` folder or a place inside it; a
+    store is written by ``apply`` alone. None when it may."""
+    here = Path(os.path.abspath(path))
+    if (here / "zarr.json").is_file():
+        return f"{path} is a zarr store; outputs are written beside stores, never into one: choose another path"
+    outer = enclosing_store(here)
+    if outer is not None:
+        return f"{path} is inside the zarr store {outer}; outputs are never written into a store: choose a path outside it"
+    for folder in (here, *here.parents):
+        if folder.suffix in (".history", ".runner") and folder.with_suffix(".zarr").is_dir():
+            what = "earlier versions" if folder.suffix == ".history" else "run state"
+            where = "is" if folder == here else "is inside"
+            return (f"{path} {where} {folder}, where the runner keeps {folder.with_suffix('.zarr').name}'s {what}; "
+                    "choose a path outside it")
+    return None
+
+
 def enclosing_store(path: Location) -> Location | None:
     """The nearest folder above ``path`` that is a zarr store (has a ``zarr.json``), or None."""
     path = location(path)

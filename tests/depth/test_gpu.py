@@ -183,3 +183,62 @@ def test_oom_halves_the_micro_batch_and_gives_the_same_states():
             torch.cuda.set_per_process_memory_fraction(1.0)
     assert batch is not None and batch < 2048
     torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------- the reduced iteration on CUDA
+
+
+def test_a_reduced_step_never_synchronises_with_the_host(tmp_path):
+    """Between the reduction's checks a step (full rows and one-token rows, the broadcast) and the
+    measures stay on the device."""
+    from runner.run.apply import prepare
+    from runner.storage.store import Store
+    from runner.studies.depth.iterate import build_map
+    from runner.studies.depth.layout import build_layout
+    from runner.studies.depth.measure import Segment
+    from tests.depth.test_reduce import COUPLED
+    from tests.runner.helpers import write_spec
+
+    p = prepare(write_spec(tmp_path, COUPLED.format(name="gpu", reduce='reduce = "synchronized"')))
+    layout = build_layout(p.spec, p.state)
+    store = Store(tmp_path / "gpu.zarr")
+    store.open(layout, {})
+    net = p.state[0]
+    tasks = [t for t in p.tasks if t.network == net.index and t.kind == "iterate"]
+    run = IteratePass(p.spec, layout, net, [t.measure for t in tasks], [t.id for t in tasks], store,
+                      PassInputs(None, None), torch.device("cuda"), tmp_path / "ckpt.safetensors", _Report())
+    run.model = build_map(run.spec, run.net, run.device)
+    run.reduce = run._reduction()
+    _, z, diverged = run._start()
+    run.reduce.reduced_step[: run.S // 2] = 0  # half the samples reduced, half at full width
+    run.reduce._rows()
+    seg = Segment(0, 100, False, run.T)
+    bufs = {m.kind(): m.buffers(run, seg) for m in run.active}
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for t in range(1, 49):  # no check falls here (every 10 steps in COUPLED: t = 10, 20, ... are avoided)
+            if t % 10 == 0:
+                continue
+            diverged = run._observe(t, z, diverged, bufs, seg)
+            z = run._step(t, z, None)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(z[: run.S // 2], z[: run.S // 2, :1].expand_as(z[: run.S // 2]))
+
+
+def test_the_reduced_coupled_maps_on_cuda_give_their_known_exponent(tmp_path):
+    import math
+
+    import xarray as xr
+
+    from tests.depth.test_reduce import COUPLED
+    from tests.runner.helpers import write_spec
+
+    spec = write_spec(tmp_path, COUPLED.format(name="cuda", reduce='reduce = "synchronized"'))
+    assert _run("apply", spec, "--device", "cuda", cwd=tmp_path).returncode == 0
+    ds = xr.open_zarr(tmp_path / "store/cuda.zarr").load()
+    stable = ds.sel(network="stable")
+    assert stable.reduced_step.notnull().all() and stable.reduce_refused_step.isnull().all()
+    assert stable.lyapunov_per_step.mean().item() == pytest.approx(math.log(2), abs=0.02)
+    assert ds.sel(network="unstable").reduced_step.isnull().all()

@@ -317,7 +317,7 @@ init = {{ scheme = "truncated_normal", std = 0.02, clip = 2.0 }}
 
 [input]
 source = "builtin:pydoc-topics"
-samples = 32
+samples = 16
 tokens = 16
 
 [dynamics]
@@ -345,7 +345,7 @@ every = 100
 
 def test_a_reduced_tiny_albert_run_agrees_with_the_full_run_over_ten_thousand_steps(tmp_path, shared_cache,
                                                                                     monkeypatch):
-    """The quickstart's networks (pre-trained and initial), 1e4 steps, same seeds: the reduced run's
+    """The quickstart's networks (pre-trained and initial), 16 sentences, 1e4 steps, same seeds: the reduced run's
     statistics lie within the full run's 95% bootstrap intervals, with most sample-steps reduced."""
     from runner.api import apply
     from runner.studies.depth.agreement import differing, statistics

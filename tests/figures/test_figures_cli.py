@@ -68,3 +68,21 @@ def test_figures_of_unchanged_results_are_not_drawn_again(tmp_path):
     changed = run_cli("apply", spec, "--set", "dynamics.steps=80", "--replace", cwd=tmp_path)
     assert changed.returncode == 0, changed.stderr
     assert "figure(s) in" in run_cli("figures", spec, cwd=tmp_path).stdout  # new results: drawn again
+
+
+def test_figures_are_never_written_into_a_store_or_its_kept_folders(tmp_path, in_process):
+    """--out into the store, a folder inside it, another store, its .runner or .history: refused (74),
+    nothing written there."""
+    spec = write_spec(tmp_path, maps_spec("kept", steps=20, samples=4))
+    other = write_spec(tmp_path, maps_spec("other", steps=20, samples=4), "other.toml")
+    assert in_process("apply", "-q", spec)[0] == 0 and in_process("apply", "-q", other)[0] == 0
+    store = tmp_path / "store/kept.zarr"
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for out, said in ((store, "is a zarr store"), (store / "figs", "is inside the zarr store"),
+                      (tmp_path / "store/other.zarr", "is a zarr store"),
+                      (tmp_path / "store/kept.runner", "where the runner keeps kept.zarr's run state"),
+                      (tmp_path / "store/kept.runner/figs", "is inside"),
+                      (tmp_path / "store/kept.history", "where the runner keeps kept.zarr's earlier versions")):
+        code, _, err = in_process("figures", spec, "--out", out)
+        assert code == 74 and said in err and "Traceback" not in err, (out, err)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before

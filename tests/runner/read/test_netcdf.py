@@ -50,3 +50,47 @@ def test_a_coordinate_variable_has_no_fill(tmp_path):
     for_netcdf(ds).to_netcdf(tmp_path / "s.nc", engine="netcdf4")
     with netCDF4.Dataset(tmp_path / "s.nc") as nc:
         assert "_FillValue" not in nc["quantile"].ncattrs() and "_FillValue" in nc["x"].ncattrs()
+
+
+@pytest.fixture
+def small_store(tmp_path, in_process):
+    from tests.runner.helpers import maps_spec, write_spec
+
+    assert in_process("apply", "-q", write_spec(tmp_path, maps_spec("nc", steps=20, samples=4)))[0] == 0
+    return tmp_path / "store/nc.zarr"
+
+
+def test_the_export_refuses_what_is_no_store_and_outputs_that_would_land_in_one(tmp_path, small_store):
+    from runner.read.netcdf import ExportError, to_netcdf
+
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "folder").mkdir()
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    cases = [((tmp_path / "missing.zarr", tmp_path / "x.nc"), "is not a store (nothing is there)"),
+             ((tmp_path / "a_file", tmp_path / "x.nc"), "is not a store (a file is there)"),
+             ((tmp_path / "store/nc.runner", tmp_path / "x.nc"), "a folder without a zarr.json"),
+             ((None, tmp_path / "x.nc"), "takes a store path and a file path, not NoneType"),
+             ((small_store, small_store / "zarr.json"), "is inside the zarr store"),
+             ((small_store, small_store), "is a zarr store"),
+             ((small_store, tmp_path / "store/nc.runner/x.nc"), "where the runner keeps nc.zarr's run state"),
+             ((small_store, tmp_path / "store/nc.history/x.nc"), "nc.zarr's earlier versions"),
+             ((small_store, tmp_path / "folder"), "is a folder; name the netCDF file"),
+             ((small_store, tmp_path / "no/such/x.nc"), "does not exist")]
+    for (store, out), said in cases:
+        with pytest.raises(ExportError, match=said.replace("(", r"\(").replace(")", r"\)")):
+            to_netcdf(store, out)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+    assert xr.open_zarr(small_store, consolidated=False).load() is not None  # the store is whole
+
+
+def test_the_export_refuses_a_damaged_store_and_writes_a_whole_one(tmp_path, small_store):
+    from runner.read.netcdf import ExportError, to_netcdf
+
+    written = to_netcdf(small_store, tmp_path / "nc.nc")
+    with netCDF4.Dataset(written) as nc:
+        assert "lyapunov_per_step" in nc.variables
+    chunk = next(p for p in (small_store / "lyapunov_per_step").rglob("*") if p.is_file() and p.name != "zarr.json")
+    chunk.write_bytes(b"\0" * chunk.stat().st_size)
+    with pytest.raises(ExportError, match="nothing is exported from a damaged store"):
+        to_netcdf(small_store, tmp_path / "again.nc")
+    assert not (tmp_path / "again.nc").exists()
