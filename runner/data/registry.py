@@ -118,13 +118,29 @@ class DataSource:
 _SOURCES: list[DataSource] = []
 
 
+#: Where the project's own sources live: they may share a scheme (``builtin:`` names several).
+BUILT_IN = ("runner.", "models.")
+
+
 def register_data_source(source: DataSource) -> DataSource:
-    """Add a data source; it is asked before those registered earlier. A second source of the same
-    ``name`` is refused unless it says ``replaces = True``."""
+    """Add a data source; it is asked before those registered earlier, and only for inputs of its own
+    ``scheme``. A second source of the same ``name`` is refused unless it says ``replaces = True`` (then
+    the old one goes); so is a plug-in's source whose scheme another source reads already (a scheme is a
+    name too): with ``replaces = True`` it is asked first for inputs of that scheme."""
+    if isinstance(source, type):
+        raise TypeError(f"register_data_source takes an instance: register_data_source({source.__name__}()), "
+                        f"not the class {source.__module__}.{source.__qualname__}")
+    module = type(source).__module__
     taken = [s for s in _SOURCES if s.name == source.name]
     if taken and not source.replaces:
         raise ValueError(f"a data source named {source.name!r} is registered already ({type(taken[0]).__module__}); "
                          "set replaces = True on the new one to replace it")
+    scheme = [s for s in _SOURCES if s.scheme == source.scheme and s not in taken]
+    if scheme and not source.replaces and not module.startswith(BUILT_IN):
+        other = scheme[0]
+        raise ValueError(f"data source {source.name!r} ({module}) claims the scheme {source.scheme + ':'!r}, which "
+                         f"{other.name!r} ({type(other).__module__}) reads already; give it a scheme of its own, or set "
+                         "replaces = True to be asked first for inputs of that scheme")
     for s in taken:
         _SOURCES.remove(s)
     _SOURCES.insert(0, source)
@@ -138,7 +154,7 @@ def data_sources() -> list[DataSource]:
 def data_source_for(source: str) -> DataSource | None:
     """The registered source that reads ``source``, or None."""
     source = Source(source)
-    return next((s for s in _SOURCES if s.matches(source)), None)
+    return next((s for s in _SOURCES if s.scheme == source.scheme and s.matches(source)), None)
 
 
 def data_source(source: str, form: str, what: str = "input source") -> DataSource:

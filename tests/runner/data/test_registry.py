@@ -131,3 +131,40 @@ def test_a_plugin_source_is_checked_and_drawn_by_the_cli(tmp_path):
     assert len(origins) == 6 and all(o.split(",")[0] in {f"doc{i}.txt" for i in range(4)} for o in origins)
     unknown = run_cli("plan", spec, cwd=tmp_path)  # the same spec without the plugin: its scheme is unknown
     assert unknown.returncode == 65 and "unknown scheme 'folder:'" in unknown.stderr
+
+
+def test_a_plugin_cannot_take_a_built_in_scheme_unless_it_says_so(fresh_registry):
+    """A scheme is a name too: a plug-in source under a new name but the hf: scheme is refused at
+    registration; with replaces = True it is asked first for hf: inputs only."""
+
+    class Mirror(Echo):
+        name, scheme = "mirror", "hf"
+
+    with pytest.raises(ValueError, match=r"'mirror' \(tests.runner.data.test_registry\) claims the scheme 'hf:', "
+                                         r"which 'hub dataset' \(runner.data.hub\) reads already"):
+        registry.register_data_source(Mirror())
+
+    class TakesOver(Mirror):
+        replaces = True
+
+    registry.register_data_source(TakesOver())
+    assert type(data_source("hf:some/dataset", DOCUMENTS)) is TakesOver
+    assert data_source("builtin:pydoc-topics", DOCUMENTS).name == "Python's help topics"
+
+
+def test_matches_is_asked_only_for_a_sources_own_scheme(fresh_registry):
+    class Greedy(Echo):
+        name, scheme = "greedy", "greedy"
+
+        def matches(self, source):
+            return True  # would read every input
+
+    registry.register_data_source(Greedy())
+    assert data_source("hf:some/dataset", DOCUMENTS).name == "hub dataset"
+    assert data_source("builtin:pydoc-topics", DOCUMENTS).name == "Python's help topics"
+    assert data_source("greedy:x", DOCUMENTS).name == "greedy"
+
+
+def test_a_class_is_not_a_registration(fresh_registry):
+    with pytest.raises(TypeError, match=r"register_data_source\(Echo\(\)\), not the class"):
+        registry.register_data_source(Echo)
