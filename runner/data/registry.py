@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from models.source import Source
+from runner.plugin.loader import hook
 
 DOCUMENTS = "documents"
 ROWS = "rows"
@@ -183,7 +184,8 @@ def check_data(source: str, base: Path, form: str, what: str = "input source", *
         found = data_source(source, form, what)
     except InputError as err:
         return str(err)
-    return found.check(Source(source.strip()), base, form, **options)
+    return hook(found, "check", lambda: found.check(Source(source.strip()), base, form, **options),
+                lambda r: None if r is None or isinstance(r, str) else f"returned {r!r}; it returns None or a message")
 
 
 def _choices(form: str) -> str:

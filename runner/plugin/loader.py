@@ -24,7 +24,9 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from collections.abc import Callable
 from importlib.metadata import entry_points
+from typing import Any
 
 from runner.core.errors import Unavailable
 
@@ -37,6 +39,24 @@ _loaded = False
 
 class PluginError(Unavailable):
     """A plugin that cannot be loaded: the message names it and what went wrong (exit 66)."""
+
+
+def hook(obj: Any, name: str, call: Callable[[], Any], check: Callable[[Any], str | None] | None = None) -> Any:
+    """``call()``, a registered object's hook ``name`` (a measure's ``problems``, a data source's ``check``);
+    whatever it raises, or returns that ``check`` refuses (saying why), becomes one :class:`PluginError`
+    naming the object's module and class and the hook, never a traceback."""
+    who = f"{type(obj).__module__}.{type(obj).__qualname__}.{name}()"
+    try:
+        out = call()
+    except PluginError:
+        raise
+    except Exception as err:
+        line = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise PluginError(f"{who} raised {type(err).__name__}" + (f": {line}" if line else "")) from None
+    problem = check(out) if check is not None else None
+    if problem:
+        raise PluginError(f"{who} {problem}")
+    return out
 
 
 def load_plugins() -> None:

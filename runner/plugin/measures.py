@@ -35,7 +35,7 @@ from typing import Annotated, Any, ClassVar, Union
 from pydantic import Field, create_model
 
 from runner.core.layout import INTERNAL, LayoutBuilder
-from runner.plugin.loader import load_plugins
+from runner.plugin.loader import hook, load_plugins
 from runner.plugin.measure_protocol import CheckpointTags, DerivedTags, MeasureTags, Shape, StepTags, Suites, Twin
 from runner.spec.specfile import Table
 
@@ -130,9 +130,19 @@ def measure_problems(study: str, spec: Any, view: Any) -> list[tuple[tuple, str]
     registry = measures(study)
     out = []
     for i, m in enumerate(spec.measure):
-        for key, message in registry[m.kind](m).problems(view):
+        instance = registry[m.kind](m)
+        for key, message in hook(instance, "problems", lambda: list(instance.problems(view)), _problems_contract):
             out.append((("measure", i, *(key if isinstance(key, tuple) else (key,))), message))
     return out
+
+
+def _problems_contract(found: list) -> str | None:
+    """Why a measure's ``problems`` result is not a list of ``(key, message)`` pairs, or None."""
+    for item in found:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str)
+                and isinstance(item[0], (str, tuple))):
+            return f"returned {item!r} among its problems; each problem is a (key, message) pair of strings"
+    return None
 
 
 def declare(measure: Measure, builder, *args) -> None:

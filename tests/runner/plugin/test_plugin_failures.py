@@ -226,3 +226,79 @@ def test_a_plugin_that_says_it_replaces_a_measure_does(plugins, in_process, tmp_
     code, out, err = in_process("plan", spec, "--no-estimate")
     assert code == 0, err
     assert _REGISTRY["depth"]["lyapunov"].__module__ == "plugin_case_replaces"
+
+
+#: A measure of its own kind whose ``problems`` hook does {body}.
+BAD_PROBLEMS = """
+from typing import Literal
+from runner.plugin.timings import StepMeasure
+from runner.studies.depth.measure import DepthParams
+from runner.plugin.measures import MeasureTags, register
+
+class Params(DepthParams):
+    kind: Literal["bad_problems"]
+
+@register
+class Picky(StepMeasure):
+    study = "depth"
+    Params = Params
+    tags = MeasureTags("step")
+    def variables(self, b, shape):
+        pass
+    def problems(self, view):
+        {body}
+"""
+
+#: A data source of its own scheme whose ``check`` hook does {body}, read as the training corpus.
+BAD_CHECK = """
+from runner.data.registry import DataSource, register_data_source, DOCUMENTS
+
+class Fussy(DataSource):
+    name, scheme, written, gives = "fussy", "fussy", "'fussy:<x>'", frozenset({{DOCUMENTS}})
+    def check(self, source, base, form, **options):
+        {body}
+
+register_data_source(Fussy())
+"""
+
+HOOK_CASES = [
+    ("problems raises", BAD_PROBLEMS.format(body="raise KeyError('steps')"),
+     "plugin_case_hook.Picky.problems() raised KeyError: 'steps'"),
+    ("problems returns None", BAD_PROBLEMS.format(body="return None"),
+     "plugin_case_hook.Picky.problems() raised TypeError"),
+    ("problems returns strings", BAD_PROBLEMS.format(body="return ['steps too short']"),
+     "plugin_case_hook.Picky.problems() returned 'steps too short' among its problems; each problem is a (key, "
+     "message) pair"),
+    ("problems returns a bad pair", BAD_PROBLEMS.format(body="return [('k', 3)]"),
+     "plugin_case_hook.Picky.problems() returned ('k', 3) among its problems"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case, module, message", HOOK_CASES, ids=[c[0] for c in HOOK_CASES])
+def test_a_failing_measure_hook_is_named_in_one_line(case, module, message, plugins, in_process, tmp_path):
+    plugins("plugin_case_hook", plugin_case_hook=module)
+    spec = tmp_path / "maps.toml"
+    spec.write_text(SPEC + '[[measure]]\nkind = "bad_problems"\n')
+    code, out, err = in_process("plan", spec, "--no-estimate")
+    assert code == 66, (out, err)
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "store").exists()
+
+
+CHECK_CASES = [("check raises", "raise OSError('the archive is gone')",
+                "plugin_case_check.Fussy.check() raised OSError: the archive is gone"),
+               ("check returns a list", "return ['no']", "plugin_case_check.Fussy.check() returned ['no']; it returns "
+                                                         "None or a message")]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case, body, message", CHECK_CASES, ids=[c[0] for c in CHECK_CASES])
+def test_a_failing_data_source_check_is_named(case, body, message, plugins, tmp_path):
+    from runner.data.registry import DOCUMENTS, check_data
+
+    plugins("plugin_case_check", plugin_case_check=BAD_CHECK.format(body=body))
+    loader.load_plugins()
+    with pytest.raises(loader.PluginError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        check_data("fussy:x", tmp_path, DOCUMENTS)
