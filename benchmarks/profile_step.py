@@ -110,7 +110,7 @@ def profile(spec_path: Path, reduced: bool, args) -> dict:
     parts = {e.key: getattr(e, key) for e in events
              if e.key.startswith(("measure ", "twins ", "layer (f)", "reduction checks"))}
     parts["host syncs"] = sum(e.cpu_time_total for e in events if e.key in SYNCS)
-    rest = wall_us - sum(v for k, v in parts.items() if k != "host syncs" or not cuda)
+    rest = wall_us - sum(v for k, v in parts.items() if k != "host syncs")  # syncs happen inside the parts
     return {"wall_ms_per_step": report.seconds / args.steps * 1e3,
             "share": {**{k: v / wall_us for k, v in parts.items()}, "Python and the rest": max(rest, 0) / wall_us}}
 

@@ -144,13 +144,13 @@ def foreign_or_corrupt(path: Location) -> bool:
     return isinstance(path, Path) and (path / "zarr.json").is_file() and not is_runner_store(path)
 
 
-def kept_folder(path: Location) -> Path | None:
+def kept_folder(path: Location, itself: bool = False) -> Path | None:
     """The ``<name>.history`` or ``<name>.runner`` folder of a store ``<name>.zarr`` that ``path``
-    lies in, or None (local paths; a bucket has no such nesting to guard)."""
+    lies in (``itself``: or is), or None (local paths; a bucket has no such nesting to guard)."""
     if not isinstance(path, Path):
         return None
     here = Path(os.path.abspath(path))
-    for folder in here.parents:
+    for folder in ((here,) if itself else ()) + tuple(here.parents):
         if folder.suffix in (".history", ".runner") and folder.with_suffix(".zarr").is_dir():
             return folder
     return None
@@ -230,12 +230,12 @@ def output_problem(path: str | Path) -> str | None:
     outer = enclosing_store(here)
     if outer is not None:
         return f"{path} is inside the zarr store {outer}; outputs are never written into a store: choose a path outside it"
-    for folder in (here, *here.parents):
-        if folder.suffix in (".history", ".runner") and folder.with_suffix(".zarr").is_dir():
-            what = "earlier versions" if folder.suffix == ".history" else "run state"
-            where = "is" if folder == here else "is inside"
-            return (f"{path} {where} {folder}, where the runner keeps {folder.with_suffix('.zarr').name}'s {what}; "
-                    "choose a path outside it")
+    folder = kept_folder(here, itself=True)
+    if folder is not None:
+        what = "earlier versions" if folder.suffix == ".history" else "run state"
+        where = "is" if folder == here else "is inside"
+        return (f"{path} {where} {folder}, where the runner keeps {folder.with_suffix('.zarr').name}'s {what}; "
+                "choose a path outside it")
     return None
 
 

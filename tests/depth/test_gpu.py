@@ -208,7 +208,7 @@ def test_a_reduced_step_never_synchronises_with_the_host(tmp_path):
     run = IteratePass(p.spec, layout, net, [t.measure for t in tasks], [t.id for t in tasks], store,
                       PassInputs(None, None), torch.device("cuda"), tmp_path / "ckpt.safetensors", _Report())
     run.model = build_map(run.spec, run.net, run.device)
-    run.reduce = run._reduction()
+    run.reduce = run._reduction(None)
     _, z, diverged = run._start()
     run.reduce.reduced_step[: run.S // 2] = 0  # half the samples reduced, half at full width
     run.reduce._rows()

@@ -32,7 +32,7 @@ from runner.studies.depth.exit import EarlyExit
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import Segment
 from runner.studies.depth.micro_batches import apply_map
-from runner.studies.depth.reduce import SyncReduction
+from runner.studies.depth.reduce import SyncReduction, reduces
 from runner.studies.depth.resolve import Network, derive_seed
 from runner.studies.depth.spec import DepthSpec
 
@@ -180,7 +180,7 @@ class IteratePass:
             dynamic = None if self.spec.dynamics.reduction() else False
             self.model.step = torch.compile(self.model.step, dynamic=dynamic)
         mask = None if self.mask_x is None else torch.cat([self.mask_x] + [self.mask_x[m.rows(self)] for m in self.twins])
-        self.reduce = self._reduction()
+        self.reduce = self._reduction(mask)
         if self.reduce and self.reduced_from_start:
             self.reduce.admit_all()
         L = self.layout.segment
@@ -193,7 +193,7 @@ class IteratePass:
                 bufs = {m.kind(): m.buffers(self, seg) for m in self.active}
                 for t in range(seg.start, seg.end):
                     if self.reduce:
-                        z = self.reduce.at(t, z, self._full_width)
+                        z = self.reduce.at(t, z, self._f)
                     diverged = self._observe(t, z, diverged, bufs, seg)
                     z = self._step(t, z, mask)
                     for m in self.twins:
@@ -211,7 +211,7 @@ class IteratePass:
                     if self.final is not None:  # what a longer run resumes from at step T
                         self._save(self.T, z, diverged, self.final)
                     if self.reduce:
-                        z = self.reduce.at(self.T, z, self._full_width)
+                        z = self.reduce.at(self.T, z, self._f)
                     diverged = self._observe(self.T, z, diverged, bufs, seg)
                 for m in self.active:
                     m.write(self, bufs[m.kind()], seg)
@@ -239,53 +239,31 @@ class IteratePass:
         if not self.model.autonomous:
             self.model.at(t)
         if self.reduce is not None:
-            def on(rows, tokens):
-                sub = z if rows is None else z[rows] if tokens is None else z[rows, :tokens]
-                sub_mask = None if mask is None or tokens is not None else mask if rows is None else self._mask_of(mask, rows)
-                u, self.batch_size = apply_map(self.model, sub, sub_mask, self.batch_size)
-                return u
-
-            return self.reduce.apply(z, mask, on)
+            return self.reduce.apply(z, self._f)
         if self.exit is None:
-            z, self.batch_size = apply_map(self.model, z, mask, self.batch_size)
-            return z
+            return self._f(z, mask)
+        return self.exit.apply(t, z, lambda rows: self._f(z, mask) if rows is None else
+                               self._f(z[rows], None if mask is None else mask[rows]))
 
-        def f(rows):
-            sub = (z, mask) if rows is None else (z[rows], None if mask is None else mask[rows])
-            u, self.batch_size = apply_map(self.model, *sub, self.batch_size)
-            return u
-
-        return self.exit.apply(t, z, f)
-
-    def _reduction(self) -> SyncReduction | None:
-        """The reduction of this pass: on (``[dynamics] reduce``) for a map that treats tokens alike and has
-        several; samples with a masked token stay full."""
-        d = self.spec.dynamics
-        if (d.reduction() is None or not getattr(self.model, "token_equivariant", False) or self.net.n_tokens < 2
-                or not self.model.autonomous):
-            return None
-        eligible = None if self.mask_x is None else self.mask_x.bool().all(1)
-        return SyncReduction(self.owner, self.S, self.net.precision, tolerance=d.reduce_tolerance,
-                             every=d.reduce_every, guard_steps=d.reduce_guard_steps, guard_size=d.reduce_guard_size,
-                             guard_every=d.reduce_guard_every, seed=self.net.seed("reduce_guard"), eligible=eligible)
-
-    def _mask_of(self, mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``mask[rows]``, one tensor while the rows stay the same (the map caches its mask by tensor)."""
-        cached = getattr(self, "_rows_mask", None)
-        if cached is None or cached[0] is not rows:
-            self._rows_mask = cached = (rows, mask[rows])
-        return cached[1]
-
-    def _full_width(self, y: torch.Tensor) -> torch.Tensor:
-        """f of fully attended rows at full width (the reduction's guard)."""
-        u, self.batch_size = apply_map(self.model, y, None, self.batch_size)
+    def _f(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """f of the rows ``x``, in micro-batches that halve on device OOM (the size kept for later steps)."""
+        u, self.batch_size = apply_map(self.model, x, mask, self.batch_size)
         return u
 
+    def _reduction(self, mask: torch.Tensor | None) -> SyncReduction | None:
+        """The reduction of this pass (``[dynamics] reduce``), for a network it can take
+        (:func:`~runner.studies.depth.reduce.reduces`); ``mask``: the batch's attention mask."""
+        d = self.spec.dynamics
+        if d.reduction() is None or not reduces(self.net):
+            return None
+        return SyncReduction(self.owner, self.S, self.net.precision, tolerance=d.reduce_tolerance,
+                             every=d.reduce_every, guard_steps=d.reduce_guard_steps, guard_size=d.reduce_guard_size,
+                             guard_every=d.reduce_guard_every, seed=self.net.seed("reduce_guard"), mask=mask)
+
     def _write_reduction(self) -> None:
-        for name, value in (("reduced_step", self.reduce and self.reduce.reduced_step),
-                            ("reduce_refused_step", self.reduce and self.reduce.refused_step)):
-            if value is None:  # a map that does not reduce: never
-                value = torch.full((self.S,), -1, dtype=torch.int64)
+        never = torch.full((self.S,), -1, dtype=torch.int64)  # a network the reduction cannot take
+        steps = ((never, never) if self.reduce is None else (self.reduce.reduced_step, self.reduce.refused_step))
+        for name, value in zip(("reduced_step", "reduce_refused_step"), steps):
             self.store.write(name, (self.index, slice(None)), never_as_nan(value))
 
     def twin(self, m: StepMeasure) -> torch.Tensor:

@@ -37,22 +37,24 @@ import time
 import torch
 from torch import Tensor
 
+from analyses.token_deviation import token_deviation
 from runner.studies.depth.precision import UNIT_ROUNDOFF
 
-REFERENCE = ("Pecora & Carroll 1998 (PRL 80, 2109), transverse stability of synchronised states; "
-             "Inoue et al. 2021, Eq. 5 (token deviation)")
-
-
 def relative_spread(z: Tensor, block: int = 256) -> Tensor:
-    """Per row of ``z`` (rows, tokens, hidden): sqrt(D) / rms token norm, with D of Eq. 5; float64,
-    ``block`` rows at a time (a check holds no float64 copy of the whole batch)."""
+    """Per row of ``z`` (rows, tokens, hidden): sqrt(D) / rms token norm, with D of Eq. 5
+    (:func:`analyses.token_deviation.token_deviation`); float64, ``block`` rows at a time (a check holds
+    no float64 copy of the whole batch)."""
     out = torch.empty(len(z), dtype=torch.float64, device=z.device)
     for i in range(0, len(z), block):
         b = z[i : i + block].double()
-        d = (b - b.mean(1, keepdim=True)).square().sum(2).mean(1)
-        norm = b.square().sum(2).mean(1)
-        out[i : i + block] = torch.sqrt(d / norm.clamp_min(torch.finfo(torch.float64).tiny))
+        norm = b.square().sum(2).mean(1)  # the mean squared token norm
+        out[i : i + block] = torch.sqrt(token_deviation(b) / norm.clamp_min(torch.finfo(torch.float64).tiny))
     return out
+
+
+def _mean_square(x: Tensor) -> Tensor:
+    """Per row of ``x``: the mean squared element, in float64."""
+    return x.double().square().flatten(1).mean(1)
 
 
 def unequal(z: Tensor) -> Tensor:
@@ -72,70 +74,75 @@ def transverse_direction(shape: tuple[int, ...], generator: torch.Generator, dty
 class SyncReduction:
     """Which samples run reduced, and the checks that admit and keep them.
 
-    ``owner[r]`` is the sample of batch row r (its x row and its twin rows), as in early exit.
+    ``owner[r]`` is the sample of batch row r (its x row and its twin rows), as in early exit; ``mask``
+    the pass's attention mask of those rows (None: every token attended). ``f(x, mask)`` applies the
+    map to rows ``x`` (:meth:`apply` and the guard call it).
     """
 
     def __init__(self, owner: Tensor, samples: int, precision: str, *, tolerance: float, every: int,
-                 guard_steps: int, guard_size: float, guard_every: int, seed: int,
-                 eligible: Tensor | None = None):
-        self.owner, self.S = owner, samples
+                 guard_steps: int, guard_size: float, guard_every: int, seed: int, mask: Tensor | None = None):
+        self.owner, self.S, self.mask = owner, samples, mask
         self.limit = tolerance * UNIT_ROUNDOFF[precision]
         self.every, self.guard_steps, self.guard_size, self.guard_every = every, guard_steps, guard_size, guard_every
         self.seed = seed
         dev = owner.device
-        self.eligible = torch.ones(samples, dtype=torch.bool, device=dev) if eligible is None else eligible.to(dev)
+        # a sample with a masked token does not treat its tokens alike: it stays at full width
+        self.eligible = (torch.ones(samples, dtype=torch.bool, device=dev) if mask is None
+                         else ~self._per_sample(~mask.bool().all(1)))
         self.reduced_step = torch.full((samples,), -1, dtype=torch.int64, device=dev)
         self.refused_step = torch.full((samples,), -1, dtype=torch.int64, device=dev)
         self.guard_seconds = 0.0
         self._rows()
 
     # ------------------------------------------------------------------ per step
-    def apply(self, z: Tensor, mask: Tensor | None, f) -> Tensor:
-        """u = f(z): ``f(rows, tokens)`` at full width for the full rows, on one token for the reduced rows."""
+    def apply(self, z: Tensor, f) -> Tensor:
+        """u = f(z): at full width for the full rows, on the first token for the reduced rows, broadcast."""
         if not len(self.red_rows):
-            return f(None, None)
+            return f(z, self.mask)
         u = torch.empty_like(z)
         if len(self.full_rows):
-            u[self.full_rows] = f(self.full_rows, None)
-        u[self.red_rows] = f(self.red_rows, 1).expand(-1, z.shape[1], -1)
+            u[self.full_rows] = f(z[self.full_rows], self.full_mask)
+        u[self.red_rows] = f(z[self.red_rows, :1], None).expand(-1, z.shape[1], -1)
         return u
 
-    def at(self, t: int, z: Tensor, f_full) -> Tensor:
+    def at(self, t: int, z: Tensor, f) -> Tensor:
         """At step t, before its observation: admit candidates (every ``every`` steps) and guard the
-        reduced samples (every ``guard_every``); returns z with newly reduced rows projected.
-        ``f_full(y)`` applies the map at full width (no mask)."""
-        if t <= 0:
+        reduced samples (every ``guard_every``); returns z, newly reduced rows projected in place."""
+        check = t > 0 and t % self.every == 0
+        recheck = t > 0 and t % self.guard_every == 0 and bool(len(self.red_rows))
+        if not (check or recheck):
             return z
-        recheck = t % self.guard_every == 0 and bool(len(self.red_rows))
-        if t % self.every and not recheck:
-            return z
-        spread = relative_spread(z)
-        bad = self._per_sample(~(spread <= self.limit), z.device)  # NaN spread: never within
-        reduced, refused = self.reduced_step >= 0, self.refused_step >= 0
+        none = torch.zeros(self.S, dtype=torch.bool, device=z.device)
+        on = (self.reduced_step >= 0) & (self.refused_step < 0)
         # a reduced sample's rows are equal bit for bit; else something left the set (a twin's advance)
-        broken = reduced & ~refused & self._per_sample(unequal(z), z.device)
-        candidates = ~bad & self.eligible & ~reduced & ~refused if t % self.every == 0 else None
-        kept = reduced & ~refused & ~broken
-        back = torch.zeros_like(kept)
+        broken = on & self._per_sample(unequal(z))
+        kept = on & ~broken
+        back = none
         if recheck and self.guard_steps and bool(kept.any()):
-            back = kept & ~self._stable(t, z, kept, f_full, project=False)
-        admit = None
-        if candidates is not None and bool(candidates.any()):  # the host sync of a check
-            admit = candidates & self._stable(t, z, candidates, f_full, project=True) if self.guard_steps else candidates
-        fail = broken | back | (candidates & ~admit if admit is not None else torch.zeros_like(back))
+            back = kept & ~self._stable(t, z, kept, f, project=False)
+        candidates = none
+        if check:
+            within = ~self._per_sample(~(relative_spread(z) <= self.limit))  # NaN spread: never within
+            candidates = within & self.eligible & (self.reduced_step < 0) & (self.refused_step < 0)
+        admit = candidates
+        if self.guard_steps and bool(candidates.any()):  # the host sync of a check
+            admit = candidates & self._stable(t, z, candidates, f, project=True)
+        fail = broken | back | (candidates & ~admit)
         self.refused_step = torch.where(fail, t, self.refused_step)
         if bool(back.any()):
             self._unsynchronise(t, z, back)
-        if admit is not None and bool(admit.any()):
+        if bool(admit.any()):
             self.reduced_step = torch.where(admit, t, self.reduced_step)
             self._project(z, admit)
-        if admit is not None or bool(fail.any()):
+        if bool((admit | fail).any()):
             self._rows()
         return z
 
-    def _per_sample(self, row_flags: Tensor, device) -> Tensor:
-        """Whether any row of each sample is flagged."""
-        return torch.zeros(self.S, dtype=torch.int64, device=device).index_add_(0, self.owner, row_flags.long()) > 0
+    def _per_sample(self, row_flags: Tensor, rows: Tensor | None = None) -> Tensor:
+        """Whether any of each sample's rows (all, or those ``rows`` of the batch) is flagged."""
+        owner = self.owner if rows is None else self.owner[rows]
+        counts = torch.zeros(self.S, dtype=torch.int64, device=owner.device).index_add_(0, owner, row_flags.long())
+        return counts > 0
 
     def _sample_rows(self, samples: Tensor) -> Tensor:
         return torch.isin(self.owner, samples.nonzero().flatten()).nonzero().flatten()
@@ -144,28 +151,29 @@ class SyncReduction:
         """Replace each token of the samples' rows by their mean, in place; a twin row keeps its distance to
         its x row (its difference is projected and rescaled), so a Lyapunov interval is not skewed."""
         rows = self._sample_rows(samples)
-        x_rows = rows[rows < self.S]
-        twin_rows = rows[rows >= self.S]
-        if len(twin_rows):
-            owner_x = self.owner[twin_rows]  # x of sample s is row s
-            d = z[twin_rows] - z[owner_x]
-            flat = d.mean(1, keepdim=True).expand_as(d)
-            norm, flat_norm = (v.double().flatten(1).norm(dim=1) for v in (d, flat))
-            scale = torch.where(flat_norm > 0, norm / flat_norm.clamp_min(1e-300), 1.0).to(d.dtype).view(-1, 1, 1)
+        x_rows, twin_rows = rows[rows < self.S], rows[rows >= self.S]
+        owner_x = self.owner[twin_rows]  # x of sample s is row s
+        d = z[twin_rows] - z[owner_x]  # before x moves
+        flat = d.mean(1, keepdim=True).expand_as(d)
+        norm, flat_norm = (v.double().flatten(1).norm(dim=1) for v in (d, flat))
+        scale = torch.where(flat_norm > 0, norm / flat_norm.clamp_min(1e-300), 1.0).to(d.dtype).view(-1, 1, 1)
         z[x_rows] = z[x_rows].mean(1, keepdim=True).expand(-1, z.shape[1], -1)
-        if len(twin_rows):
-            z[twin_rows] = z[owner_x] + flat * scale
+        z[twin_rows] = z[owner_x] + flat * scale
+
+    def _kick(self, x: Tensor, size: float, t: int, salt: int) -> Tensor:
+        """``x`` plus a zero-sum direction across its tokens of relative rms ``size``, seeded by the network,
+        the step and ``salt`` (so a resumed run draws the same)."""
+        gen = torch.Generator(device=x.device).manual_seed((self.seed + salt + 1_000_003 * t) % 2**63)
+        d = transverse_direction(tuple(x.shape), gen, x.dtype, x.device)
+        return x + size * _mean_square(x).sqrt().to(x.dtype).view(-1, 1, 1) * d
 
     def _unsynchronise(self, t: int, z: Tensor, samples: Tensor) -> None:
         """Samples sent back to full width carry tokens equal bit for bit, which a full-width map may keep
-        equal for ever; give them the largest spread a sample may have had when it was merged (a zero-sum
-        direction of relative rms ``reduce_tolerance`` u, seeded by the step; one of u would round away), so a
-        transverse instability can show, as it would from a full run's residual spread."""
+        equal for ever; give them the largest spread a sample may have had when it was merged (relative rms
+        ``reduce_tolerance`` u; one of u would round away), so a transverse instability can show, as it would
+        from a full run's residual spread."""
         rows = self._sample_rows(samples)
-        gen = torch.Generator(device=z.device).manual_seed((self.seed + 7 + 1_000_003 * t) % 2**63)
-        d = transverse_direction(tuple(z[rows].shape), gen, z.dtype, z.device)
-        scale = z[rows].double().square().flatten(1).mean(1).sqrt().to(z.dtype).view(-1, 1, 1)
-        z[rows] = z[rows] + self.limit * scale * d
+        z[rows] = self._kick(z[rows], self.limit, t, salt=7)
 
     def admit_all(self) -> None:
         """Every eligible sample runs reduced from t = 0 (to time a reduced step: calibration, profiles)."""
@@ -173,7 +181,7 @@ class SyncReduction:
         self._rows()
 
     # ------------------------------------------------------------------ the guard
-    def _stable(self, t: int, z: Tensor, samples: Tensor, f_full, project: bool) -> Tensor:
+    def _stable(self, t: int, z: Tensor, samples: Tensor, f, project: bool) -> Tensor:
         """Per sample (bool, over all samples): whether a zero-sum perturbation across the tokens of each
         row of ``samples`` shrank over ``guard_steps`` full-width steps."""
         t0 = time.monotonic()
@@ -181,19 +189,13 @@ class SyncReduction:
         x = z[rows]
         if project:
             x = x.mean(1, keepdim=True).expand_as(x)
-        gen = torch.Generator(device=z.device).manual_seed((self.seed + 1_000_003 * t) % 2**63)
-        d = transverse_direction(tuple(x.shape), gen, x.dtype, x.device)
-        scale = x.double().square().flatten(1).mean(1).sqrt().to(x.dtype).view(-1, 1, 1)
-        y = x + self.guard_size * scale * d
+        y = self._kick(x, self.guard_size, t, salt=0)
         before = relative_spread(y)
         for _ in range(self.guard_steps):
-            y = f_full(y)
-        after = relative_spread(y)
-        shrank = after < before  # NaN: not stable
-        ok = torch.zeros(self.S, dtype=torch.int64, device=z.device).index_add_(
-            0, self.owner[rows], (~shrank).long()) == 0
+            y = f(y, None)  # the samples checked attend to every token
+        grew = ~(relative_spread(y) < before)  # NaN: not stable
         self.guard_seconds += time.monotonic() - t0
-        return ok & samples
+        return samples & ~self._per_sample(grew, rows)
 
     # ------------------------------------------------------------------ rows
     def _rows(self) -> None:
@@ -201,6 +203,8 @@ class SyncReduction:
         row_on = on[self.owner]
         self.red_rows = row_on.nonzero().flatten()
         self.full_rows = (~row_on).nonzero().flatten()
+        # one tensor while the rows stay the same: the map caches the mask it builds by tensor
+        self.full_mask = None if self.mask is None else self.mask[self.full_rows]
 
     def state_dict(self) -> dict[str, Tensor]:
         return {"reduced_step": self.reduced_step, "refused_step": self.refused_step}
