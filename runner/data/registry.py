@@ -188,10 +188,19 @@ def check_data(source: str, base: Path, form: str, what: str = "input source", *
                 lambda r: None if r is None or isinstance(r, str) else f"returned {r!r}; it returns None or a message")
 
 
+def data_identity(source: str, base: Path, form: str, **options: Any) -> str:
+    """What the data of ``source`` read in ``form`` are (:meth:`DataSource.identity`), for the task keys of
+    every study: a local file's digest, a generator's version and parameters. A source that raises or
+    returns something else than a non-empty string is one :class:`runner.plugin.loader.PluginError`."""
+    found = data_source_for(source) or data_source(source, form)  # the latter says why there is none
+    return hook(found, "identity", lambda: found.identity(Source(source.strip()), base, form, **options),
+                lambda r: None if isinstance(r, str) and r.strip() else f"returned {r!r}; it returns a non-empty string")
+
+
 def _choices(form: str) -> str:
     written = [s.written for s in reversed(_SOURCES) if form in s.gives]
     return ", ".join(written[:-1]) + (" or " if len(written) > 1 else "") + (written[-1] if written else "nothing")
 
 
-__all__ = ["DOCUMENTS", "LABELLED", "ROWS", "TAGGED", "DataSource", "InputError", "check_data", "data_source", "data_source_for",
+__all__ = ["DOCUMENTS", "LABELLED", "ROWS", "TAGGED", "DataSource", "InputError", "check_data", "data_identity", "data_source", "data_source_for",
            "data_sources", "register_data_source"]

@@ -13,6 +13,7 @@ out) is **kept** as it is. :func:`changed` names the values that differ (``steps
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,8 +196,19 @@ def changed(old: Any, new: Any) -> list[str]:
     for path in [*a, *(p for p in b if p not in a)]:
         x, y = a.get(path, "-"), b.get(path, "-")
         if x != y:
+            x, y = _apart(x, y)
             out[f"{_name(path)}: {_show(x)} -> {_show(y)}"] = None
     return list(out)
+
+
+def _apart(x: Any, y: Any) -> tuple[Any, Any]:
+    """Two long strings without the words they share at their start but the last (a file's path before
+    ``sha256 <digest>``), so that what differs is what is shown."""
+    if not (isinstance(x, str) and isinstance(y, str)) or max(len(x), len(y)) <= 40:
+        return x, y
+    same = len(os.path.commonprefix([x, y]))
+    cut = x.rfind(" ", 0, max(x.rfind(" ", 0, same), 0)) + 1
+    return (x, y) if cut < 8 else ("..." + x[cut:], "..." + y[cut:])
 
 
 def _show(v: Any) -> str:

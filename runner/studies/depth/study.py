@@ -3,7 +3,8 @@
 Tasks: one ``iterate`` task per (network, trajectory measure), grouped so that the pending ones of
 a network run as one pass; one ``derive`` task per (network, derived measure), needing the task
 it derives from. A task id hashes the trajectory key (model source, revision, init, replicate,
-experiment seed, input config, steps, precision, implementation, batch size, whether a twin is
+experiment seed, input config and what the input's data are (a local file's digest: an edited
+file is a change ``plan`` names), steps, precision, implementation, batch size, whether a twin is
 iterated) plus the measure's parameters and version: changing one measure parameter changes
 only that measure's task ids.
 """
@@ -22,7 +23,7 @@ from runner.plugin.timings import StepMeasure
 from runner.core.plan import Task, task_id
 from runner.core.requirements import Requirement
 from runner.data.files import anchor
-from runner.data.registry import DOCUMENTS, ROWS, InputError, check_data, data_source_for
+from runner.data.registry import DOCUMENTS, ROWS, InputError, check_data, data_identity, data_source_for
 from runner.spec.footprint import Need
 from runner.spec.specfile import SpecError, SpecFile
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
@@ -42,8 +43,9 @@ from runner.studies.depth.precision import validity
 from runner.studies.depth.reduce import reduction_lines
 
 
-def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
-    """Everything the reference trajectory x_t of a network depends on."""
+def trajectory_key(spec: DepthSpec, net: Network, identity: str | None = None) -> dict[str, Any]:
+    """Everything the reference trajectory x_t of a network depends on; ``identity``: what the input
+    source's data are (:func:`input_identity`)."""
     registry = measures("depth")
     model = net.model.model_dump(mode="json", exclude={"name", "replicates", "revisions"})
     twins, masking = _twins(spec, registry), maskings(spec)
@@ -52,7 +54,7 @@ def trajectory_key(spec: DepthSpec, net: Network) -> dict[str, Any]:
         "name": net.model.name,
         "replicate": net.replicate,
         "experiment_seed": spec.experiment.seed,
-        "input": spec.input.key() if not net.model.is_map
+        "input": {**spec.input.key(), **({"identity": identity} if identity else {})} if not net.model.is_map
         else {"samples": spec.input.samples},
         "steps": spec.dynamics.steps,
         "precision": net.precision,
@@ -97,11 +99,24 @@ def sized_problems(spec: DepthSpec, networks: list[Network], sf: SpecFile) -> No
         raise SpecError(sf.path, [sf.problem(loc, message, type(spec)) for loc, message in problems])
 
 
-def make_tasks(spec: DepthSpec, networks: list[Network]) -> list[Task]:
+def input_identity(spec: DepthSpec, base) -> str | None:
+    """What the text input's data are, as its source says (a local file's digest, the Python version of
+    the builtin text), so that a changed input changes the task ids; None for a source whose identity is
+    its name alone (a hub dataset: its name, subset and split are in the key already) and for specs of
+    maps only."""
+    if not spec.text_models:
+        return None
+    inp = spec.input
+    identity = data_identity(inp.source, base, DOCUMENTS if inp.pair is None else ROWS, subset=inp.subset,
+                             split=inp.split, field=inp.field, fields=None if inp.pair is None else [*inp.pair, inp.score])
+    return None if identity == inp.source else identity
+
+
+def make_tasks(spec: DepthSpec, networks: list[Network], identity: str | None = None) -> list[Task]:
     registry = measures("depth")
     tasks: list[Task] = []
     for net in networks:
-        key = trajectory_key(spec, net)
+        key = trajectory_key(spec, net, identity)
         ids: dict[str, str] = {}
         skipped: dict[str, str] = {}  # measure kind -> why it does not apply to this network
         for m in spec.measure:
@@ -183,7 +198,8 @@ class DepthStudy(Study):
             unmet.append(Requirement(f"[input] source {spec.input.source!r}", why, kind="data", name=spec.input.source,
                                      fix="give a local .txt/.jsonl/.parquet file instead (sentence pairs: "
                                      ".jsonl/.csv/.tsv/.parquet)"))
-        return Prepared(self, spec, sf, make_tasks(spec, networks), [n.label for n in networks],
+        tasks = make_tasks(spec, networks, input_identity(spec, base))
+        return Prepared(self, spec, sf, tasks, [n.label for n in networks],
                         spec.dynamics.device, unmet, state=networks, needs=needs(spec, networks))
 
     @staticmethod

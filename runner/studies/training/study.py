@@ -24,7 +24,7 @@ from runner.core.device import device_unavailable
 from runner.core.plan import Task
 from runner.core.requirements import Requirement
 from runner.data.files import anchor
-from runner.data.registry import TAGGED, InputError, data_source_for
+from runner.data.registry import TAGGED, InputError, data_identity, data_source_for
 from runner.spec import footprint
 from runner.spec.specfile import SpecError, SpecFile
 from runner.studies.training.extend import extensions
@@ -55,7 +55,7 @@ from runner.studies.training.data.treebank import load_treebank
 
 
 def _source_identity(study: TrainingStudySpec, base: Path) -> str:
-    return data_source_for(study.corpus.source).identity(study.corpus.source, base, TAGGED)
+    return data_identity(study.corpus.source, base, TAGGED)
 
 
 def _gmb_identity(study: TrainingStudySpec, key: str, base: Path) -> str:

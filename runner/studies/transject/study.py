@@ -22,6 +22,7 @@ from pathlib import Path
 from models.hub import ModelLoadError
 from runner.data.files import files_digest
 from runner.data.registry import LABELLED, check_data
+from runner.data import registry as data_registry
 from runner.studies.transject.data.classification import ListOpsSource
 from runner.checkpointed.schedule import checkpoint_resource, train_task
 from runner.core.device import device_unavailable
@@ -46,7 +47,7 @@ TRAIN_VERSION = 1
 
 def data_identity(spec: TransJectSpec, base: Path) -> str:
     d = spec.data
-    return d.reader.identity(d.source, base, LABELLED, splits=(d.train_split, d.test_split), seed=spec.experiment.seed)
+    return data_registry.data_identity(d.source, base, LABELLED, splits=(d.train_split, d.test_split), seed=spec.experiment.seed)
 
 
 @register
