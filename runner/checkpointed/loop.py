@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from runner.core import interrupt
+from runner.storage import kept
 from runner.storage.checkpoint import read_tensors
 from runner.checkpointed.files import RESUME, load_weights, read_metadata, save, weights
 from runner.checkpointed.schedule import by_step
@@ -102,7 +103,8 @@ def train(run: Trainable, seed: int, steps: list[int], train_id: str, label: str
     spe, schedule = run.steps_per_epoch, by_step(steps)
     resume = ckpt_dir / RESUME
     meta = read_metadata(resume)
-    resumed = meta is not None and meta.get("train_id") == train_id
+    # an altered or torn resume file is not continued from: the run starts afresh (the same values)
+    resumed = meta is not None and meta.get("train_id") == train_id and kept.problem(resume) is None
     if resumed:
         t = read_tensors(resume, device)
         load_weights(run.model, resume, device)

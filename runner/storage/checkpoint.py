@@ -16,26 +16,48 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load, load_file, save
+from safetensors.torch import load, save
 
+from runner.core.errors import StorageError
+from runner.storage import kept
 from runner.storage.location import Remote
+from runner.storage.manifest import digest
 from runner.storage.store import atomic_write_bytes
 
 
+class KeptStateDamaged(StorageError):
+    """A kept file (a checkpoint, a resume or final state) is not what was written: it is never used
+    (exit 74)."""
+
+
 def write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    """Write ``tensors`` (moved to the CPU) with string ``metadata``, whole or not at all."""
-    atomic_write_bytes(path, save({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, metadata=metadata))
+    """Write ``tensors`` (moved to the CPU) with string ``metadata`` and the digest of the tensors'
+    bytes (:data:`runner.storage.kept.DIGEST`), whole or not at all."""
+    tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    metadata = {k: v for k, v in metadata.items() if k != kept.DIGEST}
+    _, data = kept.split(save(tensors, metadata=metadata))  # the tensor bytes do not depend on the header
+    atomic_write_bytes(path, save(tensors, metadata={**metadata, kept.DIGEST: digest(data)}))
 
 
 def read_tensors(path: Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-    """The tensors of a file (on disk, memory-mapped; on object storage, read whole), on ``device``."""
-    if isinstance(path, Remote):
-        return {k: v.to(device) for k, v in load(path.read_bytes()).items()}
-    return load_file(str(path), device=str(device))
+    """The tensors of a file, on ``device``, once its bytes are checked against the digest it
+    recorded (:class:`KeptStateDamaged` naming the file otherwise)."""
+    raw = path.read_bytes()
+    problem = kept.raw_problem(raw)
+    if problem:
+        raise KeptStateDamaged(f"{path} {problem}; it is not used (remove it, and the run that needs it computes "
+                               "it again)")
+    return {k: v.to(device) for k, v in load(raw).items()}
 
 
 def read_metadata(path: Path) -> dict[str, str] | None:
-    """A file's metadata; None when it is missing, torn or not safetensors."""
+    """A file's metadata (without the digest of its tensors); None when it is missing, torn or not
+    safetensors (its header only: :func:`runner.storage.kept.problem` checks its tensors)."""
+    meta = _metadata(path)
+    return None if meta is None else {k: v for k, v in meta.items() if k != kept.DIGEST}
+
+
+def _metadata(path: Path) -> dict[str, str] | None:
     if not path.is_file():
         return None
     try:
@@ -63,10 +85,10 @@ def load_checkpoint(path: Path, task_ids: list[str], store_id: str,
         return None
     try:
         raw = path.read_bytes()
-        header_len = int.from_bytes(raw[:8], "little")
-        header = json.loads(raw[8 : 8 + header_len])
-        info = header.get("__metadata__", {})
+        info = kept.metadata(raw)
         if json.loads(info.get("tasks", "null")) != task_ids or info.get("store_id") != store_id:
+            return None
+        if kept.raw_problem(raw):  # an edited or torn file: recompute rather than trust it
             return None
         tensors = load(raw)
     except Exception:  # a torn or foreign file: recompute rather than trust it

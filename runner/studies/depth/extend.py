@@ -30,6 +30,7 @@ from typing import Any
 
 from runner.plugin.measures import measures
 from runner.plugin.study import Extension, Prepared, plain_key
+from runner.storage import kept
 from runner.storage.checkpoint import read_metadata
 from runner.storage.location import Location, location
 from runner.storage.store import runner_dir
@@ -109,10 +110,14 @@ def _pass(p: Prepared, tasks: list, replaced: dict[str, list[str]], records: dic
     (old,) = old_steps
     new = p.spec.dynamics.steps
     ids = sorted(i for t in longer for i in replaced[t.id])
-    meta = read_metadata(final_path(runner_dir(p.store_path), ids))
+    final = final_path(runner_dir(p.store_path), ids)
+    meta = read_metadata(final)
     if meta is None or json.loads(meta.get("tasks", "null")) != ids:
         return no(f"no state was kept at step {old} (a run from before extensions, a sharded one, or measures "
                   "run in separate passes)")
+    damaged = kept.problem(final)
+    if damaged:
+        return no(f"its state kept at step {old}, {final}, {damaged}")
     segment = segment_length(p.spec)
     if old % segment:
         return no(f"{old} is not a multiple of the new run's durable segment ({segment} steps, [dynamics] "

@@ -24,6 +24,7 @@ from models.base import MapInputs
 from models.init import TruncatedNormalInit
 from runner.core import interrupt
 from runner.core.device import set_precision
+from runner.storage import kept
 from runner.storage.checkpoint import load_checkpoint, save_checkpoint
 from runner.core.layout import Layout, never_as_nan
 from runner.plugin.measures import measures
@@ -140,8 +141,9 @@ class IteratePass:
         """The state a finished pass kept at its end, as this longer run has it there (each measure's
         ``extend_state``); the chunks it wrote count as this pass's (its values stay in place)."""
         found = load_checkpoint(path, ids, self.store.store_id, self.device)
-        if found is None:  # gone or foreign: from t = 0 (the same values, later)
-            self.report.warn(f"{self.net.label}: no kept state at {path}; the longer run starts from t = 0")
+        if found is None:  # gone, foreign or altered: from t = 0 (the same values, later)
+            why = kept.problem(path) or "there is no kept state"
+            self.report.warn(f"{self.net.label}: {path}: {why}; the longer run starts from t = 0")
             return None
         tensors, meta = found
         old = int(meta["t"])

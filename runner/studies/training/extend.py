@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.storage import kept
 from runner.checkpointed.files import RESUME, checkpoint_dir, read_metadata
 from runner.plugin.study import Extension, Prepared, plain_key
 from runner.storage.store import runner_dir
@@ -72,9 +73,12 @@ def _train(p: Prepared, t, old_id: str, old_key: Any) -> Extension | None:
     if b[: len(a)] != a or not a or any(s <= a[-1] for s in b[len(a):]):
         return Extension("its checkpoint steps move with the run's length ([checkpoints] log_spaced without "
                          "stop, or a last step that is no epoch end)", extends=False)
-    meta = read_metadata(checkpoint_dir(runner_dir(p.store_path), p.labels[t.network], old_id) / RESUME)
+    folder = checkpoint_dir(runner_dir(p.store_path), p.labels[t.network], old_id)
+    meta = read_metadata(folder / RESUME)
     if meta is None or meta.get("train_id") != old_id or meta.get("done") != "1":
         return Extension(f"no resume state of the {e0}-epoch run was kept", extends=False)
+    for path, what in kept.damaged(folder):  # the longer run continues from them all: none may be altered
+        return Extension(f"{path} {what}", extends=False)
     if meta.get("epoch") != str(e0):
         return Extension(f"the {e0}-epoch run stopped early, at epoch {meta.get('epoch')}", extends=False)
     return Extension(f"continued from epoch {e0}")

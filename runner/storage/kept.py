@@ -1,0 +1,88 @@
+"""Kept state bound to what was written (issue 48): every safetensors file a run keeps for a later one
+(a pass's ``final/`` state and resume points, a training run's checkpoints and resume file)
+carries in its metadata the BLAKE2b digest of its tensor bytes (:data:`DIGEST`, set by
+:func:`runner.storage.checkpoint.write_tensors`), and is checked against it before it is used and by
+``runner verify``. An edited value, a changed NaN pattern or a torn file is then found and named,
+never continued from. Files written before the digest (no :data:`DIGEST` entry) are read as before.
+
+Byte-level only (no torch), so ``verify`` and ``status`` stay light.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from runner.storage.location import Location, Remote, location
+from runner.storage.manifest import digest
+
+DIGEST = "blake2b"
+"""The metadata entry holding the digest of a file's tensor bytes (everything after its header)."""
+SUFFIX = ".safetensors"
+
+
+def split(raw: bytes) -> tuple[dict, bytes]:
+    """(header, tensor bytes) of a safetensors file's bytes; ValueError for bytes that are not one."""
+    if len(raw) < 8:
+        raise ValueError("shorter than a safetensors header")
+    n = int.from_bytes(raw[:8], "little")
+    if n <= 0 or 8 + n > len(raw):
+        raise ValueError("its header runs past its end")
+    header = json.loads(raw[8:8 + n])
+    if not isinstance(header, dict):
+        raise ValueError("its header is not a JSON object")
+    return header, raw[8 + n:]
+
+
+def metadata(raw: bytes) -> dict[str, str]:
+    return dict(split(raw)[0].get("__metadata__") or {})
+
+
+def raw_problem(raw: bytes) -> str | None:
+    """Why a file's bytes are not what was written (torn, not safetensors, or tensors whose digest is
+    not the one it recorded), or None."""
+    try:
+        header, data = split(raw)
+    except ValueError as err:
+        return f"is torn or not a safetensors file ({err})"
+    recorded = (header.get("__metadata__") or {}).get(DIGEST)
+    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)
+            and isinstance(v.get("data_offsets"), list) and len(v["data_offsets"]) == 2]
+    if max(ends, default=0) != len(data):
+        return f"is torn ({len(data)} bytes of tensors, its header says {max(ends, default=0)})"
+    if recorded is not None and recorded != digest(data):
+        return "holds other values than were written (the digest of its tensors does not match the one it recorded)"
+    return None
+
+
+def problem(path: Location) -> str | None:
+    """:func:`raw_problem` of the file at ``path`` (a missing file: None, the caller decides)."""
+    try:
+        raw = location(path).read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return raw_problem(raw)
+
+
+def kept_files(state_dir: Location) -> list[Location]:
+    """Every kept safetensors file under a store's runner folder, in a stable order."""
+    root = location(state_dir)
+    if isinstance(root, Remote):
+        try:
+            return [root / k[len(root.key) + 1:] for k in sorted(root.fs.find(root.key)) if k.endswith(SUFFIX)]
+        except FileNotFoundError:
+            return []
+    out = []
+    for dirpath, _dirs, files in os.walk(root):
+        out += [location(dirpath) / f for f in files if f.endswith(SUFFIX) and not f.startswith(".")]
+    return sorted(out)
+
+
+def damaged(state_dir: Location) -> list[tuple[Location, str]]:
+    """(file, what is wrong) of each kept file that is not what was written."""
+    out = []
+    for path in kept_files(state_dir):
+        what = problem(path)
+        if what:
+            out.append((path, what))
+    return out
