@@ -354,29 +354,38 @@ def _plan_one(args, p) -> int:
     if p.unmet:
         _say("Plan: not resolved until the requirements below are met")
     else:
-        n_done = sum(v == "done" for v in state.values())
+        damage = _damage(p.store_path, full=args.detailed_exitcode)
+        repair = [tid for tid in damage.redo if state.get(tid) == "done"]  # a chunk read back damaged
+        n_done = sum(v == "done" for v in state.values()) - len(repair)
         consent = changes is not None and changes.needs_consent
-        _say(f"Plan: {len(p.tasks) - n_done} to run, {n_done} done"
+        _say(f"Plan: {len(p.tasks) - n_done} to run" + (f" ({len(repair)} to repair)" if repair else "")
+             + f", {n_done} done"
               + (f"; {len(changes.replace)} replace and {len(changes.drop)} drop finished results: apply refuses "
                  f"without --replace, which keeps the store as it is now in {_history_of(p.store_path)}/"
                  if consent else "")
               + (f"; {len(changes.extend)} extend finished results (no consent needed; the store as it is now is "
                  f"kept in {_history_of(p.store_path)}/)" if changes is not None and changes.extend else ""))
-        _repair_line(p.store_path)
+        _repair_line(damage, full=args.detailed_exitcode)
     print_unmet(p.unmet, args.verbose)
     return EXIT_OK
 
 
-def _repair_line(path: Path) -> None:
-    """``repair ...``: what plan sees damaged without reading chunks back (files missing or empty,
-    metadata that differs from the manifest); apply repairs it."""
+def _damage(path: Path, full: bool):
+    """What plan sees damaged: without reading chunks back (files missing or empty, metadata that
+    differs from the manifest), or reading every recorded chunk back (``full``, as verify does: what
+    ``plan --detailed-exitcode`` asks)."""
     from runner.run.apply import damage_of  # lazy: filelock, pydantic, torch
 
-    damage = damage_of(path, quick=True)
+    return damage_of(path, quick=not full)
+
+
+def _repair_line(damage, full: bool) -> None:
+    """``repair ...``: what is damaged and what apply recomputes to repair it."""
     if not damage.ok:
         what = ", ".join(dict.fromkeys(f"{a} {k}" for a, k, _ in damage.problems[:4]))
         _say(f"repair     {len(damage.problems)} damaged: {what}{' ...' if len(damage.problems) > 4 else ''}; apply "
-             f"repairs them (recomputes {len(damage.redo)} task(s)); `runner verify` reads every chunk back")
+             f"repairs them (recomputes {len(damage.redo)} task(s))"
+             + ("" if full else "; `runner verify` reads every chunk back"))
 
 
 def _check_flags(study, flags: list[str]) -> None:

@@ -134,6 +134,7 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
         return Outcome([], {}, len(p.tasks))  # nothing to do costs a read of the results: no lock, no models
     changes = changes_of(p, done)
     lost_records = records_lost(p.store_path)
+    Store(p.store_path).check_unlocked()  # a store being written is locked (75), whatever consent it needs
     if (changes.needs_consent or lost_records) and not consent:  # said before anything is loaded
         raise ReplaceRefused(p.store_path, p.spec_file, changes, lost_records=lost_records)
     dev = pick_device(device or p.device)
@@ -154,9 +155,10 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                 events.emit("results_damaged", task=redo, arrays=damage.variables)
                 restored = f"; metadata written back from the manifest: {', '.join(a or '(root)' for a in damage.altered)}" \
                     if damage.altered else ""
-                view.warn(f"{p.store_path}: {len(damage.problems)} damaged chunk(s), metadata or record(s) of "
-                          f"{', '.join(damage.variables)}; recomputing the {len(redo)} task(s) that wrote them"
-                          + restored)
+                removed = f"; removed {len(damage.kept)} altered kept file(s), never continued from" if damage.kept else ""
+                view.warn(f"{p.store_path}: {len(damage.problems)} damaged chunk(s), metadata, record(s) or kept "
+                          f"file(s) of {', '.join(damage.variables)}; recomputing the {len(redo)} task(s) that wrote "
+                          "them" + restored + removed)
             done = read_tasks(p.store_path)  # under the lock now
             changes = changes_of(p, done)
             reshape = store.reshape(session.layout)

@@ -194,8 +194,9 @@ def read_manifest(state_dir: Location, store_id: str | None, layout_id: str | No
     return found
 
 
-def check_manifest(data: bytes | dict, store_id: str | None) -> dict | None:
-    """A manifest as read (bytes, or a dict a version keeps), checked: see :func:`read_manifest`."""
+def check_manifest(data: bytes | dict, store_id: str | None, any_store: bool = False) -> dict | None:
+    """A manifest as read (bytes, or a dict a version keeps), checked: see :func:`read_manifest`
+    (``any_store``: whichever store it names)."""
     try:
         found = json.loads(data) if isinstance(data, bytes | bytearray) else data
     except ValueError as err:
@@ -205,7 +206,7 @@ def check_manifest(data: bytes | dict, store_id: str | None) -> dict | None:
         raise ManifestCorrupt("not a manifest")
     if found.get("digest") != record_digest(found):
         raise ManifestCorrupt("its digest does not match its content")
-    return found if found.get("store_id") == store_id else None
+    return found if any_store or found.get("store_id") == store_id else None
 
 
 def build(store_id: str, metadata: dict[str, dict], chunks: dict[str, dict[str, str]],

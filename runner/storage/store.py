@@ -35,7 +35,7 @@ from runner.core.layout import INTERNAL, Layout, internal, with_internal
 from runner.storage.bucket_lock import Lease
 from runner.storage.location import (Location, Remote, exchange, finish_exchange, location, move_tree,
                                      reachable_problem, remove_tree, write_atomic, zarr_store)
-from runner.storage.manifest import (MANIFEST, NEXT, ROOT, ManifestCorrupt, array_nodes, build, chunk_keys, chunk_digests,
+from runner.storage.manifest import (MANIFEST, NEXT, ROOT, ManifestCorrupt, array_nodes, build, check_manifest, chunk_keys, chunk_digests,
                                      normalized, read_manifest, unlist, write_manifest)
 from runner.storage.readers import switching
 from runner.storage.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
@@ -90,11 +90,32 @@ def now() -> str:
 
 
 def root_attrs(path: Path) -> dict | None:
+    """The root's attributes; where its ``zarr.json`` is there but corrupt, those the store's manifest
+    binds (:func:`manifest_root`: ``verify`` names the root damaged and ``apply`` writes it back)."""
     try:
         meta = json.loads((location(path) / "zarr.json").read_text())
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
-    return meta.get("attributes") or {} if isinstance(meta, dict) else None
+    except (OSError, ValueError):
+        meta = None
+    if not isinstance(meta, dict):
+        kept = manifest_root(path)
+        return None if kept is None else kept["attributes"]
+    return meta.get("attributes") or {}
+
+
+def manifest_root(path: Path) -> dict | None:
+    """The root ``zarr.json`` of the store at ``path`` as its manifest binds it (a group with its
+    attributes), when a manifest whose digest holds is there and names the store its root attributes
+    name; else None. What a corrupt root is repaired from."""
+    try:
+        found = check_manifest((runner_dir(location(path)) / MANIFEST).read_bytes(), None, any_store=True)
+    except (OSError, ManifestCorrupt):
+        return None
+    attrs = ((found or {}).get("metadata") or {}).get(ROOT, {}).get("attributes")
+    if not isinstance(attrs, dict) or internal(attrs).get("store_id") != found.get("store_id"):
+        return None
+    return {"zarr_format": 3, "node_type": "group", "attributes": attrs}
 
 
 def node_type(path) -> str | None:
@@ -308,15 +329,31 @@ class Store:
         try:
             self._lock.acquire()
         except Timeout:  # before OSError: filelock's Timeout is a TimeoutError
-            owner = (self.state_dir / "apply.pid").read_text().strip() if (self.state_dir / "apply.pid").exists() else "?"
-            raise StoreLocked(
-                f"{self.path} is being written by another `runner apply` (pid {owner}); "
-                "wait for it to finish or stop it, then apply again"
-            ) from None
+            raise self._locked() from None
         except OSError as err:
             raise StoreWriteError(self.state_dir, err) from None
         with writing(self.state_dir):
             (self.state_dir / "apply.pid").write_text(str(os.getpid()))
+
+    def check_unlocked(self) -> None:
+        """:class:`StoreLocked` when another apply holds the lock now, without taking it: asked before
+        anything else is said of a run (a store being written is locked, whatever consent it needs)."""
+        if isinstance(self.state_dir, Remote) or not (self.state_dir / "apply.lock").exists():
+            return
+        probe = FileLock(self.state_dir / "apply.lock", timeout=0)
+        try:
+            probe.acquire()
+        except Timeout:
+            raise self._locked() from None
+        except OSError:
+            return  # said by lock() itself
+        probe.release()
+
+    def _locked(self) -> StoreLocked:
+        pid = self.state_dir / "apply.pid"
+        owner = pid.read_text().strip() if pid.exists() else "?"
+        return StoreLocked(f"{self.path} is being written by another `runner apply` (pid {owner}); "
+                           "wait for it to finish or stop it, then apply again")
 
     def unlock(self) -> None:
         if self._lease is not None:

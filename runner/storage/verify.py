@@ -27,12 +27,17 @@ from pathlib import Path
 from runner.core.errors import StorageError, Unavailable
 from runner.core.layout import internal
 from runner.storage.events import read_events
+from runner.storage import kept
 from runner.storage.history import version_at
 from runner.storage.location import Location, Remote, location, remove_tree, zarr_store
 from runner.storage.manifest import (ALGORITHM, array_nodes, MANIFEST, ROOT, ManifestCorrupt, check_manifest, chunk_digests,
                                      differences, normalized, read_manifest, record_digest)
 from runner.storage.records import as_bound, chunk_coords, decode_key, drop_records, encode_key
-from runner.storage.store import atomic_write_bytes, read_tasks_checked, root_attrs, runner_dir, store_id
+from runner.storage.store import (atomic_write_bytes, manifest_root, read_tasks_checked, root_attrs, runner_dir,
+                                  store_id)
+
+KEPT = "(kept state)"
+"""The array name of a kept file's problem."""
 
 WHOLE_READ_BYTES = 256 * 2**20
 """An array whose recorded chunks cover it and that is smaller than this is read in one call
@@ -73,6 +78,9 @@ class Damage:
     bad_records: list[str] = field(default_factory=list)
     """Record files that do not read (``<task id>.json``): ``apply`` removes them (their tasks run again)."""
     manifest_bad: bool = False
+    kept: list[Location] = field(default_factory=list)
+    """Kept files (checkpoints, resume and final states) that are not what was written: never used by a
+    later run; ``apply`` removes them (what needs them is computed again)."""
     version: str | None = None
     """The name of the kept version checked (never written: ``apply`` repairs only the store)."""
     covered: bool = False
@@ -84,6 +92,11 @@ class Damage:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def results_ok(self) -> bool:
+        """Every result is whole (kept state for later runs may not be: it is never read as a result)."""
+        return all(a == KEPT for a, _, _ in self.problems)
 
     @property
     def variables(self) -> list[str]:
@@ -117,7 +130,9 @@ class Damage:
         records = [k for a, k, _ in self.problems if a == "(records)"]
         parts += [f"{len(records)} completion record(s) are corrupt or altered ({', '.join(records[:3])})"] \
             if records else []
-        parts += [f"its manifest ({MANIFEST}) is corrupt"] if self.manifest_bad else []
+        parts += [f"its manifest ({MANIFEST}) is corrupt, missing or not the store's"] if self.manifest_bad else []
+        parts += [f"{len(self.kept)} kept file(s) for later runs are not what was written "
+                  f"({', '.join(k for a, k, _ in self.problems if a == KEPT)[:200]})"] if self.kept else []
         text = f"{self.path} is damaged: " + " and ".join(parts)
         if names:
             text += f"; they belong to {len(names)} finished task(s): {shown}"
@@ -130,13 +145,14 @@ class Damage:
 
 
 def metadata_problem(path: Path) -> str | None:
-    """Why ``path`` is not a store of this project whose metadata reads (one line), or None."""
+    """Why ``path`` is not a store of this project whose metadata reads (one line), or None (a corrupt
+    root that the store's manifest binds is damage :func:`verify` names, not this)."""
     path = location(path)
     root = path / "zarr.json"
     if not root.is_file():
         return f"{path} is not a zarr store (no zarr.json)"
     problem = _json_problem(root)
-    if problem:
+    if problem and manifest_root(path) is None:
         return f"{path}: its metadata {root} is corrupt ({problem}); the runner cannot read this store"
     if store_id(path) is None:
         return (f"{path} is a zarr store this project did not write (it has no runner attributes); "
@@ -170,9 +186,7 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     only that each recorded chunk file is there and not empty, and the metadata against the
     manifest (no chunk read: what ``plan`` checks). ``version``: a kept version
     (:class:`runner.storage.history.Version`) at ``path``, checked against the records and the
-    manifest it carries."""
-    import zarr  # lazy: zarr
-
+    manifest it carries; a corrupt root the manifest binds is damage named here."""
     path = location(path)
     problem = metadata_problem(path)
     if problem:
@@ -191,12 +205,22 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         contents = version.manifest.get("contents")
         manifest_source = lambda: check_manifest(contents, sid) if contents is not None else None  # noqa: E731
     damage = Damage(path, records=records, version=version.name if version is not None else None)
+    corrupt_root = _json_problem(path / "zarr.json")
+    if corrupt_root:  # bound by the manifest (else metadata_problem refused): written back by apply
+        damage.problems.append(("(root)", "zarr.json", f"corrupt ({corrupt_root}); the manifest keeps it"))
+        damage.altered[ROOT] = {"attributes": manifest_root(path)["attributes"]}
     try:
         manifest = manifest_source()
     except ManifestCorrupt as err:
         manifest = None
         damage.manifest_bad = True
         damage.problems.append(("(manifest)", MANIFEST, f"corrupt ({err})"))
+    if version is None and not damage.manifest_bad and layout_id is not None and runner_dir(path).is_dir():
+        what = _unbound_manifest(manifest, layout_id)
+        if what:  # not the store's: never trusted, never repaired towards; apply writes the store's again
+            manifest = None
+            damage.manifest_bad = True
+            damage.problems.append(("(manifest)", MANIFEST, what))
     damage.covered = manifest is not None
     for name, what in sorted(unreadable.items()):
         damage.problems.append(("(records)", name, what))
@@ -233,6 +257,10 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
                     expect.setdefault(name, {}).setdefault(key, digests[key])
     nodes = {name: node for name, _, node in array_nodes(path)}
     bad_meta = array_metadata_problems(path)
+    listed = set(owners) | set(((manifest or {}).get("metadata") or {})) | set(((manifest or {}).get("chunks") or {}))
+    for name in sorted(listed - set(nodes) - {ROOT}):
+        if (path / name).is_dir():  # its folder is there, its metadata gone: xarray would drop it silently
+            bad_meta[name] = f"metadata {path / name / 'zarr.json'} is missing (its folder is there)"
     damage.broken = sorted(bad_meta)
     recorded_meta = (manifest or {}).get("metadata") or {}
     for name, what in bad_meta.items():
@@ -249,7 +277,7 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         if what:
             damage.problems.append((name or "(root)", "zarr.json", "; ".join(what)))
             damage.altered[name] = recorded
-    group = zarr.open_group(zarr_store(path, read_only=True), mode="r", use_consolidated=False)
+    group = _Arrays(path)
     for name in sorted(owners):
         grid = _grid_of(damage.altered.get(name) or nodes.get(name)) or grids[name]
         for key, what, tids in _check_array(path, group, name, owners[name], grids[name], grid,
@@ -295,8 +323,43 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         if name not in damage.altered and not _owners_of(damage.records, name) and name not in damage.unowned:
             damage.unowned.append(name)
     damage.redo = sorted(chunk_tids | (meta_tids - {t for n in damage.altered for t in _owners_of(damage.records, n)}))
+    if not quick and version is None:
+        _check_kept(path, damage)
     damage.seconds = time.monotonic() - t0
     return damage
+
+
+def _check_kept(path: Location, damage: Damage) -> None:
+    """Each kept file (:mod:`runner.storage.kept`) read back against the digest it recorded."""
+    state = runner_dir(path)
+    for file, what in kept.damaged(state):
+        damage.kept.append(file)
+        damage.problems.append((KEPT, str(file)[len(str(state)) + 1:], what))
+
+
+def _unbound_manifest(manifest: dict | None, layout_id: str) -> str | None:
+    """Why the manifest read is not the one of the store's version (named by the root's ``layout_id``,
+    which is written with a manifest): deleted, rolled back, or another store's copied in. (A store
+    without its runner folder, a copy made with xarray, is not covered, as before the manifest.)"""
+    if manifest is None:
+        return f"missing (the store's version {layout_id[:12]} was written with one; deleted, or another store's)"
+    if manifest.get("layout_id") != layout_id:
+        return (f"of another version ({str(manifest.get('layout_id'))[:12]}, the store is {layout_id[:12]}): "
+                "an older manifest put back, or copied in")
+    return None
+
+
+class _Arrays:
+    """The store's arrays by name, each opened on its own (no root group: a corrupt root is damage to
+    name, not a read that fails)."""
+
+    def __init__(self, path: Location):
+        self.store = zarr_store(path, read_only=True)
+
+    def __getitem__(self, name: str):
+        import zarr  # lazy: zarr
+
+        return zarr.open_array(self.store, path=name, mode="r")
 
 
 def _grid_of(meta: dict | None) -> list[int] | None:
@@ -490,7 +553,11 @@ def repair(path: Path, damage: Damage, store) -> list[str]:
         if name in unowned:
             continue
         if name == ROOT:
-            current = json.loads((root / "zarr.json").read_bytes())
+            try:
+                current = json.loads((root / "zarr.json").read_bytes())
+            except ValueError:  # corrupt: the manifest keeps what a reader depends on
+                current = {"zarr_format": 3, "node_type": "group"}
+            current = current if isinstance(current, dict) else {"zarr_format": 3, "node_type": "group"}
             current.pop("consolidated_metadata", None)  # apply consolidates again
             atomic_write_bytes(root / "zarr.json", json.dumps({**current, **meta}, indent=2).encode())
         else:
@@ -500,6 +567,8 @@ def repair(path: Path, damage: Damage, store) -> list[str]:
     if damage.manifest_bad:
         (runner_dir(root) / MANIFEST).unlink(missing_ok=True)
     drop_records(runner_dir(root), [name[:-5] for name in damage.bad_records])
+    for file in damage.kept:  # the runner's own, unusable: a later run computes what it held again
+        file.unlink(missing_ok=True)
     store.forget(sorted(damage.redo))
     return sorted(damage.redo)
 
@@ -536,7 +605,7 @@ def trusted(path: Path, target: Path | None = None) -> Damage:
     """Refuse a store whose results must not be presented (``show``, ``figures``): raises
     :class:`StoreUnreadable` or :class:`StoreDamaged` with one message; else what was checked."""
     damage = verify(path)
-    if not damage.ok:
+    if not damage.results_ok:
         raise StoreDamaged(damage.summary(spec_of(path, target)) + "; nothing is shown from a damaged store")
     return damage
 

@@ -206,3 +206,16 @@ def test_no_store_is_made_inside_a_kept_version_or_the_run_folder(applied, in_pr
         assert code == 65 and "a kept version is never written in place" in err and "Traceback" not in err, err
     xr.testing.assert_identical(_data(version.store), kept)
     assert not (store.parent / "r.runner" / "inner.zarr").exists()
+
+
+def test_a_store_being_written_is_locked_before_consent_is_asked(applied, tmp_path):
+    """Another apply holds the store (here: this test process holds its lock): an apply that would need
+    ``--replace`` gets 75 (locked, wait), not 77 (consent), which would send the user to the wrong fix."""
+    from filelock import FileLock
+
+    spec, store = applied
+    spec.write_text(spec.read_text().replace("steps = 40", "steps = 50"))
+    with FileLock(runner_dir(store) / "apply.lock", timeout=0):
+        out = run_cli("apply", spec, "-q", cwd=tmp_path)
+    assert out.returncode == 75 and "is being written by another `runner apply`" in out.stderr, out.stderr
+    assert run_cli("apply", spec, "-q", cwd=tmp_path).returncode == 77  # released: now the consent question

@@ -156,6 +156,24 @@ def flip_shape_digit(path: Path) -> None:
     path.write_text(text[:j] + chr(ord(text[j]) ^ 0x01) + text[j + 1:])
 
 
+def _without_layout_id(meta: dict) -> None:
+    raw = meta["attributes"]["runner"]
+    entries = json.loads(raw) if isinstance(raw, str) else raw
+    entries.pop("layout_id")
+    meta["attributes"]["runner"] = json.dumps(entries) if isinstance(raw, str) else entries
+    meta.pop("consolidated_metadata", None)
+
+
+def rebound(path: Path, change) -> None:
+    """Edit a manifest and give it the digest of its new content (a rolled-back or copied-in one)."""
+    from runner.storage.manifest import record_digest
+
+    manifest = json.loads(path.read_bytes())
+    change(manifest)
+    manifest["digest"] = record_digest(manifest)
+    path.write_text(json.dumps(manifest))
+
+
 def a_record(store: Path) -> Path:
     return sorted((store.parent / "s.runner" / "records").glob("*.json"))[-1]
 
@@ -174,6 +192,7 @@ DAMAGE = {
     "coordinate deleted": (lambda s: shutil.rmtree(s / "network"), "network (array): missing"),
     "coordinate metadata corrupt": (lambda s: (s / "network" / "zarr.json").write_bytes(b"\x00 not json"),
                                     "network zarr.json"),
+    "array metadata deleted": (lambda s: (s / float_array(s) / "zarr.json").unlink(), "zarr.json is missing"),
     "fill_value edited": (lambda s: edit_json(s / float_array(s) / "zarr.json",
                                               lambda m: m.update(fill_value=0.0)),
                           "fill_value is 0.0, the manifest says \"NaN\""),
@@ -187,9 +206,16 @@ DAMAGE = {
                       "altered (its digest does not match"),
     "record deleted": (lambda s: a_record(s).unlink(), "missing (the manifest lists the task as finished)"),
     "manifest corrupt": (lambda s: flip(s.parent / "s.runner" / "manifest.json"), "(manifest) manifest.json: corrupt"),
+    "root metadata corrupt": (lambda s: (s / "zarr.json").write_bytes(b"\x00 not json"),
+                              "(root) zarr.json: corrupt"),
+    "manifest deleted": (lambda s: (s.parent / "s.runner" / "manifest.json").unlink(), "manifest.json: missing"),
+    "manifest and a coordinate chunk deleted": (lambda s: ((s.parent / "s.runner" / "manifest.json").unlink(),
+                                                           (s / "network" / "c" / "0").unlink()), "manifest.json: missing"),
+    "manifest of another version": (lambda s: rebound(s.parent / "s.runner" / "manifest.json",
+                                                      lambda m: m.update(layout_id="0" * 32)), "of another version"),
 }
 
-QUICK = ["chunks swapped", "coordinate deleted", "fill_value edited", "shape digit flipped", "record edited",
+QUICK = ["root metadata corrupt", "chunks swapped", "coordinate deleted", "array metadata deleted", "manifest and a coordinate chunk deleted", "fill_value edited", "shape digit flipped", "record edited",
          "record deleted"]
 CASES = [("depth", d) for d in DAMAGE] + [(s, d) for s in ("training", "transject") for d in QUICK]
 
@@ -205,7 +231,8 @@ def test_damage_is_found_and_repaired_to_the_uninterrupted_run(study, damage, bu
     code, out, err = cli(folder, "verify", store)
     assert code == 74, (out, err)
     assert named in out, out
-    assert cli(folder, "plan", "--detailed-exitcode", "spec.toml")[0] == 2
+    code, out, _ = cli(folder, "plan", "--detailed-exitcode", "spec.toml")
+    assert code == 2 and "\nrepair " in out, out  # plan says what apply repairs, not only "0 to run"
     code, out, err = cli(folder, "apply", "-q", "spec.toml")
     assert code == 0, err
     code, out, err = cli(folder, "verify", store)
@@ -254,6 +281,7 @@ def test_a_store_without_a_manifest_is_not_covered(built, case):
     folder = case("depth")
     store = folder / "store/s.zarr"
     (folder / "store/s.runner/manifest.json").unlink()
+    edit_json(store / "zarr.json", _without_layout_id)  # nor a version named in its root
     code, out, _ = cli(folder, "verify", store)
     assert code == 0 and "no manifest" in out
     (store / "network" / "c" / "0").unlink()  # not covered: read as the fill value, as before issue 36

@@ -180,7 +180,17 @@ def test_foreign_and_corrupt_stores_are_named_in_one_line(tmp_path, in_process):
     assert in_process("verify", store)[0] == 0
     np.testing.assert_array_equal(_values(store)["lyapunov"], _values(kept)["lyapunov"])
 
+    (store / "zarr.json").write_bytes(b"\x8f\x00 not json")  # the manifest binds the root: damage apply writes back
+    code, out, _ = in_process("verify", store)
+    assert code == 74 and "(root) zarr.json: corrupt (not JSON" in out, out
+    for command in ("show", "figures"):
+        code, _, err = in_process(command, store)
+        assert code == 74 and "(root)" in err and "Traceback" not in err, (command, err)
+    assert in_process("apply", "-q", spec)[0] == 0 and in_process("verify", store)[0] == 0
+    np.testing.assert_array_equal(_values(store)["lyapunov"], _values(kept)["lyapunov"])
+
     (store / "zarr.json").write_bytes(b"\x8f\x00 not json")
+    (tmp_path / "store/maps.runner/manifest.json").unlink()  # nothing binds the root any more
     message = f"error: {store}: its metadata {store / 'zarr.json'} is corrupt"
     for command in ("status", "show", "figures", "verify"):
         code, out, err = in_process(command, store)
