@@ -44,10 +44,10 @@ from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.spec.specfile import SpecFile
 from runner.spec.sweep import is_sweep
 from runner.storage.history import versions
-from runner.storage.location import location, zarr_store
+from runner.storage.location import Remote, location, zarr_store
 from runner.storage.readers import reading
 from runner.storage.store import check_reachable, node_type, runner_dir, store_id
-from runner.storage.verify import StoreDamaged, spec_of, verify
+from runner.storage.verify import StoreDamaged, StoreUnreadable, spec_of, verify
 
 
 class ApiArgumentError(UsageError):
@@ -218,24 +218,44 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
         if not damage.ok:
             raise StoreDamaged(damage.summary(spec_of(path)))
     tree_of = (lambda p: xr.open_datatree(p, engine="zarr", consolidated=False)) if is_sweep(path) else \
-        (lambda p: xr.DataTree(xr.open_zarr(p, consolidated=False)))
+        (lambda p, what="store": xr.DataTree(_dataset(p, what)))
     read = functools.partial(_read, tree_of)
     if not history:
         with reading(runner_dir(path)):
-            return read(path) if is_sweep(path) else \
-                _read(lambda p: xr.open_zarr(zarr_store(p, read_only=True), consolidated=False), path)
+            return read(path) if is_sweep(path) else _read(_dataset, path)
     tree = xr.DataTree()
-    tree["current"] = read(path)
-    for v in versions(path):
-        tree[f"history/{v.name}"] = read(v.store)
+    with reading(runner_dir(path)):
+        tree["current"] = read(path)
+        for v in versions(path):
+            if not is_sweep(path):
+                try:
+                    damage = verify(v.store, quick=True, version=v)
+                except StoreUnreadable as err:  # its store gone or corrupt: the version is damaged
+                    raise StoreDamaged(f"kept version {v.name} of {path}: {err}; `runner history {path}` lists "
+                                       "the versions") from None
+                if not damage.ok:
+                    raise StoreDamaged(f"kept version {v.name}: {damage.summary()}")
+            tree[f"history/{v.name}"] = read(v.store) if is_sweep(path) else _read(_dataset, v.store, f"kept version {v.name}")
     return tree
 
 
-def _read(read, path):
-    """``read(path)``, a damaged store (metadata corrupt, a version's store gone) told as
+def _dataset(path, what: str = "store"):
+    """A store's lazy dataset; on a local disk pinned to the version opened (its reads after a switch or a
+    removal raise :class:`runner.storage.pinned.VersionSwitched`, never another version's values)."""
+    import xarray as xr  # lazy: xarray
+
+    if isinstance(path, Remote):
+        return xr.open_zarr(zarr_store(path, read_only=True), consolidated=False)
+    from runner.storage.pinned import Pinned  # lazy: zarr
+
+    return xr.open_zarr(Pinned(path, what), consolidated=False)
+
+
+def _read(read, path, *args):
+    """``read(path, *args)``, a damaged store (metadata corrupt, a version's store gone) told as
     :class:`runner.storage.verify.StoreDamaged` (74) naming it, never zarr's or xarray's exception."""
     try:
-        return read(path)
+        return read(path, *args)
     except Exception as err:  # noqa: BLE001 - whatever zarr or xarray raise on a damaged store
         line = (str(err).strip().splitlines() or [""])[0]
         raise StoreDamaged(f"{path}: cannot be read ({type(err).__name__}: {line}); `runner verify {path}` says what is "

@@ -131,7 +131,7 @@ API_CASES = [
     ("open a variable that is gone", lambda s: api.open(_damaged(s, "lyapunov")),
      "made.zarr is damaged: 1 chunk(s) of lyapunov are missing, truncated, corrupt"),
     ("open a kept version that is gone", lambda s: api.open(_damaged(s, "history"), history=True),
-     "made.zarr: cannot be read (FileNotFoundError: "),
+     "is not a zarr store (no zarr.json); `runner history made.zarr` lists the versions"),
     ("open a zarr v2 store", lambda s: api.open(_made(s, "v2.zarr", ".zgroup", '{"zarr_format": 2}')),
      "v2.zarr: no store here (a zarr format 2 store; this runner reads its own stores, format 3)"),
 ]
