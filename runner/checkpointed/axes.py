@@ -12,6 +12,10 @@ import numpy as np
 from runner.core.layout import LayoutBuilder, counts
 from runner.plugin.measures import hints
 
+UNIT = frozenset({"network", "checkpoint"})
+"""The layout builder's ``unit`` of every checkpointed study: one chunk per network and checkpoint, so that
+each chunk has one writing task (a measure task per checkpoint)."""
+
 
 def declare_axes(b: LayoutBuilder, steps: list[int], steps_per_epoch: int, epochs: int, layers: list[str], *,
                  log_every: int = 1, checkpoint_meaning: str = "checkpoint index",

@@ -17,7 +17,7 @@ import runner.checkpointed.measures  # noqa: F401 - registers the kit's measures
 from models.base import MapInputs
 from models.registry import MODULES
 from runner.checkpointed.activations import Reading
-from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_train_loss, write_curves
+from runner.checkpointed.axes import UNIT, declare_axes, declare_checkpoint_path, declare_train_loss, write_curves
 from runner.checkpointed.files import load_weights
 from runner.checkpointed.loop import Trainable, train
 from runner.checkpointed.measure import KIT, ActivationView
@@ -139,7 +139,7 @@ class SimpleSession(CheckpointedSession):
         self.spe, self.epochs, self.file_name = run.steps_per_epoch, run.epochs, run.checkpoint_name
         self.analysis = study.analysis(self.settings, self.seed)
         self.sentence_tokens = list(self.analysis.tokens)
-        b = LayoutBuilder(reference=study.description)
+        b = LayoutBuilder(reference=study.description, unit=UNIT)
         network_coords(b, self.labels, [study.name], [0])
         declare_axes(b, self.steps, self.spe, self.epochs, list(st.layers))
         declare_checkpoint_path(b, "the weights at each checkpoint")

@@ -26,9 +26,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rich.filesize import decimal
+
 from runner.storage.location import Location, is_url, location
 from runner.storage.manifest import MANIFEST as STORE_MANIFEST
 from runner.storage.store import atomic_write_bytes, runner_dir, writing
+from runner.storage.store_errors import StoreWriteError, first_failure
 
 MANIFEST = "manifest.json"
 PARTIAL = ".partial-"
@@ -83,11 +86,22 @@ def snapshot(path: Path, manifest: dict) -> Version:
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.glob(f"{PARTIAL}*"):  # a copy a kill cut short: never a version
             shutil.rmtree(stale, ignore_errors=True)
-        shutil.copytree(path, tmp / path.name, copy_function=_link_or_copy)
-        atomic_write_bytes(tmp / MANIFEST, json.dumps({"name": name, "store": path.name, **manifest}, indent=1,
-                                                      sort_keys=True, default=str).encode())
+        try:
+            shutil.copytree(path, tmp / path.name, copy_function=_link_or_copy)
+            atomic_write_bytes(tmp / MANIFEST, json.dumps({"name": name, "store": path.name, **manifest}, indent=1,
+                                                          sort_keys=True, default=str).encode())
+        except (OSError, StoreWriteError) as err:  # one line, naming the bytes a copy needs (not shutil's list)
+            shutil.rmtree(tmp, ignore_errors=True)
+            cause = first_failure(err) if isinstance(err, shutil.Error) else \
+                err if isinstance(err, OSError) else OSError(err.errno, os.strerror(err.errno or 0))
+            raise StoreWriteError(folder, cause, f" (keeping the store as it was there needs up to "
+                                  f"{decimal(_bytes(path))} where its files cannot be hard-linked)") from None
         os.replace(tmp, folder / name)
     return Version(name, folder / name / path.name, manifest)
+
+
+def _bytes(path: Path) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
 def _same(old: dict, new: dict) -> bool:

@@ -5,6 +5,8 @@ or pass through them."""
 from __future__ import annotations
 
 import errno
+import re
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -37,10 +39,10 @@ class StoreWriteError(StorageError):
     """The store (or the runner's folder beside it) cannot be written: disk full, read-only, ...
     Work recorded before the error is kept; applying again after fixing the cause resumes."""
 
-    def __init__(self, path: Location, err: OSError):
+    def __init__(self, path: Location, err: OSError, detail: str = ""):
         self.errno = err.errno
         reason = err.strerror or str(err)
-        super().__init__(f"cannot write {path}: {reason}; finished work is kept: "
+        super().__init__(f"cannot write {path}: {reason}{detail}; finished work is kept: "
                          + ("free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "fix this")
                          + " and run apply again to resume")
 
@@ -63,5 +65,20 @@ def writing(path: Location) -> Iterator[None]:
         _write_guard()
     try:
         yield
+    except shutil.Error as err:  # a tree copy: a list of (source, target, why); the first one says it
+        raise StoreWriteError(path, first_failure(err)) from None
     except OSError as err:
         raise StoreWriteError(path, err) from None
+
+
+def first_failure(err: shutil.Error) -> OSError:
+    """The first failure of a tree copy as one OS error naming its file (its errno kept where it says one)."""
+    entries = err.args[0] if err.args and isinstance(err.args[0], list) else []
+    if not entries or not isinstance(entries[0], tuple) or len(entries[0]) != 3:
+        return OSError(str(err))
+    _src, target, why = entries[0]
+    code = re.match(r"\[Errno (\d+)\] ([^:]*)", str(why))
+    more = f" (and {len(entries) - 1} more file(s))" if len(entries) > 1 else ""
+    if code:
+        return OSError(int(code.group(1)), code.group(2) + more, target)
+    return OSError(f"{target}: {why}{more}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
+from runner.checkpointed.axes import UNIT, declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
 from runner.studies.training.data.corpus import Corpus
 from runner.core.layout import Layout, LayoutBuilder, counts, network_coords
 from runner.plugin.measures import declare, hints, measures
@@ -31,7 +31,7 @@ def build_layout(study: TrainingStudySpec, steps: list[int], steps_per_epoch: in
     if suites is not None:
         return _suite_layout(study, suites, corpus)
     nets = study.model
-    b = LayoutBuilder(segment=steps_per_epoch, reference=PAPER, unit=frozenset({"network", "checkpoint"}))
+    b = LayoutBuilder(segment=steps_per_epoch, reference=PAPER, unit=UNIT)
     coord, var = b.coord, b.var
     network_coords(b, [n.name for n in nets], [n.name for n in nets], [0] * len(nets))
     coord("network_kind", [n.kind for n in nets], ("network",), long_name="lm or tagger")
@@ -85,7 +85,7 @@ def _vocabulary(b: LayoutBuilder, corpus: Corpus) -> None:
 
 def _suite_layout(study: TrainingStudySpec, suites, corpus: Corpus) -> Layout:
     nets = study.model
-    b = LayoutBuilder(segment=1, reference=PAPER, unit=frozenset({"network", "checkpoint"}))
+    b = LayoutBuilder(segment=1, reference=PAPER, unit=UNIT)
     network_coords(b, [n.name for n in nets], [n.model for n in nets], [n.replicate for n in nets])
     b.coord("network_kind", [n.kind for n in nets], ("network",), long_name="suite: a published checkpoint series")
     b.coord("source", [s[0].source for s in suites.series], ("network",), long_name="hub id or local directory")

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from runner.checkpointed.axes import declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
+from runner.checkpointed.axes import UNIT, declare_axes, declare_checkpoint_path, declare_curve, declare_train_loss
 from runner.core.layout import Layout, LayoutBuilder, network_coords
 from runner.plugin.measures import declare, hints
 from runner.studies.transject.measure import PAPER, TransJectShape
 
 
 def build_layout(spec, nets: list[dict], spe: int, shape: TransJectShape, registrations: dict) -> Layout:
-    b = LayoutBuilder(segment=max(spe, 1), reference=PAPER, unit=frozenset({"network", "checkpoint"}))
+    b = LayoutBuilder(segment=max(spe, 1), reference=PAPER, unit=UNIT)
     coord, var = b.coord, b.var
     network_coords(b, [n.label for n in nets], [n.model for n in nets], [n.replicate for n in nets])
     coord("seed", np.array([n.seed for n in nets], dtype=np.int64), ("network",), long_name="initialisation seed")

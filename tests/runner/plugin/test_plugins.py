@@ -182,6 +182,9 @@ def test_a_checkpointed_study_from_a_plugin_gets_the_kits_measures_for_its_model
     out = launcher.run(["apply", str(spec), "-q"], cwd=ref, timeout=600,
                        env=cli_env(ref, TRANSIENT_PLUGINS="tests.plugins.toy_checkpointed", PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
+    checked = launcher.run(["verify", str(ref / "store" / "chain.zarr")], cwd=ref, timeout=600,
+                           env=cli_env(ref, TRANSIENT_PLUGINS="tests.plugins.toy_checkpointed", PYTHONPATH=str(ROOT)))
+    assert checked.returncode == 0, checked.stdout  # one writing task per chunk: a fresh store verifies whole
     ds = xr.open_zarr(ref / "store" / "chain.zarr").load().sel(network="chain")
     assert list(ds["step"].values) == [0, 10, 20, 30]  # the initial network and each epoch end
     assert list(ds["layer"].values) == ["embedding", "hidden", "act", "logits"]

@@ -5,6 +5,7 @@ later apply finishes the job with the results of an uninterrupted run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -145,3 +146,33 @@ def test_divergence_is_announced_stored_as_nan_and_counted(tmp_path):
     show = run_cli("show", tmp_path / "store/nan.zarr", cwd=tmp_path)
     assert "diverged samples" in show.stdout and "exploding=16" in show.stdout
     assert "=-inf" not in show.stdout and "=nan" not in show.stdout.lower()
+
+
+def _fill(disk: Path, leave: int = 0) -> Path:
+    """Fill ``disk`` but for about ``leave`` bytes."""
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * (1 << 12))
+        except OSError:
+            pass
+    os.truncate(filler, max(filler.stat().st_size - leave, 0))
+    return filler
+
+
+def test_a_full_disk_while_keeping_the_version_before_is_one_line(small_disk):
+    """The history copy a replace makes first meets a full disk: one line naming the folder and the bytes
+    it needs (not a Python list of every file), nothing replaced; with room again the replace goes on."""
+    text = maps_spec("full", steps=40, samples=8, n=8)
+    spec = write_spec(small_disk, text)
+    assert run_cli("apply", spec, "-q", cwd=small_disk).returncode == 0
+    spec.write_text(text.replace("g = 0.5", "g = 0.6"))
+    filler = _fill(small_disk, leave=32 * 1024)  # room for the run's writes, not for the copy's folders
+    result = run_cli("apply", spec, "-q", "--replace", cwd=small_disk)
+    assert result.returncode == 74, result.stderr
+    message = _one_message(result.stderr)
+    assert "full.history" in message and "No space left on device" in message, message
+    assert "keeping the store as it was there needs up to" in message and "[(" not in message, message
+    filler.unlink()
+    assert run_cli("apply", spec, "-q", "--replace", cwd=small_disk).returncode == 0
