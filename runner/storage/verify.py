@@ -261,11 +261,13 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     for name in sorted(listed - set(nodes) - {ROOT}):
         if (path / name).is_dir():  # its folder is there, its metadata gone: xarray would drop it silently
             bad_meta[name] = f"metadata {path / name / 'zarr.json'} is missing (its folder is there)"
-    damage.broken = sorted(bad_meta)
     recorded_meta = (manifest or {}).get("metadata") or {}
+    disputed = _disputed(path, nodes, recorded_meta)
+    bad_meta.update(disputed)
+    damage.broken = sorted(bad_meta)
     for name, what in bad_meta.items():
         damage.problems.append((name, "zarr.json", what))
-        if name in recorded_meta:
+        if name in recorded_meta and name not in disputed:
             damage.altered[name] = recorded_meta[name]
     for name, recorded in sorted(recorded_meta.items()):
         if name == ROOT:
@@ -367,6 +369,28 @@ def _grid_of(meta: dict | None) -> list[int] | None:
         return list(meta["chunk_grid"]["configuration"]["chunk_shape"])
     except (KeyError, TypeError):
         return None
+
+
+def _disputed(path: Path, nodes: dict, recorded_meta: dict) -> dict[str, str]:
+    """Arrays whose ``zarr.json`` and manifest agree while the root's consolidated copy of it differs
+    (both edited alike, the manifest's digest made again): which was written cannot be told, so neither
+    is written back; ``apply`` remakes the array from the spec's layout and recomputes its tasks."""
+    try:
+        root = json.loads((location(path) / "zarr.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    copies = ((root.get("consolidated_metadata") or {}).get("metadata") or {}) if isinstance(root, dict) else {}
+    out = {}
+    for name, copy in sorted(copies.items()):
+        node, recorded = nodes.get(name), recorded_meta.get(name)
+        if name == ROOT or not isinstance(copy, dict) or copy.get("node_type") != "array" or node is None \
+                or recorded is None or differences(normalized(node), recorded):
+            continue
+        what = differences(normalized(copy), recorded, "consolidated copy's ")
+        if what:
+            out[name] = (f"{'; '.join(what)} (its zarr.json and the manifest agree with each other, not with the "
+                         "root's copy; neither is trusted: apply remakes the array and recomputes its tasks)")
+    return out
 
 
 def _root_differences(path: Path, recorded: dict, recorded_meta: dict) -> list[str]:

@@ -174,6 +174,12 @@ def rebound(path: Path, change) -> None:
     path.write_text(json.dumps(manifest))
 
 
+def edited_alike(store: Path, name: str) -> None:
+    """An array's fill_value edited in its zarr.json and in the manifest, whose digest is made again."""
+    edit_json(store / name / "zarr.json", lambda m: m.update(fill_value=0.0))
+    rebound(store.parent / "s.runner" / "manifest.json", lambda m: m["metadata"][name].update(fill_value=0.0))
+
+
 def a_record(store: Path) -> Path:
     return sorted((store.parent / "s.runner" / "records").glob("*.json"))[-1]
 
@@ -196,6 +202,7 @@ DAMAGE = {
     "fill_value edited": (lambda s: edit_json(s / float_array(s) / "zarr.json",
                                               lambda m: m.update(fill_value=0.0)),
                           "fill_value is 0.0, the manifest says \"NaN\""),
+    "fill_value edited in the metadata and the manifest": (lambda s: edited_alike(s, float_array(s)), "neither is trusted"),
     "shape digit flipped": (lambda s: flip_shape_digit(s / float_array(s) / "zarr.json"), "shape is"),
     "attribute edited": (lambda s: edit_json(s / float_array(s) / "zarr.json",
                                              lambda m: m["attributes"].update(units="furlongs")), "attributes.units"),
