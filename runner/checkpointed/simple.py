@@ -25,6 +25,7 @@ from runner.checkpointed.schedule import checkpoint_resource, checkpoint_steps, 
 from runner.checkpointed.session import CheckpointedSession
 from runner.core.layout import LayoutBuilder, network_coords
 from runner.core.plan import Task, task_id
+from runner.plugin.loader import hook
 from runner.plugin.measures import declare, measures, params_union, takes
 from runner.plugin.study import Prepared, Study
 from runner.spec.specfile import StudySpec, Table
@@ -70,6 +71,9 @@ class SimpleStudy(Study):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        problem = _class_problem(cls)
+        if problem:
+            raise TypeError(f"SimpleStudy {cls.__module__}.{cls.__qualname__}: {problem}")
         if "table" in cls.__dict__:
             takes(cls.name, KIT)
             cls.table_models = {cls.name: cls.table}
@@ -95,10 +99,15 @@ class SimpleStudy(Study):
     def settings(self, spec) -> Table:
         return getattr(spec, self.name)
 
+    def made(self, hook_name: str, settings: Table, seed: int) -> Any:
+        """``self.<hook_name>(settings, seed)`` (``trainable``, ``build``, ``analysis``), what it raises or
+        returns outside its contract one :class:`runner.plugin.loader.PluginError` naming the study's hook."""
+        return hook(self, hook_name, lambda: getattr(self, hook_name)(settings, seed), _RETURNS[hook_name])
+
     def measure_view(self, spec) -> ActivationView:
         settings, seed = self.settings(spec), spec.experiment.seed
-        a = self.analysis(settings, seed)
-        adapter = self.family.activations(self.build(settings, seed).eval())
+        a = self.made("analysis", settings, seed)
+        adapter = self.family.activations(self.made("build", settings, seed).eval())
         widths = {k: v.shape[-1] for k, v in adapter.capture(a.sentence).items()}
         narrow = min(widths, key=widths.get)
         return ActivationView(networks=(self.name,), kinds=((self.name, "lm"),), references=False,
@@ -107,7 +116,7 @@ class SimpleStudy(Study):
 
     def prepare(self, spec, sf) -> Prepared:
         settings, seed = self.settings(spec), spec.experiment.seed
-        run = self.trainable(settings, seed)
+        run = self.made("trainable", settings, seed)
         steps = checkpoint_steps(run.steps_per_epoch, run.epochs)
         trainer = train_task(0, {self.name: settings.model_dump(), "seed": seed}, seed, len(steps),
                              run.steps_per_epoch * run.epochs)
@@ -127,6 +136,35 @@ class SimpleStudy(Study):
         return SimpleSession(p)
 
 
+def _class_problem(cls) -> str | None:
+    """What is wrong with a subclass's declaration (a registered one names its settings' table)."""
+    if "table" in cls.__dict__:
+        table = cls.__dict__["table"]
+        if not (isinstance(table, type) and issubclass(table, Table)):
+            return f"table = {table!r}; it is the spec table of its settings, a runner.spec.specfile.Table subclass"
+    elif "name" in cls.__dict__:
+        return ("names a study but no table of its own; give it `table = <its settings' Table subclass>` (a subclass "
+                "of a simple study has its own spec table)")
+    return None
+
+
+def _trainable_problem(run: Any) -> str | None:
+    for attr, kind in (("model", torch.nn.Module), ("steps_per_epoch", int), ("epochs", int)):
+        value = getattr(run, attr, None)
+        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 1)):
+            return (f"returned {type(run).__name__} whose {attr} is {value!r}; a Trainable has a model (a torch module) "
+                    "and steps_per_epoch and epochs of at least 1")
+    return None
+
+
+_RETURNS = {
+    "trainable": _trainable_problem,
+    "build": lambda m: None if isinstance(m, torch.nn.Module) else f"returned {type(m).__name__}; it returns a torch.nn.Module",
+    "analysis": lambda a: None if isinstance(a, Analysis) else f"returned {type(a).__name__}; it returns a "
+                                                                "runner.checkpointed.simple.Analysis",
+}
+
+
 class SimpleSession(CheckpointedSession):
     """A simple study's run: its one network trained, and measured at each checkpoint through the kit."""
 
@@ -135,9 +173,9 @@ class SimpleSession(CheckpointedSession):
         study, st = p.study, p.state
         self.settings, self.seed = study.settings(p.spec), p.spec.experiment.seed
         self.labels, self.steps = [study.name], list(st.steps)
-        run = study.trainable(self.settings, self.seed)
+        run = study.made("trainable", self.settings, self.seed)
         self.spe, self.epochs, self.file_name = run.steps_per_epoch, run.epochs, run.checkpoint_name
-        self.analysis = study.analysis(self.settings, self.seed)
+        self.analysis = study.made("analysis", self.settings, self.seed)
         self.sentence_tokens = list(self.analysis.tokens)
         b = LayoutBuilder(reference=study.description, unit=UNIT)
         network_coords(b, self.labels, [study.name], [0])
@@ -157,7 +195,7 @@ class SimpleSession(CheckpointedSession):
         return {c: (folder / self.file_name(c, s), s) for c, s in enumerate(self.steps)}
 
     def training(self, task, report):
-        run = self.p.study.trainable(self.settings, self.seed)
+        run = self.p.study.made("trainable", self.settings, self.seed)
         return train(run, self.seed, self.steps, task.id, self.labels[0], self.checkpoint_dir(report.store, 0),
                      self.device, report.progress)
 
@@ -165,6 +203,6 @@ class SimpleSession(CheckpointedSession):
         write_curves(store, network, {"train_loss": curves.train_loss})
 
     def reading(self, network: int, checkpoint: int, gradients: bool = False) -> Reading:
-        model = self.p.study.build(self.settings, self.seed)
+        model = self.p.study.made("build", self.settings, self.seed)
         load_weights(model, self.paths[(network, checkpoint)], self.device)
         return Reading(self.p.study.family, model.eval(), self.analysis.batches, self.analysis.sentence)

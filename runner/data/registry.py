@@ -28,17 +28,19 @@ The built-in sources (``hf:``, local files, ``builtin:pydoc-topics``) register i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from models.source import Source
-from runner.plugin.loader import hook
+from runner.data.forms import Documents, Labelled, TaggedSentence
+from runner.plugin.loader import PluginError, hook, hook_name, plugin_failure
 
 DOCUMENTS = "documents"
 ROWS = "rows"
 TAGGED = "tagged"
 LABELLED = "labelled"
+FORMS = (DOCUMENTS, ROWS, TAGGED, LABELLED)
 
 
 class InputError(Exception):
@@ -131,6 +133,9 @@ def register_data_source(source: DataSource) -> DataSource:
     if isinstance(source, type):
         raise TypeError(f"register_data_source takes an instance: register_data_source({source.__name__}()), "
                         f"not the class {source.__module__}.{source.__qualname__}")
+    problem = _registration_problem(source)
+    if problem:
+        raise TypeError(f"data source {type(source).__module__}.{type(source).__qualname__}: {problem}")
     module = type(source).__module__
     taken = [s for s in _SOURCES if s.name == source.name]
     if taken and not source.replaces:
@@ -146,6 +151,85 @@ def register_data_source(source: DataSource) -> DataSource:
         _SOURCES.remove(s)
     _SOURCES.insert(0, source)
     return source
+
+
+def _registration_problem(source: Any) -> str | None:
+    if not isinstance(source, DataSource):
+        return f"is a {type(source).__name__}, not a runner.data.registry.DataSource"
+    for attr in ("name", "scheme", "written"):
+        value = getattr(source, attr, None)
+        if not isinstance(value, str) or not value.strip():
+            return f"{attr} = {value!r}; it is a non-empty string"
+    gives = getattr(source, "gives", None)
+    if not isinstance(gives, set | frozenset) or not all(isinstance(g, str) and g for g in gives):
+        return f"gives = {gives!r}; it is a frozenset of the forms it reads ({DOCUMENTS!r}, {ROWS!r}, {TAGGED!r}, {LABELLED!r})"
+    missing = [g for g in gives if g in FORMS and getattr(type(source), g) is getattr(DataSource, g)]
+    if missing:
+        return f"gives {', '.join(sorted(missing))} but has no {missing[0]}() method of its own"
+    return None
+
+
+def read(found: DataSource, form: str, *args: Any, **kwargs: Any) -> Any:
+    """``found``'s reader of ``form`` (``found.documents(*args, **kwargs)``, ...). A plug-in's (not one of
+    the project's own sources) is guarded at the boundary: what it raises, but an :class:`InputError` (its
+    way to say the data cannot be read), or returns outside the form's records, also while its documents
+    are read, is one :class:`runner.plugin.loader.PluginError` naming it."""
+    method = getattr(found, form)
+    if type(found).__module__.startswith(BUILT_IN):
+        return method(*args, **kwargs)
+    out = hook(found, form, lambda: method(*args, **kwargs), lambda r: _form_problem(form, r), passes=(InputError,))
+    if isinstance(out, Documents):
+        return Documents(out.label, _checked_items(found, form, out.items), out.shuffled)
+    return out
+
+
+def _form_problem(form: str, out: Any) -> str | None:
+    if form in (DOCUMENTS, ROWS):
+        return None if isinstance(out, Documents) else f"returned {_short(out)}; it returns a runner.data.forms.Documents"
+    if form == TAGGED:
+        if not isinstance(out, list | tuple):
+            return f"returned {_short(out)}; it returns a list of runner.data.forms.TaggedSentence"
+        bad = [s for s in out if not isinstance(s, TaggedSentence)][:1]
+        return f"returned {_short(bad[0])} among its sentences; each is a TaggedSentence" if bad else None
+    if form == LABELLED:
+        ok = isinstance(out, list | tuple) and len(out) == 2 and all(isinstance(s, Labelled) for s in out)
+        return None if ok else f"returned {_short(out)}; it returns (train, test), two runner.data.forms.Labelled"
+    return None
+
+
+def _checked_items(found: DataSource, form: str, items: Iterable) -> Iterator[tuple[str, object]]:
+    """A plug-in's documents (or rows) as they are read, each checked: an ``(origin, text)`` pair of strings
+    (``rows``: ``(origin, mapping)``)."""
+    try:
+        for item in items:
+            problem = _item_problem(form, item)
+            if problem:
+                raise PluginError(f"{hook_name(found, form)} gave {problem}")
+            yield item
+    except (PluginError, InputError):
+        raise
+    except Exception as err:  # raised while its documents were read
+        raise plugin_failure(found, form, err) from None
+
+
+def _item_problem(form: str, item: Any) -> str | None:
+    if not (isinstance(item, tuple) and len(item) == 2):
+        return f"{_short(item)}; each item is an (origin, {'text' if form == DOCUMENTS else 'record'}) pair"
+    origin, value = item
+    if not isinstance(origin, str):
+        return f"the origin {_short(origin)}; an origin is a string"
+    if form == DOCUMENTS and isinstance(value, bytes | bytearray):
+        return f"the text of {origin!r} as bytes; decode it to a str"
+    if form == DOCUMENTS and not isinstance(value, str):
+        return f"the text of {origin!r} as {type(value).__name__}; a text is a str"
+    if form == ROWS and not isinstance(value, Mapping):
+        return f"the record of {origin!r} as {type(value).__name__}; a record is a mapping of fields"
+    return None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def data_sources() -> list[DataSource]:
@@ -202,5 +286,5 @@ def _choices(form: str) -> str:
     return ", ".join(written[:-1]) + (" or " if len(written) > 1 else "") + (written[-1] if written else "nothing")
 
 
-__all__ = ["DOCUMENTS", "LABELLED", "ROWS", "TAGGED", "DataSource", "InputError", "check_data", "data_identity", "data_source", "data_source_for",
+__all__ = ["DOCUMENTS", "LABELLED", "ROWS", "TAGGED", "DataSource", "InputError", "check_data", "data_identity", "data_source", "read", "data_source_for",
            "data_sources", "register_data_source"]

@@ -41,22 +41,34 @@ class PluginError(Unavailable):
     """A plugin that cannot be loaded: the message names it and what went wrong (exit 66)."""
 
 
-def hook(obj: Any, name: str, call: Callable[[], Any], check: Callable[[Any], str | None] | None = None) -> Any:
+def hook(obj: Any, name: str, call: Callable[[], Any], check: Callable[[Any], str | None] | None = None,
+         passes: tuple[type[BaseException], ...] = ()) -> Any:
     """``call()``, a registered object's hook ``name`` (a measure's ``problems``, a data source's ``check``);
-    whatever it raises, or returns that ``check`` refuses (saying why), becomes one :class:`PluginError`
+    whatever it raises (but ``passes``: the errors its contract lets it raise, as a data source's
+    ``InputError``), or returns that ``check`` refuses (saying why), becomes one :class:`PluginError`
     naming the object's module and class and the hook, never a traceback."""
-    who = f"{type(obj).__module__}.{type(obj).__qualname__}.{name}()"
+    who = hook_name(obj, name)
     try:
         out = call()
-    except PluginError:
+    except (PluginError, *passes):
         raise
     except Exception as err:
-        line = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise PluginError(f"{who} raised {type(err).__name__}" + (f": {line}" if line else "")) from None
+        raise plugin_failure(obj, name, err) from None
     problem = check(out) if check is not None else None
     if problem:
         raise PluginError(f"{who} {problem}")
     return out
+
+
+def hook_name(obj: Any, name: str) -> str:
+    """``module.Class.name()``: how a message names a plug-in's hook."""
+    return f"{type(obj).__module__}.{type(obj).__qualname__}.{name}()"
+
+
+def plugin_failure(obj: Any, name: str, err: BaseException) -> PluginError:
+    """What a hook raised, as one line naming it."""
+    line = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return PluginError(f"{hook_name(obj, name)} raised {type(err).__name__}" + (f": {line}" if line else ""))
 
 
 def load_plugins() -> None:

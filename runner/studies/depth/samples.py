@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from models.source import Source
-from runner.data.registry import DOCUMENTS, ROWS, InputError, data_source
+from runner.data.registry import DOCUMENTS, ROWS, InputError, data_source, read
 from runner.data.text import document_text, require_field, split_sentences
 
 __all__ = ["InputError", "Samples", "draw_pairs", "draw_samples", "split_sentences"]
@@ -130,8 +130,8 @@ def draw_samples(
 
     src = Source(source.strip()) if isinstance(source, str) else source
     reader = data_source(src, DOCUMENTS)
-    docs = reader.documents(src, base, field=field, subset=subset, split=split, seed=seed, streaming=streaming,
-                            shuffle_buffer=shuffle_buffer)
+    docs = read(reader, DOCUMENTS, src, base, field=field, subset=subset, split=split, seed=seed, streaming=streaming,
+                shuffle_buffer=shuffle_buffer)
     if docs.shuffled:
         return _draw_shuffled(docs, tokenizer, samples, tokens, seed)
     candidates = _candidates(docs, tokenizer, tokens)
@@ -222,8 +222,8 @@ def draw_pairs(
         return [(f"{a} [SEP] {b}", list(ids), origin, s)
                 for ((a, b, s), origin), ids in zip(rows, enc["input_ids"]) if len(ids) == tokens]
 
-    rows = reader.rows(src, base, fields=(*fields, score), subset=subset, split=split, seed=seed,
-                       streaming=streaming, shuffle_buffer=shuffle_buffer)
+    rows = read(reader, ROWS, src, base, fields=(*fields, score), subset=subset, split=split, seed=seed,
+                streaming=streaming, shuffle_buffer=shuffle_buffer)
     if rows.shuffled:
         chosen: list[tuple[str, list[int], str, float]] = []
         scanned = 0

@@ -126,6 +126,7 @@ from runner.data.registry import DataSource, register_data_source
 class Mine(DataSource):
     name = "local file"
     scheme = "mine"
+    written = "'mine:<x>'"
 
 register_data_source(Mine())
 """
@@ -257,6 +258,8 @@ class Fussy(DataSource):
     name, scheme, written, gives = "fussy", "fussy", "'fussy:<x>'", frozenset({{DOCUMENTS}})
     def check(self, source, base, form, **options):
         {body}
+    def documents(self, source, base, **options):
+        return None
 
 register_data_source(Fussy())
 """

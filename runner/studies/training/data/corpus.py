@@ -18,7 +18,7 @@ from torch import Tensor
 
 from runner.data.files import anchor
 from runner.data.forms import TaggedSentence
-from runner.data.registry import TAGGED, InputError, data_source
+from runner.data.registry import TAGGED, InputError, data_source, read
 from runner.studies.training.data import scaffold
 from runner.studies.training.data.gmb import GmbSentence, read_gmb
 from runner.studies.training.data.tagsets import CLOSED_CLASS, OPEN_CLASS, shuffled_tags, spacy_tags
@@ -117,8 +117,8 @@ class Corpus:
 
 def _sentences(spec, base: Path) -> list[TaggedSentence]:
     try:
-        return data_source(spec.source, TAGGED, "[corpus] source").tagged(
-            spec.source, base, subset=spec.subset, field=spec.field, doc_field=getattr(spec, "doc_field", None))
+        return read(data_source(spec.source, TAGGED, "[corpus] source"), TAGGED,
+                    spec.source, base, subset=spec.subset, field=spec.field, doc_field=getattr(spec, "doc_field", None))
     except InputError as err:
         raise CorpusError(f"[corpus] source {spec.source!r}: {err}", where=f"[corpus] source {spec.source!r}",
                           reason=err.reason, fix=err.fix, detail=err.detail) from None

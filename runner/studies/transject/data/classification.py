@@ -28,7 +28,7 @@ from torch import Tensor
 
 from models.source import Source
 from runner.data.forms import Labelled
-from runner.data.registry import LABELLED, DataSource, InputError, data_source, register_data_source
+from runner.data.registry import LABELLED, DataSource, InputError, data_source, read, register_data_source
 from runner.studies.transject.data.listops import END, OPERATORS, VALUES, generate
 
 PAD, UNK = "<pad>", "<unk>"
@@ -103,9 +103,9 @@ def labelled_splits(source: str, base: Path = Path("."), *, splits: tuple[str, s
     """The train and test split of any source giving labelled texts, tokenized (``options``: the
     source's own settings, e.g. ListOps' ``[data.listops]``)."""
     reader = data_source(source, LABELLED, "[data] source")
-    read = reader.labelled(Source(source), base, splits=splits, text=text, label=label, subset=subset,
-                           test_fraction=test_fraction, seed=seed, options=options or {})
-    train, test = (tokenized(s, how, lowercase, reader.pretokenized) for s in read)
+    got = read(reader, LABELLED, Source(source), base, splits=splits, text=text, label=label, subset=subset,
+               test_fraction=test_fraction, seed=seed, options=options or {})
+    train, test = (tokenized(s, how, lowercase, reader.pretokenized) for s in got)
     return train, test
 
 
