@@ -518,7 +518,7 @@ def cmd_apply(args) -> int:
     if args.log_to is not None and not args.log_to.strip():
         raise UsageError("--log-to needs a tracker: mlflow, or mlflow:URI")
     if args.log_to:
-        from runner.read.tracker import TrackerError, check  # lazy: numpy
+        from runner.read.tracker import TrackerError, check, check_target  # lazy: numpy
 
         try:
             unmet += [problem] if (problem := check(args.log_to)) else []
@@ -526,6 +526,8 @@ def cmd_apply(args) -> int:
             raise UsageError(str(err)) from None
     if unmet:
         raise Unmet(unmet)
+    if args.log_to:
+        check_target(args.log_to)  # where the runs would go takes them: said before anything runs (66)
     store_path = sweep.root if sweep else prepared[0].store_path
     if args.monitor:
         if options != ExecutorOptions():
@@ -794,10 +796,13 @@ def cmd_history(args) -> int:
             gone = remove(path, args.remove)
         except KeyError as err:
             raise NoStore(err.args[0]) from None
-        print(f"removed {gone.name} ({gone.store.parent})")
+        if args.json:
+            _emit({"removed": gone.name, "folder": str(gone.store.parent)})
+        else:
+            print(f"removed {gone.name} ({gone.store.parent})")
         return EXIT_OK
     found = versions(path)
-    checked = {v.name: _version_damage(v) for v in found}
+    checked = {v.name: _version_damage(v, path) for v in found}
     if args.json:
         _emit([{"name": v.name, "store": str(v.store), **{k: v.manifest.get(k) for k in
                 ("created_utc", "reason", "spec_sha256", "replaced", "extended", "dropped")},
@@ -824,10 +829,16 @@ def cmd_history(args) -> int:
     return EXIT_OK
 
 
-def _version_damage(version) -> tuple[bool, str]:
-    """(whole, what is wrong) of a kept version, checked against what it carries."""
+def _version_damage(version, path=None) -> tuple[bool, str]:
+    """(whole, what is wrong) of a kept version, checked against what it carries (and, given the store's
+    ``path``, that it is a version of that store)."""
+    from runner.storage.store import store_id  # lazy: filelock, numpy
     from runner.storage.verify import StoreUnreadable, verify  # lazy: filelock, numpy
 
+    ours, theirs = (store_id(path), store_id(version.store)) if path is not None else (None, None)
+    if ours is not None and theirs is not None and ours != theirs:
+        return False, (f"a version of another store (store id {theirs[:12]}; this store's is {ours[:12]}), kept here "
+                       "by an earlier store at this path or copied in")
     try:
         damage = verify(version.store, version=version)
     except StoreUnreadable as err:

@@ -30,12 +30,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import re
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 
 from runner.core import toml
+from runner.core.errors import Unavailable
 from runner.core.layout import counted, internal
 from runner.read.figures import default_out
 from runner.read.figures import figures as draw_figures
@@ -78,12 +82,90 @@ def parse(target: str) -> tuple[str, str | None]:
     return name, uri or None
 
 
+#: Seconds a tracking server has to answer before a run starts.
+SERVER_TIMEOUT_S = 5.0
+
+
+class TrackerUnavailable(Unavailable):
+    """Where ``--log-to`` would store runs cannot take them: said before anything runs (exit 66)."""
+
+
 def check(target: str) -> str | None:
-    """Why ``--log-to target`` cannot work here (checked before anything runs), or None."""
+    """What this machine lacks for ``--log-to target`` (its package: a requirement), or None."""
     name, _ = parse(target)
     if importlib.util.find_spec(TRACKERS[name]) is None:
         return f"--log-to {name}: the {TRACKERS[name]} package is not installed ({INSTALL})"
     return None
+
+
+def check_target(target: str, timeout: float = SERVER_TIMEOUT_S) -> None:
+    """:class:`TrackerUnavailable` when where the runs would go cannot take them (a folder or SQLite
+    file that cannot be written, a server that does not answer within ``timeout`` seconds)."""
+    _, uri = parse(target)
+    problem = uri_problem(uri, timeout) if uri is not None else None
+    if problem:
+        raise TrackerUnavailable(f"--log-to {target}: {problem}; nothing ran")
+
+
+def uri_problem(uri: str, timeout: float = SERVER_TIMEOUT_S) -> str | None:
+    """Why MLflow cannot store runs at ``uri`` (see :func:`check`), or None."""
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):", uri)
+    kind = scheme.group(1).split("+")[0].lower() if scheme else None
+    if kind is None:
+        if not re.match(r"^[\w~./\\-]", uri):
+            return f"{uri!r} is neither a tracking URI nor a folder"
+        return _folder_problem(Path(uri).expanduser())
+    if kind == "file":
+        return _folder_problem(Path(uri[scheme.end():].removeprefix("//")))
+    if kind == "sqlite":
+        return _sqlite_problem(Path(uri[scheme.end():].removeprefix("///")))
+    if kind in ("http", "https"):
+        return _server_problem(uri, timeout)
+    return None  # a database server or a hosted service: MLflow's client says what it thinks of it
+
+
+def _writable_parent(path: Path) -> str | None:
+    """Why ``path`` cannot be made (a file among its folders, or the first existing folder not writable)."""
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{path} lies under {parent}, which is a file"
+            if not os.access(parent, os.W_OK):
+                return f"{parent} cannot be written (permission denied)"
+            return None
+    return None
+
+
+def _folder_problem(path: Path) -> str | None:
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file; MLflow keeps runs in a folder there"
+    return None if path.exists() and os.access(path, os.W_OK) else _writable_parent(path) if not path.exists() \
+        else f"{path} cannot be written (permission denied)"
+
+
+def _sqlite_problem(path: Path) -> str | None:
+    if path.is_dir():
+        return f"{path} is a folder, not an SQLite database file"
+    if path.is_file():
+        with open(path, "rb") as f:
+            head = f.read(16)
+        if head and head != b"SQLite format 3\x00":
+            return f"{path} is not an SQLite database (it starts with {head[:8]!r})"
+        return None if os.access(path, os.W_OK) else f"{path} cannot be written (permission denied)"
+    return _writable_parent(path)
+
+
+def _server_problem(uri: str, timeout: float) -> str | None:
+    """None when a server answers at ``uri`` within ``timeout`` seconds (any HTTP answer: MLflow's client
+    then says what it thinks of it); else why not, in one line."""
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        return f"no tracking server answers at {uri} within {timeout:g} s ({reason})"
 
 
 #: Lines of one ``curve`` variable at most (one per value of its other axes).

@@ -154,3 +154,51 @@ def test_two_applies_of_one_spec_differ_in_mlflow_by_the_overridden_parameter(in
     assert differ == {"dynamics.steps", "experiment.store", "overrides", "spec_sha256"}  # the hash: of the spec as run
     assert a.data.params["model.source"] == "map:logistic" and a.data.params["measure.lyapunov.k"] == "1e-08"
     assert a.data.params["dynamics.untrusted_precision"] == "false"  # a default: the spec as it ran
+
+
+#: --log-to targets that cannot work, each refused before anything runs (66), naming the target (issue 50).
+def _targets(tmp_path):
+    (tmp_path / "file.txt").write_text("not a folder")
+    (tmp_path / "mlflow.db").mkdir()
+    (tmp_path / "garbage.db").write_text("hello, not a database")
+    return [
+        ("mlflow:::nonsense", "'::nonsense' is neither a tracking URI nor a folder"),
+        (f"mlflow:sqlite:///{tmp_path}/file.txt/m.db", "file.txt/m.db lies under"),
+        (f"mlflow:sqlite:///{tmp_path}/mlflow.db", "mlflow.db is a folder, not an SQLite database file"),
+        (f"mlflow:sqlite:///{tmp_path}/garbage.db", "garbage.db is not an SQLite database (it starts with b'hello, n')"),
+        (f"mlflow:{tmp_path}/file.txt", "file.txt is a file; MLflow keeps runs in a folder there"),
+        ("mlflow:http://127.0.0.1:9", "no tracking server answers at http://127.0.0.1:9 within 5 s"),
+    ]
+
+
+def test_a_tracking_target_that_cannot_work_is_refused_before_the_run(in_process, spec, tmp_path):
+    for target, said in _targets(tmp_path):
+        code, _, err = in_process("apply", spec, "-q", "--log-to", target)
+        assert code == 66 and err.startswith(f"error: --log-to {target}: ") and said in err, (target, err)
+        assert err.count("\n") == 1 and err.rstrip().endswith("; nothing ran"), err
+        assert not (tmp_path / "store").exists(), target
+
+
+def test_a_tracking_server_that_answers_is_accepted(tmp_path):
+    """Any HTTP answer within the time allowed will do (MLflow's client judges the rest); none is refused."""
+    import http.server
+    import threading
+
+    from runner.read.tracker import check_target
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(404 if self.path != "/health" else 200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        check_target(f"mlflow:http://127.0.0.1:{server.server_port}")  # raises nothing
+    finally:
+        server.shutdown()
+    check_target(f"mlflow:sqlite:///{tmp_path}/new.db")
+    check_target(f"mlflow:{tmp_path}/runs")
