@@ -31,6 +31,7 @@ from rich.filesize import decimal
 from runner.storage.location import Location, is_url, location
 from runner.storage.manifest import MANIFEST as STORE_MANIFEST
 from runner.storage.store import atomic_write_bytes, runner_dir, writing
+from runner.core.errors import StorageError
 from runner.storage.store_errors import StoreWriteError, first_failure
 
 MANIFEST = "manifest.json"
@@ -104,6 +105,10 @@ def _bytes(path: Path) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
+class HistoryLinked(StorageError):
+    """A store's ``.history`` that is a link to somewhere else: never listed, removed from or read (74)."""
+
+
 def _same(old: dict, new: dict) -> bool:
     """The same version: everything but when and its name."""
     def strip(m: dict) -> str:
@@ -137,6 +142,9 @@ def versions(path: Path) -> list[Version]:
     if is_url(path):
         return []
     folder = history_dir(path)
+    if folder.is_symlink():
+        raise HistoryLinked(f"{folder} is a link (to {os.path.realpath(folder)}), not the store's own history: the "
+                            "runner keeps a store's versions in a folder of its own; remove the link")
     if not folder.is_dir():
         return []
     out = []

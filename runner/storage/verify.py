@@ -216,7 +216,7 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         damage.manifest_bad = True
         damage.problems.append(("(manifest)", MANIFEST, f"corrupt ({err})"))
     if version is None and not damage.manifest_bad and layout_id is not None and runner_dir(path).is_dir():
-        what = _unbound_manifest(manifest, layout_id)
+        what = _unbound_manifest(manifest, layout_id, _foreign_store(path, sid))
         if what:  # not the store's: never trusted, never repaired towards; apply writes the store's again
             manifest = None
             damage.manifest_bad = True
@@ -339,10 +339,25 @@ def _check_kept(path: Location, damage: Damage) -> None:
         damage.problems.append((KEPT, str(file)[len(str(state)) + 1:], what))
 
 
-def _unbound_manifest(manifest: dict | None, layout_id: str) -> str | None:
+def _foreign_store(path: Location, sid: str | None) -> str | None:
+    """What to say of a manifest in the store's runner folder that names another store, or None."""
+    try:
+        found = check_manifest((runner_dir(path) / MANIFEST).read_bytes(), None, any_store=True)
+    except (OSError, ManifestCorrupt):
+        return None
+    other = (found or {}).get("store_id")
+    if other is None or other == sid:
+        return None
+    return (f"another store's (store id {other[:12]}): the runner folder {runner_dir(path)} was copied from "
+            "another store; its records and manifest are not this store's")
+
+
+def _unbound_manifest(manifest: dict | None, layout_id: str, foreign: str | None = None) -> str | None:
     """Why the manifest read is not the one of the store's version (named by the root's ``layout_id``,
     which is written with a manifest): deleted, rolled back, or another store's copied in. (A store
     without its runner folder, a copy made with xarray, is not covered, as before the manifest.)"""
+    if manifest is None and foreign is not None:
+        return foreign
     if manifest is None:
         return f"missing (the store's version {layout_id[:12]} was written with one; deleted, or another store's)"
     if manifest.get("layout_id") != layout_id:
