@@ -137,6 +137,14 @@ def register_family(family: Family) -> Family:
     """Add a family; it is asked before the ones registered earlier (so a plugin may take a scheme).
     A name already taken by another family is refused unless the new one says ``replaces = True``
     (then the old one is removed)."""
+    if isinstance(family, type):
+        raise TypeError(f"register_family takes an instance: register_family({family.__name__}()), not the class "
+                        f"{family.__module__}.{family.__qualname__}")
+    if not isinstance(family, Family):
+        raise TypeError(f"register_family takes a models.registry.Family, not {type(family).__name__}")
+    if not isinstance(getattr(family, "name", None), str) or not family.name.strip():
+        raise TypeError(f"model family {type(family).__module__}.{type(family).__qualname__}: name = "
+                        f"{getattr(family, 'name', None)!r}; it is a non-empty string")
     cls = type(family)
     taken = [f for f in _FAMILIES if f.name == family.name]
     other = [f for f in taken if (type(f).__module__, type(f).__qualname__) != (cls.__module__, cls.__qualname__)]

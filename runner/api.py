@@ -227,6 +227,8 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     with reading(runner_dir(path)):
         tree["current"] = read(path)
         for v in versions(path):
+            if "unreadable" in v.manifest:
+                raise StoreDamaged(f"kept version {v.name} of {path}: {v.manifest['unreadable']}")
             if not is_sweep(path):
                 try:
                     damage = verify(v.store, quick=True, version=v)

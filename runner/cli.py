@@ -727,17 +727,23 @@ def _reading(path: Path):
 
 def cmd_verify(args) -> int:
     from runner.storage.history import version_at, versions  # lazy: filelock, numpy
+    from runner.storage.verify import StoreDamaged as StoreDamagedError  # lazy: filelock, numpy
     from runner.storage.verify import render, to_json, verify  # lazy: filelock, numpy
 
     kept = version_at(args.target) if args.version is None and not is_url(args.target) else None
     if args.version is not None:
         from runner.read.status import store_of  # lazy: filelock, numpy
+        from runner.storage.history import history_dir  # lazy: filelock, numpy
 
+        if not history_dir(store_of(args.target)).exists():
+            _existing_store(args.target)  # neither a store nor its history: say so first
         found = {v.name: v for v in versions(store_of(args.target))}
         if args.version not in found:
             raise NoStore(f"{args.target} has no kept version {args.version!r}; versions: {', '.join(found) or 'none'} "
                           f"(`runner history {args.target}`)")
         kept = found[args.version]
+    if kept is not None and "unreadable" in kept.manifest:
+        raise StoreDamagedError(f"kept version {kept.name}: {kept.manifest['unreadable']}")
     if kept is not None:
         damage = verify(kept.store, version=kept)
         _emit([to_json(damage)]) if args.json else print(f"kept version {kept.name}\n{render(damage)}")
@@ -835,6 +841,8 @@ def _version_damage(version, path=None) -> tuple[bool, str]:
     from runner.storage.store import store_id  # lazy: filelock, numpy
     from runner.storage.verify import StoreUnreadable, verify  # lazy: filelock, numpy
 
+    if "unreadable" in version.manifest:
+        return False, version.manifest["unreadable"]
     ours, theirs = (store_id(path), store_id(version.store)) if path is not None else (None, None)
     if ours is not None and theirs is not None and ours != theirs:
         return False, (f"a version of another store (store id {theirs[:12]}; this store's is {ours[:12]}), kept here "

@@ -71,6 +71,8 @@ def export_problem(store, path) -> str | None:
 
     if not isinstance(store, (str, Path)) or not isinstance(path, (str, Path)):
         return f"to_netcdf takes a store path and a file path, not {type(store).__name__} and {type(path).__name__}"
+    if not str(store).strip() or not str(path).strip():
+        return f"to_netcdf takes a store path and a file path, not an empty one ({str(store)!r}, {str(path)!r})"
     store, path = Path(store), Path(path)
     if not (store / "zarr.json").is_file():
         what = "a file" if store.is_file() else "a folder without a zarr.json" if store.is_dir() else "nothing"
@@ -84,8 +86,11 @@ def export_problem(store, path) -> str | None:
         return problem
     if path.is_dir():
         return f"{path} is a folder; name the netCDF file to write (e.g. {path / store.with_suffix('.nc').name})"
-    if not path.absolute().parent.is_dir():
-        return f"{path}: its folder {path.absolute().parent} does not exist"
+    parent = path.absolute().parent
+    if parent.exists() and not parent.is_dir():
+        return f"{path}: {parent} is a file, not a folder"
+    if not parent.is_dir():
+        return f"{path}: its folder {parent} does not exist"
     return None
 
 

@@ -9,9 +9,12 @@ the line each one is about.
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
+import os
 import re
+import stat
 import types
 import typing
 from dataclasses import dataclass
@@ -143,6 +146,29 @@ class SpecFile:
         return f"[{loc[0]}]" if len(loc) > 1 or loc[0] in known else "(top level)"
 
 
+def _not_a_file(path: Path) -> str | None:
+    """What is at ``path`` when it is there but no regular file: a link that leads nowhere or in a loop,
+    a pipe, a device, a socket."""
+    if path.is_symlink():
+        try:
+            path.resolve(strict=True)
+        except RuntimeError:  # Python before 3.13
+            return "a symbolic link in a loop"
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                return "a symbolic link in a loop"
+            return f"a symbolic link to {os.readlink(path)!r}, which does not exist"
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    for test, name in ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None
+
+
 def read_toml(path: Path | str) -> SpecFile:
     """The text and tables of a spec file; :class:`SpecError` if it is missing, huge, not UTF-8 or not TOML."""
     path = Path(path)
@@ -151,8 +177,11 @@ def read_toml(path: Path | str) -> SpecFile:
         raise SpecMissing(path, [f"{path}: a folder, not a spec file; give one of its specs"
                                  + (f" ({', '.join(specs)}{', ...' if len(specs) == 5 else ''})" if specs else "")])
     if not path.is_file():
+        what = _not_a_file(path)
+        if what:
+            raise SpecMissing(path, [f"{path}: {what}, not a spec file"])
         parent = path.parent if path.parent.is_dir() else None
-        near = closest(path.name, [p.name for p in parent.glob("*.toml")] if parent else [])
+        near = closest(path.name, [p.name for p in parent.glob("*.toml") if p.name != path.name] if parent else [])
         hint = f" (did you mean {str(path.parent / near)!r}?)" if near else ""
         raise SpecMissing(path, [f"{path}: no such spec file{hint}"])
     raw = path.read_bytes()

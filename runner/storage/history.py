@@ -153,8 +153,14 @@ def versions(path: Path) -> list[Version]:
             continue
         try:
             manifest = json.loads((entry / MANIFEST).read_text())
-        except (OSError, ValueError):
-            continue  # not a version of ours (a sweep point's folder, or something a user put there)
+        except (OSError, ValueError) as err:
+            if not (entry / Path(path).name).is_dir():
+                continue  # not a version of ours (a sweep point's folder, or something a user put there)
+            why = "is missing" if isinstance(err, FileNotFoundError) else f"does not read ({type(err).__name__})"
+            manifest = {"unreadable": f"its description {entry / MANIFEST} {why}: what it replaced and its records "
+                                      "are unknown, its store is not checked"}
+        if not isinstance(manifest, dict):
+            manifest = {"unreadable": f"its description {entry / MANIFEST} is not a JSON object"}
         out.append(Version(entry.name, entry / str(manifest.get("store", Path(path).name)), manifest))
     return out
 

@@ -397,3 +397,24 @@ def test_the_corpus_is_large():
     cases = (len(FLAGS) + len(ACCEPTED_FLAGS) + len(STORES) * len(SPECS) + len(SWEEPS)
              + len(ACCEPTED_STORES) * len(SPECS) + len(SPECS) + len(FIGURES) * len(SPECS) + len(FOREIGN) + 1)
     assert cases >= 130
+
+
+#: A spec path that is there but no file: named for what it is, never "no such spec file (did you mean
+#: itself?)" (issue 50).
+ODD_SPECS = [
+    ("symlink loop", lambda d: (d / "loop.toml").symlink_to(d / "loop.toml"), "a symbolic link in a loop, not a spec file"),
+    ("dangling symlink", lambda d: (d / "loop.toml").symlink_to(d / "gone.toml"),
+     "a symbolic link to", "which does not exist, not a spec file"),
+    ("fifo", lambda d: os.mkfifo(d / "loop.toml"), "a named pipe (FIFO), not a spec file"),
+]
+
+
+@pytest.mark.parametrize("case", ODD_SPECS, ids=[c[0] for c in ODD_SPECS])
+@pytest.mark.parametrize("command", ["plan", "apply"])
+def test_a_spec_path_that_is_no_file_is_named_for_what_it_is(tmp_path, capsys, case, command):
+    _, make, *fragments = case
+    make(tmp_path)
+    code = main([command, str(tmp_path / "loop.toml")])
+    err = capsys.readouterr().err
+    assert code == 66 and all(f in err for f in fragments) and "did you mean" not in err, err
+    assert err.count("\n") == 1 and not (tmp_path / "store").exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
@@ -43,6 +44,10 @@ class ExecutorOptions:
 def register_executor(name: str, target: str, *, replaces: bool = False) -> None:
     """Make ``--executor name`` run through ``target`` (``"package.module:Class"``); a name already
     taken (``local``, ``ray``, another plugin's) is refused unless ``replaces``."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][\w-]*", name):
+        raise TypeError(f"register_executor: name {name!r}; it is a word, as --executor NAME takes it")
+    if not isinstance(target, str) or not re.fullmatch(r"[\w.]+:[\w.]+", target):
+        raise TypeError(f"register_executor({name!r}, {target!r}): the target is 'package.module:Class'")
     known = _EXECUTORS.get(name)
     if known is not None and known != target and not replaces:
         raise ValueError(f"executor {name!r} is {known}; give {target} another name, or pass replaces=True to "

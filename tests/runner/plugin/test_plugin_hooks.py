@@ -328,3 +328,74 @@ def test_a_simple_study_without_a_table_is_refused_at_load(case, body, message, 
     code, out, err = in_process("plan", tmp_path / "broken.toml", "--no-estimate")
     _one_line(code, out, err, "plugin 'plugin_case_study' cannot be loaded: TypeError: ")
     assert message in err, err
+
+
+# --------------------------------------------------------------------------- identity, check, problems at plan
+
+HOOKED = """
+from runner.data.forms import Documents
+from runner.data.registry import DOCUMENTS, DataSource, register_data_source
+
+class Odd(DataSource):
+    name, scheme, written, gives = "odd", "odd", "'odd:<x>'", frozenset({{DOCUMENTS}})
+    def documents(self, source, base, **options):
+        return Documents("odd", [])
+    def {hook}(self, *args, **options):
+        {body}
+
+register_data_source(Odd())
+"""
+
+PLAN_CASES = [
+    ("identity returns an empty string", "identity", "return ''", "identity() returned ''; it returns a non-empty string"),
+    ("identity returns a number", "identity", "return 3", "identity() returned 3; it returns a non-empty string"),
+    ("identity returns bytes", "identity", "return b'sha'", "identity() returned b'sha'; it returns a non-empty string"),
+    ("identity returns a dict", "identity", "return {'sha': 1}", "identity() returned {'sha': 1}"),
+    ("identity raises KeyError", "identity", "raise KeyError('revision')", "identity() raised KeyError: 'revision'"),
+    ("identity raises an OS error", "identity", "raise PermissionError(13, 'denied')", "identity() raised PermissionError"),
+    ("check returns a number", "check", "return 3", "check() returned 3; it returns None or a message"),
+    ("check returns bytes", "check", "return b'no'", "check() returned b'no'; it returns None or a message"),
+    ("check returns True", "check", "return True", "check() returned True; it returns None or a message"),
+    ("check returns a tuple", "check", "return ('no',)", "check() returned ('no',); it returns None or a message"),
+    ("check raises ValueError", "check", "raise ValueError('bad')", "check() raised ValueError: bad"),
+    ("check raises a recursion error", "check", "return self.check(*args, **options)", "check() raised RecursionError"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case, hook, body, message", PLAN_CASES, ids=[c[0] for c in PLAN_CASES])
+def test_a_data_source_hook_at_plan_is_one_line(case, hook, body, message, plugins, in_process, tmp_path):  # noqa: F811
+    plugins("plugin_case_hooks", plugin_case_hooks=HOOKED.format(hook=hook, body=body))
+    (tmp_path / "odd.toml").write_text(DEPTH)
+    code, out, err = in_process("plan", tmp_path / "odd.toml", "--no-estimate")
+    _one_line(code, out, err, f"{WHO}.{message}")
+    assert not (tmp_path / "store").exists()
+
+
+#: Registrations of model families and executors that are not one, refused when the plug-in loads.
+OTHER_REGISTRATIONS = [
+    ("a family class", "from models.registry import Family, register_family\nclass F(Family):\n    name = 'f'\n"
+                       "register_family(F)\n", "register_family takes an instance: register_family(F())"),
+    ("a family that is no family", "from models.registry import register_family\nregister_family(object())\n",
+     "register_family takes a models.registry.Family, not object"),
+    ("a family without a name", "from models.registry import Family, register_family\nclass F(Family):\n    name = ''\n"
+                                "register_family(F())\n", "name = ''; it is a non-empty string"),
+    ("an executor with a blank name", "from runner.run.execute.registry import register_executor\n"
+                                      "register_executor(' ', 'pkg.mod:Ex')\n", "register_executor: name ' '"),
+    ("an executor named by a number", "from runner.run.execute.registry import register_executor\n"
+                                      "register_executor(3, 'pkg.mod:Ex')\n", "register_executor: name 3"),
+    ("an executor without a class", "from runner.run.execute.registry import register_executor\n"
+                                    "register_executor('mine', 'pkg.mod')\n", "the target is 'package.module:Class'"),
+    ("an executor given a class", "from runner.run.execute.registry import register_executor\n"
+                                  "register_executor('mine', object)\n", "the target is 'package.module:Class'"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("case, module, message", OTHER_REGISTRATIONS, ids=[c[0] for c in OTHER_REGISTRATIONS])
+def test_a_registration_that_is_none_is_refused_at_load(case, module, message, plugins, in_process, tmp_path):  # noqa: F811
+    plugins("plugin_case_hooks", plugin_case_hooks=module)
+    (tmp_path / "odd.toml").write_text(DEPTH.replace("odd:x", "builtin:pydoc-topics"))
+    code, out, err = in_process("plan", tmp_path / "odd.toml", "--no-estimate")
+    _one_line(code, out, err, "plugin 'plugin_case_hooks' cannot be loaded: TypeError: ")
+    assert message in err, err

@@ -75,7 +75,15 @@ def test_the_export_refuses_what_is_no_store_and_outputs_that_would_land_in_one(
              ((small_store, tmp_path / "store/nc.runner/x.nc"), "where the runner keeps nc.zarr's run state"),
              ((small_store, tmp_path / "store/nc.history/x.nc"), "nc.zarr's earlier versions"),
              ((small_store, tmp_path / "folder"), "is a folder; name the netCDF file"),
-             ((small_store, tmp_path / "no/such/x.nc"), "does not exist")]
+             ((small_store, tmp_path / "no/such/x.nc"), "does not exist"),
+             ((small_store, tmp_path / "a_file/x.nc"), "a_file is a file, not a folder"),
+             ((small_store, small_store / "lyapunov" / "x.nc"), "is inside the zarr store"),
+             ((small_store, tmp_path / "store/nc.runner/records/x.nc"), "where the runner keeps nc.zarr's run state"),
+             ((tmp_path / "store", tmp_path / "x.nc"), "is not a store (a folder without a zarr.json is there)"),
+             ((small_store / "lyapunov", tmp_path / "x.nc"), "is a zarr store this runner did not write"),
+             (("", tmp_path / "x.nc"), "not an empty one"),
+             ((small_store, " "), "not an empty one"),
+             ((small_store, 3), "takes a store path and a file path, not PosixPath and int")]
     for (store, out), said in cases:
         with pytest.raises(ExportError, match=said.replace("(", r"\(").replace(")", r"\)")):
             to_netcdf(store, out)

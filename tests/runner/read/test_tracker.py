@@ -202,3 +202,35 @@ def test_a_tracking_server_that_answers_is_accepted(tmp_path):
         server.shutdown()
     check_target(f"mlflow:sqlite:///{tmp_path}/new.db")
     check_target(f"mlflow:{tmp_path}/runs")
+
+
+@pytest.mark.parametrize(("uri", "said"), [
+    ("::nonsense", "'::nonsense' is neither a tracking URI nor a folder"),
+    (":", "':' is neither a tracking URI nor a folder"),
+    ("?runs", "'?runs' is neither a tracking URI nor a folder"),
+    ("file:///{tmp}/file.txt", "file.txt is a file; MLflow keeps runs in a folder there"),
+    ("file:///{tmp}/file.txt/runs", "lies under"),
+    ("{tmp}/file.txt/deeper/runs", "lies under"),
+    ("sqlite:///{tmp}/file.txt/deeper/m.db", "lies under"),
+    ("sqlite:///{tmp}/folder", "is a folder, not an SQLite database file"),
+    ("sqlite:///{tmp}/text.db", "is not an SQLite database"),
+    ("http://127.0.0.1:9", "no tracking server answers at http://127.0.0.1:9"),
+    ("https://127.0.0.1:9/mlflow", "no tracking server answers at https://127.0.0.1:9/mlflow"),
+])
+def test_a_tracking_uri_that_cannot_take_runs_is_named(uri, said, tmp_path):
+    from runner.read.tracker import uri_problem
+
+    (tmp_path / "file.txt").write_text("x")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "text.db").write_text("not sqlite")
+    problem = uri_problem(uri.format(tmp=tmp_path), timeout=2)
+    assert problem is not None and said in problem, problem
+
+
+@pytest.mark.parametrize("uri", ["{tmp}/runs", "file:///{tmp}/runs", "sqlite:///{tmp}/new/m.db", "sqlite:///{tmp}/empty.db",
+                                 "postgresql://user@db/mlflow", "databricks", "./runs"])
+def test_a_tracking_uri_that_can_take_runs_is_accepted(uri, tmp_path):
+    from runner.read.tracker import uri_problem
+
+    (tmp_path / "empty.db").write_bytes(b"")  # an empty file: SQLite makes its database there
+    assert uri_problem(uri.format(tmp=tmp_path), timeout=2) is None

@@ -89,6 +89,10 @@ def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tm
     assert _records(url).keys() == _records(str(tmp_path / "store/local.zarr")).keys()
     code, out, err = in_process("apply", "maps.toml")
     assert code == 0 and "nothing to do" in out, err
+    import runner.api as api
+
+    tree = api.open(url, history=True)  # a healthy store on S3, with the history it never keeps there (issue 50)
+    assert list(tree.children) == ["current"] and "lyapunov" in tree["current"].to_dataset()
     edited = (tmp_path / "maps.toml").read_text().replace("samples = 8", "samples = 6")
     (tmp_path / "edited.toml").write_text(edited)
     code, _, err = in_process("apply", "edited.toml", "-q")  # finished results are never replaced unasked

@@ -52,3 +52,20 @@ def test_history_remove_answers_in_json_when_asked(tmp_path):
     (name,) = [v["name"] for v in json.loads(run_cli("history", store, "--json", cwd=tmp_path).stdout)]
     removed = run_cli("history", store, "--json", "--remove", name, cwd=tmp_path)
     assert removed.returncode == 0 and json.loads(removed.stdout)["removed"] == name
+
+
+def test_a_kept_version_without_its_description_is_listed_damaged_not_hidden(tmp_path):
+    spec, store = _store(tmp_path / "a")
+    spec.write_text(TEXT.replace("g = 0.5", "g = 0.6"))
+    assert run_cli("apply", spec, "-q", "--replace", cwd=spec.parent).returncode == 0
+    (version,) = [p for p in (store.parent / "s.history").iterdir()]
+    (version / "manifest.json").unlink()
+    listed = run_cli("history", store, cwd=tmp_path)
+    assert listed.returncode == 0 and version.name in listed.stdout and "DAMAGED: its description" in listed.stdout
+    checked = run_cli("verify", store, "--version", version.name, cwd=tmp_path)
+    assert checked.returncode == 74 and "is missing" in checked.stderr, checked.stderr
+
+
+def test_verify_version_of_a_missing_store_says_the_store_is_missing(tmp_path):
+    out = run_cli("verify", tmp_path / "nowhere.zarr", "--version", "2026-01-01T00-00-00Z", cwd=tmp_path)
+    assert out.returncode == 66 and "nowhere.zarr" in out.stderr and "has no kept version" not in out.stderr, out.stderr
