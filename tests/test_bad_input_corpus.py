@@ -51,3 +51,16 @@ def test_the_surfaces_corpus_has_150_cases_or_more_each_with_a_time_limit():
                         for m in f.pytestmark)]  # the tests over a table of cases
         assert len(over) == len(tables), (name, tables, over)  # every table drives a test
         assert all(any(m.name == "timeout" for m in f.pytestmark) for f in over), name
+
+
+#: The corpus of the plug-in hooks (issue 50): a data source's readers, identity and check, registrations,
+#: a SimpleStudy's hooks and table; each case a line naming the plug-in.
+PLUGIN_HOOKS = "tests.runner.plugin.test_plugin_hooks"
+
+
+def test_the_plugin_hooks_corpus_has_80_cases_or_more_each_with_a_time_limit():
+    module = importlib.import_module(PLUGIN_HOOKS)
+    assert _cases(module) >= 80, _cases(module)
+    tests = [f for k, f in vars(module).items() if k.startswith("test_") and hasattr(f, "pytestmark")
+             and any(m.name == "parametrize" for m in f.pytestmark)]
+    assert tests and all(any(m.name == "timeout" for m in f.pytestmark) for f in tests)

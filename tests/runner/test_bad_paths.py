@@ -409,6 +409,7 @@ ODD_SPECS = [
 ]
 
 
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("case", ODD_SPECS, ids=[c[0] for c in ODD_SPECS])
 @pytest.mark.parametrize("command", ["plan", "apply"])
 def test_a_spec_path_that_is_no_file_is_named_for_what_it_is(tmp_path, capsys, case, command):

@@ -62,13 +62,7 @@ def test_a_disk_that_fills_up_mid_run(small_disk, reference):
     proc = popen_cli("apply", spec, "-q", cwd=small_disk, RUNNER_TEST_STALL="tanh@1550")
     marker = small_disk / "store/fault.runner/stalled"
     _wait_for(marker, proc)
-    filler = small_disk / "filler"
-    with open(filler, "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * (1 << 16))
-        except OSError:
-            pass
+    filler = _fill(small_disk)
     marker.unlink()
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 74, err

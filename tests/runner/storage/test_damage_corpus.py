@@ -222,7 +222,7 @@ DAMAGE = {
                                                       lambda m: m.update(layout_id="0" * 32)), "of another version"),
 }
 
-QUICK = ["root metadata corrupt", "chunks swapped", "coordinate deleted", "array metadata deleted", "manifest and a coordinate chunk deleted", "fill_value edited", "shape digit flipped", "record edited",
+QUICK = ["root metadata corrupt", "manifest of another version", "chunks swapped", "coordinate deleted", "array metadata deleted", "manifest and a coordinate chunk deleted", "fill_value edited", "shape digit flipped", "record edited",
          "record deleted"]
 CASES = [("depth", d) for d in DAMAGE] + [(s, d) for s in ("training", "transject") for d in QUICK]
 

@@ -57,6 +57,8 @@ def test_an_extension_from_an_edited_final_state_is_refused_and_named(tmp_path):
 
     checked = run_cli("verify", store, cwd=tmp_path)
     assert checked.returncode == 74 and name in checked.stdout + checked.stderr, checked.stdout + checked.stderr
+    planned = run_cli("plan", spec, "--detailed-exitcode", "--no-estimate", cwd=tmp_path)
+    assert planned.returncode == 2 and "(kept state)" in planned.stdout, planned.stdout
     spec.write_text(spec_text(80))
     plan = " ".join(run_cli("plan", spec, "--no-estimate", cwd=tmp_path).stdout.split())
     assert f"{name}, holds other values than were written" in plan and "not extended" in plan, plan
