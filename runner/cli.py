@@ -228,9 +228,10 @@ def _version() -> str:
 
 
 def cmd_plan(args) -> int:
-    from runner.run.apply import damage_of, prepare_all, states  # lazy: filelock, pydantic, torch
+    from runner.run.apply import prepare_all, states  # lazy: filelock, pydantic, torch
 
     _check_threads(args)
+    _DAMAGE.clear()  # read afresh by each command (the CLI may run many in one process)
     sweep, prepared = prepare_all(args.spec, args.set)
     _check_flags(prepared[0].study, [f for f, on in (("--calibrate", args.calibrate),
                                                      ("--recalibrate", args.recalibrate)) if on])
@@ -242,8 +243,8 @@ def cmd_plan(args) -> int:
     if any(s != "done" for p in prepared for s in states(p).values()):
         return EXIT_USAGE
     # nothing missing: read every recorded chunk back, so that a truncated or flipped one is work to
-    # do (the repair apply would make), as verify would find it
-    return EXIT_USAGE if any(not damage_of(p.store_path).ok for p in prepared) else EXIT_OK
+    # do (the repair apply would make), as verify would find it (once: the plan's repair line read them)
+    return EXIT_USAGE if any(not _damage(p.store_path, full=True).ok for p in prepared) else EXIT_OK
 
 
 def _plan_sweep(args, sweep, prepared) -> int:
@@ -373,10 +374,17 @@ def _plan_one(args, p) -> int:
 def _damage(path: Path, full: bool):
     """What plan sees damaged: without reading chunks back (files missing or empty, metadata that
     differs from the manifest), or reading every recorded chunk back (``full``, as verify does: what
-    ``plan --detailed-exitcode`` asks)."""
+    ``plan --detailed-exitcode`` asks; read once per store and command)."""
     from runner.run.apply import damage_of  # lazy: filelock, pydantic, torch
 
-    return damage_of(path, quick=not full)
+    key = (str(path), full)
+    if key not in _DAMAGE:
+        _DAMAGE[key] = damage_of(path, quick=not full)
+    return _DAMAGE[key]
+
+
+#: The damage read by this command, per (store, full): plan's repair line and its exit code share one read.
+_DAMAGE: dict[tuple[str, bool], object] = {}
 
 
 def _repair_line(damage, full: bool) -> None:

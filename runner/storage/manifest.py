@@ -194,6 +194,15 @@ def read_manifest(state_dir: Location, store_id: str | None, layout_id: str | No
     return found
 
 
+def read_any_manifest(state_dir: Location) -> dict | None:
+    """The manifest in ``state_dir`` whose digest holds, whichever store it names (None: none, or corrupt):
+    what a corrupt root is repaired from, and how a runner folder copied from another store is told."""
+    try:
+        return check_manifest((location(state_dir) / MANIFEST).read_bytes(), None, any_store=True)
+    except (OSError, ManifestCorrupt):
+        return None
+
+
 def check_manifest(data: bytes | dict, store_id: str | None, any_store: bool = False) -> dict | None:
     """A manifest as read (bytes, or a dict a version keeps), checked: see :func:`read_manifest`
     (``any_store``: whichever store it names)."""

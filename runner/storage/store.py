@@ -35,8 +35,8 @@ from runner.core.layout import INTERNAL, Layout, internal, with_internal
 from runner.storage.bucket_lock import Lease
 from runner.storage.location import (Location, Remote, exchange, finish_exchange, location, move_tree,
                                      reachable_problem, remove_tree, write_atomic, zarr_store)
-from runner.storage.manifest import (MANIFEST, NEXT, ROOT, ManifestCorrupt, array_nodes, build, check_manifest, chunk_keys, chunk_digests,
-                                     normalized, read_manifest, unlist, write_manifest)
+from runner.storage.manifest import (MANIFEST, NEXT, ROOT, ManifestCorrupt, array_nodes, build, chunk_keys, chunk_digests,
+                                     normalized, read_any_manifest, read_manifest, unlist, write_manifest)
 from runner.storage.readers import switching
 from runner.storage.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
                             records_exist, unreadable_records, write_records)
@@ -108,11 +108,8 @@ def manifest_root(path: Path) -> dict | None:
     """The root ``zarr.json`` of the store at ``path`` as its manifest binds it (a group with its
     attributes), when a manifest whose digest holds is there and names the store its root attributes
     name; else None. What a corrupt root is repaired from."""
-    try:
-        found = check_manifest((runner_dir(location(path)) / MANIFEST).read_bytes(), None, any_store=True)
-    except (OSError, ManifestCorrupt):
-        return None
-    attrs = ((found or {}).get("metadata") or {}).get(ROOT, {}).get("attributes")
+    found = read_any_manifest(runner_dir(location(path))) or {}
+    attrs = (found.get("metadata") or {}).get(ROOT, {}).get("attributes")
     if not isinstance(attrs, dict) or internal(attrs).get("store_id") != found.get("store_id"):
         return None
     return {"zarr_format": 3, "node_type": "group", "attributes": attrs}

@@ -31,7 +31,7 @@ from runner.storage import kept
 from runner.storage.history import version_at
 from runner.storage.location import Location, Remote, location, remove_tree, zarr_store
 from runner.storage.manifest import (ALGORITHM, array_nodes, MANIFEST, ROOT, ManifestCorrupt, check_manifest, chunk_digests,
-                                     differences, normalized, read_manifest, record_digest)
+                                     differences, normalized, read_any_manifest, read_manifest, record_digest)
 from runner.storage.records import as_bound, chunk_coords, decode_key, drop_records, encode_key
 from runner.storage.store import (atomic_write_bytes, manifest_root, read_tasks_checked, root_attrs, runner_dir,
                                   store_id)
@@ -208,7 +208,7 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     corrupt_root = _json_problem(path / "zarr.json")
     if corrupt_root:  # bound by the manifest (else metadata_problem refused): written back by apply
         damage.problems.append(("(root)", "zarr.json", f"corrupt ({corrupt_root}); the manifest keeps it"))
-        damage.altered[ROOT] = {"attributes": manifest_root(path)["attributes"]}
+        damage.altered[ROOT] = {"attributes": root_attrs(path)}  # the manifest's, as root_attrs reads them
     try:
         manifest = manifest_source()
     except ManifestCorrupt as err:
@@ -216,7 +216,7 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         damage.manifest_bad = True
         damage.problems.append(("(manifest)", MANIFEST, f"corrupt ({err})"))
     if version is None and not damage.manifest_bad and layout_id is not None and runner_dir(path).is_dir():
-        what = _unbound_manifest(manifest, layout_id, _foreign_store(path, sid))
+        what = _unbound_manifest(manifest, layout_id, _foreign_store(path, sid) if manifest is None else None)
         if what:  # not the store's: never trusted, never repaired towards; apply writes the store's again
             manifest = None
             damage.manifest_bad = True
@@ -341,11 +341,7 @@ def _check_kept(path: Location, damage: Damage) -> None:
 
 def _foreign_store(path: Location, sid: str | None) -> str | None:
     """What to say of a manifest in the store's runner folder that names another store, or None."""
-    try:
-        found = check_manifest((runner_dir(path) / MANIFEST).read_bytes(), None, any_store=True)
-    except (OSError, ManifestCorrupt):
-        return None
-    other = (found or {}).get("store_id")
+    other = (read_any_manifest(runner_dir(path)) or {}).get("store_id")
     if other is None or other == sid:
         return None
     return (f"another store's (store id {other[:12]}): the runner folder {runner_dir(path)} was copied from "
