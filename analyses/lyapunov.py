@@ -26,7 +26,8 @@ from torch import Tensor
 from analyses._arrays import tensor
 
 __all__ = ["initial_perturbation", "renormalize", "local_lyapunov", "default_k", "per_step_exponent",
-           "UnresolvedPerturbationWarning", "warn_if_unresolved"]
+           "UnresolvedPerturbationWarning", "warn_if_unresolved", "rounding_floor", "unresolved", "nonlinear",
+           "LINEARITY_RTOL", "LINEARITY_ATOL", "rounding_noise"]
 
 
 def _flat(x: Tensor) -> Tensor:
@@ -68,7 +69,7 @@ def initial_perturbation(x: Tensor, k: float, generator: torch.Generator | None 
     return x + eps.to(device=x.device, dtype=x.dtype)
 
 
-def renormalize(x: Tensor, y: Tensor, k: float) -> tuple[Tensor, Tensor]:
+def renormalize(x: Tensor, y: Tensor, k: float | Tensor) -> tuple[Tensor, Tensor]:
     r"""Measure the separation and renormalise it to ``k`` (Algorithm A1, lines 7-8, 5-6).
 
     .. math:: d = \|y - x\|, \quad \lambda = \ln(d / k), \quad
@@ -83,8 +84,8 @@ def renormalize(x: Tensor, y: Tensor, k: float) -> tuple[Tensor, Tensor]:
         Reference trajectory x_{t+tau}.
     y : Tensor, same shape as ``x``
         Perturbed trajectory y_{t+tau}.
-    k : float
-        Perturbation size.
+    k : float or Tensor of shape ``(batch,)``
+        Perturbation size (one per row, or one for all).
 
     Returns
     -------
@@ -99,6 +100,8 @@ def renormalize(x: Tensor, y: Tensor, k: float) -> tuple[Tensor, Tensor]:
         raise ValueError(f"x {tuple(x.shape)} and y {tuple(y.shape)} must have the same shape")
     diff = (y.to(torch.float64) - x.to(torch.float64))
     d = _flat(diff).norm(dim=1)
+    if isinstance(k, Tensor):
+        k = k.to(dtype=torch.float64, device=d.device)
     finite = torch.isfinite(d)
     zero = d == 0
     nan = torch.full_like(d, float("nan"))
@@ -176,7 +179,7 @@ def local_lyapunov(
             y = step(y)
         lam, y = renormalize(x, y, k)
         lams.append(lam)
-        at_floor += (k * torch.exp(lam) <= _rounding_floor(x)).sum()  # NaN (diverged) never counts
+        at_floor += unresolved(lam, k, x).sum()
     if not lams:
         return torch.empty((x0.shape[0], 0), dtype=torch.float64, device=x0.device)
     n_floor = int(at_floor)
@@ -202,9 +205,43 @@ def _eps(x: Tensor) -> float:
     return torch.finfo(x.dtype if x.is_floating_point() else torch.get_default_dtype()).eps
 
 
-def _rounding_floor(x: Tensor) -> Tensor:
+def rounding_floor(x: Tensor) -> Tensor:
     """``(batch,)`` float64: eps * ||x_i||, the rounding of a state's distance to a nearby one."""
     return _eps(x) * _flat(x.to(torch.float64)).norm(dim=1)
+
+
+def unresolved(lam: Tensor, k: float | Tensor, x: Tensor, resolution: float = 1.0) -> Tensor:
+    """``(batch,)`` bool: the separation at an interval's end, k exp(lambda), is at most ``resolution``
+    times the rounding of the state x there (:func:`rounding_floor`): the twin collapsed onto the orbit
+    in the working precision, and lambda measures rounding, not the map. NaN (a diverged twin) is
+    never unresolved."""
+    return k * torch.exp(lam) <= resolution * rounding_floor(x)
+
+
+#: The exponent at k and at a smaller perturbation must agree within this fraction of the latter
+#: (or :data:`LINEARITY_ATOL` per step, whichever is larger) for k to be in the linear regime: the
+#: linearised map's growth does not depend on the perturbation's size (Benettin et al. 1980,
+#: Meccanica 15, 9: the limit of vanishing separation). 2 %: this project's choice, no published value.
+LINEARITY_RTOL = 0.02
+#: The absolute part of the linearity tolerance, per step (an exponent near 0 has no relative scale).
+LINEARITY_ATOL = 1e-4
+
+
+def nonlinear(rate: Tensor | float, rate_small: Tensor | float, rtol: float = LINEARITY_RTOL,
+              atol: float | Tensor = LINEARITY_ATOL) -> Tensor:
+    """Whether the exponent per step ``rate`` measured at a perturbation k disagrees with ``rate_small``
+    measured at a smaller one beyond ``max(rtol |rate_small|, atol)``: k is outside the linear regime.
+    Elementwise (``atol`` may be a tensor: a per-element noise bound); NaN compares as agreement."""
+    rate, rate_small = torch.as_tensor(rate, dtype=torch.float64), torch.as_tensor(rate_small, dtype=torch.float64)
+    bound = torch.maximum(rtol * rate_small.abs(), torch.as_tensor(atol, dtype=torch.float64, device=rate_small.device))
+    return (rate - rate_small).abs() > bound
+
+
+def rounding_noise(lam: Tensor, k: float | Tensor, x: Tensor, tau: int) -> Tensor:
+    """``(batch,)``: three standard errors of lambda over one interval from the rounding of the states
+    alone: each of tau steps rounds the state by eps ||x||, against a separation of at least
+    k min(1, exp(lambda)), so ln of it moves by about sqrt(tau) eps ||x|| / that."""
+    return 3 * tau ** 0.5 * rounding_floor(x) / (k * torch.clamp(torch.exp(lam), max=1.0))
 
 
 def warn_if_unresolved(x0: Tensor, k: float) -> bool:
@@ -217,7 +254,7 @@ def warn_if_unresolved(x0: Tensor, k: float) -> bool:
     if x0.numel() == 0:
         return False
     eps = _eps(x0)
-    norm = float(_rounding_floor(x0).max()) / eps
+    norm = float(rounding_floor(x0).max()) / eps
     if not k < RESOLUTION * eps * norm:
         return False
     warnings.warn(

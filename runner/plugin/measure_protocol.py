@@ -270,6 +270,9 @@ class StepContext(Protocol):
     def twin(self, measure: Any) -> Any:
         """The measure's perturbed twins (``tags.twin``)."""
 
+    def warn(self, message: str) -> None:
+        """One warning line for the user (the pass names the network)."""
+
 
 class CheckpointContext(Protocol):
     """What a checkpoint measure may use at one ``(network, checkpoint)`` task."""

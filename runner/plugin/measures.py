@@ -108,6 +108,11 @@ class Measure:
         """Declare the variables it writes on ``b`` (``b.var(...)``, ``b.axis(...)``), for a run of ``shape``."""
         raise NotImplementedError
 
+    def default_note(self, network: Any) -> str | None:
+        """What ``plan`` says of the value a parameter left to its default takes for a resolved
+        ``network`` of its study (e.g. a perturbation size set per network); None: nothing."""
+        return None
+
     def mark_not_applicable(self, store: Any, network: int) -> None:
         """Record in the store that this measure does not apply to ``network``: by default nothing
         (its values stay NaN); a measure with outcome flags writes ``not_applicable`` there."""
@@ -153,14 +158,20 @@ def declare(measure: Measure, builder, *args) -> None:
 
 
 def hints(*, plot: str | None = None, order: int = 100, headline: tuple[str, str] | None = None,
-          overlay: str | None = None, table: str | None = None) -> dict[str, Any]:
+          overlay: str | None = None, table: str | None = None,
+          valid: tuple[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
     """Variable attributes that tell the monitor how to plot it (``order``: its place among the
     plots; ``series``/``log_series``/``histogram`` summarise samples, ``curve`` draws one line per
     network or layer; ``overlay``: a variable drawn over it for one network) and ``show`` how to
     summarise it (``(label, reduction)``, see :data:`REDUCTIONS`; ``table``: the title of a table
     of the headline value's mean and standard deviation over the replicates of each ``model``, as
-    papers report accuracies over seeds)."""
+    papers report accuracies over seeds; ``valid``: ``(outcome variable, meanings)``, the headline
+    counts only the samples whose outcome, a flag variable of the same network and sample, is one of
+    ``meanings``, and says how many it left out)."""
     out: dict[str, Any] = {"plot_overlay": overlay} if overlay else {}
+    if valid is not None:
+        assert headline is not None, "valid samples are those the headline counts"
+        out["headline_valid"] = [valid[0], list(valid[1])]
     if table is not None:
         assert headline is not None, "a table summarises the headline value"
         out["table"] = table

@@ -118,6 +118,11 @@ class StepMeasure(Measure):
         """The twins at t = 0, one per sample in ``rows``."""
         raise NotImplementedError
 
+    def perturb_shard(self, ctx: StepContext, x_all: Any, rows: slice) -> Any:
+        """The twins at t = 0 of a shard, the samples ``rows`` of ``x_all`` (all samples' states): by
+        default those of the whole batch, sliced (one twin per sample)."""
+        return self.perturb(ctx, x_all)[rows]
+
     def buffers(self, ctx: StepContext, seg: Any) -> dict[str, Any]:
         return {}
 

@@ -257,29 +257,56 @@ REDUCTIONS = {
 }
 
 
+def _valid(ds, name: str):
+    """The values of ``name`` the headline counts: where its hint's outcome variable (``valid``)
+    has one of the valid meanings; all where it has none, or the outcome is not written yet."""
+    var = ds[name]
+    valid = internal(var.attrs).get("headline_valid")
+    if not valid or valid[0] not in ds:
+        return var
+    outcome = ds[valid[0]]
+    meanings = str(outcome.attrs.get("flag_meanings", "")).split()
+    codes = [c for m, c in zip(meanings, outcome.attrs.get("flag_values", [])) if m in valid[1]]
+    unwritten = outcome.isnull() | (outcome == -1)  # the fill, decoded to NaN or not
+    return var.where(outcome.isin(codes) | unwritten)
+
+
+def left_out(ds, name: str) -> dict[str, dict[str, int]]:
+    """Per network, the samples the headline of ``name`` leaves out, by outcome (empty: none)."""
+    valid = internal(ds[name].attrs).get("headline_valid")
+    if not valid or valid[0] not in ds:
+        return {}
+    counts = outcome_counts(ds[[valid[0]]]).get(valid[0], {})
+    return {net: {m: n for m, n in by.items() if n and m not in valid[1]} for net, by in counts.items()
+            if any(n and m not in valid[1] for m, n in by.items())}
+
+
 def headlines(ds) -> list[tuple[str, str, dict[str, float | None]]]:
     """(label, variable, value per network; None: not computed yet) of each variable with a
-    headline hint, reduced as the hint asks."""
+    headline hint, reduced as the hint asks over the samples it counts (:func:`left_out`)."""
     rows = []
     for name, var in ds.data_vars.items():
         spec = internal(var.attrs).get("headline")
         if spec and "network" in var.dims and spec[1] in REDUCTIONS:
-            fn = REDUCTIONS[spec[1]]
-            values = [float(fn(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])]
+            fn, counted = REDUCTIONS[spec[1]], _valid(ds, name)
+            values = [float(fn(counted.isel(network=i)).load()) for i in range(ds.sizes["network"])]
             rows.append((spec[0], name, {str(n): (v if v == v else None) for n, v in zip(ds["network"].values, values)}))
     return rows
 
 
 def _results(ds) -> list[str]:
     """A few headline numbers per network, as the variables' headline hints ask
-    (NaN: not computed yet)."""
+    (NaN: not computed yet), and the samples each leaves out."""
     rows = headlines(ds)
     if not rows:
         return []
     lines = ["results (per network; - = none or not computed yet):"]
-    for label, _, values in rows:
+    for label, name, values in rows:
         lines.append(f"  {label:<26} " + "  ".join(f"{n}={v:.4g}" if v is not None else f"{n}=-"
                                                   for n, v in values.items()))
+        for net, by in left_out(ds, name).items():
+            said = ", ".join(f"{n} {m.replace('_', ' ')}" for m, n in by.items())
+            lines.append(f"  {'':<26} {net}: leaves out {said} (see {internal(ds[name].attrs)['headline_valid'][0]})")
     return lines
 
 
@@ -306,7 +333,8 @@ def show_json(path: Path) -> dict:
         "store": str(path), "dimensions": dict(ds.sizes),
         "variables": [{"name": n, "dims": list(v.dims), "dtype": str(v.dtype), "long_name": v.attrs.get("long_name"),
                        "units": v.attrs.get("units")} for n, v in ds.data_vars.items()],
-        "results": [{"label": label, "variable": name, "per_network": values} for label, name, values in headlines(ds)],
+        "results": [{"label": label, "variable": name, "per_network": values, "left_out": left_out(ds, name)}
+                    for label, name, values in headlines(ds)],
         "outcomes": outcome_counts(ds),
         "tasks": [{"id": tid, **{k: rec.get(k) for k in ("network_label", "measure", "kind", "checkpoint", "seconds",
                                                         "device", "finished_utc")}}
@@ -349,7 +377,8 @@ def _tables(ds) -> list[str]:
         reduction = REDUCTIONS.get(spec[1])
         if reduction is None:
             continue
-        values = np.array([float(reduction(ds[name].isel(network=i)).load()) for i in range(ds.sizes["network"])])
+        counted = _valid(ds, name)
+        values = np.array([float(reduction(counted.isel(network=i)).load()) for i in range(ds.sizes["network"])])
         width = max(len(m) for m in models)
         lines += [f"{title}:", f"  {'model':<{width}}  {'mean':>8}   {'s.d.':>7}  n"]
         for m in dict.fromkeys(models):

@@ -7,11 +7,15 @@ import pytest
 import torch
 
 from analyses.lyapunov import (
+    LINEARITY_ATOL,
+    LINEARITY_RTOL,
     UnresolvedPerturbationWarning,
     initial_perturbation,
     local_lyapunov,
+    nonlinear,
     per_step_exponent,
     renormalize,
+    unresolved,
 )
 
 
@@ -209,3 +213,32 @@ def test_contracting_map_needs_k_that_survives_the_contraction():
                                generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(per_step_exponent(lam, 10), torch.full_like(lam, math.log(0.5)), rtol=0, atol=2e-3)
     torch.testing.assert_close(per_step_exponent(lam64, 10), torch.full_like(lam, math.log(0.5)), rtol=0, atol=1e-6)
+
+
+def test_renormalize_takes_one_k_per_row():
+    """Two rows at distance 2 from x, renormalised to k = 1 and 0.5: lambda = ln 2 and ln 4, and each
+    comes back at its own k."""
+    x = torch.zeros((2, 1, 3), dtype=torch.float64)
+    y = torch.tensor([[[2.0, 0, 0]], [[0, 2.0, 0]]], dtype=torch.float64)
+    lam, y_new = renormalize(x, y, torch.tensor([1.0, 0.5]))
+    assert torch.allclose(lam, torch.tensor([math.log(2), math.log(4)], dtype=torch.float64))
+    assert torch.allclose(y_new.flatten(1).norm(dim=1), torch.tensor([1.0, 0.5], dtype=torch.float64))
+
+
+def test_the_linearity_tolerance_is_relative_with_an_absolute_floor():
+    assert not nonlinear(0.419, 0.419) and not nonlinear(0.419 * (1 + LINEARITY_RTOL / 2), 0.419)
+    assert nonlinear(0.419 * (1 + 2 * LINEARITY_RTOL), 0.419)
+    assert not nonlinear(LINEARITY_ATOL / 2, 0.0) and nonlinear(2 * LINEARITY_ATOL, 0.0)  # no relative scale at 0
+    assert not nonlinear(float("nan"), 0.4)  # nothing to judge
+    # a per-element noise bound widens the tolerance where it is larger
+    assert nonlinear(torch.tensor([0.5, 0.5]), torch.tensor([0.4, 0.4]), atol=torch.tensor([0.01, 0.2])).tolist() == [True, False]
+
+
+def test_an_interval_is_unresolved_where_the_separation_reaches_the_states_rounding():
+    """eps * ||x||: a separation of 1e-20 from a state of norm 1 is below fp64's rounding (2.2e-16), 1e-6
+    is not; with a resolution factor of 100 the bound moves up to 2.2e-14."""
+    x = torch.ones((3, 1, 1), dtype=torch.float64)
+    lam = torch.log(torch.tensor([1e-20, 1e-6, 1e-15], dtype=torch.float64))  # separations at k = 1
+    assert unresolved(lam, 1.0, x).tolist() == [True, False, False]
+    assert unresolved(lam, 1.0, x, 100.0).tolist() == [True, False, True]
+    assert not unresolved(torch.tensor([float("nan")], dtype=torch.float64), 1.0, x[:1]).any()

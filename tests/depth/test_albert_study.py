@@ -99,7 +99,10 @@ def test_albert_study_end_to_end(tmp_path, tiny_albert, corpus):
     assert {p: p.stat().st_mtime_ns for p in chunks} == chunks, "a finished spec rewrote data"
     ds = xr.open_zarr(tmp_path / "store/tiny_albert.zarr")  # what a user types: consolidated metadata
     assert ds.sizes["network"] == 3 and list(ds.network.values) == ["pretrained", "initial/0", "initial/1"]
-    assert (ds.lyapunov_k.values == 1.0).all()  # no k in the spec: the paper's for ALBERT
+    # no k in the spec: sqrt(unit roundoff) x the RMS norm of each network's states at t = 0 (plan says the
+    # rule): far below the paper's k = 1 for states of norm ~ sqrt(tokens x hidden), and one per network
+    assert "pretrained, initial/0, initial/1: k=2.4e-04 x RMS ||x_0||" in " ".join(plan.stdout.split())
+    assert (ds.lyapunov_k.values < 0.1).all() and (ds.lyapunov_k.values > 2.4e-4).all()
 
     # every sample is traceable: its text, where it came from, and exactly `tokens` token ids
     assert ds.input_ids.shape == (12, 12) and (ds.input_ids >= 0).all()

@@ -37,6 +37,7 @@ kind = "token_deviation"
 [[measure]]
 kind = "lyapunov"
 tau = 5
+k = 1.0       # large against rounding: a default k (2.4e-4 of the state) would see compile's rounding in lambda
 
 [[measure]]
 kind = "effective_dimension"

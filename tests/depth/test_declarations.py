@@ -23,13 +23,14 @@ def _net(spec, i: int, n_hidden: int) -> Network:
 def test_memory_counts_the_batch_a_declared_window_and_declared_weights():
     """By counting: fp64 elements are 8 bytes; a tanh reservoir of N = 100 holds W drawn in fp64 and W
     and g W^T in the working precision (3 x 8 x N^2 bytes); PCA keeps its window of steps 0, 5, ..., 20
-    (5 points) of 2 samples on the device; the batch is 4 samples and the Lyapunov exponent's 4 twins."""
+    (5 points) of 2 samples on the device; the batch is 4 samples and the Lyapunov exponent's 4 twins
+    and 4 twins of its linearity check."""
     spec = _spec([{"name": "r", "source": "map:tanh", "params": {"n": 100}}],
                  [{"kind": "pca", "samples": [0, 1], "every": 5}, {"kind": "lyapunov", "tau": 2}])
     sample = 100 * 8
-    assert _state_nbytes(spec, [_net(spec, 0, 100)]) == (4 + 4) * sample + 5 * 2 * sample + 3 * 8 * 100 ** 2
+    assert _state_nbytes(spec, [_net(spec, 0, 100)]) == (4 + 8) * sample + 5 * 2 * sample + 3 * 8 * 100 ** 2
     logistic = _spec([{"name": "l", "source": "map:logistic"}], [{"kind": "lyapunov", "tau": 2}])
-    assert _state_nbytes(logistic, [_net(logistic, 0, 1)]) == (4 + 4) * 8  # a formula: no weights
+    assert _state_nbytes(logistic, [_net(logistic, 0, 1)]) == (4 + 8) * 8  # a formula: no weights
 
 
 def test_strides_are_what_each_measure_declares():
@@ -58,11 +59,13 @@ def test_a_trajectory_beyond_every_state_is_refused_by_its_own_check():
 
 def test_twins_enter_the_key_unless_their_measure_keeps_them_out():
     maps = [{"name": "l", "source": "map:logistic"}]
-    alone = _spec(maps, [{"kind": "lyapunov", "tau": 2}])
-    key = trajectory_key(alone, _net(alone, 0, 1))
+    unchecked = _spec(maps, [{"kind": "lyapunov", "tau": 2, "check_samples": 0}])
+    key = trajectory_key(unchecked, _net(unchecked, 0, 1))
     assert key["with_perturbation"] and "twins" not in key  # stores made before twins were listed keep their ids
+    alone = _spec(maps, [{"kind": "lyapunov", "tau": 2}])  # one twin per sample and one of the linearity check
+    assert trajectory_key(alone, _net(alone, 0, 1))["twins"] == [["lyapunov", 8]]
     both = _spec(maps, [{"kind": "lyapunov", "tau": 2}, {"kind": "twin_distance", "samples": [1]}])
-    assert trajectory_key(both, _net(both, 0, 1))["twins"] == [["lyapunov", 4], ["twin_distance", 1]]
+    assert trajectory_key(both, _net(both, 0, 1))["twins"] == [["lyapunov", 8], ["twin_distance", 1]]
 
 
 def test_a_split_is_refused_by_the_measure_on_a_view_with_shards():

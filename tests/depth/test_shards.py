@@ -98,7 +98,10 @@ def test_lyapunov_exponents_of_sharded_passes_equal_unsharded_ones(in_process, t
     whole, _ = _data(tmp_path / "store/whole.zarr")
     sharded, _ = _data(tmp_path / "store/sharded.zarr")
     assert whole.lyapunov.notnull().all() and whole.lyapunov.std() > 0
-    xr.testing.assert_allclose(sharded, whole, rtol=1e-9, atol=0)
+    # the linearity check's twin is 10 times closer to x, so a shard's other batch size moves its lambda by
+    # ten times more of the rounding (about 1e-8 of it in fp64)
+    xr.testing.assert_allclose(sharded.lyapunov_check, whole.lyapunov_check, rtol=1e-6, atol=0)
+    xr.testing.assert_allclose(sharded.drop_vars("lyapunov_check"), whole.drop_vars("lyapunov_check"), rtol=1e-9, atol=0)
 
 
 def test_measures_that_read_all_samples_are_refused_before_compute(in_process, tmp_path, model):

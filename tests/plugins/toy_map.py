@@ -41,3 +41,31 @@ class Rotation(DynamicalMap):
 
 
 register_map("rotation", Rotation)
+
+
+class ChebyshevParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Chebyshev(DynamicalMap):
+    """``x -> 4 x^3 - 3 x`` (the Chebyshev polynomial T_3) on [-1, 1], conjugate to tripling an angle
+    (cos 3 theta = T_3(cos theta)): its Lyapunov exponent is ln 3 (Ott, Chaos in Dynamical Systems,
+    2nd ed., Sec. 2.2, the same argument as for the logistic map at r = 4). It declares no domain, as a
+    plug-in family need not: its twins' regime is checked on the run."""
+
+    params_model = ChebyshevParams
+    n_hidden = 1
+
+    def __init__(self, params: ChebyshevParams, *, seed: int = 0, dtype=torch.float32, device="cpu"):
+        super().__init__()
+        self.dtype, self.device = dtype, device
+
+    def initial_state(self, inputs: MapInputs) -> torch.Tensor:
+        u = torch.rand((inputs.samples, 1, 1), generator=inputs.generator, dtype=torch.float64)
+        return torch.cos(2 * math.pi * u).to(dtype=self.dtype, device=self.device)
+
+    def step(self, x: torch.Tensor, attention_mask=None) -> torch.Tensor:
+        return 4 * x ** 3 - 3 * x
+
+
+register_map("chebyshev", Chebyshev)

@@ -144,11 +144,15 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
         title="Local Lyapunov exponent and effective dimension")
 def lyapunov_and_dimension(ds: xr.Dataset) -> Figure:
     """Mean lambda(t) per step over replicates and samples, and N_eff(t) over replicates, with 95%
-    bootstrap bands; each label gives its n."""
+    bootstrap bands; each label gives its n, and the samples whose exponent is not trusted
+    (``lyapunov_twin`` other than stayed: unresolved, nonlinear, a twin that ran off) are left out."""
     fig = new_figure(6.4, 6.0)
     top, bottom = fig.subplots(2, 1, sharex=True)
+    lam, flagged = _trusted_lyapunov(ds)
     for m in models(ds):
-        mean_band(top, of_model(ds["lyapunov_per_step"], m), ("network", "sample"), "lyapunov_step", label=m)
+        out = int(of_model(flagged, m).sum())
+        label = f"{m}, {out} left out" if out else m
+        mean_band(top, of_model(lam, m), ("network", "sample"), "lyapunov_step", label=label)
         mean_band(bottom, of_model(ds["effective_dimension"], m), ("network",), "neff_step", label=m)
     top.axhline(0, color="grey", linewidth=0.5)
     top.set(ylabel=r"$\lambda(t)$ per step")
@@ -178,8 +182,34 @@ def long_run(ds: xr.Dataset) -> Figure:
         lam = thin(ds["lyapunov_per_step"].sel(network=net, sample=sample), "lyapunov_step")
         axes[2, k].plot(lam["lyapunov_step"].values, lam.values, linewidth=0.8)
         axes[2, k].axhline(0, color="grey", linewidth=0.5)
+        _shade_regime(axes[2, k], ds, net, sample)
         axes[2, k].set(xlabel="t", ylabel=r"$\lambda(t)$ per step")
     return fig
+
+
+def _trusted_lyapunov(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
+    """lambda(t) per step of the samples whose exponent is trusted (``lyapunov_twin`` stayed, or not
+    written), and which samples were left out ``(network, sample)``."""
+    lam = ds["lyapunov_per_step"]
+    if "lyapunov_twin" not in ds:
+        return lam, xr.zeros_like(lam.isel(lyapunov_step=0), dtype=bool)
+    twin = ds["lyapunov_twin"]
+    flagged = twin.notnull() & (twin != -1) & (twin != flag_code(twin, "stayed"))
+    return lam.where(~flagged), flagged
+
+
+def _shade_regime(ax, ds: xr.Dataset, net, sample) -> None:
+    """Grey over the intervals of one sample whose lambda is not the map's (``lyapunov_regime``:
+    unresolved or nonlinear)."""
+    if "lyapunov_regime" not in ds:
+        return
+    regime = ds["lyapunov_regime"].sel(network=net, sample=sample)
+    bad = (regime.notnull() & (regime != -1) & (regime != flag_code(regime, "resolved"))).values
+    if bad.any():
+        t = regime["lyapunov_step"].values
+        ax.fill_between(t, 0, 1, where=bad, step="post", color="grey", alpha=0.3, linewidth=0,
+                        transform=ax.get_xaxis_transform(), label="unresolved or nonlinear")
+        ax.legend(fontsize="small", loc="upper right")
 
 
 @recipe(study=STUDY, id="fig4c", reproduces=f"{PAPER}, Fig. 4C", needs=("pca_projection",),

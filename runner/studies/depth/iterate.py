@@ -111,7 +111,7 @@ class IteratePass:
         if saved is not None:
             tensors, meta = saved
             self.batch_size = meta.get("batch_size", self.batch_size)
-            for m in self.active:
+            for m in self._stateful():
                 prefix = f"{m.kind()}."
                 m.load_state_dict({k.removeprefix(prefix): v for k, v in tensors.items() if k.startswith(prefix)})
             if self.exit:
@@ -129,7 +129,7 @@ class IteratePass:
                                                    attention_mask=self.mask_all, generator=gen))
         x = x_all[self.rows]
         # a shard's twins are the whole batch's, sliced (twin measures that shard have one per sample)
-        z = torch.cat([x] + [m.perturb(self, x_all)[self.rows] if self.sharded else m.perturb(self, x)
+        z = torch.cat([x] + [m.perturb_shard(self, x_all, self.rows) if self.sharded else m.perturb(self, x)
                              for m in self.twins])
         for m in self.active:
             m.start(self, x)
@@ -160,9 +160,18 @@ class IteratePass:
         self.extended_from = old
         return tensors, meta
 
+    def _stateful(self) -> list[StepMeasure]:
+        """The measures whose state a durable point keeps: the active ones, and the twin measures that
+        are iterated without being measured (their twins' state, e.g. a perturbation size)."""
+        return self.active + [m for m in self.twins if m not in self.active]
+
+    def warn(self, message: str) -> None:
+        """One warning line of a measure, naming the network."""
+        self.report.warn(f"{self.net.label}: {message}")
+
     def _save(self, t: int, z: torch.Tensor, diverged: torch.Tensor, path: Path | None = None) -> None:
         tensors = {"z": z, "diverged": diverged}
-        for m in self.active:
+        for m in self._stateful():
             tensors.update({f"{m.kind()}.{k}": v for k, v in m.state_dict().items()})
         if self.exit:
             tensors.update({f"exit.{k}": v for k, v in self.exit.state_dict().items()})

@@ -229,8 +229,16 @@ class DepthStudy(Study):
         if d.reduction():
             lines += reduction_lines(spec, p.state)
         lines.append("measures   (every parameter shown, defaults included)")
-        lines += [f"  {m.kind:<20} " + " ".join(f"{k}={'(per network)' if v is None else v}" for k, v in m.params().items())
-                  for m in spec.measure]
+        registry = measures("depth")
+        for m in spec.measure:
+            lines.append(f"  {m.kind:<20} " + " ".join(f"{k}={'(per network)' if v is None else v}"
+                                                      for k, v in m.params().items()))
+            notes = {}
+            for net in p.state or []:
+                note = registry[m.kind](m).default_note(net)
+                if note:
+                    notes.setdefault(note, []).append(net.label)
+            lines += [f"  {'':<20}   {', '.join(nets)}: {note}" for note, nets in notes.items()]
         return lines
 
     def open(self, p: Prepared, device, say) -> DepthSession:
