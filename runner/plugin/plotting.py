@@ -94,27 +94,46 @@ def finite_series(values: np.ndarray) -> int:
     return int(np.isfinite(values).any(axis=0).sum())
 
 
+#: A band over fewer series than this is drawn as their range: an interval from two or three
+#: values says little, and a bootstrap over them less.
+MIN_INTERVAL_N = 5
+
+
 def mean_band(ax: Axes, da: xr.DataArray, over: tuple[str, ...], x: str, *, label: str, band: str = "ci",
-              confidence: float = 0.95, seed: int = 0, **style) -> int:
+              confidence: float = 0.95, seed: int = 0, replicates: str = "network", **style) -> int:
     """The mean of ``da`` over the dims ``over`` against ``x``, with a band: a bootstrap confidence
     interval of the mean (``band="ci"``) or +-1 standard error (``"se"``); ``style``: keywords of the
     mean's line, e.g. ``color``, ``linestyle``, ``gid``. The line's label gets `` (n=N)``: the
-    series averaged that have any finite value. Returns n. State the band with :func:`mean_legend`.
+    series the band is over that have any finite value. Returns n. State the band with :func:`mean_legend`.
 
-    Values that are not finite (diverged samples, collapsed perturbations) are left out of the
-    mean and the band. With fewer than two finite values at a point, no band is drawn there.
+    Where ``over`` holds ``replicates`` (networks) and another dim (samples) and there are several
+    replicates, each replicate's values are averaged first and the band is over the replicates: the
+    samples of one network are not independent replicates of the model. A band over fewer than
+    ``MIN_INTERVAL_N`` series is their range. Values that are not finite (diverged samples, collapsed
+    perturbations) are left out of the mean and the band. With fewer than two finite values at a
+    point, no band is drawn there.
     """
-    da = thin(da, x).stack(_draw=over).transpose(x, "_draw")
+    da = thin(da, x)
+    unit = "series"
+    if replicates in over and len(over) > 1 and da.sizes[replicates] > 1:
+        with warnings.catch_warnings(action="ignore", category=RuntimeWarning):  # a replicate with no value
+            da = da.where(np.isfinite(da)).mean([d for d in over if d != replicates])
+        over, unit = (replicates,), f"{replicates}s"
+    da = da.stack(_draw=over).transpose(x, "_draw")
     values = da.values.astype(np.float64)
     values[~np.isfinite(values)] = np.nan
     n = finite_series(values)
     with warnings.catch_warnings(action="ignore", category=RuntimeWarning):  # points with no finite value
         mean = np.nanmean(values, axis=1)
-    line = ax.plot(da[x].values, mean, label=f"{label} (n={n})", **style)[0]
+    line = ax.plot(da[x].values, mean, label=f"{label} (n={n}{'' if unit == 'series' else ' ' + unit})", **style)[0]
     finite = np.isfinite(values).sum(axis=1)
     if values.shape[1] < 2 or not (finite >= 2).any():
         return n
-    if band == "se":
+    if n < MIN_INTERVAL_N:
+        with warnings.catch_warnings(action="ignore", category=RuntimeWarning):
+            lo, hi = np.nanmin(values, axis=1), np.nanmax(values, axis=1)
+        line.set_label(line.get_label().replace(")", ", band: range)"))
+    elif band == "se":
         se = standard_error(values, axis=1)
         lo, hi = mean - se, mean + se
     else:

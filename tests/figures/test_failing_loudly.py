@@ -70,14 +70,22 @@ def test_a_mean_with_missing_series_counts_only_those_with_values(maps_store):
 
     ds = xr.open_zarr(maps_store[1], consolidated=False)
     lam = ds["lyapunov_per_step"].sel(network="logistic").load()
-    lam[:2] = np.nan  # two samples diverged at once
+    assert lam.sizes["sample"] == 6
+    lam[:1] = np.nan  # a sample diverged at once
     ax = Figure().subplots()
-    assert mean_band(ax, lam, ("sample",), "lyapunov_step", label="logistic", band="se") == 4
-    assert ax.lines[0].get_label() == "logistic (n=4)"
-    rest = lam.values[2:]
-    se = rest.std(axis=0, ddof=1) / np.sqrt(4)
+    assert mean_band(ax, lam, ("sample",), "lyapunov_step", label="logistic", band="se") == 5
+    assert ax.lines[0].get_label() == "logistic (n=5)"
+    rest = lam.values[1:]
+    se = rest.std(axis=0, ddof=1) / np.sqrt(5)
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
     for edge in (rest.mean(0) - se, rest.mean(0) + se):  # each edge of the band is among its vertices
+        assert np.abs(band[None, :] - edge[:, None]).min(axis=1).max() < 1e-12
+    lam[:2] = np.nan  # and another: 4 series, fewer than MIN_INTERVAL_N, so the band is their range
+    ax = Figure().subplots()
+    assert mean_band(ax, lam, ("sample",), "lyapunov_step", label="logistic", band="se") == 4
+    assert ax.lines[0].get_label() == "logistic (n=4, band: range)"
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    for edge in (lam.values[2:].min(0), lam.values[2:].max(0)):
         assert np.abs(band[None, :] - edge[:, None]).min(axis=1).max() < 1e-12
 
 
