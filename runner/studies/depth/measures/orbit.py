@@ -1,4 +1,4 @@
-"""What each sample's orbit settled on at the end of the run, by recurrence
+"""What each sample's orbit settled on at the end of the run, by recurrence and the 0-1 test for chaos
 (:func:`analyses.orbits.classify_orbits`): beside the paper's sign criterion (Inoue et al. 2021,
 Sec. II.B, ``transient_chaos``), which reads a smooth oscillation as chaos."""
 
@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from analyses.orbits import GROWTH, ORBIT_CLASSES, PERIODIC_TOL, RECURRENCE, REPETITIONS, ROUNDING, classify_orbits
+from analyses.orbits import (CHAOS_DRAWS, CHAOS_K, GAP, GROWTH, KAPPA, MIN_CHAOS_STATES, NOISE, ORBIT_CLASSES,
+                             PERIODIC_TOL, RECURRENCE, REPETITIONS, ROUNDING, classify_orbits)
 from runner.core.layout import flags
 from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
@@ -19,6 +20,9 @@ from runner.studies.depth.resolve import derive_seed
 
 #: The codes of ``orbit_class``: the classes, and not applicable.
 OUTCOMES = (*ORBIT_CLASSES, "not_applicable")
+CHAOS_01 = ("Gottwald & Melbourne 2004, A new test for chaos in deterministic systems, Proc. R. Soc. A 460, 603; "
+            "Gottwald & Melbourne 2009, On the implementation of the 0-1 test for chaos, SIAM J. Appl. Dyn. Syst. 8, "
+            "129")
 
 
 class Params(DepthParams):
@@ -31,7 +35,8 @@ class Params(DepthParams):
     """States are kept as random projections to this many dimensions (distances kept up to a small
     factor); a state with fewer elements is kept whole."""
     periodic_tol: float = Field(PERIODIC_TOL, gt=0, lt=1)
-    """Periodic: every state returns, p steps later, within this fraction of the orbit's RMS radius."""
+    """Periodic at least when every state returns, p steps later, within this fraction of the orbit's RMS
+    radius (a noisy cycle: within its own noise level, estimated from the returns)."""
     recurrence: float = Field(RECURRENCE, gt=0)
     """Recurrence-plot threshold, as a fraction of the orbit's RMS radius (quasi-periodic below it)."""
     repetitions: int = Field(REPETITIONS, ge=4)
@@ -45,10 +50,11 @@ class Orbit(StepMeasure):
     # extends: the window's first step never moves back as the run grows (extend_state)
     tags = MeasureTags("step", step=StepTags(shard="samples", extends=True,
                                              extend_note="the orbit classes of its last states"))
-    version = 2  # 2: fundamental periods, tolerances relative to the orbit's extent, drifting (issue 35)
+    version = 3  # 2: fundamental periods, tolerances relative to the orbit's extent, drifting (issue 35);
+    # 3: periods of noisy cycles from their own noise level, the 0-1 test for chaos (orbit_chaos_01) (issue 49)
     reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "
                  "Phys. Rev. A 40, 4028; Marwan, Romano, Thiel & Kurths 2007, Recurrence plots for the analysis of "
-                 "complex systems, Phys. Rep. 438, 237")
+                 f"complex systems, Phys. Rep. 438, 237; {CHAOS_01}")
 
     # no exit_period (the default None): it keeps every state of its window, which a sample that
     # leaves the batch early would not give
@@ -72,25 +78,37 @@ class Orbit(StepMeasure):
         m, W = "orbit", self.window(shape.steps)
         p = self.p
         tolerances = {"window": W, "periodic_tol": p.periodic_tol, "recurrence": p.recurrence,
-                      "repetitions": p.repetitions, "rounding_ulps": ROUNDING, "growth": GROWTH}
+                      "repetitions": p.repetitions, "rounding_ulps": ROUNDING, "growth": GROWTH, "noise_within": KAPPA,
+                      "noise_gap": GAP, "noise_max": NOISE, "chaos_01_regular_below": CHAOS_K}
         b.var("orbit_class", m, ("network", "sample"), "int8", -1, "orbit class at the end of the run", None,
               f"recurrence over the last {W} states, the last half classified, tolerances relative to the "
               f"orbit's RMS radius s (analyses.orbits): fixed point (stopped to within {ROUNDING:g} units in the "
-              f"last place, or contracting onto a point), periodic (every state returns within {p.periodic_tol:g} s "
-              f"at the fundamental period orbit_period, at most {W // p.repetitions} steps, or contracting onto that "
-              f"cycle), quasi-periodic (bounded, returns within {p.recurrence:g} s at a fixed lag), chaotic (bounded, "
-              "no such lag: chaos, or a transient still going), diverged (not finite, or running away), censored "
-              "(too few states, or a slowing drift with more way left than it went), drifting (finite, moving away: "
-              "unbounded as far as the window shows); compare chaos_outcome, the paper's sign criterion",
+              "last place, or contracting onto a point), periodic (at the fundamental period orbit_period, at most "
+              f"{W // p.repetitions} steps: the RMS return at it and its multiples within {KAPPA:g} times the noise "
+              f"level, the smallest RMS return, every other lag at least {GAP:g} times it, noise level at most "
+              f"{NOISE:g} s; or every state returns within {p.periodic_tol:g} s, or contracting onto that cycle), "
+              f"quasi-periodic (bounded, no period, returns within {p.recurrence:g} s at a fixed lag, or regular by "
+              f"the 0-1 test for chaos, orbit_chaos_01 below {CHAOS_K:g}), chaotic (bounded, neither: chaos, or a "
+              "transient still going), diverged (not finite, or running away), censored (too few states, or a "
+              "slowing drift with more way left than it went), drifting (finite, moving away: unbounded as far as "
+              "the window shows); compare chaos_outcome, the paper's sign criterion",
               **flags(*OUTCOMES), **tolerances)
         b.var("orbit_period", m, ("network", "sample"), "float64", np.nan, "orbit period (steps)", "1",
-              "the fundamental period of a periodic orbit (the smallest lag at which it returns within periodic_tol of "
-              "its RMS radius); for a quasi-periodic one the lag of its closest return; NaN otherwise",
+              "the fundamental period of a periodic orbit (the smallest lag at which it returns within its own noise "
+              "level, or within periodic_tol of its RMS radius); for a quasi-periodic one the lag of its closest "
+              "return; NaN otherwise",
               **hints(headline=("median orbit period", "median")), **tolerances)
         b.var("orbit_closest_return", m, ("network", "sample"), "float64", np.nan,
               "closest return relative to the orbit's size", "1",
               "min over lags p of max_t ||x_t - x_{t-p}|| / s (s the orbit's RMS radius), over the last half of the "
               f"window: 0 for an exact period, below {p.recurrence:g} quasi-periodic")
+        b.var("orbit_chaos_01", m, ("network", "sample"), "float32", np.nan, "0-1 test for chaos K", "1",
+              f"K of the 0-1 test for chaos (Gottwald & Melbourne 2004) over the last {W} states projected on a fixed "
+              f"random direction: the median over {CHAOS_DRAWS} seeded c in (pi/5, 4 pi/5) of the correlation of the "
+              "mean square displacement D_c(n) with n, n up to a tenth of the window (Gottwald & Melbourne 2009, "
+              f"Sec. 3): near 0 regular, near 1 chaotic; an orbit with no period is quasi-periodic where K < "
+              f"{CHAOS_K:g}; NaN with fewer than {MIN_CHAOS_STATES} states, non-finite or constant ones",
+              reference=CHAOS_01)
 
     def mark_not_applicable(self, store, network: int) -> None:
         n = len(store.read("orbit_class", (network,)))
@@ -129,3 +147,4 @@ class Orbit(StepMeasure):
         ctx.store.write("orbit_class", rows, orbits.kind.cpu().numpy())
         ctx.store.write("orbit_period", rows, orbits.period.cpu().numpy())
         ctx.store.write("orbit_closest_return", rows, orbits.closest_return.cpu().numpy())
+        ctx.store.write("orbit_chaos_01", rows, orbits.chaos_01.float().cpu().numpy())
