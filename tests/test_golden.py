@@ -51,6 +51,14 @@ def test_plan_is_unchanged(spec, in_process):
 #: Plans re-pinned for quickstart and transject_depth only (issue 48): a depth input's identity joins its
 #: trajectory key (the builtin text's: the Python version it comes with), so their task ids changed;
 #: no stored value changed.
+#: Re-taken for issue 49 (a Lyapunov exponent that checks its own regime; orbit periods under noise): the
+#: plans of the 7 specs with ``lyapunov`` or ``orbit`` (their versions 3, and the linearity check's twins in
+#: the trajectory key); values: ``lyapunov_check``, ``lyapunov_regime`` and ``orbit_chaos_01`` added; the
+#: quickstart runs at the default k (from its states, not 1.0), so its ``lyapunov``, ``lyapunov_per_step``,
+#: ``lyapunov_k``, ``lyapunov_twin`` and what derives from them (``chaos_length``, ``chaos_censored``,
+#: ``chaos_mean_exponent``, ``chaos_outcome``, ``mean_chaotic_exponent``) changed, and were dropped from
+#: the other machines' pins; a pin for AMD 25/17 added (taken at the commit before and after, to find
+#: them). Every other array of every run kept its bits here, ``orbit_class`` and ``orbit_period`` included.
 
 
 @pytest.fixture(scope="session")
