@@ -85,7 +85,8 @@ def test_figures_are_drawn_from_the_stored_values(tiny_store, tmp_path):
     np.testing.assert_allclose(train["transject"].get_ydata(), seeds.mean(axis=0), rtol=1e-6)
     np.testing.assert_allclose(test["transject"].get_ydata(),
                                ds.test_loss.sel(network=["transject-s0", "transject-s1"]).values.mean(axis=0), rtol=1e-6)
-    assert train["transject"].get_label() == "transject (n=2)" and "mean over seeds" in \
+    # two seeds: the band is their range (runner.plugin.plotting.MIN_INTERVAL_N)
+    assert train["transject"].get_label() == "transject (n=2, band: range)" and "mean over seeds" in \
         fig.axes[0].get_legend().get_title().get_text()
     fig = recipes("transject")["fig1"].draw(ds)
     first = fig.axes[0].lines[0]

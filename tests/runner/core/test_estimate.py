@@ -89,7 +89,7 @@ def test_a_pass_scales_with_steps_and_batch(tmp_path, monkeypatch):
         return timed
 
     small, large = prepare(_spec(tmp_path, 64)), prepare(_spec(tmp_path, 512))
-    assert batch_rows(small.spec) == 128  # the samples and their Lyapunov twins
+    assert batch_rows(small.spec) == 64 + 64 + 16  # the samples, their Lyapunov twins, 16 twins of its check
     assert calibration_spec(large.spec).input.samples == 128
     assert calibration_spec(large.spec, torch.device("cuda")).input.samples == 512  # a GPU: the whole batch
     units, notes = small.study.estimate(small, torch.device("cpu"), None, calibrated)
@@ -99,7 +99,8 @@ def test_a_pass_scales_with_steps_and_batch(tmp_path, monkeypatch):
     assert passes[0].runs == [[t.id for t in small.tasks if t.network == 0 and t.kind == "iterate"]] + \
         [[t.id] for t in small.tasks if t.network == 0 and t.kind != "iterate"]  # derived, not applicable
     units, notes = large.study.estimate(large, torch.device("cpu"), "fp64", calibrated)
-    assert units[0].seconds == pytest.approx(0.5 + 200 * 0.01 * 4)  # 1024 rows timed as 256
+    # 1040 rows (512 samples, their twins, 16 check twins) timed as 272 (128, 128, 16)
+    assert units[0].seconds == pytest.approx(0.5 + 200 * 0.01 * (512 + 512 + 16) / (128 + 128 + 16))
     assert keys[-1]["samples"] == 128 and keys[-1]["precision"] == "fp64"
     assert any("scaled linearly to 512" in n for n in notes)
     from runner.studies.depth.layout import build_layout
