@@ -24,6 +24,7 @@ Exit codes (one convention for every command, after sysexits.h):
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import re
@@ -49,7 +50,7 @@ from runner.run.changes import changes_of, summary
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
-from runner.spec.commandline import command, hint
+from runner.spec.commandline import command, hint, program
 from runner.storage.location import is_url, location
 from runner.storage.readers import reading
 
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         return args.func(args)
     except KeyboardInterrupt:
-        print("interrupted; run `runner apply` again to resume", file=sys.stderr)
+        print(f"interrupted; run `{program()} apply` again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         _stdout_to_devnull()
@@ -120,8 +121,28 @@ def _known_error(err: Exception) -> int | None:
     return _exit_code(err)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with a suggestion for a mistyped option (``--replce``: did you mean ``--replace``?)."""
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(namespace, "command", None)
+            chooser = self._subparsers._group_actions[0].choices if self._subparsers and command else {}
+            parser = chooser.get(command, self)
+            parser.error("; ".join(_unrecognized(arg, parser) for arg in extras))  # exits 2, as argparse does
+        return namespace
+
+
+def _unrecognized(arg: str, parser: argparse.ArgumentParser) -> str:
+    """``unrecognized argument ARG`` with the option of ``parser`` it likely meant."""
+    options = [o for action in parser._actions for o in action.option_strings]
+    close = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1) if arg.startswith("-") else []
+    return f"unrecognized argument {arg}" + (f"; did you mean {close[0]}?" if close else "")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="runner", description="Declarative experiments on the dynamics of neural networks.",
         epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -393,7 +414,7 @@ def _repair_line(damage, full: bool) -> None:
         what = ", ".join(dict.fromkeys(f"{a} {k}" for a, k, _ in damage.problems[:4]))
         _say(f"repair     {len(damage.problems)} damaged: {what}{' ...' if len(damage.problems) > 4 else ''}; apply "
              f"repairs them (recomputes {len(damage.redo)} task(s))"
-             + ("" if full else "; `runner verify` reads every chunk back"))
+             + ("" if full else f"; `{program()} verify` reads every chunk back"))
 
 
 def _check_flags(study, flags: list[str]) -> None:
@@ -417,7 +438,7 @@ def _calibrator(args, finished: bool = False):
     run (``finished``: timing steps would cost seconds for nothing, unless asked to calibrate); at
     most a few seconds in all (thread timing and estimate together) unless asked to calibrate."""
     if finished and not (args.calibrate or args.recalibrate):
-        return Calibrator(calibrate=False, uncached="nothing to run, so not timed; `runner plan --calibrate "
+        return Calibrator(calibrate=False, uncached=f"nothing to run, so not timed; `{program()} plan --calibrate "
                           "SPEC` times it")
     return Calibrator(calibrate=not args.no_estimate, refresh=args.recalibrate, budget=_budget(args))
 
@@ -484,7 +505,7 @@ def print_unmet(unmet: list[str], verbose: bool = False) -> None:
     """The requirements this machine does not meet (grouped, wrapped to the terminal; the libraries'
     own messages with ``verbose``); apply refuses to start until they are."""
     if unmet:
-        print(f"requirements not met here ({len(unmet)}; `runner apply` refuses until they are):")
+        print(f"requirements not met here ({len(unmet)}; `{program()} apply` refuses until they are):")
         for line in requirement_lines(unmet, _width(), verbose):
             print(line)
 
@@ -539,10 +560,11 @@ def cmd_apply(args) -> int:
     store_path = sweep.root if sweep else prepared[0].store_path
     if args.monitor:
         if options != ExecutorOptions():
-            raise UsageError("--monitor runs the apply here; for --executor/--shards start `runner apply` in one "
-                             "terminal and `runner monitor STORE` in another")
+            raise UsageError(f"--monitor runs the apply here; for --executor/--shards start `{program()} apply` in one "
+                             f"terminal and `{program()} monitor STORE` in another")
         if sweep:
-            raise UsageError("--monitor shows one store; apply the sweep, then `runner monitor` one of its points: "
+            raise UsageError(f"--monitor shows one store; apply the sweep, then `{program()} monitor` one of its "
+                             "points: "
                              + ", ".join(str(p.store_path) for p in prepared))
         from runner.tui.app import run_apply_with_monitor  # lazy: filelock, numpy, textual_plotext
 
@@ -629,9 +651,9 @@ def cmd_monitor(args) -> int:
     if location(args.target).suffix != ".toml" and not (path / "zarr.json").exists() and not runner_dir(path).exists():
         spec = _spec_of_store(path)
         if spec is None:
-            raise NoStore(f"{path}: no such store, and no spec here plans it{_similar_store(path)}; `runner monitor "
-                          "SPEC` waits for the store the spec's apply will create")
-        print(f"{path}: waiting for `runner apply {spec}` to create it", file=sys.stderr)
+            raise NoStore(f"{path}: no such store, and no spec here plans it{_similar_store(path)}; "
+                          f"`{program()} monitor SPEC` waits for the store the spec's apply will create")
+        print(f"{path}: waiting for `{program()} apply {spec}` to create it", file=sys.stderr)
     swept = _sweep_points(path) if (path / "zarr.json").exists() else None
     if swept is not None:
         raise UsageError("a sweep's store holds one store per point; monitor one of them: "
@@ -671,7 +693,7 @@ def _not_a_store(path: Path) -> None:
         raise NoStore(f"{path}: the runner's folder beside the store {path.with_suffix('.zarr')}; give the store")
     if path.suffix == ".history" and path.is_dir() and not (path / "zarr.json").exists():
         raise NoStore(f"{path}: the earlier versions of the store {path.with_suffix('.zarr')}; give the store "
-                      f"(`runner history {path.with_suffix('.zarr')}` lists them)")
+                      f"(`{program()} history {path.with_suffix('.zarr')}` lists them)")
     if node_type(path) == "array":
         raise NoStore(f"{path}: an array of a store, not a store; give the store that holds it ({path.parent})")
 
@@ -683,7 +705,7 @@ def _existing_store(target: Path) -> Path:
     path = store_of(target)
     _not_a_store(path)
     if not (path / "zarr.json").exists() and not runner_dir(path).exists():
-        hint = f" (run `runner apply {target}`)" if location(target).suffix == ".toml" else _similar_store(path)
+        hint = f" (run `{program()} apply {target}`)" if location(target).suffix == ".toml" else _similar_store(path)
         raise NoStore(f"{path}: no such store{hint}")
     return path
 
@@ -748,7 +770,7 @@ def cmd_verify(args) -> int:
         found = {v.name: v for v in versions(store_of(args.target))}
         if args.version not in found:
             raise NoStore(f"{args.target} has no kept version {args.version!r}; versions: {', '.join(found) or 'none'} "
-                          f"(`runner history {args.target}`)")
+                          f"(`{program()} history {args.target}`)")
         kept = found[args.version]
     if kept is not None and "unreadable" in kept.manifest:
         raise StoreDamagedError(f"kept version {kept.name}: {kept.manifest['unreadable']}")
@@ -758,7 +780,7 @@ def cmd_verify(args) -> int:
         return EXIT_OK if damage.ok else EXIT_IOERR
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
-        raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
+        raise NoStore(f"{path}: its run has not created the store yet (see `{program()} status {args.target}`)")
     swept = _sweep_points(path)
     found = []
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
@@ -774,7 +796,7 @@ def cmd_show(args) -> int:
 
     path = _existing_store(args.store)
     if not (path / "zarr.json").exists():
-        raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.store}`)")
+        raise NoStore(f"{path}: its run has not created the store yet (see `{program()} status {args.store}`)")
     swept = _sweep_points(path)
     points = [(name, point) for name, point in swept if (point / "zarr.json").exists()] if swept else [(None, path)]
     shown = {}
@@ -802,7 +824,7 @@ def cmd_history(args) -> int:
 
     path = store_of(args.target)
     if args.remove is not None and not args.remove.strip():
-        raise UsageError(f"--remove needs a version's name, as `runner history {args.target}` lists them")
+        raise UsageError(f"--remove needs a version's name, as `{program()} history {args.target}` lists them")
     if not history_dir(path).exists():
         _existing_store(args.target)  # neither a store nor its history: say so, never "no earlier versions"
     if args.remove:
@@ -830,16 +852,16 @@ def cmd_history(args) -> int:
     print(f"{len(found)} earlier version(s) of {path}, oldest first (open one with xr.open_zarr(STORE)):")
     for v in found:
         ok, what = checked[v.name]
-        print(f"  {v.describe()}" + ("" if ok else f"\n      DAMAGED: {what}; `runner verify {args.target} --version "
-                                                  f"{v.name}` lists it (a kept version is never written: remove it "
-                                                  "or keep it as it is)"))
+        print(f"  {v.describe()}" + ("" if ok else f"\n      DAMAGED: {what}; `{program()} verify {args.target} "
+                                                  f"--version {v.name}` lists it (a kept version is never written: "
+                                                  "remove it or keep it as it is)"))
         for r in v.manifest.get("replaced", [])[:6]:
             print(f"      replaced {r['network']} {r['measure']}: {'; '.join(r['changes']) or 'parameters changed'}")
         for r in v.manifest.get("extended", [])[:6]:
             print(f"      extended {r['network']} {r['measure']}: {'; '.join(r['changes'])}")
         for d in v.manifest.get("dropped", [])[:6]:
             print(f"      dropped {d['network']} {d['measure']}")
-    print(f"remove one with `runner history {args.target} --remove VERSION`")
+    print(f"remove one with `{program()} history {args.target} --remove VERSION`")
     return EXIT_OK
 
 
@@ -874,7 +896,7 @@ def cmd_figures(args) -> int:
         raise UsageError("--out needs a folder for the figures (default: store/<name>.figures)")
     path = _existing_store(args.target)
     if not (path / "zarr.json").exists():
-        raise NoStore(f"{path}: its run has not created the store yet (see `runner status {args.target}`)")
+        raise NoStore(f"{path}: its run has not created the store yet (see `{program()} status {args.target}`)")
     swept = _sweep_points(path)
     for point in [point for _, point in swept if (point / "zarr.json").exists()] if swept else [path]:
         with _reading(point):
@@ -941,14 +963,14 @@ def cmd_explain(args) -> int:
         if args.name in kinds:
             found.append((name, kinds[args.name], True))
     if not args.name:
-        print("run `runner explain NAME` for the parameters of one, with defaults (the papers' settings)")
+        print(f"run `{program()} explain NAME` for the parameters of one, with defaults (the papers' settings)")
         return EXIT_OK
     if not found:
         from runner.spec.specfile import did_you_mean  # lazy: pydantic
 
         known = {n for name, cls in studies().items()
                  for n in [*({"experiment": Experiment, **cls().tables()}), *measures(name)]}
-        raise UsageError(f"unknown name {args.name!r}{did_you_mean(args.name, sorted(known))}; `runner explain` "
+        raise UsageError(f"unknown name {args.name!r}{did_you_mean(args.name, sorted(known))}; `{program()} explain` "
                          "lists the tables and measures")
     for study, cls, is_measure in found:
         if len(found) > 1:
@@ -958,14 +980,24 @@ def cmd_explain(args) -> int:
         for name, field in cls.model_fields.items():
             if name == "kind":
                 continue
-            default = "(required)" if field.is_required() else repr(field.get_default(call_default_factory=True))
-            print(f"  {name} = {default}")
+            print(f"  {name} = {_default_text(field)}")
             if field.description:
                 print(f"      {_plain(' '.join(field.description.split()))}")
         if is_measure:
             for line in _variables_lines(studies()[study](), args.name):
                 print(line)
     return EXIT_OK
+
+
+def _default_text(field) -> str:
+    """A parameter's default as ``explain`` shows it: ``(per network)`` for one left None to be chosen for
+    each network (its description, printed below, says how), not ``None``."""
+    if field.is_required():
+        return "(required)"
+    default = field.get_default(call_default_factory=True)
+    if default is None and re.search(r"\bper network\b", field.description or "", re.IGNORECASE):
+        return "(per network: see below)"
+    return repr(default)
 
 
 def _variables_lines(study, kind: str) -> list[str]:
@@ -976,7 +1008,7 @@ def _variables_lines(study, kind: str) -> list[str]:
         return [f"variables: not shown here ({type(err).__name__}: {err})"]
     if found is None:
         return ["variables: not shown (laying them out needs data of the measure's own, such as a treebank); "
-                "`runner show STORE` lists them in a store it wrote"]
+                f"`{program()} show STORE` lists them in a store it wrote"]
     lines = ["variables (as the store holds them; sizes follow the spec):"]
     for v in found:
         units = v.attrs.get("units")

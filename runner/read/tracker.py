@@ -52,6 +52,8 @@ INSTALL = "pip install -e '.[tracker]'"
 MAX_POINTS = 5000
 #: Seconds between two streamed updates while a run goes.
 EVERY_S = 30.0
+#: A parameter of the one table of a measure kind (``measure.<kind>.<parameter>``).
+PER_NETWORK = re.compile(r"^measure\.[^.]+\.[^.]+$")
 #: What a step-like axis counts (:func:`runner.core.layout.counted`).
 STEP_COUNTS = ("steps", "epochs")
 
@@ -266,6 +268,21 @@ def network_params(spec: dict, ds) -> dict[str, dict[str, str]]:
     return out
 
 
+def _without(params: dict[str, str], keys) -> dict[str, str]:
+    return {k: v for k, v in params.items() if k not in keys}
+
+
+def per_network_values(ds, key: str) -> dict[str, str]:
+    """``measure.<kind>.<parameter>``'s value per network, as the store's ``<kind>_<parameter>`` (a
+    variable over ``network`` alone) holds it, for the networks that computed it; empty when none."""
+    _, kind, name = key.split(".")
+    var = ds.data_vars.get(f"{kind}_{name}")
+    if var is None or var.dims != ("network",):
+        return {}
+    return {str(net): str(value.item()) for net, value in zip(ds["network"].values, var.values, strict=True)
+            if value == value}  # NaN: not computed yet
+
+
 def export(store: str | Path, target: str) -> str:
     """Log ``store`` to the tracker ``target`` names, whole; returns where it went (one line)."""
     exporter = Exporter(store, target)
@@ -295,6 +312,7 @@ class Exporter:
         self.runs: dict[str, str] = {}
         self.logged: dict[tuple[str, str], float] = {}  # (network, variable) -> last step logged
         self.parent: str | None = None
+        self.deferred: list[str] = []  # measure parameters logged per network by finish
 
     def _start(self, ds) -> None:
         client, prov = self.client, internal(ds.attrs)
@@ -311,13 +329,32 @@ class Exporter:
         spec = resolved_spec(prov)
         run_params = {"spec_sha256": str(prov.get("spec_sha256", "")),
                       **({"overrides": " ".join(prov["overrides"])} if prov.get("overrides") else {})}
-        self._params(self.parent, {**flat(spec), **run_params})
+        shared = flat(spec)
+        # a measure parameter left None is chosen per network when the run computes it: logged by finish
+        self.deferred = sorted(k for k, v in shared.items() if v == "null" and PER_NETWORK.match(k))
+        self._params(self.parent, {**_without(shared, self.deferred), **run_params})
         client.log_text(self.parent, str(prov.get("spec_toml", "")), "spec.toml")
         client.log_text(self.parent, json.dumps(prov.get("package_versions", {}), indent=2), "package_versions.json")
         for net, params in network_params(spec, ds).items():
             self.runs[net] = client.create_run(exp_id, run_name=net, tags={
                 **tags, "mlflow.parentRunId": self.parent, "transient.network": net}).info.run_id
-            self._params(self.runs[net], {**params, **run_params})
+            self._params(self.runs[net], {**_without(params, self.deferred), **run_params})
+
+    def _per_network_params(self, ds) -> None:
+        """The deferred parameters: ``measure.<kind>.<parameter>`` as each network used it, read from the
+        store's ``<kind>_<parameter>`` per network (the parent run: ``per network`` and one key per network;
+        a network's run: its own value), or ``null`` as the spec says when the store holds no such values."""
+        parent: dict[str, str] = {}
+        own: dict[str, dict[str, str]] = {net: {} for net in self.runs}
+        for key in self.deferred:
+            values = per_network_values(ds, key)
+            parent[key] = "per network" if values else "null"
+            for net in own:
+                own[net][key] = values.get(net, "not computed") if values else "null"
+            parent.update({f"{key}.{net}": value for net, value in (values or {}).items()})
+        self._params(self.parent, parent)
+        for net, params in own.items():
+            self._params(self.runs[net], params)
 
     def _params(self, run: str, params: dict[str, str]) -> None:
         """Log ``params`` (MLflow's limits: 100 a batch, 6000 characters a value)."""
@@ -364,6 +401,7 @@ class Exporter:
             for net, value in values.items():
                 if value is not None:
                     self.client.log_batch(self.runs[net], metrics=[Metric(_key(label), float(value), 0, 0)])
+        self._per_network_params(ds)
         out = default_out(self.store)
         draw_figures(self.store, out=out)
         self.client.log_artifacts(self.parent, str(out), "figures")

@@ -3,8 +3,10 @@ start-up reads it)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+import sys
 import textwrap
 from collections.abc import Iterable
 
@@ -13,7 +15,19 @@ def command(verb: str, spec, overrides: Iterable = (), *more: str) -> str:
     """``runner VERB SPEC --set ... MORE``, quoted to paste; ``overrides`` as given on the command line
     (text) or parsed (:class:`runner.spec.overrides.Override`, its ``text``)."""
     sets = [arg for o in overrides for arg in ("--set", getattr(o, "text", o))]
-    return shlex.join(["runner", verb, str(spec), *sets, *more])
+    return shlex.join([program(), verb, str(spec), *sets, *more])
+
+
+def program() -> str:
+    """The program as invoked, to paste: ``runner`` when that is what PATH finds (or under ``python -m``),
+    else the path typed (``.venv/bin/runner``)."""
+    invoked = sys.argv[0] if sys.argv else ""
+    if os.path.basename(invoked) != "runner" or os.sep not in invoked:
+        return "runner"
+    on_path = shutil.which("runner")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(invoked):
+        return "runner"
+    return invoked
 
 
 def hint(lead: str, cmd: str, width: int | None = None) -> str:

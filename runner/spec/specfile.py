@@ -180,9 +180,8 @@ def read_toml(path: Path | str) -> SpecFile:
         what = _not_a_file(path)
         if what:
             raise SpecMissing(path, [f"{path}: {what}, not a spec file"])
-        parent = path.parent if path.parent.is_dir() else None
-        near = closest(path.name, [p.name for p in parent.glob("*.toml") if p.name != path.name] if parent else [])
-        hint = f" (did you mean {str(path.parent / near)!r}?)" if near else ""
+        near = _near_spec(path)
+        hint = f" (did you mean {str(near)!r}?)" if near else ""
         raise SpecMissing(path, [f"{path}: no such spec file{hint}"])
     raw = path.read_bytes()
     if len(raw) > MAX_SPEC_BYTES:
@@ -196,6 +195,38 @@ def read_toml(path: Path | str) -> SpecFile:
         return SpecFile(path, text, toml.loads(text))
     except toml.TOMLDecodeError as err:
         raise SpecError(path, [f"{path}:{err.lineno}:{err.colno}: invalid TOML: {err.msg}"]) from None
+
+
+def _near_spec(path: Path, depth: int = 2) -> Path | None:
+    """The spec ``path`` likely meant: a file of that name in a subfolder of its folder (``specs/tiny/x.toml``
+    for ``specs/x.toml``), else the closest name beside it, else the closest name in its subfolders."""
+    parent = path.parent
+    if not parent.is_dir():
+        return None
+    beside, below, folders = [], [], [parent]
+    for level in range(depth + 1):
+        found = []
+        for folder in folders:
+            try:
+                entries = sorted(folder.iterdir())
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith(".") or entry.suffix in (".zarr", ".history"):
+                    continue
+                if entry.is_dir():
+                    found.append(entry)
+                elif entry.suffix == ".toml" and entry != path:
+                    (beside if level == 0 else below).append(entry)
+        folders = found[:200]  # a bound on a large tree (a home folder)
+    exact = [p for p in below if p.name == path.name]
+    if exact:
+        return min(exact, key=lambda p: len(p.parts))
+    for candidates in (beside, below):
+        near = closest(path.name, [p.name for p in candidates])
+        if near:
+            return next(p for p in candidates if p.name == near)
+    return None
 
 
 def validate(root: type[Located], spec_file: SpecFile) -> Any:
@@ -229,7 +260,8 @@ def describe(root: type[BaseModel], sf: SpecFile, error: dict) -> str:
         ctx = error.get("ctx", {})
         tags = re.findall(r"'([^']+)'", str(ctx.get("expected_tags", "")))
         tag = ctx.get("tag")
-        msg = f"unknown kind {tag!r}{did_you_mean(tag, tags)}; known: {', '.join(tags)}"
+        msg = (f"unknown kind {tag!r}{did_you_mean(tag, tags)}; known: {', '.join(tags)}; if a plugin provides it, "
+               "set TRANSIENT_PLUGINS=MODULE (its module) to load it")
         return sf.problem((*loc, "kind"), msg, root)
     return sf.problem(tuple(loc), msg, root)
 

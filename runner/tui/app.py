@@ -26,7 +26,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from runner.spec.commandline import command, hint
+from runner.spec.commandline import command, hint, program
 from runner.storage.location import location
 from runner.tui.reader import StoreData, StoreWatcher, read_summaries
 from runner.tui.state import RunState
@@ -70,6 +70,7 @@ class MonitorApp(App):
     TITLE = "runner monitor"
     BINDINGS = [
         Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),  # as q (not Textual's "press ctrl+q" toast)
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("1", "view('tasks')", "tasks", show=False),
         Binding("2", "view('plots')", "plots", show=False),
@@ -359,5 +360,5 @@ def run_apply_with_monitor(spec_path: Path, device: str | None = None, overrides
     if out and code not in (0, 130):
         print(out, file=sys.stderr)
     elif code == 0:
-        print(f"apply finished: `runner status {spec_path}` for a summary")
+        print(f"apply finished: `{program()} status {spec_path}` for a summary")
     return code

@@ -155,7 +155,7 @@ def test_explain_prints_the_papers_defaults(capsys):
 
     assert main(["explain", "lyapunov"]) == 0
     out = capsys.readouterr().out
-    assert "k = None" in out and "(paper: 1.0, for ALBERT's" in out and "tau = 10" in out and "Algorithm A1" in out
+    assert "k = (per network: see below)" in out and "(paper: 1.0, for ALBERT's" in out and "tau = 10" in out and "Algorithm A1" in out
     assert main(["explain", "training"]) == 0
     out = capsys.readouterr().out
     assert "lr = 20.0" in out and "clip = 0.25" in out and "bptt = 35" in out

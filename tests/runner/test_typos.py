@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.runner.helpers import run_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -67,3 +69,38 @@ def test_the_spec_that_plans_a_store_is_found_for_monitor_to_wait_on(here):
 
     assert _spec_of_store(Path("store/lstm_tiny.zarr")) == Path("lstm_tiny.toml")  # in_process: cwd is here
     assert _spec_of_store(Path("store/other.zarr")) is None
+
+
+def test_a_mistyped_flag_suggests_the_likely_one(here):
+    out = run_cli("apply", "lstm_tiny.toml", "--replce", cwd=here)
+    assert out.returncode == 2  # a usage error, as argparse's own
+    assert "runner apply: error: unrecognized argument --replce; did you mean --replace?" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_missing_spec_suggests_the_file_of_that_name_in_a_subfolder(tmp_path, in_process):
+    (tmp_path / "specs" / "tiny").mkdir(parents=True)
+    shutil.copy(ROOT / "specs" / "tiny" / "lstm_tiny.toml", tmp_path / "specs" / "tiny" / "lstm_tiny.toml")
+    shutil.copy(ROOT / "specs" / "lstm_sparsity.toml", tmp_path / "specs" / "lstm_sparsity.toml")
+    code, _, err = in_process("plan", "specs/lstm_tiny.toml")
+    assert code == 66 and "(did you mean 'specs/tiny/lstm_tiny.toml'?)" in err
+
+
+def test_an_unknown_kind_names_the_plugin_variable(here, in_process):
+    spec = here / "lstm_tiny.toml"
+    spec.write_text(spec.read_text().replace('kind = "sparsity"', 'kind = "my_lab_measure"', 1))
+    code, _, err = in_process("plan", spec, "--no-estimate")
+    assert code == 65 and "unknown kind 'my_lab_measure'" in err and "TRANSIENT_PLUGINS=MODULE" in err
+
+
+def test_hints_repeat_the_program_as_invoked(here, in_process, monkeypatch):
+    """A hint to run a command again names the program as typed (``.venv/bin/runner``), not ``runner``."""
+    from runner.spec.commandline import command
+
+    monkeypatch.setattr(sys, "argv", [".venv/bin/runner", "status"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert command("apply", "x.toml") == ".venv/bin/runner apply x.toml"
+    code, _, err = in_process("status", "lstm_tiny.toml")
+    assert code == 66 and "(run `.venv/bin/runner apply lstm_tiny.toml`)" in err, err
+    monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/runner/cli.py"])  # python -m runner.cli: runner
+    assert command("apply", "x.toml") == "runner apply x.toml"

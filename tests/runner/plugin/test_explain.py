@@ -39,3 +39,8 @@ def test_explain_says_what_the_store_will_hold(in_process, tmp_path):
                   for n, v in ds.data_vars.items() if v.attrs.get("runner", "") and f'"measure": "{kind}"' in
                   str(v.attrs.get("runner"))]
         assert listed and sorted(listed) == sorted(stored), (kind, listed, stored)
+
+
+def test_a_default_chosen_per_network_is_said_so(in_process):
+    code, out, _ = in_process("explain", "lyapunov")
+    assert code == 0 and "  k = (per network: see below)" in out and "k = None" not in out

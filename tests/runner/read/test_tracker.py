@@ -234,3 +234,31 @@ def test_a_tracking_uri_that_can_take_runs_is_accepted(uri, tmp_path):
 
     (tmp_path / "empty.db").write_bytes(b"")  # an empty file: SQLite makes its database there
     assert uri_problem(uri.format(tmp=tmp_path), timeout=2) is None
+
+
+def test_a_parameter_chosen_per_network_is_logged_per_network(in_process, tmp_path):
+    """A measure parameter left None (lyapunov's k) is logged as each network used it, not as null."""
+    from mlflow.tracking import MlflowClient
+
+    spec = tmp_path / "maps.toml"
+    spec.write_text(textwrap.dedent(maps_spec("maps", steps=40, samples=4, measures="""
+        [[measure]]
+        kind = "lyapunov"
+        tau = 1
+
+        [[measure]]
+        kind = "effective_dimension"
+        """)))
+    uri = f"sqlite:///{tmp_path / 'tracking.db'}"
+    code, _, err = in_process("apply", spec, "-q", "--log-to", f"mlflow:{uri}")
+    assert code == 0, err
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("maps").experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    k = xr.open_zarr(tmp_path / "store" / "maps.zarr")["lyapunov_k"].to_series()
+    assert parent.data.params["measure.lyapunov.k"] == "per network"
+    for net in ("logistic", "tanh"):
+        assert float(parent.data.params[f"measure.lyapunov.k.{net}"]) == pytest.approx(k[net], rel=1e-12)
+        assert float(children[net].data.params["measure.lyapunov.k"]) == pytest.approx(k[net], rel=1e-12)
+    assert "null" not in {v for r in runs for key, v in r.data.params.items() if key.startswith("measure.lyapunov.k")}

@@ -350,3 +350,15 @@ async def test_q_quits_while_the_help_is_open(done_root, monkeypatch):
         await pilot.press("q")
         await settle(pilot, lambda: not app.is_running, timeout=10)
     assert app.return_code == 0
+
+
+async def test_ctrl_c_quits_as_q_does(done_root, monkeypatch):
+    """Ctrl-C quits the monitor (with ``apply --monitor``, that stops the apply), not Textual's toast."""
+    monkeypatch.chdir(done_root)
+    app = MonitorApp("store/tiny.zarr", clock=lambda: FROZEN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, loaded(app))
+        await pilot.press("question_mark")  # from the help too
+        await pilot.press("ctrl+c")
+        await settle(pilot, lambda: not app.is_running, timeout=10)
+    assert app.return_code == 0
