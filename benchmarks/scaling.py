@@ -60,7 +60,7 @@ def region_write(folder: Path) -> dict[str, float]:
 
 def _fill(state_dir, store_id: str, n: int) -> dict[str, dict]:
     """``n`` records in the store, written plainly (the set-up, not what is timed); returns them."""
-    from runner.storage.location import Remote
+    from runner.storage.objects import Remote
     from runner.storage.records import records_dir
 
     folder = records_dir(state_dir)
@@ -111,7 +111,7 @@ def record_cost(root, counts=(100, 1000, 10_000, 100_000)) -> dict[int, tuple[fl
 
 def s3_record_cost(counts) -> dict[int, tuple[float, float]]:
     """:func:`record_cost` on a bucket of moto's server, started here on 127.0.0.1."""
-    from runner.storage.location import Remote
+    from runner.storage.objects import Remote
     from tests.runner import s3_server
 
     with tempfile.TemporaryDirectory() as tmp:

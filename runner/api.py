@@ -44,7 +44,7 @@ from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.spec.specfile import SpecFile
 from runner.spec.sweep import is_sweep
 from runner.storage.history import versions
-from runner.storage.location import Remote, location, zarr_store
+from runner.storage.location import location
 from runner.storage.readers import reading
 from runner.storage.store import check_reachable, node_type, runner_dir, store_id
 from runner.storage.verify import StoreDamaged, StoreUnreadable, spec_of, verify
@@ -246,11 +246,7 @@ def _dataset(path, what: str = "store"):
     removal raise :class:`runner.storage.pinned.VersionSwitched`, never another version's values)."""
     import xarray as xr  # lazy: xarray
 
-    if isinstance(path, Remote):
-        return xr.open_zarr(zarr_store(path, read_only=True), consolidated=False)
-    from runner.storage.pinned import Pinned  # lazy: zarr
-
-    return xr.open_zarr(Pinned(path, what), consolidated=False)
+    return xr.open_zarr(location(path).reader_store(what), consolidated=False)
 
 
 def _read(read, path, *args):

@@ -51,7 +51,7 @@ from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
 from runner.spec.commandline import command, hint, program
-from runner.storage.location import is_url, location
+from runner.storage.location import location
 from runner.storage.readers import reading
 
 
@@ -760,7 +760,7 @@ def cmd_verify(args) -> int:
     from runner.storage.verify import StoreDamaged as StoreDamagedError  # lazy: filelock, numpy
     from runner.storage.verify import render, to_json, verify  # lazy: filelock, numpy
 
-    kept = version_at(args.target) if args.version is None and not is_url(args.target) else None
+    kept = version_at(args.target) if args.version is None else None
     if args.version is not None:
         from runner.read.status import store_of  # lazy: filelock, numpy
         from runner.storage.history import history_dir  # lazy: filelock, numpy
@@ -845,7 +845,8 @@ def cmd_history(args) -> int:
                 "ok": checked[v.name][0], "damage": checked[v.name][1]} for v in found])
         return EXIT_OK
     if not found:
-        kept = ("a store on object storage keeps none: apply --replace is refused there" if is_url(path)
+        kept = (f"{location(path).described} keeps none: apply --replace is refused there"
+                if not location(path).keeps_versions
                 else f"apply --replace keeps one in {history_dir(path)}/")
         print(f"{path}: no earlier versions ({kept})")
         return EXIT_OK

@@ -15,17 +15,12 @@ from runner.checkpointed.files import RESUME, adopt, belongs, checkpoint_dir, re
 from runner.checkpointed.loop import Curves, Finished, Saved
 from runner.checkpointed.schedule import checkpoint_resource
 from runner.plugin.measures import measures
+from runner.storage.location import location
 
 
 def relative_path(path: Path, store_path: Path) -> np.ndarray:
     """``path`` relative to the store's parent folder (absolute when it lies elsewhere), as stored."""
-    if not isinstance(store_path, Path):  # on object storage: beside the store, under the same URL
-        return np.asarray(str(path).removeprefix(str(store_path.parent) + "/"), dtype=object)
-    parent = store_path.parent.resolve()
-    try:
-        return np.asarray(str(Path(path).resolve().relative_to(parent)), dtype=object)
-    except ValueError:
-        return np.asarray(str(Path(path).resolve()), dtype=object)
+    return np.asarray(location(store_path).relative_name(path), dtype=object)
 
 
 def write_cell(store, name: str, task, values) -> None:

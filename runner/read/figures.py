@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from runner.core import toml
 from runner.core.layout import internal
-from runner.storage.location import location, zarr_store
+from runner.storage.location import Location, location, zarr_store
 from runner.plugin.recipes import NotDrawable, NoValues, Recipe, no_values, recipe, recipes  # noqa: F401  (a study's import)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,12 +71,10 @@ def study_of(ds: xr.Dataset) -> str | None:
         return None
 
 
-def default_out(store: Path) -> Path:
+def default_out(store: Location) -> Path:
     """``store/<name>.figures`` next to ``store/<name>.zarr``; for a store on object storage, in the
-    working directory's ``store/`` (figures are drawn to a local folder)."""
-    if not isinstance(store, Path):
-        return Path("store") / (store.name.removesuffix(".zarr") + ".figures")
-    return store.with_name(store.name.removesuffix(".zarr") + ".figures")
+    working directory (figures are drawn to a local folder)."""
+    return location(store).local_folder() / (store.name.removesuffix(".zarr") + ".figures")
 
 
 def open_source(source: str | Path) -> tuple[xr.Dataset, Path]:

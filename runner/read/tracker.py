@@ -43,7 +43,7 @@ from runner.core.errors import Unavailable
 from runner.core.layout import counted, internal
 from runner.read.figures import default_out
 from runner.read.figures import figures as draw_figures
-from runner.storage.location import Location, Remote, location, zarr_store
+from runner.storage.location import Location, location, zarr_store
 
 #: Trackers ``--log-to`` knows, with the package each needs.
 TRACKERS = {"mlflow": "mlflow"}
@@ -301,13 +301,13 @@ class Exporter:
         logging.getLogger("mlflow").setLevel(logging.WARNING)  # its database set-up lines are not ours to print
         self.store = location(store)
         # beside the store; for a store on object storage, in the working directory (SQLite needs a disk)
-        db = Path("mlflow.db") if isinstance(self.store, Remote) else self.store.parent / "mlflow.db"
+        db = self.store.local_folder() / "mlflow.db"
         self.uri = uri or f"sqlite:///{db.resolve()}"
         # a SQLite database keeps its artifacts (figures, the spec) in a folder beside it, not in MLflow's
         # default ./mlruns of whatever directory apply runs in; a tracking server chooses its own
         local_db = self.uri.removeprefix("sqlite:///") if self.uri.startswith("sqlite:///") else None
         self.artifacts = Path(local_db).parent.joinpath("mlartifacts").resolve().as_uri() if local_db else None
-        self.where = str(self.store if isinstance(self.store, Remote) else self.store.resolve())
+        self.where = str(self.store.resolve())
         self.client = MlflowClient(tracking_uri=self.uri)
         self.runs: dict[str, str] = {}
         self.logged: dict[tuple[str, str], float] = {}  # (network, variable) -> last step logged

@@ -25,7 +25,7 @@ from runner.run.execute.registry import ExecutorOptions, executor_class, executo
 from runner.run.execute.scheduler import Scheduler, dry_run
 from runner.storage.history import history_dir, snapshot
 from runner.core.layout import INTERNAL, internal
-from runner.storage.location import Remote, is_url, location, write_atomic
+from runner.storage.location import location, write_atomic
 from runner.run.provenance import provenance
 from runner.storage.store import now
 from runner.run.provenance import root_attrs as provenance_root_attrs
@@ -74,8 +74,9 @@ class ReplaceRefused(ConsentNeeded):
         shown = lines[:12] + ([f"  ... and {len(lines) - 12} more (runner plan {spec})"] if len(lines) > 12 else [])
         super().__init__(
             f"{store} holds finished results that this spec would replace:\n" + "\n".join(shown) + "\n"
-            + ("Nothing was run. A store on object storage keeps no earlier version, so they cannot be replaced "
-               "there: give the changed spec another [experiment] name or store URL." if is_url(store) else
+            + (f"Nothing was run. {location(store).described.capitalize()} keeps no earlier version, so they "
+               "cannot be replaced there: give the changed spec another [experiment] name or store URL."
+               if not location(store).keeps_versions else
                hint("Nothing was run. To keep both, give the changed spec another [experiment] name or store. To "
                     f"replace them, keeping the store as it is now readable in {history_dir(store)}/, set "
                     "[experiment] replace = true or run:", rerun)))
@@ -256,7 +257,7 @@ class _BuildProgress(logging.Handler):
 
 def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], lost_records: bool):
     """Keep the store as it is now in its history, saying what is about to be replaced or dropped."""
-    if isinstance(p.store_path, Remote):  # a hard-linked copy needs a disk
+    if not p.store_path.keeps_versions:
         raise StorePathError(f"{p.store_path}: replacing or dropping finished results keeps a copy of the store in "
                              "its history, which is made on local disks only; apply the spec to a new store URL, or "
                              "remove the store first")
@@ -467,7 +468,7 @@ def describe_store(path: Path, spec: Path | None = None) -> str:
     """Where the store goes, as an absolute path (a relative store is relative to the working
     directory), with :func:`store_note` when there is one."""
     note = store_note(path, spec)
-    where = str(path) if isinstance(path, Remote) else str(path.absolute())
+    where = str(location(path).absolute())
     return f"{where} {note}" if note else where
 
 
@@ -475,8 +476,8 @@ def store_note(path: Path, spec: Path | None = None) -> str | None:
     """What a user should know of where the store goes, or None: on object storage; outside the
     working directory; or a relative store of a ``spec`` in another folder, which goes under the
     working directory (not the spec's project), naming a store of that path beside the spec."""
-    if isinstance(path, Remote):
-        return "(object storage)"
+    if location(path).note:
+        return location(path).note
     cwd = Path.cwd()
     absolute = path.absolute()
     notes = [] if absolute.is_relative_to(cwd) else [f"(outside the working directory {cwd})"]

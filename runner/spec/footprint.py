@@ -12,7 +12,6 @@ Every size is an estimate from shapes, not a measurement.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from rich.filesize import decimal
 
 from runner.core.layout import available_memory
 from runner.spec.specfile import Loc, SpecProblem
-from runner.storage.location import is_url
+from runner.storage.location import location
 
 
 @dataclass(frozen=True)
@@ -68,11 +67,7 @@ def memory(device: str = "cpu") -> tuple[int, str]:
 
 def free_disk(store: Path | str) -> tuple[float, str]:
     """Bytes free where ``store`` will be written, and that folder (a bucket has no "free": infinite)."""
-    if is_url(store):
-        return float("inf"), str(store)
-    path = Path(store).absolute()
-    folder = next(p for p in [path, *path.parents] if p.exists())
-    return shutil.disk_usage(folder).free, str(folder)
+    return location(store).free_bytes()
 
 
 def _size(bound: str, nbytes: float) -> str:

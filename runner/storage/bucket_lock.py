@@ -37,7 +37,7 @@ from typing import Any
 
 from runner.core import processes
 from runner.core.errors import Locked
-from runner.storage.location import Remote
+from runner.storage.objects import Remote
 from runner.storage.store_errors import StoreLocked
 
 DEFAULT_TTL = 60.0

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from runner.core import processes
-from runner.storage.location import Remote
+from runner.storage.objects import Remote
 
 UPLOAD_SECONDS = 1.0
 WRITER_EVENTS = ("run_preparing", "run_started")

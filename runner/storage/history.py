@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rich.filesize import decimal
 
-from runner.storage.location import Location, is_url, location
+from runner.storage.location import Location, location
 from runner.storage.manifest import MANIFEST as STORE_MANIFEST
 from runner.storage.store import atomic_write_bytes, runner_dir, writing
 from runner.core.errors import StorageError
@@ -119,6 +119,8 @@ def _same(old: dict, new: dict) -> bool:
 
 def version_at(path: Path) -> Version | None:
     """The kept version whose store is ``path`` (``x.history/<version>/x.zarr``), or None."""
+    if not location(path).keeps_versions:
+        return None
     path = Path(os.path.abspath(path))
     folder = path.parent
     if folder.parent.suffix != ".history" or not (folder / MANIFEST).is_file():
@@ -139,7 +141,7 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 def versions(path: Path) -> list[Version]:
     """The versions kept for the store at ``path``, oldest first (none on object storage: no history is kept there)."""
-    if is_url(path):
+    if not location(path).keeps_versions:
         return []
     folder = history_dir(path)
     if folder.is_symlink():

@@ -11,9 +11,8 @@ Byte-level only (no torch), so ``verify`` and ``status`` stay light.
 from __future__ import annotations
 
 import json
-import os
 
-from runner.storage.location import Location, Remote, location
+from runner.storage.location import Location, location
 from runner.storage.manifest import digest
 
 DIGEST = "blake2b"
@@ -67,15 +66,8 @@ def problem(path: Location) -> str | None:
 def kept_files(state_dir: Location) -> list[Location]:
     """Every kept safetensors file under a store's runner folder, in a stable order."""
     root = location(state_dir)
-    if isinstance(root, Remote):
-        try:
-            return [root / k[len(root.key) + 1:] for k in sorted(root.fs.find(root.key)) if k.endswith(SUFFIX)]
-        except FileNotFoundError:
-            return []
-    out = []
-    for dirpath, _dirs, files in os.walk(root):
-        out += [location(dirpath) / f for f in files if f.endswith(SUFFIX) and not f.startswith(".")]
-    return sorted(out)
+    keys = [k for k in root.files() if k.endswith(SUFFIX) and not k.rsplit("/", 1)[-1].startswith(".")]
+    return [root / k for k in sorted(keys, key=lambda k: k.split("/"))]
 
 
 def damaged(state_dir: Location) -> list[tuple[Location, str]]:

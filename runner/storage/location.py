@@ -1,40 +1,29 @@
-"""Where a store lives: a local folder, or a URL on object storage (``s3://bucket/path/name.zarr``).
+"""Where a store lives: a local folder or a URL on object storage (``s3://bucket/path/name.zarr``),
+as one :class:`Location`.
 
-A local store path stays a plain :class:`pathlib.Path`, and everything the runner does with it is
-what it always did. A URL (any fsspec protocol name followed by ``://``, but ``file://``) becomes a
-:class:`Remote`: the part of pathlib's API the runner uses on a store and on the runner's folder
-beside it (``/``, ``name``, ``parent``, ``with_suffix``, ``exists``, ``is_dir``, ``read_bytes``,
-``write_bytes``, ``unlink``, ``iterdir``, ``glob``), done through fsspec. The functions below do
-what pathlib alone cannot, for either kind: a whole-or-nothing write (:func:`write_atomic`: a
-temporary file and a rename on disk, one PUT on S3, which is atomic there), an appended line
-(:func:`append_line`: on S3 a new small object per line, since objects cannot be appended to),
-removing a folder, a zarr store to open (:func:`zarr_store`).
+:func:`location` parses what a user wrote, once, into a :class:`runner.storage.local.Local` (a
+``pathlib`` path) or a :class:`runner.storage.objects.Remote`. Both carry the part of pathlib's API
+the runner uses on a store and on the runner's folder beside it, and the operations whose way
+differs by the kind of location: a whole-or-nothing write, an appended line, a folder's marker,
+removal and move, listing, the zarr store to write and the one to read, reachability, free space,
+and whether earlier versions are kept there. Callers outside :mod:`runner.storage` never ask which
+kind a location is (``tests/runner/storage/test_location_protocol.py`` keeps it so): they call these.
 
-Credentials and endpoint come from the standard places, read by botocore: ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY`` (or ``AWS_PROFILE`` and ``~/.aws``), ``AWS_REGION``, and
-``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` for an S3-compatible server (MinIO, Ceph, moto).
-A store whose bucket cannot be reached is refused before any compute, naming the store
-(:func:`reachable_problem`). Only ``s3://`` is written (its lock needs S3's conditional writes,
-:mod:`runner.storage.bucket_lock`); other protocols are refused with that reason.
+A store that cannot be reached is refused before any compute, naming the store
+(:func:`reachable_problem`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import shutil
-import tempfile
-import time
-from pathlib import Path, PurePosixPath
-from typing import Any, Union
+from pathlib import Path
+from typing import Any, Protocol, Union, runtime_checkable
 from urllib.parse import unquote, urlparse
 
 from runner.core.errors import Unavailable
-
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-WRITABLE = ("s3",)
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+from runner.storage.local import Local
+from runner.storage.objects import URL, Remote, url_problem
 
 
 class BadLocation(Unavailable):
@@ -42,6 +31,67 @@ class BadLocation(Unavailable):
     URL, an invalid bucket or key, or a local path that would not mean what it says (``~/x``, a
     Windows path on POSIX, a NUL byte). Raised by :func:`location` before anything is read or
     written (exit 66); a spec's ``[experiment] store`` is checked by the same rules (exit 65)."""
+
+
+@runtime_checkable
+class StoreLocation(Protocol):
+    """What the runner does with a store's place, on any kind of storage (beside pathlib's
+    ``/``, ``name``, ``parent``, ``exists``, ``read_bytes``, ``iterdir``, ``glob``, ...)."""
+
+    keeps_versions: bool
+    note: str | None
+    """What a user should know of where this is (``(object storage)``), or None."""
+    described: str
+    """A store here, in words (``a store on object storage``)."""
+
+    def write_atomic(self, data: bytes | memoryview) -> None:
+        """Write whole or not at all."""
+
+    def append_line(self, line: bytes) -> None:
+        """Append one line to this log."""
+
+    def mark_folder(self) -> None:
+        """Make this folder exist, empty (on object storage: a marker object)."""
+
+    def folder_marked(self) -> bool:
+        """Whether :meth:`mark_folder` made this folder."""
+
+    def remove_tree(self) -> None:
+        """Remove this folder and what it holds (nothing when it is not there)."""
+
+    def move_tree(self, dst: Any) -> None:
+        """Rename this folder to ``dst``."""
+
+    def entries(self) -> list:
+        """(entry, is a folder) directly under this folder, by name."""
+
+    def files(self) -> dict[str, int]:
+        """Every file under this folder: relative key -> size."""
+
+    def read_many(self, paths: list) -> dict:
+        """The bytes of many files; those gone are left out."""
+
+    def zarr_store(self, read_only: bool = False) -> Any:
+        """What ``zarr.open_group`` opens to write (or read) the store here."""
+
+    def reader_store(self, what: str = "store") -> Any:
+        """What a reader's ``xr.open_zarr`` opens."""
+
+    def reachable_problem(self) -> str | None:
+        """Why this cannot be reached (one request), or None."""
+
+    def local_folder(self) -> Path:
+        """A folder on this machine's disk for what needs one (a database, figures)."""
+
+    def free_bytes(self) -> tuple[float, str]:
+        """Bytes free where this will be written, and where that was measured."""
+
+    def relative_name(self, path: Any) -> str:
+        """``path`` as stored: relative to this store's parent where it lies under it."""
+
+
+Location = Union[Local, Remote, Path]
+"""A location, or a plain local path that :func:`location` makes one."""
 
 
 def location_problem(text: str) -> str | None:
@@ -57,7 +107,7 @@ def location_problem(text: str) -> str | None:
     if scheme and not text[scheme.end():].startswith("//"):
         return (f"{text!r} looks like a URL without '//' after '{scheme.group(1)}:'; write s3://BUCKET/NAME.zarr, "
                 "file:///PATH/NAME.zarr or a local path")
-    if "://" in text and not _URL.match(text):
+    if "://" in text and not URL.match(text):
         return (f"{text!r} is neither a URL (a scheme such as s3:// or file:// first) nor a local path; write "
                 "s3://BUCKET/NAME.zarr, file:///PATH/NAME.zarr or a local path")
     if text.lower().startswith("file://"):
@@ -68,8 +118,8 @@ def location_problem(text: str) -> str | None:
         if not local:
             return f"{text!r} names no path; write file:///PATH/NAME.zarr (three slashes before an absolute path)"
         return location_problem(local)
-    if _URL.match(text):
-        return _url_problem(text)
+    if URL.match(text):
+        return url_problem(text)
     if text.startswith("~"):
         whole = os.path.expanduser(text)
         return (f"{text!r}: '~' is not expanded here (a shell would expand it); write the whole path"
@@ -80,54 +130,26 @@ def location_problem(text: str) -> str | None:
     return None
 
 
-def _url_problem(url: str) -> str | None:
-    """Why the URL ``url`` names no store the runner writes (an unknown scheme, a malformed bucket
-    or key), or None; nothing is requested."""
-    protocol = _URL.match(url).group(1).lower()
-    if protocol not in WRITABLE:
-        return (f"{url}: the runner writes stores on local disks and on s3:// only (the lock needs S3's "
-                f"conditional writes); {protocol}:// is not supported")
-    rest = url[_URL.match(url).end():]
-    bucket, _, key = rest.partition("/")
-    key = key.rstrip("/")
-    if "?" in rest or "#" in rest:
-        return (f"{url}: a store URL has no query or fragment ('?', '#'); write s3://BUCKET/NAME.zarr (the endpoint "
-                "and credentials come from AWS_ENDPOINT_URL and AWS_PROFILE)")
-    if not bucket:
-        return f"{url}: no bucket after {protocol}://; write {protocol}://BUCKET/NAME.zarr"
-    if not key:
-        return f"{url}: name a store inside the bucket, such as s3://{bucket or 'BUCKET'}/NAME.zarr"
-    if not _BUCKET.match(bucket) or ".." in bucket or re.match(r"^\d+\.\d+\.\d+\.\d+$", bucket):
-        return (f"{url}: {bucket!r} is not a valid S3 bucket name (3-63 lowercase letters, digits, dots and "
-                "hyphens, beginning and ending with a letter or digit)")
-    parts = key.split("/")
-    if any(part in (".", "..") for part in parts):
-        return f"{url}: '.' and '..' are not folders on object storage; write the store's whole key"
-    if "" in parts:
-        return f"{url}: an empty folder name ('//') in the key; write s3://{bucket}/{'/'.join(p for p in parts if p)}"
-    return None
-
-
 def is_url(path: Any) -> bool:
     """True for a store on object storage (a :class:`Remote` or a URL other than ``file://``)."""
     if isinstance(path, Remote):
         return True
-    return isinstance(path, str) and bool(_URL.match(path)) and not path.lower().startswith("file://")
+    return isinstance(path, str) and bool(URL.match(path)) and not path.lower().startswith("file://")
 
 
-def location(path: Any) -> Union[Path, "Remote"]:
-    """``path`` as the runner addresses it: a :class:`Remote` for a URL, else a ``Path`` (a
+def location(path: Any) -> Local | Remote:
+    """``path`` as the runner addresses it: a :class:`Remote` for a URL, else a :class:`Local` (a
     ``file://`` URL is its local path). A string is parsed here, once: :class:`BadLocation` for one
     :func:`location_problem` refuses."""
-    if isinstance(path, Remote):
+    if isinstance(path, (Remote, Local)):
         return path
     if isinstance(path, str) and (problem := location_problem(path)):
         raise BadLocation(problem)
     if is_url(path):
         return Remote(path)
     if isinstance(path, str) and path.lower().startswith("file://"):
-        return Path(local_path(path))
-    return Path(path)
+        return Local(local_path(path))
+    return Local(path)
 
 
 def local_path(url: str) -> str:
@@ -139,277 +161,31 @@ def local_path(url: str) -> str:
     return unquote(parsed.path)
 
 
-def storage_options(protocol: str) -> dict[str, Any]:
-    """fsspec options for ``protocol``: no cached listings (another process adds records), the
-    endpoint from ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, and short retries so that an
-    unreachable endpoint is reported in seconds rather than minutes."""
-    if protocol != "s3":
-        return {}
-    options: dict[str, Any] = {"use_listings_cache": False,
-                               "config_kwargs": {"connect_timeout": 5, "read_timeout": 30,
-                                                 "retries": {"max_attempts": 2, "mode": "standard"}}}
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        options["endpoint_url"] = endpoint
-    return options
-
-
-def filesystem(protocol: str):
-    import fsspec  # lazy: fsspec
-
-    return fsspec.filesystem(protocol, **storage_options(protocol))
-
-
-class Remote:
-    """A path on an fsspec filesystem, with the part of pathlib's API the runner uses.
-
-    Object stores have no folders: ``mkdir`` does nothing, a "folder" exists while an object is
-    under it, and there are no symbolic links."""
-
-    def __init__(self, url: str):
-        match = _URL.match(url)
-        if match is None:
-            raise ValueError(f"{url!r} is not a URL")
-        self.protocol = match.group(1).lower()
-        self.key = re.sub(r"/+", "/", url[match.end():]).rstrip("/")
-
-    @property
-    def fs(self):
-        return filesystem(self.protocol)
-
-    def __str__(self) -> str:
-        return f"{self.protocol}://{self.key}"
-
-    def __repr__(self) -> str:
-        return f"Remote({str(self)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Remote) and str(self) == str(other)
-
-    def __hash__(self) -> int:
-        return hash(str(self))
-
-    def __truediv__(self, other: str | PurePosixPath) -> Remote:
-        return Remote(f"{self}/{other}")
-
-    # --- pure path parts
-    @property
-    def name(self) -> str:
-        return self.key.rsplit("/", 1)[-1]
-
-    @property
-    def bucket(self) -> str:
-        return self.key.split("/", 1)[0]
-
-    @property
-    def parent(self) -> Remote:
-        return Remote(f"{self.protocol}://{self.key.rsplit('/', 1)[0]}") if "/" in self.key else self
-
-    @property
-    def parents(self) -> list[Remote]:
-        out, p = [], self
-        while p.parent != p:
-            p = p.parent
-            out.append(p)
-        return out
-
-    @property
-    def suffix(self) -> str:
-        return PurePosixPath(self.name).suffix
-
-    @property
-    def stem(self) -> str:
-        return PurePosixPath(self.name).stem
-
-    def with_suffix(self, suffix: str) -> Remote:
-        return self.parent / (self.stem + suffix)
-
-    def absolute(self) -> Remote:
-        return self
-
-    resolve = absolute
-
-    # --- the filesystem
-    def exists(self) -> bool:
-        return self.fs.exists(self.key)
-
-    def is_dir(self) -> bool:
-        return self.fs.isdir(self.key)
-
-    def is_file(self) -> bool:
-        return self.fs.isfile(self.key)
-
-    def is_symlink(self) -> bool:
-        return False
-
-    def read_bytes(self) -> bytes:
-        return self.fs.cat_file(self.key)
-
-    def read_text(self) -> str:
-        return self.read_bytes().decode()
-
-    def write_bytes(self, data: bytes | memoryview) -> None:
-        self.fs.pipe_file(self.key, bytes(data))
-
-    def write_text(self, text: str) -> None:
-        self.write_bytes(text.encode())
-
-    def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
-        """Nothing to make: a prefix exists once an object is under it."""
-
-    def unlink(self, missing_ok: bool = False) -> None:
-        try:
-            self.fs.rm_file(self.key)
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
-
-    def iterdir(self) -> list[Remote]:
-        try:
-            found = self.fs.ls(self.key, detail=False)
-        except FileNotFoundError:
-            return []
-        return [Remote(f"{self.protocol}://{p}") for p in found if p.rstrip("/") != self.key]
-
-    def glob(self, pattern: str) -> list[Remote]:
-        return [Remote(f"{self.protocol}://{p}") for p in self.fs.glob(f"{self.key}/{pattern}")]
-
-    def read_many(self, paths: list[Remote]) -> dict[Remote, bytes]:
-        """The bytes of many objects at once (fetched concurrently); those gone meanwhile are left out,
-        any other failure raised (a caller never takes an object it could not read for a missing one)."""
-        if not paths:
-            return {}
-        got = self.fs.cat([p.key for p in paths], on_error="return")
-        for value in got.values():
-            if isinstance(value, BaseException) and not isinstance(value, FileNotFoundError):
-                raise value
-        return {Remote(f"{self.protocol}://{k}"): v for k, v in got.items() if isinstance(v, bytes)}
-
-
-Location = Union[Path, Remote]
-
-
 def write_atomic(path: Location, data: bytes | memoryview) -> None:
-    """Write ``path`` whole or not at all: a temporary file, fsync and a rename on a disk (no partial
-    file left behind), one PUT on S3 (atomic there). Writes of the store go through
-    :func:`runner.storage.store.atomic_write_bytes`, which adds the write guard and :class:`StoreWriteError`."""
-    if isinstance(path, Remote):
-        path.write_bytes(data)
-        return
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``path`` whole or not at all (:meth:`StoreLocation.write_atomic`). Writes of the store go
+    through :func:`runner.storage.store.atomic_write_bytes`, which adds the write guard and
+    :class:`StoreWriteError`."""
+    location(path).write_atomic(data)
 
 
 def append_line(path: Location, line: bytes) -> None:
-    """Append one line to the log ``path`` (a disk file), or, on object storage, write it as its own
-    object ``<stem>.<time in ns>.<suffix>`` beside it (:func:`log_files` finds both)."""
-    if isinstance(path, Remote):
-        (path.parent / f"{path.stem}.{time.time_ns():020d}{path.suffix}").write_bytes(line)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab") as f:
-        f.write(line)
+    location(path).append_line(line)
 
 
 def remove_tree(path: Location) -> None:
-    """Remove a folder and what it holds (nothing when it is not there)."""
-    if isinstance(path, Remote):
-        try:
-            path.fs.rm(path.key, recursive=True)
-        except FileNotFoundError:
-            pass
-        return
-
-    shutil.rmtree(path, ignore_errors=True)
+    location(path).remove_tree()
 
 
 def move_tree(src: Location, dst: Location) -> None:
-    """Rename a folder (on object storage: copy every object, then delete the originals; not atomic,
-    which :func:`runner.storage.store._finish_carries` tolerates for the one folder move the runner makes)."""
-    if isinstance(src, Remote):
-        src.fs.mv(src.key, dst.key if isinstance(dst, Remote) else str(dst), recursive=True)
-        return
-    os.replace(src, dst)
-
-
-_RENAME_EXCHANGE = 2  # linux/fs.h
-
-
-def exchange(a: Path, b: Path) -> None:
-    """Swap two folders of one file system in one step (Linux's ``renameat2(RENAME_EXCHANGE)``), so
-    that a path names one whole folder or the other at every instant. Where the kernel or the file
-    system cannot, two renames through ``<b>.old`` (for a moment ``b`` is absent; :func:`finish_exchange`
-    completes a swap a kill cut short)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        renameat2 = None
-    if renameat2 is not None:
-        at_fdcwd = -100
-        if renameat2(at_fdcwd, os.fsencode(os.path.abspath(a)), at_fdcwd, os.fsencode(os.path.abspath(b)),
-                     _RENAME_EXCHANGE) == 0:
-            return
-    aside = b.with_name(b.name + ".old")
-    os.replace(b, aside)
-    os.replace(a, b)
-    os.replace(aside, a)
-
-
-def finish_exchange(b: Path) -> None:
-    """After a kill inside :func:`exchange`'s two-rename fallback: put ``<b>.old`` back when ``b`` is gone."""
-    aside = b.with_name(b.name + ".old")
-    if aside.is_dir() and not b.exists():
-        os.replace(aside, b)
+    location(src).move_tree(location(dst))
 
 
 def zarr_store(path: Location, read_only: bool = False):
     """What ``zarr.open_group`` and ``xr.open_zarr`` open: the path itself on disk, or an fsspec store."""
-    if not isinstance(path, Remote):
-        return path
-    from zarr.storage import FsspecStore  # lazy: zarr
-
-    return FsspecStore.from_url(str(path), storage_options=storage_options(path.protocol), read_only=read_only)
+    return location(path).zarr_store(read_only)
 
 
 def reachable_problem(path: Location) -> str | None:
     """Why the store at ``path`` cannot be reached (no such bucket, no credentials, no endpoint
     answering, a protocol the runner does not write), or None. One request, before any compute."""
-    if not isinstance(path, Remote):
-        return None
-    problem = _url_problem(str(path))  # a Remote made without location() (a URL of its parts)
-    if problem:
-        return problem
-    try:
-        path.fs.ls(path.bucket, detail=False)
-    except FileNotFoundError:
-        return f"{path}: the bucket {path.bucket!r} does not exist (create it first){_endpoint()}"
-    except PermissionError as err:
-        return f"{path}: access to the bucket {path.bucket!r} is denied ({err}){_endpoint()}"
-    except Exception as err:  # botocore's NoCredentialsError, EndpointConnectionError, ...: not OSErrors
-        return f"{path}: cannot reach the bucket {path.bucket!r}: {_reason(err)}{_endpoint()}"
-    return None
-
-
-def _endpoint() -> str:
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    return f" (endpoint {endpoint}, from AWS_ENDPOINT_URL)" if endpoint else ""
-
-
-def _reason(err: BaseException) -> str:
-    name = type(err).__name__
-    if "Credential" in name:
-        return ("no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE")
-    if "Connect" in name or "Endpoint" in name or isinstance(err, (ConnectionError, TimeoutError)):
-        return f"nothing answers ({err})"
-    return f"{name}: {err}"
+    return location(path).reachable_problem()

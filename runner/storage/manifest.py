@@ -24,13 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from typing import Any
 
-from pathlib import Path
-
 from runner.core.layout import internal
-from runner.storage.location import Location, Remote, location, write_atomic
+from runner.storage.location import Location, location, write_atomic
 
 MANIFEST = "manifest.json"
 NEXT = "manifest.next.json"
@@ -66,37 +63,15 @@ def record_digest(rec: dict) -> str:
 def chunk_digests(folder: Location, keys: list[str]) -> dict[str, str | None]:
     """Chunk key -> the digest of its file under the array folder ``folder`` (None: no such file)."""
     folder = location(folder)
-    if isinstance(folder, Remote):
-        got = folder.read_many([folder / k for k in keys])
-        by_key = {str(p)[len(str(folder)) + 1:]: data for p, data in got.items()}
-        return {k: digest(by_key[k]) if k in by_key else None for k in keys}
-    out: dict[str, str | None] = {}
-    for key in keys:
-        try:
-            with open(folder / key, "rb") as f:
-                out[key] = digest(f.read())
-        except FileNotFoundError:
-            out[key] = None
-    return out
+    got = folder.read_many([folder / k for k in keys])
+    by_key = {str(p)[len(str(folder)) + 1:]: data for p, data in got.items()}
+    return {k: digest(by_key[k]) if k in by_key else None for k in keys}
 
 
 def chunk_keys(folder: Location) -> list[str]:
-    """The keys of every chunk file of the array at ``folder`` (``c/0/3``; ``c`` for a 0-d array)."""
-    folder = location(folder)
-    if isinstance(folder, Remote):
-        try:
-            found = folder.fs.find(f"{folder.key}/c")
-        except FileNotFoundError:
-            return []
-        return sorted(k[len(folder.key) + 1:] for k in found)
-    top = folder / "c"
-    if top.is_file():
-        return ["c"]
-    out = []
-    for dirpath, _dirs, files in os.walk(top):
-        rel = os.path.relpath(dirpath, folder).replace(os.sep, "/")
-        out += [f"{rel}/{f}" for f in files if not f.startswith(".")]
-    return sorted(out)
+    """The keys of every chunk file of the array at ``folder`` (``c/0/3``; ``c`` for a 0-d array); one listing."""
+    return sorted(k for k in location(folder).files()
+                  if (k == "c" or k.startswith("c/")) and not k.rsplit("/", 1)[-1].startswith("."))
 
 
 def normalized(meta: Any, root: bool = False) -> dict:
@@ -140,18 +115,7 @@ def _short(value: Any, limit: int = 60) -> str:
 def array_nodes(path: Location, prefix: str = ""):
     """(name, zarr.json, its parsed content or None) of every array under the group at ``path``; stops
     at nested stores (sweep points)."""
-    if isinstance(path, Remote):
-        try:
-            listed = path.fs.ls(path.key, detail=True)
-        except OSError:
-            return
-        entries = sorted(((path / e["name"].rstrip("/").rsplit("/", 1)[-1], e["type"] == "directory") for e in listed),
-                         key=lambda e: e[0].name)
-    else:
-        try:
-            entries = sorted(((Path(e.path), e.is_dir()) for e in os.scandir(path)), key=lambda e: e[0].name)
-        except OSError:
-            return
+    entries = location(path).entries()
     for folder, is_dir in entries:
         meta = folder / "zarr.json"
         if not is_dir or not meta.is_file():

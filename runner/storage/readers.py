@@ -22,7 +22,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from runner.storage.location import Location, Remote, location
+from runner.storage.location import Location, location
+from runner.storage.objects import Remote
 
 LOCK = "readers.lock"
 WAIT_S = 120.0

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from runner.storage.location import Location, Remote, append_line, location, write_atomic
+from runner.storage.location import Location, append_line, location, write_atomic
+from runner.storage.objects import Remote
 from runner.storage.manifest import ALGORITHM, record_digest
 from runner.storage.store_errors import writing
 
@@ -37,7 +38,6 @@ RECORDS = "records"
 WRITTEN = "written"
 
 
-KEEP = ".keep"  # on object storage, where an empty folder does not exist: the records folder was made
 FOLDED = "records.folded.json"
 
 
@@ -46,17 +46,11 @@ def records_dir(state_dir: Location) -> Location:
 
 
 def make_records_dir(state_dir: Location) -> None:
-    folder = records_dir(state_dir)
-    if isinstance(folder, Remote):
-        if not (folder / KEEP).exists():
-            (folder / KEEP).write_bytes(b"")
-    else:
-        folder.mkdir(parents=True, exist_ok=True)
+    records_dir(state_dir).mark_folder()
 
 
 def records_exist(state_dir: Location) -> bool:
-    folder = records_dir(state_dir)
-    return (folder / KEEP).exists() if isinstance(folder, Remote) else folder.is_dir()
+    return records_dir(state_dir).folder_marked()
 
 
 def read_records(state_dir: Location, store_id: str | None) -> dict[str, dict]:
@@ -270,18 +264,16 @@ def note_written(journal: Location, name: str, array, region: Any) -> None:
 
 def _journals(state_dir: Location, task_ids: Iterable[str]) -> list:
     folder = location(state_dir) / WRITTEN
-    if isinstance(folder, Remote):
-        return sorted(folder.glob(f"{group_key(task_ids)}-*.jsonl"), key=str)
-    return sorted(folder.glob(f"{group_key(task_ids)}-*.jsonl")) if folder.is_dir() else []
+    return sorted(folder.glob(f"{group_key(task_ids)}-*.jsonl"), key=str)
 
 
 def read_written(state_dir: Location, task_ids: Iterable[str]) -> dict[str, dict]:
     """The chunks the group ``task_ids`` wrote, from every journal of it: array -> grid and keys."""
     out: dict[str, dict] = {}
     paths = _journals(state_dir, task_ids)
-    texts = location(state_dir).read_many(paths) if isinstance(location(state_dir), Remote) else None
+    texts = location(state_dir).read_many(paths)
     for path in paths:
-        text = (texts.get(path, b"").decode() if texts is not None else path.read_text())
+        text = texts.get(path, b"").decode()
         for line in text.splitlines():
             try:
                 entry = json.loads(line)

@@ -33,8 +33,9 @@ from runner.core import interrupt
 from runner.core.formats import STORE_FORMAT
 from runner.core.layout import INTERNAL, Layout, internal, with_internal
 from runner.storage.bucket_lock import Lease
-from runner.storage.location import (Location, Remote, exchange, finish_exchange, location, move_tree,
-                                     reachable_problem, remove_tree, write_atomic, zarr_store)
+from runner.storage.local import exchange, finish_exchange
+from runner.storage.location import Location, location, move_tree, reachable_problem, remove_tree, write_atomic, zarr_store
+from runner.storage.objects import Remote
 from runner.storage.manifest import (MANIFEST, NEXT, ROOT, ManifestCorrupt, array_nodes, build, chunk_keys, chunk_digests,
                                      normalized, read_any_manifest, read_manifest, unlist, write_manifest)
 from runner.storage.readers import switching

@@ -19,7 +19,6 @@ checksums) are checked as far as their records allow: their tasks are counted as
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from runner.core.layout import internal
 from runner.storage.events import read_events
 from runner.storage import kept
 from runner.storage.history import version_at
-from runner.storage.location import Location, Remote, location, remove_tree, zarr_store
+from runner.storage.location import Location, location, remove_tree, zarr_store
 from runner.storage.manifest import (ALGORITHM, array_nodes, MANIFEST, ROOT, ManifestCorrupt, check_manifest, chunk_digests,
                                      differences, normalized, read_any_manifest, read_manifest, record_digest)
 from runner.storage.records import as_bound, chunk_coords, decode_key, drop_records, encode_key
@@ -503,7 +502,7 @@ def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: 
             pass
         keys = {new: tids for key, tids in keys.items() for new in _regrid([key], grid, list(now), shape)}
         expect = {}
-    if not (location(path) / name).is_dir() and not isinstance(location(path), Remote):
+    if not (location(path) / name).is_dir():
         damage.chunks += len(keys)
         return [(key, "missing (the whole array is gone)", keys[key]) for key in sorted(keys)]
     folder = location(path) / name
@@ -547,21 +546,15 @@ def _open(group, name: str):
 
 
 def _chunk_sizes(folder: Location):
-    """A function: chunk key -> its size in bytes (FileNotFoundError when missing); on object storage
-    one listing of the array's chunks rather than a request per chunk."""
-    if isinstance(folder, Remote):
-        try:
-            found = folder.fs.find(f"{folder.key}/c", detail=True)
-        except FileNotFoundError:
-            found = {}
-        sizes = {k[len(folder.key) + 1:]: int(v.get("size") or 0) for k, v in found.items()}
+    """A function: chunk key -> its size in bytes (FileNotFoundError when missing), from one listing of
+    the array's files rather than a request per chunk."""
+    sizes = location(folder).files()
 
-        def remote(key: str) -> int:
-            if key not in sizes:
-                raise FileNotFoundError(key)
-            return sizes[key]
-        return remote
-    return lambda key: os.stat(folder / key).st_size
+    def size(key: str) -> int:
+        if key not in sizes:
+            raise FileNotFoundError(key)
+        return sizes[key]
+    return size
 
 
 def _read(read) -> str | None:

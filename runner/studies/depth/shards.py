@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load, load_file, save
+from safetensors.numpy import load, save
 
 from runner.storage.checkpoint import read_metadata
-from runner.storage.location import Location, Remote, location, remove_tree
+from runner.storage.location import Location, location, remove_tree
 from runner.plugin.measures import measures
 from runner.studies.depth.measure import DepthView, NetworkSize
 from runner.storage.store import atomic_write_bytes
@@ -121,7 +121,7 @@ def _written(folder: Location) -> dict[tuple[str, str], np.ndarray]:
     out = {}
     for f in sorted(folder.glob("*.safetensors"), key=str):
         meta = read_metadata(f)
-        out[(meta["name"], meta["region"])] = (load(f.read_bytes()) if isinstance(f, Remote) else load_file(f))["values"]
+        out[(meta["name"], meta["region"])] = load(f.read_bytes())["values"]
     return out
 
 

@@ -213,7 +213,7 @@ def test_no_credentials_and_other_protocols_are_named(s3, tmp_path):
 @pytest.mark.timeout(120)
 def test_a_lease_not_renewed_is_taken_over_once_and_its_holder_stops_writing(s3):
     from runner.storage.bucket_lock import BucketLockLost, Lease
-    from runner.storage.location import Remote
+    from runner.storage.objects import Remote
     from runner.storage.store import StoreLocked
 
     _, bucket = s3
@@ -246,7 +246,7 @@ def test_a_lease_not_renewed_is_taken_over_once_and_its_holder_stops_writing(s3)
 
 
 def test_records_folded_into_one_object_and_forgotten_whatever_a_kill_leaves(s3, monkeypatch):
-    from runner.storage.location import Remote
+    from runner.storage.objects import Remote
     from runner.storage.records import drop_records, fold_records, make_records_dir, read_records, write_records
 
     _, bucket = s3
