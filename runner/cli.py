@@ -384,9 +384,10 @@ def _plan_one(args, p) -> int:
              + f", {n_done} done"
               + (f"; {len(changes.replace)} replace and {len(changes.drop)} drop finished results: apply refuses "
                  f"without --replace, which keeps the store as it is now in {_history_of(p.store_path)}/"
-                 if consent else "")
+                 f" ({_kept_bytes(p, changes, state)})" if consent else "")
               + (f"; {len(changes.extend)} extend finished results (no consent needed; the store as it is now is "
-                 f"kept in {_history_of(p.store_path)}/)" if changes is not None and changes.extend else ""))
+                 f"kept in {_history_of(p.store_path)}/: {_kept_bytes(p, changes, state)})"
+                 if changes is not None and changes.extend else ""))
         _repair_line(damage, full=args.detailed_exitcode)
     print_unmet(p.unmet, args.verbose)
     return EXIT_OK
@@ -463,6 +464,18 @@ def _threads(args, p, calibrated):
 def _budget(args) -> float | None:
     """Seconds plan may spend timing steps for its estimate (None: no limit, when asked to calibrate)."""
     return None if args.calibrate or args.recalibrate else BUDGET_S
+
+
+def _kept_bytes(p, changes, state: dict[str, str]) -> str:
+    """What the version a run keeps costs: about the bytes of the files the run rewrites, since it
+    shares every other file with the store."""
+    from rich.filesize import decimal  # lazy: rich
+
+    from runner.storage.history import bytes_kept  # lazy: filelock, numpy
+
+    extending = {r.task.id for r in changes.extend}
+    runs = [(t.network, t.measure, t.id in extending) for t in p.tasks if state.get(t.id) != "done"]
+    return f"about {decimal(bytes_kept(p.store_path, runs))} of its own, the files this run rewrites"
 
 
 def _history_of(path: Path) -> Path:
@@ -842,7 +855,7 @@ def cmd_history(args) -> int:
     if args.json:
         _emit([{"name": v.name, "store": str(v.store), **{k: v.manifest.get(k) for k in
                 ("created_utc", "reason", "spec_sha256", "replaced", "extended", "dropped")},
-                "ok": checked[v.name][0], "damage": checked[v.name][1]} for v in found])
+                "own_bytes": v.own_bytes(), "ok": checked[v.name][0], "damage": checked[v.name][1]} for v in found])
         return EXIT_OK
     if not found:
         kept = (f"{location(path).described} keeps none: apply --replace is refused there"

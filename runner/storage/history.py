@@ -22,14 +22,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.filesize import decimal
 
+from runner.core.layout import counted, internal
 from runner.storage.location import Location, location
 from runner.storage.manifest import MANIFEST as STORE_MANIFEST
+from runner.storage.manifest import array_nodes
 from runner.storage.store import atomic_write_bytes, runner_dir, writing
 from runner.core.errors import StorageError
 from runner.storage.store_errors import StoreWriteError, first_failure
@@ -57,13 +60,19 @@ class Version:
     def created(self) -> str:
         return str(self.manifest.get("created_utc", "?"))
 
+    def own_bytes(self) -> int:
+        """Bytes only this version holds: its files not hard-linked to the store's or another version's
+        (what removing it frees)."""
+        return own_bytes(self.store.parent)
+
     def describe(self) -> str:
         m = self.manifest
         parts = [f"{len(m.get('replaced', []))} replaced"] if m.get("replaced") else []
         parts += [f"{len(m.get('extended', []))} extended"] if m.get("extended") else []
         parts += [f"{len(m.get('dropped', []))} dropped"] if m.get("dropped") else []
         why = ", ".join(parts) or m.get("reason", "kept")
-        return f"{self.name}  {why}; spec sha256 {str(m.get('spec_sha256', '?'))[:12]}; {self.store}"
+        return (f"{self.name}  {why}; spec sha256 {str(m.get('spec_sha256', '?'))[:12]}; {self.store} "
+                f"({decimal(self.own_bytes())} of its own)")
 
 
 def snapshot(path: Path, manifest: dict) -> Version:
@@ -99,6 +108,61 @@ def snapshot(path: Path, manifest: dict) -> Version:
                                   f"{decimal(_bytes(path))} where its files cannot be hard-linked)") from None
         os.replace(tmp, folder / name)
     return Version(name, folder / name / path.name, manifest)
+
+
+def own_bytes(folder: Path) -> int:
+    """Bytes of the files under ``folder`` that no other path links to."""
+    total = 0
+    for d, _, files in os.walk(folder):
+        for f in files:
+            try:
+                st = os.stat(os.path.join(d, f))
+            except FileNotFoundError:
+                continue
+            total += st.st_size if st.st_nlink == 1 else 0
+    return total
+
+
+def bytes_kept(path: Location, rewritten: Iterable[tuple[int, str, bool]]) -> int:
+    """About the bytes a version of the store at ``path`` made now keeps of its own once a run
+    rewrites ``rewritten`` (network index, measure, whether it extends a finished result): its
+    description (the store's manifest and records), every metadata file (a run rewrites them), and
+    the chunk files the run replaces: of each (network, measure), the chunks of the measure's arrays
+    for that network, from the last stored point on along a time axis when it extends; and the time
+    axes themselves, which a longer run rewrites. Every other
+    file the version shares with the store (hard links). Nothing is read but metadata and a listing."""
+    path = location(path)
+    runs: dict[str, dict[int, bool]] = {}
+    for network, measure, extends in rewritten:
+        nets = runs.setdefault(measure, {})
+        nets[network] = nets.get(network, True) and extends
+    nodes = list(array_nodes(path))
+    axes = {name for name, _, meta in nodes if meta and counted(meta.get("attributes")) in ("steps", "epochs")}
+    files = path.files()
+    state = runner_dir(path).files() if runner_dir(path).is_dir() else {}
+    total = sum(size for key, size in files.items() if key.rsplit("/", 1)[-1] == "zarr.json")
+    total += sum(size for key, size in state.items() if key == STORE_MANIFEST or key.startswith("records/"))
+    total += sum(size for key, size in files.items() if key.split("/", 1)[0] in axes and "/c" in key)  # axes grow
+    for name, _, meta in nodes:
+        nets = runs.get(internal((meta or {}).get("attributes")).get("measure"))
+        if not nets:
+            continue
+        dims = list(meta.get("dimension_names") or [])
+        shape = meta.get("shape") or []
+        chunks = ((meta.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape") or shape
+        for key, size in files.items():
+            if not key.startswith(f"{name}/c/"):
+                continue
+            index = [int(i) for i in key[len(name) + 3:].split("/")]
+            net = index[dims.index("network")] if "network" in dims and len(index) == len(dims) else None
+            if net is not None and net not in nets:
+                continue
+            extends = nets[net] if net is not None else all(nets.values())
+            if extends and len(index) == len(dims) and any(
+                    d in axes and i < (shape[k] - 1) // max(1, chunks[k]) for k, (d, i) in enumerate(zip(dims, index))):
+                continue  # before the last stored point: an extension leaves it as it is
+            total += size
+    return total
 
 
 def _bytes(path: Path) -> int:

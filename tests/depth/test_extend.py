@@ -99,6 +99,9 @@ def test_a_longer_run_extends_and_equals_a_fresh_run_bit_for_bit(tmp_path):
     assert "apply refuses" not in out and "extend finished results" in out
     rows = json.loads(run_cli("plan", spec, "--json", "--no-estimate", cwd=spec.parent).stdout)
     assert rows["extend"] and not rows["replace"]
+    said = re.search(r"kept in \S+: about ([\d.]+) (bytes|kB|MB) of its own", out)
+    assert said, out
+    predicted = float(said.group(1)) * {"bytes": 1, "kB": 1e3, "MB": 1e6}[said.group(2)]
 
     done = run_cli("apply", spec, "-q", cwd=spec.parent)  # no --replace: nothing is lost
     assert done.returncode == 0, done.stderr
@@ -114,11 +117,28 @@ def test_a_longer_run_extends_and_equals_a_fresh_run_bit_for_bit(tmp_path):
     (version,) = versions(store)  # the 60-step store, as a replace keeps it
     assert version.manifest["reason"] == "extend" and version.manifest["extended"]
     xr.testing.assert_identical(data(version.store), before)
+    own = _not_shared(version.store.parent, store)  # what the version holds that the store does not
+    assert 0 < own <= predicted * 1.1, (own, predicted)  # plan said about what it keeps
+    first = "trace/c/0/0/0/0/0"  # steps 0-19 of the first network: an extension leaves them as they are
+    assert (version.store / first).samefile(store / first)
+    last = "trace/c/0/0/3/0/0"  # step 60, the last stored point, is written again
+    assert (version.store / last).is_file() and not (version.store / last).samefile(store / last)
+    listed = json.loads(run_cli("history", store, "--json", cwd=spec.parent).stdout)
+    assert [v["own_bytes"] for v in listed] == [own]
     history = run_cli("history", store, cwd=spec.parent)
     assert "extended logistic lyapunov: steps: 60 -> 80" in history.stdout
     assert run_cli("verify", store, cwd=spec.parent).returncode == 0
     assert "Plan: 0 to run" in run_cli("plan", spec, "--no-estimate", cwd=spec.parent).stdout
     assert len(list((runner_dir(store) / "final").iterdir())) == 2  # one kept state per network
+
+
+def _not_shared(version: Path, store: Path) -> int:
+    """Bytes of the files under ``version`` that are not the same file (inode) as one of the store's
+    or of its runner folder."""
+    inodes = {(f.stat().st_dev, f.stat().st_ino) for root in (store, runner_dir(store)) for f in root.rglob("*")
+              if f.is_file()}
+    return sum(f.stat().st_size for f in version.rglob("*")
+               if f.is_file() and (f.stat().st_dev, f.stat().st_ino) not in inodes)
 
 
 def test_kill_9_during_an_extension_and_apply_again_continue_it(tmp_path):
