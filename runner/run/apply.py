@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -474,17 +475,21 @@ def describe_store(path: Path, spec: Path | None = None) -> str:
 
 def store_note(path: Path, spec: Path | None = None) -> str | None:
     """What a user should know of where the store goes, or None: on object storage; outside the
-    working directory; or a relative store of a ``spec`` in another folder, which goes under the
-    working directory (not the spec's project), naming a store of that path beside the spec."""
+    working directory; or a relative store of a ``spec`` run from another folder, which goes under
+    the working directory (not the spec's project), naming a store of that path beside the spec.
+    Paths are compared resolved (``../proj/specs/x.toml``, a link to the project), so the note comes
+    from a sibling folder, the project's parent or anywhere else."""
     if location(path).note:
         return location(path).note
-    cwd = Path.cwd()
-    absolute = path.absolute()
+    cwd = Path.cwd().resolve()
+    absolute = Path(os.path.abspath(path)).resolve()
     notes = [] if absolute.is_relative_to(cwd) else [f"(outside the working directory {cwd})"]
-    if spec is not None and not path.is_absolute() and not Path(spec).absolute().parent.is_relative_to(cwd):
-        notes.append("(relative to the working directory, not to the spec's folder)")
-        beside = next((root for root in list(Path(spec).absolute().parents)[:3]
-                       if (root / path).exists() and (root / path).resolve() != absolute.resolve()), None)
+    if spec is not None and not Path(path).is_absolute():
+        folder = Path(spec).resolve().parent
+        beside = next((root for root in [folder, *folder.parents][:3]
+                       if (root / path).exists() and (root / path).resolve() != absolute), None)
+        if beside is not None or not folder.is_relative_to(cwd):
+            notes.append("(relative to the working directory, not to the spec's folder)")
         if beside is not None:
             notes[-1] += (f"; {beside / path} exists: run from {beside} to use it, or set [experiment] store "
                           "to an absolute path")

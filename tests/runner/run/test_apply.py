@@ -209,3 +209,9 @@ def test_a_spec_run_from_another_folder_says_where_its_relative_store_goes(tmp_p
     here = run_cli("plan", "specs/spec.toml", "--no-estimate", cwd=project)
     said = " ".join(here.stdout.split())
     assert f"store {project / 'store' / 'where.zarr'} " in said and "relative to the working" not in said
+    # a relative spec path from a sibling folder, and the project's parent folder (issue 53, item 3)
+    for cwd, given in ((elsewhere, "../proj/specs/spec.toml"), (tmp_path, "proj/specs/spec.toml")):
+        out = run_cli("plan", given, "--no-estimate", cwd=cwd)
+        said = " ".join(out.stdout.split())
+        assert out.returncode == 0 and f"{project / 'store' / 'where.zarr'} exists" in said, (given, said)
+        assert f"run from {project}" in said
