@@ -179,10 +179,24 @@ def test_a_longer_run_off_its_segments_is_recomputed_and_plan_says_why(tmp_path)
     spec.write_text(spec_text(80, checkpoint_every=40))  # 60 is not where a fresh run's segment ends
     out = " ".join(run_cli("plan", spec, "--no-estimate", cwd=tmp_path).stdout.split())
     assert "replace: steps: 60 -> 80; not extended: 60 is not a multiple of the new run's durable segment" in out
+    assert "set [dynamics] checkpoint_every = 60 (or --set dynamics.checkpoint_every=60) to continue it" in out
+    fixed = run_cli("plan", spec, "--no-estimate", "--set", "dynamics.checkpoint_every=60", cwd=tmp_path)
+    assert "extend: steps: 60 -> 80 (continued from step 60" in " ".join(fixed.stdout.split())  # the fix works
     assert run_cli("apply", spec, "-q", cwd=tmp_path).returncode == 77
     done = run_cli("apply", spec, "-q", "--replace", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert all(r.get("resumed_from", 0) == 0 for r in read_tasks(store).values())
+
+
+@pytest.mark.parametrize("old, new, stride, said", [
+    (300, 400, 10, "checkpoint_every = 300"),  # the quickstart without checkpoint_every: the run itself
+    (10**6, 2 * 10**6, 10, "checkpoint_every = 20000"),  # about 1% of the new run: few chunks along time
+    (55, 80, 10, "not a multiple of the measures' strides (their lcm is 10)"),  # no segment can end at 55
+])
+def test_the_fix_names_a_segment_that_divides_the_old_run(old, new, stride, said):
+    from runner.studies.depth.extend import segment_fix
+
+    assert said in segment_fix(old, new, stride)
 
 
 def test_a_shorter_run_is_no_extension():

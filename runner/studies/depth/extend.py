@@ -120,8 +120,10 @@ def _pass(p: Prepared, tasks: list, replaced: dict[str, list[str]], records: dic
         return no(f"its state kept at step {old}, {final}, {damaged}")
     segment = segment_length(p.spec)
     if old % segment:
-        return no(f"{old} is not a multiple of the new run's durable segment ({segment} steps, [dynamics] "
-                  "checkpoint_every)")
+        chosen = "[dynamics] checkpoint_every" if p.spec.dynamics.checkpoint_every else \
+            "by default, about 1% of the run and at least 1000 steps"
+        return no(f"{old} is not a multiple of the new run's durable segment ({segment} steps, {chosen}); "
+                  + segment_fix(old, new, p.spec.stride_lcm()))
     registry = measures("depth")
     notes = {}
     for t in longer:
@@ -131,6 +133,17 @@ def _pass(p: Prepared, tasks: list, replaced: dict[str, list[str]], records: dic
         notes[t.id] = tags.extend_note
     return {t.id: Extension(f"continued from step {old}" + (f"; {notes[t.id]} recomputed at step {new}"
                                                             if notes[t.id] else "")) for t in longer}
+
+
+def segment_fix(old: int, new: int, stride: int) -> str:
+    """How a spec continues a finished run of ``old`` steps: a durable segment that divides ``old``
+    and that every measure's stride (their lcm ``stride``) divides, the largest near a default's size."""
+    fits = [c for c in range(stride, old + 1, stride) if old % c == 0]
+    if not fits:
+        return f"{old} is not a multiple of the measures' strides (their lcm is {stride}), so no segment ends there"
+    target = min(new, max(1000, new // 100))
+    best = max((c for c in fits if c <= target), default=fits[0])
+    return f"set [dynamics] checkpoint_every = {best} (or --set dynamics.checkpoint_every={best}) to continue it"
 
 
 def supersede(state_dir: Location, label: str, ids: list[str]) -> None:
