@@ -379,9 +379,10 @@ def _plan_one(args, p) -> int:
         damage = _damage(p.store_path, full=args.detailed_exitcode)
         repair = [tid for tid in damage.redo if state.get(tid) == "done"]  # a chunk read back damaged
         n_done = sum(v == "done" for v in state.values()) - len(repair)
+        n_taken = len(changes.taken_over(p.labels)) if changes is not None else 0
         consent = changes is not None and changes.needs_consent
-        _say(f"Plan: {len(p.tasks) - n_done} to run" + (f" ({len(repair)} to repair)" if repair else "")
-             + f", {n_done} done"
+        _say(f"Plan: {len(p.tasks) - n_done - n_taken} to run" + (f" ({len(repair)} to repair)" if repair else "")
+             + f", {n_done} done" + (f", {n_taken} taken over (a longer run keeps them as they are)" if n_taken else "")
               + (f"; {len(changes.replace)} replace and {len(changes.drop)} drop finished results: apply refuses "
                  f"without --replace, which keeps the store as it is now in {_history_of(p.store_path)}/"
                  f" ({_kept_bytes(p, changes, state)})" if consent else "")
@@ -644,7 +645,9 @@ def report_outcome(outcome, spec: Path, store_path: Path, overrides=()) -> int:
     if not outcome.ran and not outcome.failed:
         print(f"nothing to do: all {outcome.skipped} tasks of {spec} are done in {store_path}")
         return EXIT_OK
-    print(f"ran {len(outcome.ran)} task(s), {outcome.skipped} already done; store: {store_path}")
+    taken = f", {outcome.taken_over} taken over" if outcome.taken_over else ""
+    print(f"ran {len(outcome.ran)} task(s), {outcome.skipped - outcome.taken_over} already done{taken}; "
+          f"store: {store_path}")
     if outcome.failed:
         for tid, msg in outcome.failed.items():
             print(f"task {tid} failed: {msg}", file=sys.stderr)

@@ -97,7 +97,10 @@ class Outcome:
     ran: list[str]
     failed: dict[str, str]
     skipped: int
+    """Planned tasks that did not run: done before, or taken over (below)."""
     interrupted: bool = False
+    taken_over: int = 0
+    """Of ``skipped``: results a longer run keeps as they are (their records taken over, nothing ran)."""
 
 
 def damage_of(path: Path, quick: bool = False):
@@ -190,7 +193,9 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                 store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                      + (f"; earlier results kept in {kept.store}" if kept else ""))
                 if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs
-                    store.record_many(changes.taken_over(p.labels))
+                    taken = changes.taken_over(p.labels)
+                    store.record_many(taken)
+                    outcome.taken_over = len(taken)
                 session.write_inputs(store)
                 store.seal()  # the manifest binds the inputs too
                 interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the next version
@@ -410,6 +415,7 @@ def apply_sweep(sweep: Sweep, prepared: list[Prepared], *, device: str | None = 
             total.ran += one.ran
             total.failed.update(one.failed)
             total.skipped += one.skipped
+            total.taken_over += one.taken_over
             if one.interrupted:
                 total.interrupted = True
                 break

@@ -6,6 +6,7 @@ recomputed, and plan says why."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 from pathlib import Path
@@ -105,8 +106,12 @@ def test_more_epochs_of_the_shipped_tiny_spec_extend_and_equal_a_fresh_run_bit_f
     assert out.count("training.epochs: 2 -> 3 (continued from epoch 2)") == 4, out  # each of the 4 networks
     assert "not extended" not in out and "replace" not in out and "extend finished results (no consent needed" in out, out
     assert "recomputed on the new run's checkpoints" in out and "kept: the same checkpoints" in out
+    said = re.search(r"Plan: (\d+) to run, 0 done, (\d+) taken over", out)
+    assert said, out
     done = cli("apply", path, "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    # one count in plan and apply (issue 53): what plan said would run ran, what it said is taken over was
+    assert f"ran {said.group(1)} task(s), 0 already done, {said.group(2)} taken over" in done.stdout, done.stdout
     store = tmp_path / "store/lstm_tiny.zarr"  # the name of the fresh store: checkpoint_path names it
     records = read_tasks(store).values()
     assert sorted(r["resumed_from"] for r in records if r["kind"] == "train") == [40] * 4  # continued at epoch 2
