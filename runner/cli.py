@@ -389,6 +389,12 @@ def _plan_one(args, p) -> int:
               + (f"; {len(changes.extend)} extend finished results (no consent needed; the store as it is now is "
                  f"kept in {_history_of(p.store_path)}/: {_kept_bytes(p, changes, state)})"
                  if changes is not None and changes.extend else ""))
+        if consent:
+            from runner.storage.history import served_note  # lazy: filelock, numpy
+
+            served = served_note(p.store_path, [t.id for t in p.tasks])
+            if served:
+                _say(f"Note: {served}")
         _repair_line(damage, full=args.detailed_exitcode)
     print_unmet(p.unmet, args.verbose)
     return EXIT_OK

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from dataclasses import replace as replace_fields
@@ -24,7 +25,7 @@ from runner.core.estimate import Calibrator, estimate
 from runner.run.execute.recorder import Recorder
 from runner.run.execute.registry import ExecutorOptions, executor_class, executor_problem, executors
 from runner.run.execute.scheduler import Scheduler, dry_run
-from runner.storage.history import history_dir, snapshot
+from runner.storage.history import history_dir, served_note, snapshot
 from runner.core.layout import INTERNAL, internal
 from runner.storage.location import location, write_atomic
 from runner.run.provenance import provenance
@@ -73,8 +74,10 @@ class ReplaceRefused(ConsentNeeded):
             lines.append(f"  drop {summary(changes.drop, changes.records)}: no longer in the spec")
         lines += [f"  drop {e}" for e in (extra or [])]
         shown = lines[:12] + ([f"  ... and {len(lines) - 12} more (runner plan {spec})"] if len(lines) > 12 else [])
+        served = served_note(store, changes.planned_ids()) if changes else None
         super().__init__(
             f"{store} holds finished results that this spec would replace:\n" + "\n".join(shown) + "\n"
+            + (textwrap.fill(f"Note: {served}", 88, subsequent_indent="  ") + "\n" if served else "")
             + (f"Nothing was run. {location(store).described.capitalize()} keeps no earlier version, so they "
                "cannot be replaced there: give the changed spec another [experiment] name or store URL."
                if not location(store).keeps_versions else

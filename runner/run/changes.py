@@ -71,6 +71,11 @@ class Changes:
     def needs_consent(self) -> bool:
         return bool(self.replace or self.drop)
 
+    def planned_ids(self) -> list[str]:
+        """Ids of every task the spec plans."""
+        return (list(self.done) + [t.id for t in self.add] + [r.task.id for r in self.replace]
+                + [r.task.id for r in self.extend])
+
     @property
     def replaced_ids(self) -> list[str]:
         return [i for r in self.replace for i in r.old_ids]

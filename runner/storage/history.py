@@ -231,6 +231,25 @@ def versions(path: Path) -> list[Version]:
     return out
 
 
+def holding(path: Location, task_ids: Iterable[str]) -> Version | None:
+    """The newest kept version that holds a finished result for every one of ``task_ids`` (a shorter
+    or earlier run the spec asks for again), or None."""
+    wanted = set(task_ids)
+    for version in reversed(versions(path)):
+        if wanted and wanted <= set(version.manifest.get("records") or {}):
+            return version
+    return None
+
+
+def served_note(path: Location, task_ids: Iterable[str]) -> str | None:
+    """One line naming the kept version that already holds this spec's results, or None."""
+    version = holding(path, task_ids)
+    if version is None:
+        return None
+    return (f"the history already holds this spec's results: version {version.name}; open it "
+            f"with xr.open_zarr({str(version.store)!r}), or let apply --replace compute them again here")
+
+
 def remove(path: Path, name: str) -> Version:
     """Delete one version (``runner history STORE --remove NAME``); KeyError naming the versions."""
     found = {v.name: v for v in versions(path)}

@@ -131,6 +131,14 @@ def test_a_longer_run_extends_and_equals_a_fresh_run_bit_for_bit(tmp_path):
     assert "Plan: 0 to run" in run_cli("plan", spec, "--no-estimate", cwd=spec.parent).stdout
     assert len(list((runner_dir(store) / "final").iterdir())) == 2  # one kept state per network
 
+    spec.write_text(spec_text(60))  # the shorter run again: the history holds it (issue 53, item 1)
+    said = f"the history already holds this spec's results: version {version.name}; open it with " \
+           f"xr.open_zarr('{version.store.relative_to(spec.parent)}')"
+    out = " ".join(run_cli("plan", spec, "--no-estimate", cwd=spec.parent).stdout.split())
+    assert said in out, out
+    refused = run_cli("apply", spec, cwd=spec.parent)
+    assert refused.returncode == 77 and said in " ".join(refused.stderr.split()), refused.stderr
+
 
 def _not_shared(version: Path, store: Path) -> int:
     """Bytes of the files under ``version`` that are not the same file (inode) as one of the store's
