@@ -34,6 +34,7 @@ import numpy as np
 import tomli_w
 from pydantic import ConfigDict, ValidationError, validate_call
 
+from runner.core.commandline import program
 from runner.core.errors import Unavailable, UsageError
 from runner.core.layout import counted, with_internal
 from runner.core.plan import plan_rows
@@ -205,7 +206,7 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
     check_reachable(path)  # a bucket that cannot be reached: one line naming the store (StoreUnreachable)
     if not (path / "zarr.json").exists():
         older = " (a zarr format 2 store; this runner reads its own stores, format 3)" if (path / ".zgroup").exists() else ""
-        raise NotAStore(f"{path}: no store here{older or ' (run `runner apply` on its spec first)'}")
+        raise NotAStore(f"{path}: no store here{older or f' (run `{program()} apply` on its spec first)'}")
     node = node_type(path)
     if node is None:
         raise NotAStore(f"{path}: its metadata {path / 'zarr.json'} is corrupt (not JSON), so it cannot be opened")
@@ -233,7 +234,7 @@ def open(store: str | Path, *, history: bool = False):  # noqa: A001  (runner.op
                 try:
                     damage = verify(v.store, quick=True, version=v)
                 except StoreUnreadable as err:  # its store gone or corrupt: the version is damaged
-                    raise StoreDamaged(f"kept version {v.name} of {path}: {err}; `runner history {path}` lists "
+                    raise StoreDamaged(f"kept version {v.name} of {path}: {err}; `{program()} history {path}` lists "
                                        "the versions") from None
                 if not damage.ok:
                     raise StoreDamaged(f"kept version {v.name}: {damage.summary()}")
@@ -256,7 +257,7 @@ def _read(read, path, *args):
         return read(path, *args)
     except Exception as err:  # noqa: BLE001 - whatever zarr or xarray raise on a damaged store
         line = (str(err).strip().splitlines() or [""])[0]
-        raise StoreDamaged(f"{path}: cannot be read ({type(err).__name__}: {line}); `runner verify {path}` says what is "
+        raise StoreDamaged(f"{path}: cannot be read ({type(err).__name__}: {line}); `{program()} verify {path}` says what is "
                            "damaged") from None
 
 

@@ -36,6 +36,8 @@ from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
+from rich.filesize import decimal
+
 from runner.core.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOCKED,  # noqa: F401 (the codes, named)
                                 EXIT_OK, EXIT_REPLACE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_USAGE, StorageError,
                                 Unavailable, UsageError)
@@ -50,7 +52,7 @@ from runner.run.changes import changes_of, summary
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
-from runner.spec.commandline import command, hint, program
+from runner.core.commandline import command, hint, program
 from runner.storage.location import location
 from runner.storage.readers import reading
 
@@ -476,8 +478,6 @@ def _budget(args) -> float | None:
 def _kept_bytes(p, changes, state: dict[str, str]) -> str:
     """What the version a run keeps costs: about the bytes of the files the run rewrites, since it
     shares every other file with the store."""
-    from rich.filesize import decimal  # lazy: rich
-
     from runner.storage.history import bytes_kept  # lazy: filelock, numpy
 
     extending = {r.task.id for r in changes.extend}
@@ -659,7 +659,7 @@ def report_outcome(outcome, spec: Path, store_path: Path, overrides=()) -> int:
             print(f"task {tid} failed: {msg}", file=sys.stderr)
         return EXIT_FAILED
     print("open it with:\n" + open_snippet(store_path))
-    print(f"headline numbers per network: runner show {store_path}", file=sys.stderr)
+    print(f"headline numbers per network: {program()} show {store_path}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.filesize import decimal
 
+from runner.core.commandline import program
 from runner.core.plan import task_id
 
 #: The precisions a spec can ask for (a study's ``precision`` key).
@@ -159,8 +160,9 @@ class Calibrator:
     when allowed, runs ``measure()`` (a JSON-able dict) and caches it (else ``uncached`` says why not)."""
 
     def __init__(self, calibrate: bool = True, refresh: bool = False, directory: Path | None = None,
-                 budget: float | None = None, uncached: str = "not calibrated on this device yet (`runner plan` calibrates)"):
-        self.calibrate, self.refresh, self.uncached = calibrate, refresh, uncached
+                 budget: float | None = None, uncached: str | None = None):
+        self.calibrate, self.refresh = calibrate, refresh
+        self.uncached = uncached or f"not calibrated on this device yet (`{program()} plan` calibrates)"
         self.directory = directory
         self.budget, self.spent = budget, 0.0
         self._now: dict[Path, dict] = {}  # measured by this calibrator (``refresh`` measures a key once)
@@ -203,7 +205,7 @@ class Calibrator:
 
 
     def _over(self) -> NoEstimate:
-        return NoEstimate(f"timing its steps takes more than {self.budget:g} s here; `runner plan --calibrate "
+        return NoEstimate(f"timing its steps takes more than {self.budget:g} s here; `{program()} plan --calibrate "
                           "SPEC` times them without a limit, once: later plans read the cached times")
 
 

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runner.core.commandline import program
 from runner.core import toml
 from runner.core.layout import internal
 from runner.storage.location import Location, location, zarr_store
@@ -87,7 +88,7 @@ def open_source(source: str | Path) -> tuple[xr.Dataset, Path]:
 
     path = store_of(location(source))
     if not (path / "zarr.json").exists():
-        raise FileNotFoundError(f"{path}: no store here (run `runner apply` first)")
+        raise FileNotFoundError(f"{path}: no store here (run `{program()} apply` first)")
     if is_sweep(path):
         return open_sweep(path), path
     return xr.open_zarr(zarr_store(path, read_only=True), consolidated=False), path

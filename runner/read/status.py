@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from runner.core.commandline import program
 from runner.core import processes
 from runner.storage.events import read_events
 from runner.core.layout import internal
@@ -48,7 +49,7 @@ def _alive(event: dict) -> bool:
 def load_status(target: Path) -> dict:
     path = store_of(target)
     if not (path / "zarr.json").exists() and not runner_dir(path).exists():
-        return {"store": str(path), "state": "absent", "tasks": [], "message": "no store yet: run `runner apply`"}
+        return {"store": str(path), "state": "absent", "tasks": [], "message": f"no store yet: run `{program()} apply`"}
     records = read_tasks(path)
     events = list(read_events(runner_dir(path) / "events.jsonl"))
     return fold_status(path, events, records)
@@ -240,7 +241,7 @@ def _history(path: Path) -> list[str]:
     if not kept:
         return []
     return [f"history: {len(kept)} earlier version(s), kept when apply --replace replaced results "
-            f"(`runner history {path}`):"] + [f"  {v.describe()}" for v in kept]
+            f"(`{program()} history {path}`):"] + [f"  {v.describe()}" for v in kept]
 
 
 #: How ``show`` reduces one network's values of a variable to a headline number (the variable's

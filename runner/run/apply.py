@@ -37,7 +37,7 @@ from runner.storage.verify import Damage, rebind, repair, verify
 from runner.storage.store import (Store, StorePathError, StoreWriteError, read_tasks, records_lost, root_attrs,
                                   runner_dir, writing)
 from runner.plugin.study import Prepared, ShardError
-from runner.spec.commandline import command, hint
+from runner.core.commandline import command, hint
 from runner.spec.specfile import SpecFile
 from runner.spec.sweep import Sweep, is_sweep, record
 from runner.run.threads import ThreadChoice, for_run, threads_problem

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.core.commandline import program
 from runner.core.errors import StorageError, Unavailable
 from runner.core.layout import internal
 from runner.storage.events import read_events
@@ -137,7 +138,7 @@ class Damage:
             text += f"; they belong to {len(names)} finished task(s): {shown}"
         if self.unowned:
             text += f"; arrays apply writes itself: {', '.join(self.unowned)}"
-        return text + f". Run `runner apply {spec or 'SPEC'}` to recompute them (`runner verify` lists the chunks)"
+        return text + f". Run `{program()} apply {spec or 'SPEC'}` to recompute them (`{program()} verify` lists the chunks)"
 
     def _first_metadata_problem(self) -> str:
         return next((f"{a} {what}" for a, k, what in self.problems if k == "zarr.json" and a not in self.broken), "")
@@ -668,7 +669,7 @@ def render(damage: Damage) -> str:
         lines += damage.lines(limit=50)
         if damage.version is not None:
             lines.append(f"damaged task(s) of this kept version ({len(damage.tasks)}; a version is never written, "
-                         "`runner apply` repairs only the store; `runner history --remove` removes it):")
+                         f"`{program()} apply` repairs only the store; `{program()} history --remove` removes it):")
             lines += [f"  {name}" for name in damage.task_names()]
             return "\n".join(lines)
         if damage.tasks:

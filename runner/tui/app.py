@@ -26,7 +26,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from runner.spec.commandline import command, hint, program
+from runner.core.commandline import command, hint, program
 from runner.storage.location import location
 from runner.tui.reader import StoreData, StoreWatcher, read_summaries
 from runner.tui.state import RunState

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from runner.core.commandline import program
 from runner.storage.events import EventReader
 from runner.core.layout import internal
 from runner.storage.location import location, zarr_store
@@ -97,7 +98,7 @@ class StoreWatcher:
     def status(self) -> dict:
         if not self.exists and not runner_dir(self.path).exists():
             return {"store": str(self.path), "state": "absent", "tasks": [],
-                    "message": "no store yet: waiting for `runner apply`"}
+                    "message": f"no store yet: waiting for `{program()} apply`"}
         return fold_status(self.path, self.events, self.records)
 
     def written_upto(self) -> int | None:

@@ -95,12 +95,16 @@ def test_an_unknown_kind_names_the_plugin_variable(here, in_process):
 
 def test_hints_repeat_the_program_as_invoked(here, in_process, monkeypatch):
     """A hint to run a command again names the program as typed (``.venv/bin/runner``), not ``runner``."""
-    from runner.spec.commandline import command
+    from runner.core.commandline import command
 
     monkeypatch.setattr(sys, "argv", [".venv/bin/runner", "status"])
     monkeypatch.setenv("PATH", "/nonexistent")
     assert command("apply", "x.toml") == ".venv/bin/runner apply x.toml"
     code, _, err = in_process("status", "lstm_tiny.toml")
     assert code == 66 and "(run `.venv/bin/runner apply lstm_tiny.toml`)" in err, err
+    from runner.api import open as open_store  # hints beyond the CLI's own (issue 53)
+
+    with pytest.raises(Exception, match=r"run `\.venv/bin/runner apply` on its spec first"):
+        open_store(here / "store/nothing.zarr")
     monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/runner/cli.py"])  # python -m runner.cli: runner
     assert command("apply", "x.toml") == "runner apply x.toml"

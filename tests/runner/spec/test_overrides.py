@@ -108,7 +108,7 @@ def test_a_hint_to_run_again_keeps_the_overrides_quoted_to_paste(capsys):
     from types import SimpleNamespace
 
     from runner.cli import report_outcome
-    from runner.spec.commandline import command
+    from runner.core.commandline import command
 
     line = command("apply", Path("my specs/x.toml"), ['experiment.name="a b"', "dynamics.steps=80"], "--replace")
     assert shlex.split(line) == ["runner", "apply", "my specs/x.toml", "--set", 'experiment.name="a b"', "--set",
