@@ -170,8 +170,12 @@ class ProgressView:
 
     def update(self, key: int, step: int) -> None:
         bar = self._bars[key]
-        if bar["step0"] is None:
+        if bar["step0"] is None:  # the first step of this run: those before it were an earlier run's
             bar["step0"], bar["t0"] = step - 1, time.monotonic()
+            bar["step"] = step - 1
+            self._work.steps_total = max(self._work.steps_total - (step - 1), self._work.steps_done)
+            if self._progress is not None:
+                self._guard(self._progress.update, self._overall, total=max(self._work.steps_total, 1))
         delta = max(step - bar["step"], 0)
         bar["step"] = step
         self._work.steps_done += delta

@@ -114,6 +114,24 @@ def test_status_lists_revisions_in_their_numbers_order(tmp_path):
     assert [t["id"] for t in alone["tasks"]] == ["t1", "t2", "t10"]
 
 
+def test_a_resumed_task_counts_only_this_runs_steps():
+    """A pass resumed at step 300 of 400 (issue 53): the whole run's bar counts the 100 steps this
+    run makes, never the 300 an earlier run made."""
+    view = ProgressView()
+    view.console = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
+    view.live = True
+    view.start(total=400 + 50, tasks=2)
+    resumed, fresh = view.add("resumed", 400), view.add("fresh", 50)
+    view.update(resumed, 301)
+    view.update(fresh, 1)
+    assert (view._work.steps_done, view._work.steps_total) == (2, 150)
+    for step in range(302, 401):
+        view.update(resumed, step)
+    overall = view._progress.tasks[0]
+    assert (overall.completed, overall.total) == (100 + 1, 150)  # and the fresh one's first step
+    view.stop()
+
+
 def test_a_task_just_started_has_no_rate_yet():
     """One step over the first microseconds is no rate (it said 12,401 steps/s and an ETA of 0 s);
     the rate is known once RATE_STEPS steps are timed."""
