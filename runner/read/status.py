@@ -72,7 +72,8 @@ def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_ali
         tasks.setdefault(tid, {"id": tid, "network": rec.get("network"), "network_label": rec.get("network_label"),
                                "measure": rec.get("measure"), "kind": rec.get("kind"), "steps": 0,
                                "checkpoint": rec.get("checkpoint")})
-        tasks[tid].update(state="done", seconds=rec.get("seconds"), resumed_from=rec.get("resumed_from"))
+        tasks[tid].update(state="done", seconds=rec.get("seconds"), resumed_from=rec.get("resumed_from"),
+                          **({"seconds_before": rec["seconds_before"]} if rec.get("seconds_before") else {}))
     run_events = [e for e in events if last_run and e.get("run") == last_run["run"]]
     finished = next((e for e in reversed(run_events) if e["event"] == "run_finished"), None)
     alive = bool(last_run) and is_alive(last_run) and finished is None
@@ -153,6 +154,12 @@ def natural(text) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(text or "")))
 
 
+def _seconds_text(rec: dict) -> str:
+    """A finished task's time; for a longer run, the whole and the extension's part."""
+    seconds, before = float(rec.get("seconds") or 0), float(rec.get("seconds_before") or 0)
+    return f"{seconds + before:.1f} s ({seconds:.1f} s extending)" if before else f"{seconds:.1f} s"
+
+
 def render_status(status: dict) -> str:
     lines = [f"store {status['store']}: {status['state']}"]
     if status.get("message"):
@@ -164,7 +171,7 @@ def render_status(status: dict) -> str:
     for t in status["tasks"]:
         progress = ""
         if t["state"] == "done":
-            progress = f"{t.get('seconds', 0) or 0:.1f} s"
+            progress = _seconds_text(t)
         elif t.get("steps"):
             progress = f"{t.get('step', 0)}/{t['steps']}"
             if t.get("steps_per_s"):
@@ -219,7 +226,7 @@ def render_show(path: Path, width: int = 80) -> str:
     lines.append(f"completed tasks: {len(records)}")
     for tid, rec in sorted(records.items(), key=lambda kv: _order(kv[1])):
         lines.append(f"  {tid}  {rec.get('network_label', ''):<16} {rec.get('measure', ''):<20} "
-                     f"{rec.get('seconds', 0):.1f} s on {rec.get('device', '?')}")
+                     f"{_seconds_text(rec)} on {rec.get('device', '?')}")
     lines += _predicted(path, records)
     prov = internal(ds.attrs)
     versions = prov.get("package_versions", {})
@@ -338,7 +345,7 @@ def show_json(path: Path) -> dict:
                     for label, name, values in headlines(ds)],
         "outcomes": outcome_counts(ds),
         "tasks": [{"id": tid, **{k: rec.get(k) for k in ("network_label", "measure", "kind", "checkpoint", "seconds",
-                                                        "device", "finished_utc")}}
+                                                        "seconds_before", "device", "finished_utc")}}
                   for tid, rec in sorted(read_tasks(path).items(), key=lambda kv: _order(kv[1]))],
         "provenance": {k: prov.get(k) for k in ("spec_sha256", "overrides", "git_commit", "git_dirty", "code_sha256",
                                                  "device", "threads", "updated_utc", "package_versions")},

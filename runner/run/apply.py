@@ -25,7 +25,7 @@ from runner.core.estimate import Calibrator, estimate
 from runner.run.execute.recorder import Recorder
 from runner.run.execute.registry import ExecutorOptions, executor_class, executor_problem, executors
 from runner.run.execute.scheduler import Scheduler, dry_run
-from runner.storage.history import history_dir, served_note, snapshot
+from runner.storage.history import history_dir, served_note, snapshot, versions
 from runner.core.layout import INTERNAL, internal
 from runner.storage.location import location, write_atomic
 from runner.run.provenance import provenance
@@ -215,7 +215,8 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
                 view.start(total=sum(groups.values()), tasks=len(todo), stepless=sum(s == 0 for s in groups.values()))
             runner = executor_class(options.name)(p, dev, replace_fields(options, extra={**options.extra,
                                                                                        "device": device or p.device}))
-            recorder = Recorder(p, session, store, events, view, dev, options.shards)
+            recorder = Recorder(p, session, store, events, view, dev, options.shards,
+                                before=_seconds_before(p.store_path, changes.records, sources))
             try:
                 left = Scheduler(p.tasks, done, session.available()).run(runner, recorder)
             finally:
@@ -287,6 +288,21 @@ def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[
 
 #: Beside the records: planned task id -> the finished ids it continues, while a longer run is under way.
 EXTENDING = "extending.json"
+
+
+def _seconds_before(path: Path, records: dict[str, dict], sources: dict[str, tuple[str, ...]]) -> dict[str, float]:
+    """The time the finished results a longer run continues took, by task: what ``status`` adds to the
+    extension's own (from the records, or the history's newest version after a kill took them)."""
+    if not sources:
+        return {}
+    kept = versions(path)
+    old = {**((kept[-1].manifest.get("records") or {}) if kept else {}), **records}
+    out = {}
+    for tid, ids in sources.items():
+        spent = [float(old[i].get("seconds") or 0) + float(old[i].get("seconds_before") or 0) for i in ids if i in old]
+        if spent:
+            out[tid] = round(max(spent), 3)
+    return out
 
 
 def _extending(store: Store, sources: dict[str, tuple[str, ...]], done: dict[str, dict]) -> dict[str, tuple[str, ...]]:

@@ -127,6 +127,13 @@ def test_a_longer_run_extends_and_equals_a_fresh_run_bit_for_bit(tmp_path):
     assert [v["own_bytes"] for v in listed] == [own]
     history = run_cli("history", store, cwd=spec.parent)
     assert "extended logistic lyapunov: steps: 60 -> 80" in history.stdout
+    # the whole time of an extended task: the shorter run's and the extension's (issue 53, item 1)
+    old = {r["network_label"] + r["measure"]: r["seconds"] for r in version.manifest["records"].values()}
+    rows = json.loads(run_cli("status", store, "--json", cwd=spec.parent).stdout)["tasks"]
+    lyap = next(t for t in rows if t["network_label"] == "logistic" and t["measure"] == "lyapunov")
+    assert lyap["seconds_before"] == old["logisticlyapunov"] and lyap["seconds"] > 0
+    status = run_cli("status", store, cwd=spec.parent).stdout
+    assert f"{lyap['seconds'] + lyap['seconds_before']:.1f} s ({lyap['seconds']:.1f} s extending)" in status
     assert run_cli("verify", store, cwd=spec.parent).returncode == 0
     assert "Plan: 0 to run" in run_cli("plan", spec, "--no-estimate", cwd=spec.parent).stdout
     assert len(list((runner_dir(store) / "final").iterdir())) == 2  # one kept state per network

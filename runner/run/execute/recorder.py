@@ -43,9 +43,11 @@ class _Running:
 
 class Recorder:
     def __init__(self, p: Prepared, session: Session, store: Store, events: EventLog, view: ProgressView, device,
-                 shards: int = 1):
+                 shards: int = 1, before: dict[str, float] | None = None):
         self.p, self.session, self.store, self.events, self.view, self.device = p, session, store, events, view, device
         self.shards = shards
+        self.before = before or {}
+        """Task id -> seconds the finished result it extends took (kept in its record as ``seconds_before``)."""
         self.ran: list[str] = []
         self.failed: dict[str, str] = {}
         self._running: dict[Job, _Running] = {}
@@ -126,7 +128,8 @@ class Recorder:
         return {"measure": t.measure, "label": t.label, "network": t.network, "network_label": self.p.labels[t.network],
                 "kind": t.kind, "checkpoint": t.checkpoint, "seconds": round(seconds, 3),
                 "resumed_from": extra.get("resumed_from", 0), "device": str(extra.get("device", self.device)),
-                "finished_utc": now(), "key": t.key}
+                "finished_utc": now(), "key": t.key,
+                **({"seconds_before": self.before[t.id]} if t.id in self.before else {})}
 
 
 def with_digests(path, chunks: dict[str, dict]) -> dict[str, dict]:
