@@ -357,6 +357,7 @@ def _plan_one(args, p) -> int:
     groups: dict[tuple[int, str], list] = {}
     for t in p.tasks:
         groups.setdefault((t.network, t.name), []).append(t)
+    resumes = _resume_points(p.store_path)
     for (network, name), ts in groups.items():
         replaced = [replacing[t.id] for t in ts if t.id in replacing]
         why = f"replace: {_changed_text(replaced)}" if replaced else ""
@@ -364,7 +365,9 @@ def _plan_one(args, p) -> int:
             replaced, why = extended, f"extend: {_changed_text(extended)} ({extended[0].how})"
         if len(ts) == 1 and ts[0].id:
             skip = f"not applicable: {ts[0].skip}" if ts[0].skip else ""
-            _say(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {why or skip or state[ts[0].id]}")
+            resumed = f" (resumes from step {resumes[ts[0].id]})" if state[ts[0].id] != "done" and ts[0].id in resumes \
+                else ""
+            _say(f"  {ts[0].id}  {p.labels[network]:<16} {name:<20} {why or skip or state[ts[0].id]}{resumed}")
         elif not ts[0].id:
             _say(f"  {'?':<16}  {p.labels[network]:<16} {name:<20} ids follow once the requirements are met")
         else:
@@ -473,6 +476,14 @@ def _threads(args, p, calibrated):
 def _budget(args) -> float | None:
     """Seconds plan may spend timing steps for its estimate (None: no limit, when asked to calibrate)."""
     return None if args.calibrate or args.recalibrate else BUDGET_S
+
+
+def _resume_points(path) -> dict[str, int]:
+    """Task id -> the step its stopped pass resumes from (nothing for a store not made yet)."""
+    from runner.storage.kept import resume_points  # lazy: numpy
+    from runner.storage.store import runner_dir, store_id  # lazy: filelock, numpy
+
+    return resume_points(runner_dir(path), store_id(path)) if location(path).exists() else {}
 
 
 def _kept_bytes(p, changes, state: dict[str, str]) -> str:

@@ -63,6 +63,36 @@ def problem(path: Location) -> str | None:
     return raw_problem(raw)
 
 
+def header_metadata(path: Location) -> dict[str, str] | None:
+    """The metadata of a safetensors file, from its header alone (two small reads, however large its
+    tensors); None when it is missing or not safetensors."""
+    path = location(path)
+    try:
+        n = int.from_bytes(path.read_range(0, 8), "little")
+        header = json.loads(path.read_range(8, 8 + n)) if 0 < n < 100_000_000 else None
+    except (OSError, ValueError):
+        return None
+    return dict(header.get("__metadata__") or {}) if isinstance(header, dict) else None
+
+
+def resume_points(state_dir: Location, store_id: str | None) -> dict[str, int]:
+    """Task id -> the step (``t``) a pass that stopped will resume from, from the resume points kept in
+    the store's runner folder (``checkpoints/``; those of another store are left out)."""
+    out: dict[str, int] = {}
+    folder = location(state_dir) / "checkpoints"
+    for path in folder.glob(f"*{SUFFIX}"):
+        meta = header_metadata(path)
+        if not meta or meta.get("store_id") != store_id:
+            continue
+        try:
+            t, ids = json.loads(meta.get("meta", "{}")).get("t"), json.loads(meta.get("tasks", "[]"))
+        except ValueError:
+            continue
+        if isinstance(t, int) and t > 0:
+            out.update({i: t for i in ids if isinstance(i, str)})
+    return out
+
+
 def kept_files(state_dir: Location) -> list[Location]:
     """Every kept safetensors file under a store's runner folder, in a stable order."""
     root = location(state_dir)

@@ -50,6 +50,12 @@ class Local(type(Path())):  # PosixPath (or WindowsPath): pathlib.Path itself ca
                 continue
         return out
 
+    def read_range(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` of this file (fewer at its end)."""
+        with open(self, "rb") as f:
+            f.seek(start)
+            return f.read(max(0, end - start))
+
     def write_atomic(self, data: bytes | memoryview) -> None:
         """A temporary file, fsync and a rename: no partial file is ever left at this path."""
         self.parent.mkdir(parents=True, exist_ok=True)

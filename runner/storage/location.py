@@ -71,6 +71,9 @@ class StoreLocation(Protocol):
     def read_many(self, paths: list) -> dict:
         """The bytes of many files; those gone are left out."""
 
+    def read_range(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` of this file."""
+
     def zarr_store(self, read_only: bool = False) -> Any:
         """What ``zarr.open_group`` opens to write (or read) the store here."""
 

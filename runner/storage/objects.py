@@ -168,6 +168,10 @@ class Remote:
     def read_bytes(self) -> bytes:
         return self.fs.cat_file(self.key)
 
+    def read_range(self, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` of this object (one ranged GET)."""
+        return self.fs.cat_file(self.key, start=start, end=end)
+
     def read_text(self) -> str:
         return self.read_bytes().decode()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import math
 import signal
 from pathlib import Path
@@ -135,6 +136,8 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, how, resume_refere
     done_before = {t["id"] for t in status["tasks"] if t["state"] in ("done", "n/a")}  # n/a: token_deviation of maps
     # the first network is finished, its derived chaos length included: it ran as soon as it could
     assert done_before == {t["id"] for t in status["tasks"] if t["network_index"] == 0}
+    plan = " ".join(run_cli("plan", spec, "--no-estimate", cwd=tmp_path).stdout.split())
+    assert re.search(r"tanh lyapunov pending \(resumes from step 1500\)", plan), plan  # issue 53: resume points
 
     resumed = run_cli("apply", spec, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr

@@ -86,6 +86,7 @@ def test_writes_appends_listings_and_reads_agree(root):
     assert [(e.name, is_dir) for e, is_dir in (root / "g").entries()] == [("c", True), ("x.json", False)]
     wanted = [root / "g" / "c" / "0" / "1", root / "g" / "gone"]
     assert root.read_many(wanted) == {wanted[0]: b"abc"}
+    assert wanted[0].read_range(1, 3) == b"bc" and wanted[0].read_range(2, 10) == b"c"
     lines = b"".join(v for _, v in sorted(root.read_many(sorted(root.glob("log*.jsonl"), key=str)).items(),
                                           key=lambda kv: str(kv[0])))
     assert lines == b"one\ntwo\n"
