@@ -32,7 +32,12 @@ from pathlib import Path
 PRELOAD = ("numpy", "torch", "pandas", "xarray", "zarr", "pydantic", "filelock", "safetensors", "psutil")
 
 SERVER = r"""
-import importlib, json, os, socket, sys, threading
+import ctypes, importlib, json, os, signal, socket, sys, threading
+try:  # go with the test process that started it, however it ends (Linux; elsewhere atexit kills it)
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for a command is the command's (children reset it)
 for name in sys.argv[2].split(","):
     try:
         importlib.import_module(name)
@@ -49,6 +54,8 @@ def reap(pid, conn):
     _, status = os.waitpid(pid, 0)
     try:
         conn.sendall((json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n").encode())
+    except OSError:  # the client went away: nobody to tell
+        pass
     finally:
         conn.close()
 
@@ -111,10 +118,21 @@ def child(req, fds):
     os._exit(code)
 
 
+def closing(conn, fds):
+    for fd in fds:
+        os.close(fd)
+    conn.close()
+
+
 while True:
     conn, _ = srv.accept()
-    msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-    req = json.loads(msg)
+    fds = []
+    try:
+        msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+        req = json.loads(msg)
+    except (OSError, ValueError):  # a client gone before it asked (killed with its script): nothing to run
+        closing(conn, fds)
+        continue
     pid = os.fork()
     if pid == 0:
         srv.close()
@@ -125,7 +143,10 @@ while True:
             os._exit(70)
     for fd in fds:
         os.close(fd)
-    conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
+    try:
+        conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
+    except OSError:  # the client went away meanwhile: its command runs on, and is reaped
+        pass
     threading.Thread(target=reap, args=(pid, conn), daemon=True).start()
 """
 
@@ -141,8 +162,9 @@ def _socket_path() -> str:
             folder = tempfile.mkdtemp(prefix="runner-launcher-")
             path = os.path.join(folder, "s")
             env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+            # a session of its own: a signal to the test's process group never reaches the server
             proc = subprocess.Popen([sys.executable, "-c", SERVER, path, ",".join(PRELOAD)], stdout=subprocess.PIPE,
-                                    env=env, cwd=folder)
+                                    env=env, cwd=folder, start_new_session=True)
             assert proc.stdout.readline().strip() == b"ready", "the launcher's server did not start"
             atexit.register(lambda: (proc.kill(), proc.wait(), shutil.rmtree(folder, ignore_errors=True)))
             _server.update(pid=os.getpid(), path=path, proc=proc)
