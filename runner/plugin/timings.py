@@ -100,6 +100,12 @@ class StepMeasure(Measure):
         (called only for a measure whose tags say ``step.extends``)."""
         return state
 
+    def extend_note(self, old_steps: int, new_steps: int) -> str:
+        """What a longer run of ``old_steps`` to ``new_steps`` computes again at its new end, for ``plan``
+        (default: the tags' ``extend_note``; a measure whose answer depends on its parameters says it here)."""
+        note = self.tags.step.extend_note
+        return f"{note} recomputed at step {new_steps}" if note else ""
+
     def masked_positions(self, input_ids: Any, special_ids: list[int], seed: int) -> Any:
         """Bool ``(samples, tokens)``: the input tokens to replace by the mask token."""
         raise NotImplementedError

@@ -203,6 +203,15 @@ def test_a_longer_run_off_its_segments_is_recomputed_and_plan_says_why(tmp_path)
     assert all(r.get("resumed_from", 0) == 0 for r in read_tasks(store).values())
 
 
+def test_the_pca_says_whether_its_window_moves():
+    """A PCA whose window ends at a fixed step keeps the same points in a longer run (issue 53)."""
+    from runner.studies.depth.measures.pca import PCA, Params
+
+    moving, fixed = PCA(Params(kind="pca", start=10)), PCA(Params(kind="pca", start=10, stop=50))
+    assert moving.extend_note(60, 80) == "the PCA of its window recomputed at step 80"
+    assert fixed.extend_note(60, 80) == "its window (steps 10-50) does not move: the PCA of the same points"
+
+
 @pytest.mark.parametrize("old, new, stride, said", [
     (300, 400, 10, "checkpoint_every = 300"),  # the quickstart without checkpoint_every: the run itself
     (10**6, 2 * 10**6, 10, "checkpoint_every = 20000"),  # about 1% of the new run: few chunks along time

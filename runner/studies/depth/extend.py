@@ -127,12 +127,12 @@ def _pass(p: Prepared, tasks: list, replaced: dict[str, list[str]], records: dic
     registry = measures("depth")
     notes = {}
     for t in longer:
-        tags = registry[t.measure].tags.step
-        if not tags.extends:
+        if not registry[t.measure].tags.step.extends:
             return no(f"{t.measure}: it does not say it can continue a finished run")
-        notes[t.id] = tags.extend_note
-    return {t.id: Extension(f"continued from step {old}" + (f"; {notes[t.id]} recomputed at step {new}"
-                                                            if notes[t.id] else "")) for t in longer}
+        params = next(m for m in p.spec.measure if m.kind == t.measure)
+        notes[t.id] = registry[t.measure](params).extend_note(old, new)
+    return {t.id: Extension(f"continued from step {old}" + (f"; {notes[t.id]}" if notes[t.id] else ""))
+            for t in longer}
 
 
 def segment_fix(old: int, new: int, stride: int) -> str:

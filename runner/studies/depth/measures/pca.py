@@ -47,6 +47,12 @@ class PCA(StepMeasure):
         more = torch.full((n - len(kept), *kept.shape[1:]), float("nan"), dtype=kept.dtype, device=kept.device)
         return {**state, "points": torch.cat([kept, more])}
 
+    def extend_note(self, old_steps: int, new_steps: int) -> str:
+        start, stop = self.window(old_steps)
+        if self.p.stop is not None:
+            return f"its window (steps {start}-{stop}) does not move: the PCA of the same points"
+        return super().extend_note(old_steps, new_steps)
+
     def points(self, steps: int) -> int:
         start, stop = self.window(steps)
         return (stop - start) // self.p.every + 1
