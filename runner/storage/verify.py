@@ -186,15 +186,51 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     only that each recorded chunk file is there and not empty, and the metadata against the
     manifest (no chunk read: what ``plan`` checks). ``version``: a kept version
     (:class:`runner.storage.history.Version`) at ``path``, checked against the records and the
-    manifest it carries; a corrupt root the manifest binds is damage named here."""
+    manifest it carries; a corrupt root the manifest binds is damage named here.
+
+    Small checkers, each adding its findings to the :class:`Damage`: the records and the manifest
+    (:func:`_check_manifest`, :func:`_check_records`), the metadata (:func:`_check_metadata`), the
+    chunks the records and the manifest list and the arrays neither lists (:func:`_check_chunks`),
+    then :func:`_assign` gives each finding to the tasks that wrote it, and the kept files are read
+    back (:func:`_check_kept`)."""
     path = location(path)
     problem = metadata_problem(path)
     if problem:
         raise StoreUnreadable(problem)
     t0 = time.monotonic()
+    version = version if version is not None else version_at(path)  # a kept version's store: what it carries
+    damage, manifest = _check_manifest(path, version)
+    seen = _check_records(damage, manifest, internal(root_attrs(path) or {}).get("layout_id"))
+    _check_metadata(path, damage, manifest, seen)
+    _check_chunks(path, damage, manifest, seen, quick)
+    _assign(damage, seen)
+    if not quick and version is None:
+        _check_kept(path, damage)
+    damage.seconds = time.monotonic() - t0
+    return damage
+
+
+@dataclass
+class _Seen:
+    """What the checkers found so far, for the next ones and for :func:`_assign`."""
+
+    owners: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    """Array -> chunk key -> the ids of the tasks whose records list it."""
+    expect: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Array -> chunk key -> the digest recorded for it."""
+    grids: dict[str, list[int]] = field(default_factory=dict)
+    chunk_tids: set[str] = field(default_factory=set)
+    """Tasks whose values are damaged: computed again."""
+    nodes: dict[str, dict | None] = field(default_factory=dict)
+    bad_meta: dict[str, str] = field(default_factory=dict)
+    driver: dict[str, dict] = field(default_factory=dict)
+    """The arrays apply writes itself (coordinates, inputs): name -> chunk key -> digest, from the manifest."""
+
+
+def _check_manifest(path: Location, version) -> tuple[Damage, dict | None]:
+    """The records and the manifest to check against (the store's, or those a kept version carries),
+    the corrupt root the manifest binds, and a manifest that is corrupt or not this version's."""
     sid = store_id(path)
-    if version is None and isinstance(path, Path):
-        version = version_at(path)  # a kept version's store: checked against what the version carries
     layout_id = internal(root_attrs(path) or {}).get("layout_id")
     if version is None:
         records, unreadable = read_tasks_checked(path)
@@ -225,10 +261,13 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     for name, what in sorted(unreadable.items()):
         damage.problems.append(("(records)", name, what))
         damage.bad_records.append(name)
-    owners: dict[str, dict[str, set[str]]] = {}  # array -> chunk key -> task ids
-    expect: dict[str, dict[str, str]] = {}  # array -> chunk key -> digest
-    grids: dict[str, list[int]] = {}
-    chunk_tids: set[str] = set()
+    return damage, manifest
+
+
+def _check_records(damage: Damage, manifest: dict | None, layout_id: str | None) -> _Seen:
+    """Records the manifest lists that are gone, records altered, and the chunks (with their digests)
+    each intact record lists."""
+    seen = _Seen()
     for tid in sorted(set((manifest or {}).get("records") or {}) - set(damage.records)):
         if f"{tid}.json" in damage.bad_records:
             continue
@@ -236,33 +275,39 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         listed = manifest["records"][tid]
         damage.records[tid] = {k: listed.get(k) for k in ("network_label", "label")} if isinstance(listed, dict) else {}
         damage.tasks.setdefault(tid, []).append("its record is missing")
-        chunk_tids.add(tid)
+        seen.chunk_tids.add(tid)
     for tid, rec in sorted(damage.records.items()):
-        if tid in chunk_tids:
+        if tid in seen.chunk_tids:
             continue
         if "digest" in rec and rec["digest"] != record_digest(rec):
             damage.problems.append(("(records)", f"{tid}.json", "altered (its digest does not match its content)"))
             damage.tasks.setdefault(tid, []).append("its record is altered")
-            chunk_tids.add(tid)
+            seen.chunk_tids.add(tid)
             continue
         if "chunks" not in rec:
             damage.unchecked.append(tid)
             continue
         for name, entry in (as_bound(rec, layout_id).get("chunks") or {}).items():
-            grids.setdefault(name, entry["grid"])
-            digests = (entry.get(ALGORITHM) or {}) if entry["grid"] == grids[name] else {}
-            for key in _keys(entry, grids[name]):
-                owners.setdefault(name, {}).setdefault(key, set()).add(tid)
+            seen.grids.setdefault(name, entry["grid"])
+            digests = (entry.get(ALGORITHM) or {}) if entry["grid"] == seen.grids[name] else {}
+            for key in _keys(entry, seen.grids[name]):
+                seen.owners.setdefault(name, {}).setdefault(key, set()).add(tid)
                 if key in digests:
-                    expect.setdefault(name, {}).setdefault(key, digests[key])
-    nodes = {name: node for name, _, node in array_nodes(path)}
+                    seen.expect.setdefault(name, {}).setdefault(key, digests[key])
+    return seen
+
+
+def _check_metadata(path: Location, damage: Damage, manifest: dict | None, seen: _Seen) -> None:
+    """Each array's metadata: corrupt, gone while its folder stays, disputed, or not what the manifest
+    binds (written back by apply)."""
+    seen.nodes = {name: node for name, _, node in array_nodes(path)}
     bad_meta = array_metadata_problems(path)
-    listed = set(owners) | set(((manifest or {}).get("metadata") or {})) | set(((manifest or {}).get("chunks") or {}))
-    for name in sorted(listed - set(nodes) - {ROOT}):
+    listed = set(seen.owners) | set(((manifest or {}).get("metadata") or {})) | set(((manifest or {}).get("chunks") or {}))
+    for name in sorted(listed - set(seen.nodes) - {ROOT}):
         if (path / name).is_dir():  # its folder is there, its metadata gone: xarray would drop it silently
             bad_meta[name] = f"metadata {path / name / 'zarr.json'} is missing (its folder is there)"
     recorded_meta = (manifest or {}).get("metadata") or {}
-    disputed = _disputed(path, nodes, recorded_meta)
+    disputed = _disputed(path, seen.nodes, recorded_meta)
     bad_meta.update(disputed)
     damage.broken = sorted(bad_meta)
     for name, what in bad_meta.items():
@@ -272,63 +317,73 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     for name, recorded in sorted(recorded_meta.items()):
         if name == ROOT:
             what = _root_differences(path, recorded, recorded_meta)
-        elif name in bad_meta or name not in nodes:
+        elif name in bad_meta or name not in seen.nodes:
             continue  # corrupt: said above; gone: its chunks are missing (below)
         else:
-            what = differences(normalized(nodes[name]), recorded)
+            what = differences(normalized(seen.nodes[name]), recorded)
         if what:
             damage.problems.append((name or "(root)", "zarr.json", "; ".join(what)))
             damage.altered[name] = recorded
+    seen.bad_meta = bad_meta
+
+
+def _check_chunks(path: Location, damage: Damage, manifest: dict | None, seen: _Seen, quick: bool) -> None:
+    """The chunks the records list, those the manifest lists (apply's own arrays), and the arrays
+    neither lists: coordinates and inputs of a store made before the manifest, or results of records
+    made before chunks were listed (those records' tasks own them); small, read whole."""
     group = _Arrays(path)
-    for name in sorted(owners):
-        grid = _grid_of(damage.altered.get(name) or nodes.get(name)) or grids[name]
-        for key, what, tids in _check_array(path, group, name, owners[name], grids[name], grid,
-                                            expect.get(name, {}), damage, quick):
+    for name in sorted(seen.owners):
+        grid = _grid_of(damage.altered.get(name) or seen.nodes.get(name)) or seen.grids[name]
+        for key, what, tids in _check_array(path, group, name, seen.owners[name], seen.grids[name], grid,
+                                            seen.expect.get(name, {}), damage, quick):
             damage.problems.append((name, key, what))
-            chunk_tids |= tids
+            seen.chunk_tids |= tids
             for tid in tids:
                 damage.tasks.setdefault(tid, []).append(f"{name} {key}: {what}")
-    driver = (manifest or {}).get("chunks") or {}
-    for name in sorted(driver):
-        for key, what in _check_driver(path, name, driver[name], nodes, damage, quick):
+    seen.driver = (manifest or {}).get("chunks") or {}
+    for name in sorted(seen.driver):
+        for key, what in _check_driver(path, name, seen.driver[name], seen.nodes, damage, quick):
             damage.problems.append((name, key, what))
             if name not in damage.unowned:
                 damage.unowned.append(name)
-    # arrays neither records nor the manifest list: coordinates and inputs of a store made before the
-    # manifest, or results of records made before chunks were listed (those records' tasks own them);
-    # small, read whole
-    by_measure: dict[str, set[str]] = {}
-    for tid, rec in damage.records.items():
-        by_measure.setdefault(str(rec.get("measure")), set()).add(tid)
-    for name in [] if quick else sorted(set(nodes) - set(owners) - set(bad_meta) - set(driver) - set(damage.altered)):
+    unlisted = set(seen.nodes) - set(seen.owners) - set(seen.bad_meta) - set(seen.driver) - set(damage.altered)
+    for name in [] if quick else sorted(unlisted):
         what = _read(lambda n=name: group[n][...])
         if what:
             damage.problems.append((name, "(array)", what))
-            measure = internal((nodes.get(name) or {}).get("attributes")).get("measure")
-            tids = set().union(*by_measure.values()) if measure == "*" else by_measure.get(str(measure), set())
-            chunk_tids |= tids
+            tids = _measure_tasks(damage, seen, name)
+            seen.chunk_tids |= tids
             if not tids:
                 damage.unowned.append(name)
+
+
+def _measure_tasks(damage: Damage, seen: _Seen, name: str) -> set[str]:
+    """The finished tasks of the measure whose array ``name`` is (every task's for a ``*`` array)."""
+    by_measure: dict[str, set[str]] = {}
+    for tid, rec in damage.records.items():
+        by_measure.setdefault(str(rec.get("measure")), set()).add(tid)
+    measure = internal((seen.nodes.get(name) or {}).get("attributes")).get("measure")
+    return set().union(*by_measure.values()) if measure == "*" else by_measure.get(str(measure), set())
+
+
+def _assign(damage: Damage, seen: _Seen) -> None:
+    """Each finding given to the tasks that wrote what it concerns, and the tasks apply computes again."""
     meta_tids: set[str] = set()
-    for name in set(bad_meta) | set(damage.altered) - {ROOT}:
+    for name in set(seen.bad_meta) | set(damage.altered) - {ROOT}:
         meta_tids |= _owners_of(damage.records, name) | (set(damage.unchecked) if name not in damage.altered else set())
     for name, key, what in damage.problems:
         tids: set[str] = set()
         if key == "zarr.json" and not name.startswith("("):
             tids = meta_tids & (_owners_of(damage.records, name) | set(damage.unchecked))
-        elif key == "(array)" and name not in driver:
-            measure = internal((nodes.get(name) or {}).get("attributes")).get("measure")
-            tids = set().union(*by_measure.values()) if measure == "*" else by_measure.get(str(measure), set())
+        elif key == "(array)" and name not in seen.driver:
+            tids = _measure_tasks(damage, seen, name)
         for tid in tids:
             damage.tasks.setdefault(tid, []).append(f"{name} {key}: {what}")
-    for name in bad_meta:
+    for name in seen.bad_meta:
         if name not in damage.altered and not _owners_of(damage.records, name) and name not in damage.unowned:
             damage.unowned.append(name)
-    damage.redo = sorted(chunk_tids | (meta_tids - {t for n in damage.altered for t in _owners_of(damage.records, n)}))
-    if not quick and version is None:
-        _check_kept(path, damage)
-    damage.seconds = time.monotonic() - t0
-    return damage
+    altered_owners = {t for n in damage.altered for t in _owners_of(damage.records, n)}
+    damage.redo = sorted(seen.chunk_tids | (meta_tids - altered_owners))
 
 
 def _check_kept(path: Location, damage: Damage) -> None:
