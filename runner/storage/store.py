@@ -187,6 +187,15 @@ def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> 
     bucket is assumed reachable: :func:`check_reachable` says so first.
     """
     path = location(path)
+    problem = _placement_problem(path, sweep, point)
+    if problem is None and path.is_dir() and (path / "zarr.json").exists():
+        return _store_problem(path, sweep)  # ours: a write that fails later (read-only, full) is a store error
+    return problem or _existing_problem(path) or _unwritable(path)
+
+
+def _placement_problem(path: Location, sweep: bool, point: bool) -> str | None:
+    """Why ``path`` is no place for a store: no name, a sweep on object storage, inside another store or
+    a store's kept folders, or a symbolic link as the store, its runner folder or in it."""
     name = path.name
     if str(path).strip() == "" or name in ("", ".", ".."):
         return f"{str(path)!r} names no folder of its own; give a path such as 'store/NAME.zarr'"
@@ -213,30 +222,39 @@ def store_path_problem(path: Path, sweep: bool = False, point: bool = False) -> 
         if links:
             return (f"{state} holds symbolic links ({', '.join(links)}); the runner never writes through a link it "
                     "did not create: remove them or choose another path")
+    return None
+
+
+def _store_problem(path: Location, sweep: bool) -> str | None:
+    """Why the zarr store at ``path`` is not one this spec may write: corrupt, another program's, or
+    of the other kind (a sweep or not); or its format's problem."""
+    if root_attrs(path) is None:
+        return (f"{path}: its metadata {path / 'zarr.json'} is corrupt (not JSON), so whose store it is "
+                "cannot be told; move it away or choose another path")
+    if not is_runner_store(path):
+        return f"{path} is a zarr store this runner did not create; choose another path"
+    if is_sweep_root(path) != sweep:
+        held, spec = ("a sweep", "has no [sweep]") if not sweep else ("a run without a sweep", "has a [sweep]")
+        return f"{path} holds {held} and this spec {spec}; set [experiment] store to another path"
+    return format_problem(path)
+
+
+def _existing_problem(path: Location) -> str | None:
+    """Why what is at ``path`` now (not a zarr store) is no place for one: a file, a folder holding
+    anything, or a runner folder that is a file."""
     if path.exists() or path.is_symlink():
         if not path.is_dir():
             return f"{path} exists and is not a store (it is a file); choose another path"
-        if (path / "zarr.json").exists():
-            if root_attrs(path) is None:
-                return (f"{path}: its metadata {path / 'zarr.json'} is corrupt (not JSON), so whose store it is "
-                        "cannot be told; move it away or choose another path")
-            if not is_runner_store(path):
-                return f"{path} is a zarr store this runner did not create; choose another path"
-            if is_sweep_root(path) != sweep:
-                held, spec = ("a sweep", "has no [sweep]") if not sweep else ("a run without a sweep", "has a [sweep]")
-                return f"{path} holds {held} and this spec {spec}; set [experiment] store to another path"
-            return format_problem(path)  # ours: a write that fails later (read-only, full) is a store error
-        else:
-            entries = sorted(p.name for p in path.iterdir())
-            if entries:
-                shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
-                return (f"{path} exists and is not a store of this project (it holds {len(entries)} "
-                        f"entr{'y' if len(entries) == 1 else 'ies'}: {shown}); nothing there is touched. "
-                        "Choose a new path or an empty folder")
+        entries = sorted(p.name for p in path.iterdir())
+        if entries:
+            shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+            return (f"{path} exists and is not a store of this project (it holds {len(entries)} "
+                    f"entr{'y' if len(entries) == 1 else 'ies'}: {shown}); nothing there is touched. "
+                    "Choose a new path or an empty folder")
     state = runner_dir(path)
     if state.exists() and not state.is_dir():
         return f"{state} (the runner's folder beside the store) exists and is not a folder; choose another path"
-    return _unwritable(path)
+    return None
 
 
 def output_problem(path: str | Path) -> str | None:
@@ -450,29 +468,8 @@ class Store:
                 nxt.unlink(missing_ok=True)
 
     def _open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None) -> list[str]:
-        import zarr  # lazy: zarr (reading records, as a no-op apply does, needs no zarr)
-
         _write_every_chunk()
-        if (self.root / "zarr.json").exists():
-            if not is_runner_store(self.root):
-                raise StorePathError(f"{self.path} is a zarr store this runner did not create")
-            if format_problem(self.root):
-                raise StoreFormatError(format_problem(self.path))
-            self.group = zarr.open_group(zarr_store(self.root), mode="r+", use_consolidated=False)
-            make_records_dir(self.state_dir)  # again, after apply --replace kept them
-            if "date_created" not in self.group.attrs:  # written before ACDD's dates: when its first apply ran
-                first = str(self.group.attrs.get("history", "")).split(" ", 1)[0]
-                self.group.attrs.update({"date_created": first or now()})
-        else:
-            if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
-                raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            store_id = uuid.uuid4().hex
-            make_records_dir(self.state_dir)  # before the store: see records_lost
-            self.group = zarr.open_group(zarr_store(self.path), mode="w", zarr_format=3)
-            self.group.attrs.update({**with_internal({}, store_id=store_id), "store_format": STORE_FORMAT,
-                                     "date_created": now()})
-        g = self.group
+        g = self.group = self._existing_group() if (self.root / "zarr.json").exists() else self._new_group()
         _finish_carries(g)
         reshape = reshape if reshape is not None else plan_reshape(g, layout)
         carried = {name: _carried_values(g, name, layout, labels) for name, labels in reshape.remake.items()
@@ -480,38 +477,9 @@ class Store:
         for name in reshape.orphans:
             del g[name]
         existing = set(g.array_keys())
-        for c in layout.coords.values():
-            values = c.values
-            if c.name in existing:
-                old = g[c.name]
-                if old.shape == values.shape and np.array_equal(old[...], values):
-                    if dict(old.attrs) != c.attrs:
-                        old.attrs.update(c.attrs)  # e.g. the units of a store written before they were UDUNITS units
-                    continue
-                del g[c.name]
-            dtype = str if values.dtype == object else values.dtype
-            arr = g.create_array(c.name, shape=values.shape, dtype=dtype, chunks=values.shape or None,
-                                 dimension_names=list(c.dims), attributes=c.attrs,
-                                 fill_value="" if dtype is str else None, **chunk_codecs())
-            arr[...] = values
+        _write_coords(g, layout, existing)
         interrupt.stall_point(self.state_dir, "layout", 1)  # test hook: inside the reshape (coordinates remade)
-        recreated = []
-        for v in layout.vars.values():
-            attrs = with_internal(v.attrs, layout=v.signature(layout.coords), measure=v.measure)
-            if v.name in reshape.grow and v.name in existing:
-                g[v.name].resize(reshape.grow[v.name])  # a longer run: new chunks come, old ones stay as they are
-            if v.name in existing and v.name not in reshape.remake:
-                if dict(g[v.name].attrs) != attrs:
-                    g[v.name].attrs.update(attrs)  # e.g. a new threshold; the data is rewritten by its task
-                continue
-            if v.name in carried:
-                carried[v.name](attrs)
-            else:
-                if v.name in existing:
-                    del g[v.name]
-                g.create_array(v.name, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
-                               dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
-            recreated.append(v.name)
+        recreated = _make_vars(g, layout, reshape, existing, carried)
         non_index = [c.name for c in layout.coords.values() if c.dims != (c.name,)]
         attrs = dict(root_attrs)
         if INTERNAL in attrs:  # merged into the runner attribute the store has (its id)
@@ -522,6 +490,32 @@ class Store:
         self._own = set(layout.coords) | self._sealed_own()
         self.seal()
         return recreated
+
+    def _existing_group(self) -> zarr.Group:
+        import zarr  # lazy: zarr (reading records, as a no-op apply does, needs no zarr)
+
+        if not is_runner_store(self.root):
+            raise StorePathError(f"{self.path} is a zarr store this runner did not create")
+        if format_problem(self.root):
+            raise StoreFormatError(format_problem(self.path))
+        g = zarr.open_group(zarr_store(self.root), mode="r+", use_consolidated=False)
+        make_records_dir(self.state_dir)  # again, after apply --replace kept them
+        if "date_created" not in g.attrs:  # written before ACDD's dates: when its first apply ran
+            first = str(g.attrs.get("history", "")).split(" ", 1)[0]
+            g.attrs.update({"date_created": first or now()})
+        return g
+
+    def _new_group(self) -> zarr.Group:
+        import zarr  # lazy: zarr
+
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise StorePathError(store_path_problem(self.path) or f"{self.path} is not a store")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_records_dir(self.state_dir)  # before the store: see records_lost
+        g = zarr.open_group(zarr_store(self.path), mode="w", zarr_format=3)
+        g.attrs.update({**with_internal({}, store_id=uuid.uuid4().hex), "store_format": STORE_FORMAT,
+                        "date_created": now()})
+        return g
 
     def attach(self) -> Store:
         """Open a store that another process has locked and laid out, to write a task's own regions
@@ -672,6 +666,46 @@ class Store:
             import zarr  # lazy: zarr
 
             zarr.consolidate_metadata(zarr_store(self.root))
+
+
+def _write_coords(g: zarr.Group, layout: Layout, existing: set[str]) -> None:
+    """Write each coordinate whose values changed (or that is new); a changed one is made again."""
+    for c in layout.coords.values():
+        values = c.values
+        if c.name in existing:
+            old = g[c.name]
+            if old.shape == values.shape and np.array_equal(old[...], values):
+                if dict(old.attrs) != c.attrs:
+                    old.attrs.update(c.attrs)  # e.g. the units of a store written before they were UDUNITS units
+                continue
+            del g[c.name]
+        dtype = str if values.dtype == object else values.dtype
+        arr = g.create_array(c.name, shape=values.shape, dtype=dtype, chunks=values.shape or None,
+                             dimension_names=list(c.dims), attributes=c.attrs,
+                             fill_value="" if dtype is str else None, **chunk_codecs())
+        arr[...] = values
+
+
+def _make_vars(g: zarr.Group, layout: Layout, reshape: Reshape, existing: set[str], carried: dict) -> list[str]:
+    """Create, grow or remake each variable's array for ``layout``; the names of those (re)created."""
+    recreated = []
+    for v in layout.vars.values():
+        attrs = with_internal(v.attrs, layout=v.signature(layout.coords), measure=v.measure)
+        if v.name in reshape.grow and v.name in existing:
+            g[v.name].resize(reshape.grow[v.name])  # a longer run: new chunks come, old ones stay as they are
+        if v.name in existing and v.name not in reshape.remake:
+            if dict(g[v.name].attrs) != attrs:
+                g[v.name].attrs.update(attrs)  # e.g. a new threshold; the data is rewritten by its task
+            continue
+        if v.name in carried:
+            carried[v.name](attrs)
+        else:
+            if v.name in existing:
+                del g[v.name]
+            g.create_array(v.name, shape=v.shape, chunks=v.chunks, dtype=v.dtype, fill_value=v.fill,
+                           dimension_names=list(v.dims), attributes=attrs, **chunk_codecs())
+        recreated.append(v.name)
+    return recreated
 
 
 @dataclass
