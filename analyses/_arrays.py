@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = None, min_ndim: int = 0,
@@ -14,6 +15,9 @@ def tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = None, min_
     """``x`` as a tensor (a numpy array or a nested sequence is converted with its dtype kept: float64
     stays float64), on ``like``'s device when given. ``ValueError`` when its number of dimensions is not
     ``ndim`` (one of them, for a tuple) or below ``min_ndim``; ``name`` says which argument."""
+    import torch  # lazy: torch
+    from torch import Tensor  # lazy: torch
+
     if not isinstance(x, Tensor):
         try:
             x = torch.as_tensor(np.asarray(x))
@@ -32,6 +36,9 @@ def tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = None, min_
 
 def float64_numpy(x: Any) -> np.ndarray:
     """``x`` (a tensor on any device, of any dtype bfloat16 included, or an array) as a float64 numpy array."""
+    import torch  # lazy: torch
+    from torch import Tensor  # lazy: torch
+
     if isinstance(x, Tensor):
         return x.detach().cpu().to(torch.float64).numpy()
     return np.asarray(x, dtype=np.float64)
@@ -40,6 +47,8 @@ def float64_numpy(x: Any) -> np.ndarray:
 def check_token_ids(ids: Tensor, vocab_size: int, name: str = "token ids", of: str = "the embedding") -> None:
     """``ValueError`` naming the ids outside ``[0, vocab_size)`` (indexing with them would wrap
     around, -1 to the last row, or fail on the device), before any compute."""
+    import torch  # lazy: torch
+
     bad = (ids < 0) | (ids >= vocab_size)
     if bool(bad.any()):
         values = torch.unique(ids[bad]).tolist()

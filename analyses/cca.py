@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
-from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["CCAResult", "FewDatapointsWarning", "RankDeficientWarning", "SVCCAResult", "cca", "svcca", "pwcca", "linear_cka", "rbf_cka"]
 
@@ -103,6 +104,9 @@ def _check_views(x: Any, y: Any, caller: str, min_rows: int = 2, effect: str = "
     (:data:`FEW_DATAPOINTS_EFFECT`, ``effect``). Views of one layer given (neurons, datapoints), as in
     google/svcca, look like that and are accepted silently otherwise when both views have the
     same neuron count."""
+    import torch  # lazy: torch
+    from torch import Tensor  # lazy: torch
+
     x = x if isinstance(x, Tensor) else torch.as_tensor(x)
     y = y if isinstance(y, Tensor) else torch.as_tensor(y)
     if x.ndim != 2 or y.ndim != 2:
@@ -128,17 +132,23 @@ def _check_views(x: Any, y: Any, caller: str, min_rows: int = 2, effect: str = "
 def _default_rtol(x: Tensor) -> float:
     # Relative singular-value cut-off: d * eps of the *input* precision, so that
     # directions that vanish up to the input's rounding count as rank deficient.
+    import torch  # lazy: torch
+
     eps = torch.finfo(x.dtype if x.is_floating_point() else torch.float64).eps
     return max(x.shape[1], 1) * eps
 
 
 def _centre(x: Tensor) -> tuple[Tensor, Tensor]:
+    import torch  # lazy: torch
+
     x64 = x.to(torch.float64)
     mean = x64.mean(dim=0)
     return x64 - mean, mean
 
 
 def _basis(x: Tensor, rtol: float | None) -> _Basis:
+    import torch  # lazy: torch
+
     xc, mean = _centre(x)
     q, r = torch.linalg.qr(xc, mode="reduced")
     u, s, vh = torch.linalg.svd(r, full_matrices=False)
@@ -149,6 +159,8 @@ def _basis(x: Tensor, rtol: float | None) -> _Basis:
 
 def _canonical(bx: _Basis, by: _Basis, kx: int, ky: int) -> tuple[Tensor, Tensor, Tensor]:
     """SVD of U_x^T U_y for the top kx / ky left singular vectors (Bjorck-Golub)."""
+    import torch  # lazy: torch
+
     cross = bx.q.T @ by.q  # (m1, m2): the only O(n) product
     # b.u[:, :k] holds the top-k left singular vectors in the q coordinates.
     m = bx.u[:, :kx].T @ cross @ by.u[:, :ky]
@@ -192,6 +204,8 @@ def cca(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, rtol: float | None = 
 
 
 def _dims_for_variance(b: _Basis, keep_variance: float) -> int:
+    import torch  # lazy: torch
+
     if b.rank == 0:
         return 0
     var = b.s[: b.rank].square()
@@ -226,6 +240,8 @@ def svcca(
     SVCCAResult
         ``mean`` is NaN if either view has zero variance.
     """
+    import torch  # lazy: torch
+
     if not 0.0 < keep_variance <= 1.0:
         raise ValueError(f"keep_variance must be in (0, 1], got {keep_variance}")
     x, y = _check_views(x, y, "svcca")
@@ -284,6 +300,8 @@ def pwcca(
     Tensor, shape ()
         float64; NaN if either view has zero variance. Not symmetric in x, y.
     """
+    import torch  # lazy: torch
+
     if weights_from not in ("x", "y", None):
         raise ValueError(f"weights_from must be 'x' or 'y', got {weights_from!r}")
     if convention not in ("paper", "google"):
@@ -352,6 +370,8 @@ def linear_cka(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, debiased: bool
     Tensor, shape ()
         float64, in [0, 1] unless debiased; NaN if either view has zero variance.
     """
+    import torch  # lazy: torch
+
     x, y = _check_views(x, y, "linear_cka", min_rows=4 if debiased else 2, effect="debiased" if debiased else "biased")
     xc, _ = _centre(x)
     yc, _ = _centre(y)
@@ -371,6 +391,8 @@ def linear_cka(x: Tensor | np.ndarray, y: Tensor | np.ndarray, *, debiased: bool
 def _median(v: Tensor) -> Tensor:
     # numpy's median (mean of the two middle values for an even count); torch.median takes the
     # lower one and torch.quantile refuses more than 2^24 elements.
+    import torch  # lazy: torch
+
     v = v.reshape(-1)
     m = v.numel()
     lower = torch.kthvalue(v, (m + 1) // 2).values
@@ -378,6 +400,8 @@ def _median(v: Tensor) -> Tensor:
 
 
 def _rbf_gram(x: Tensor, sigma_fraction: float) -> Tensor:
+    import torch  # lazy: torch
+
     xc, _ = _centre(x)  # distances are translation invariant; centring only helps rounding
     sq = xc.square().sum(dim=1)
     d2 = (sq[:, None] + sq[None, :] - 2.0 * (xc @ xc.T)).clamp_min(0.0)
@@ -432,6 +456,8 @@ def rbf_cka(
     Tensor, shape ()
         float64, in [0, 1] unless debiased; NaN if either view has zero variance.
     """
+    import torch  # lazy: torch
+
     if not sigma_fraction > 0:
         raise ValueError(f"sigma_fraction must be positive, got {sigma_fraction}")
     x, y = _check_views(x, y, "rbf_cka", min_rows=4 if debiased else 2, effect="debiased" if debiased else "biased")

@@ -47,13 +47,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from analyses._arrays import check_token_ids
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 __all__ = [
     "CDResult",
@@ -124,12 +126,17 @@ class Interdependence:
 
 
 def _f64(x: Any, device: torch.device | None = None) -> Tensor:
+    import torch  # lazy: torch
+
     t = torch.as_tensor(x)
     return t.to(device=device if device is not None else t.device, dtype=torch.float64)
 
 
 def _focus_mask(focus: Any, batch: int, seq: int, device: torch.device, name: str = "focus") -> Tensor:
     """(batch, seq) bool mask from a bool mask, one position per sentence, or position collections."""
+    import torch  # lazy: torch
+    from torch import Tensor  # lazy: torch
+
     if isinstance(focus, (Tensor, np.ndarray)):
         f = torch.as_tensor(focus)
         if f.dtype == torch.bool:
@@ -167,6 +174,8 @@ def _shapley(rel: Tensor, irr: Tensor, bias: Tensor, act) -> tuple[Tensor, Tenso
 def _bias_mask(mask: Tensor, convention: str) -> Tensor:
     """Positions whose pure-bias cell product goes to beta: the focus ("acd"), or the focus
     without the last position of each contiguous span ("murdoch": start <= t < stop)."""
+    import torch  # lazy: torch
+
     if convention == "acd":
         return mask
     following = torch.zeros_like(mask)
@@ -178,6 +187,8 @@ def _layer(
     xb: Tensor, xg: Tensor, mask: Tensor, w_ih: Tensor, w_hh: Tensor, bias: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One layer's CD; ``mask`` (batch, seq) marks where the pure-bias product goes to beta."""
+    import torch  # lazy: torch
+
     batch, seq, _ = xb.shape
     hidden = w_hh.shape[1]
     # Input projections of all steps at once: (batch, seq, 4H) each.
@@ -248,6 +259,8 @@ def contextual_decomposition(
     CDResult
         float64 tensors on the device of the first layer's ``W_ih``.
     """
+    import torch  # lazy: torch
+
     if convention not in ("acd", "murdoch"):
         raise ValueError(f"convention must be 'acd' or 'murdoch', got {convention!r}")
     if not layers:
@@ -343,6 +356,8 @@ def decompositional_interdependence(h_union: Any, h_a: Any, h_b: Any) -> Tensor:
     Tensor, shape (...)
         float64; NaN where ``h_union`` and the residual are both zero, inf where only h_union is.
     """
+    import torch  # lazy: torch
+
     u, a, b = (_f64(v) for v in (h_union, h_a, h_b))
     if not u.shape == a.shape == b.shape or u.ndim == 0:
         raise ValueError(f"h_union, h_a, h_b must share one shape (..., d); got "
@@ -389,6 +404,8 @@ def interdependence(
     Interdependence
         DI of each layer's hidden state and of the logits, float64, shape (..., batch).
     """
+    import torch  # lazy: torch
+
     x = torch.as_tensor(inputs)
     if x.ndim not in (2, 3):
         raise ValueError(f"inputs must be (batch, seq) ids or (batch, seq, d_in) vectors, got {tuple(x.shape)}")

@@ -11,15 +11,18 @@ those are the defaults here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import Tensor
 
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 __all__ = ["DiagnosticResult", "against_majority", "train_diagnostic_classifier", "wilson_interval"]
 
@@ -77,6 +80,8 @@ class DiagnosticResult:
 
 
 def _uniform(shape: tuple[int, ...], bound: float, gen: torch.Generator, device: torch.device) -> Tensor:
+    import torch  # lazy: torch
+
     w = (torch.rand(shape, generator=gen, device=device) * 2.0 - 1.0) * bound
     return w.requires_grad_(True)
 
@@ -123,6 +128,9 @@ def train_diagnostic_classifier(
     -------
     DiagnosticResult
     """
+    import torch  # lazy: torch
+    import torch.nn.functional as F  # lazy: torch
+
     features = tensor(features, "features")
     labels = tensor(labels, "labels", like=features)
     if features.ndim != 2 or labels.shape != (features.shape[0],):

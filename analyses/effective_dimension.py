@@ -21,10 +21,12 @@ this costs F^2 per kept step (fine for maps and small models, not for 32 x 1024 
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["cloud_statistics", "effective_dimension", "effective_dimension_from_statistics",
            "participation_spectrum"]
@@ -32,6 +34,8 @@ __all__ = ["cloud_statistics", "effective_dimension", "effective_dimension_from_
 
 def _centred_finite(states: Tensor) -> tuple[Tensor, Tensor]:
     """Flatten to float64 ``(S, F)``, centre over finite samples, zero the others."""
+    import torch  # lazy: torch
+
     states = tensor(states, "states", min_ndim=2)
     x = states.reshape(states.shape[0], -1).to(torch.float64)
     finite = torch.isfinite(x).all(dim=1, keepdim=True)  # (S, 1)
@@ -67,6 +71,8 @@ def effective_dimension(states: Tensor) -> Tensor:
         N_eff, between 1 and min(samples - 1, features); NaN when fewer than
         two finite samples or when the cloud has zero spread.
     """
+    import torch  # lazy: torch
+
     xc, n = _centred_finite(states)
     g = _gram(xc)
     trace = torch.diagonal(g).sum()
@@ -90,6 +96,8 @@ def participation_spectrum(states: Tensor) -> Tensor:
         Eigenvalues clamped at 0, normalised to sum 1, descending.
         Non-finite samples are excluded as in :func:`effective_dimension`.
     """
+    import torch  # lazy: torch
+
     xc, _ = _centred_finite(states)
     s = torch.linalg.eigvalsh(_gram(xc)).clamp(min=0.0).flip(0)
     return s / s.sum()
@@ -108,6 +116,8 @@ def cloud_statistics(states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     (n, total, scatter) : float64 Tensors of shapes ``()``, ``(F,)``, ``(F, F)``
         The count of finite samples, their sum and the sum of their outer products x x^T.
     """
+    import torch  # lazy: torch
+
     states = tensor(states, "states", min_ndim=2)
     x = states.reshape(states.shape[0], -1).to(torch.float64)
     finite = torch.isfinite(x).all(dim=1, keepdim=True)
@@ -132,6 +142,8 @@ def effective_dimension_from_statistics(n: Tensor, total: Tensor, scatter: Tenso
         Equal to :func:`effective_dimension` of the whole cloud up to rounding; NaN when fewer than
         two finite samples.
     """
+    import torch  # lazy: torch
+
     n, total, scatter = (torch.as_tensor(a, dtype=torch.float64) for a in (n, total, scatter))
     c = scatter - total[..., :, None] * total[..., None, :] / n.clamp(min=1.0)[..., None, None]
     result = torch.diagonal(c, dim1=-2, dim2=-1).sum(-1).square() / c.square().sum((-2, -1))

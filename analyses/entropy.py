@@ -38,11 +38,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
-from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["differential_entropy", "layer_entropy", "token_entropy"]
 
@@ -50,6 +51,9 @@ Method = Literal["knn", "gaussian"]
 
 
 def _as_tensor(x) -> tuple[Tensor, bool]:
+    import torch  # lazy: torch
+    from torch import Tensor  # lazy: torch
+
     if isinstance(x, np.ndarray):
         return torch.from_numpy(np.asarray(x, dtype=np.float64)), True
     if isinstance(x, Tensor):
@@ -66,6 +70,8 @@ def _knn_distance(samples: Tensor, k: int) -> Tensor:
 
     In 1-D the k nearest neighbours of a point and the point itself are k + 1 consecutive sorted
     values; rho = min over those windows of the farther window end."""
+    import torch  # lazy: torch
+
     s = samples.sort(dim=-1).values
     n = s.shape[-1]
     pad = s.new_full(s.shape[:-1] + (k,), math.inf)
@@ -79,6 +85,8 @@ def _knn_distance(samples: Tensor, k: int) -> Tensor:
 
 
 def _entropy(samples: Tensor, method: str, k: int) -> Tensor:
+    import torch  # lazy: torch
+
     n = samples.shape[-1]
     if method == "gaussian":
         if n < 2:
@@ -113,6 +121,8 @@ def token_entropy(hidden, attention_mask=None, *, method: Method = "knn", k: int
     """Eq. 8's inner term: the entropy of each token's d components, ``(batch, seq)``; NaN at padding.
 
     ``hidden`` ``(batch, seq, d)``; ``attention_mask`` ``(batch, seq)``, 1 for tokens, 0 for padding."""
+    import torch  # lazy: torch
+
     x, numpy = _as_tensor(hidden)
     if x.ndim != 3:
         raise ValueError(f"hidden must be (batch, seq, d); got shape {tuple(x.shape)}")
@@ -133,6 +143,8 @@ def layer_entropy(hidden_states: Sequence, attention_mask=None, *, over: Literal
     layer axis). ``over="hidden"`` (Eq. 8): row l holds one entropy per non-padding token (n =
     number of tokens; the row's mean is entropy^(l)). ``over="tokens"``: one entropy per hidden
     unit over the layer's non-padding tokens (n = d)."""
+    import torch  # lazy: torch
+
     if over not in ("hidden", "tokens"):
         raise ValueError(f"over must be 'hidden' or 'tokens', got {over!r}")
     layers = [_as_tensor(h) for h in hidden_states]

@@ -20,13 +20,16 @@ every (t0, dT) of a grid from per-step sufficient statistics, on the device.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import logging
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from analyses._arrays import float64_numpy
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["letter_path", "nmse", "nmse_grid", "pen_directions"]
 
@@ -71,6 +74,8 @@ def nmse(y: np.ndarray | Tensor, d: np.ndarray | Tensor) -> float:
 
 
 def _with_bias(x: Tensor) -> tuple[Tensor, Tensor]:
+    import torch  # lazy: torch
+
     finite = torch.isfinite(x).all(dim=-1)
     xb = torch.cat([x.double(), torch.ones(*x.shape[:-1], 1, dtype=torch.float64, device=x.device)], dim=-1)
     return torch.where(finite[..., None], xb, torch.zeros((), dtype=torch.float64, device=x.device)), finite
@@ -87,6 +92,8 @@ def nmse_grid(x: Tensor, letter: Tensor, train: Tensor, targets: dict[int, Tenso
     ``(len(t0s), len(dts))`` and, for the cell ``keep = (t0, dT)``, the outputs ``(N, dT + 1, 2)``
     of every row (NaN where not finite). No host synchronisation.
     """
+    import torch  # lazy: torch
+
     xb, finite = _with_bias(x)
     tr = train.to(x.device)
     xt = xb * tr[None, :, None]

@@ -24,17 +24,21 @@ batch), evaluated at the stated parameters.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Callable, Mapping
 
-import torch
-from torch import Tensor
-
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["loss_change_allocation", "LossChangeAllocator", "group_allocations"]
 
 
 def _as64(t: Tensor | None, like: Tensor, name: str = "gradient") -> Tensor:
+    import torch  # lazy: torch
+
     if t is None:  # a parameter without gradient contributes nothing
         return torch.zeros_like(like, dtype=torch.float64)
     t = tensor(t, name, like=like)
@@ -67,6 +71,8 @@ def loss_change_allocation(
     dict name -> Tensor (float64, parameter's shape)
         Summing every element of every entry approximates L(theta_{t+1}) - L(theta_t).
     """
+    import torch  # lazy: torch
+
     if set(grads) != set(deltas):
         raise ValueError(f"grads and deltas name different parameters: {sorted(set(grads) ^ set(deltas))}")
     if mid_grads is not None and next_grads is None:
@@ -133,6 +139,8 @@ class LossChangeAllocator:
 
     def total(self) -> Tensor:
         """Cumulative allocation over all parameters: approximates L(theta_T) - L(theta_0)."""
+        import torch  # lazy: torch
+
         return torch.stack(list(self.totals().values())).sum()
 
     def state_dict(self) -> dict[str, object]:

@@ -18,12 +18,13 @@ reference loop built from them.
 from __future__ import annotations
 
 import warnings
-from typing import Callable
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Callable
 
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 __all__ = ["initial_perturbation", "renormalize", "local_lyapunov", "default_k", "per_step_exponent",
            "UnresolvedPerturbationWarning", "warn_if_unresolved", "rounding_floor", "unresolved", "nonlinear",
@@ -62,6 +63,8 @@ def initial_perturbation(x: Tensor, k: float, generator: torch.Generator | None 
     Tensor, same shape, dtype and device as ``x``
         y_0.
     """
+    import torch  # lazy: torch
+
     x = tensor(x, "x (batch, ...)", min_ndim=1)
     eps = torch.randn(x.shape, dtype=torch.float64, generator=generator, device="cpu")
     norm = _flat(eps).norm(dim=1)
@@ -94,6 +97,9 @@ def renormalize(x: Tensor, y: Tensor, k: float | Tensor) -> tuple[Tensor, Tensor
     y_new : Tensor, same shape, dtype and device as ``y``
         Perturbed state at distance k from x (y_{t+tau} for the next interval).
     """
+    import torch  # lazy: torch
+    from torch import Tensor  # lazy: torch
+
     x = tensor(x, "x (batch, ...)", min_ndim=1)
     y = tensor(y, "y", like=x)
     if x.shape != y.shape:
@@ -162,6 +168,8 @@ def local_lyapunov(
         lam[:, j] for the interval starting at t = j * tau (not divided by tau;
         see :func:`per_step_exponent`).
     """
+    import torch  # lazy: torch
+
     if tau < 1:
         raise ValueError(f"tau must be >= 1, got {tau}")
     x0 = tensor(x0, "x0 (batch, ...)", min_ndim=1)
@@ -202,11 +210,15 @@ class UnresolvedPerturbationWarning(UserWarning):
 
 
 def _eps(x: Tensor) -> float:
+    import torch  # lazy: torch
+
     return torch.finfo(x.dtype if x.is_floating_point() else torch.get_default_dtype()).eps
 
 
 def rounding_floor(x: Tensor) -> Tensor:
     """``(batch,)`` float64: eps * ||x_i||, the rounding of a state's distance to a nearby one."""
+    import torch  # lazy: torch
+
     return _eps(x) * _flat(x.to(torch.float64)).norm(dim=1)
 
 
@@ -215,6 +227,8 @@ def unresolved(lam: Tensor, k: float | Tensor, x: Tensor, resolution: float = 1.
     times the rounding of the state x there (:func:`rounding_floor`): the twin collapsed onto the orbit
     in the working precision, and lambda measures rounding, not the map. NaN (a diverged twin) is
     never unresolved."""
+    import torch  # lazy: torch
+
     return k * torch.exp(lam) <= resolution * rounding_floor(x)
 
 
@@ -232,6 +246,8 @@ def nonlinear(rate: Tensor | float, rate_small: Tensor | float, rtol: float = LI
     """Whether the exponent per step ``rate`` measured at a perturbation k disagrees with ``rate_small``
     measured at a smaller one beyond ``max(rtol |rate_small|, atol)``: k is outside the linear regime.
     Elementwise (``atol`` may be a tensor: a per-element noise bound); NaN compares as agreement."""
+    import torch  # lazy: torch
+
     rate, rate_small = torch.as_tensor(rate, dtype=torch.float64), torch.as_tensor(rate_small, dtype=torch.float64)
     bound = torch.maximum(rtol * rate_small.abs(), torch.as_tensor(atol, dtype=torch.float64, device=rate_small.device))
     return (rate - rate_small).abs() > bound
@@ -241,6 +257,8 @@ def rounding_noise(lam: Tensor, k: float | Tensor, x: Tensor, tau: int) -> Tenso
     """``(batch,)``: three standard errors of lambda over one interval from the rounding of the states
     alone: each of tau steps rounds the state by eps ||x||, against a separation of at least
     k min(1, exp(lambda)), so ln of it moves by about sqrt(tau) eps ||x|| / that."""
+    import torch  # lazy: torch
+
     return 3 * tau ** 0.5 * rounding_floor(x) / (k * torch.clamp(torch.exp(lam), max=1.0))
 
 
@@ -268,6 +286,8 @@ def warn_if_unresolved(x0: Tensor, k: float) -> bool:
 def default_k(x0: Tensor) -> float:
     """Perturbation size :func:`local_lyapunov` uses by default: ``sqrt(eps) * max(1, max_i ||x0_i||)``
     with ``eps`` the machine epsilon of ``x0``'s float dtype."""
+    import torch  # lazy: torch
+
     x0 = tensor(x0, "x0 (batch, ...)", min_ndim=1)
     dtype = x0.dtype if x0.is_floating_point() else torch.get_default_dtype()
     norm = float(_flat(x0.to(torch.float64)).norm(dim=1).max()) if x0.numel() else 1.0
@@ -289,6 +309,8 @@ def per_step_exponent(lam: Tensor, tau: int) -> Tensor:
     Tensor, same shape
         float dtype of ``lam``; half precision (and integers) in float32.
     """
+    import torch  # lazy: torch
+
     lam = tensor(lam, "lam")
     if not lam.is_floating_point() or lam.dtype in (torch.float16, torch.bfloat16):
         lam = lam.to(torch.float32)

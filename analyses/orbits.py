@@ -79,13 +79,15 @@ compared up to a small factor (Johnson-Lindenstrauss).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from dataclasses import dataclass
 
-import torch
-from torch import Tensor
-
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 #: Codes of :attr:`Orbits.kind`, in order (new classes are appended: a code keeps its meaning).
 ORBIT_CLASSES = ("fixed_point", "periodic", "quasi_periodic", "chaotic", "diverged", "censored", "drifting")
@@ -129,6 +131,8 @@ def classify_orbits(x: Tensor, *, periodic_tol: float = PERIODIC_TOL, recurrence
     """Classify each sample's orbit from its last states ``x``: ``(window, samples, ...)``, in time
     order (see the module docstring for the classes and tolerances). ``rounding`` counts units in the
     last place of ``x``'s own dtype (float32 states are rounded more coarsely than float64 ones)."""
+    import torch  # lazy: torch
+
     x = tensor(x, "x", min_ndim=2)
     eps = torch.finfo(x.dtype if x.dtype.is_floating_point else torch.float64).eps
     x = x.to(torch.float64)
@@ -225,6 +229,8 @@ def chaos_01(x: Tensor, *, draws: int = CHAOS_DRAWS, seed: int = CHAOS_SEED) -> 
     phi_{i+|m|} over the i in the block, so D_c(n) = (B_n(0) + 2 sum_{0 < m < n} cos(cm) B_n(m)) / J with
     B_n(m) the lagged products summed over the blocks (double prefix sums): O(n_cut N) per sample, then
     O(n_cut^2) per c, instead of a sum of length N per c and n."""
+    import torch  # lazy: torch
+
     x = tensor(x, "x", min_ndim=2).to(torch.float64)
     x = x.reshape(*x.shape[:2], -1)
     N, S, dims = x.shape
@@ -270,6 +276,8 @@ def _contracting(d: Tensor, g: int, floor: float, slack: Tensor) -> Tensor:
     fraction ``floor`` on average, and the mean log-shrink of the later half of them is at least
     :data:`RATE_KEPT` of the earlier half's (a contraction onto the p-cycle that does not die out, not
     onto a circle of nonzero steps)."""
+    import torch  # lazy: torch
+
     now, before = d[g:], d[:-g]
     shrinks = ((now < before + slack) | (before == 0)).double().mean(0) >= SHRINKING
     tiny = torch.finfo(torch.float64).tiny

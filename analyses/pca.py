@@ -2,10 +2,12 @@ r"""Principal component projection of a trajectory (Inoue et al. 2021, Fig. 4C).
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["pca_projection"]
 
@@ -33,6 +35,8 @@ def pca_projection(points: Tensor, n_components: int = 2) -> tuple[Tensor, Tenso
     projection : Tensor, shape ``(n_points, n_components)``, float64
     explained_variance_ratio : Tensor, shape ``(n_components,)``, float64
     """
+    import torch  # lazy: torch
+
     points = tensor(points, "points (n_points, *features)", min_ndim=2)
     x = points.reshape(points.shape[0], -1).to(torch.float64)
     n, f = x.shape

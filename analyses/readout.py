@@ -24,10 +24,14 @@ no host synchronisation.)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Callable
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+
 
 __all__ = ["choose_masked", "masked_token_accuracy", "ridge_decoder", "ridge_readout_accuracy"]
 
@@ -35,6 +39,8 @@ __all__ = ["choose_masked", "masked_token_accuracy", "ridge_decoder", "ridge_rea
 def choose_masked(input_ids: Tensor, special_ids: list[int], fraction: float, generator: torch.Generator) -> Tensor:
     """Bool ``(samples, tokens)``: ``max(1, round(fraction * n))`` of the ``n`` non-special tokens of
     each row, drawn uniformly without replacement with ``generator`` (none in a row with none)."""
+    import torch  # lazy: torch
+
     ids = input_ids.cpu()
     maskable = ~torch.isin(ids, torch.as_tensor(sorted(set(special_ids)), dtype=ids.dtype))
     out = torch.zeros(ids.shape, dtype=torch.bool)
@@ -57,6 +63,8 @@ def masked_token_accuracy(head: Callable[[Tensor], Tensor], states: Tensor, labe
     applied ``chunk`` positions at a time (logits of every position at once may not fit). Positions
     with a non-finite state are left out of both counts.
     """
+    import torch  # lazy: torch
+
     finite = torch.isfinite(states).all(dim=1)
     correct = torch.zeros((), dtype=torch.float64, device=states.device)
     for i in range(0, states.shape[0], chunk):
@@ -67,6 +75,8 @@ def masked_token_accuracy(head: Callable[[Tensor], Tensor], states: Tensor, labe
 
 def _with_bias(x: Tensor) -> tuple[Tensor, Tensor]:
     """``[x, 1]`` in float64 with non-finite rows zeroed, and the finite-row mask."""
+    import torch  # lazy: torch
+
     finite = torch.isfinite(x).all(dim=1)
     xb = torch.cat([x.double(), torch.ones(x.shape[0], 1, dtype=torch.float64, device=x.device)], dim=1)
     return torch.where(finite[:, None], xb, torch.zeros((), dtype=torch.float64, device=x.device)), finite
@@ -75,6 +85,8 @@ def _with_bias(x: Tensor) -> tuple[Tensor, Tensor]:
 def ridge_decoder(states: Tensor, labels: Tensor, vocab: int, ridge: float = 1e-3) -> Tensor:
     """``(hidden + 1, vocab)`` float64: the ridge-regression decoder of one-hot ``labels`` from
     ``[states, 1]`` (rows with a non-finite state left out)."""
+    import torch  # lazy: torch
+
     x, _ = _with_bias(states)
     gram = x.T @ x
     gram = gram + ridge * gram.diagonal().mean().clamp_min(1e-300) * torch.eye(gram.shape[0], dtype=gram.dtype,

@@ -18,17 +18,20 @@ above). The magnitude is the Euclidean norm, per sequence; Fig. 12 averages it o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from analyses._arrays import check_token_ids
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 __all__ = ["gradient_by_distance", "lstm_forward"]
 
 
 def _f64(x: Any, device: torch.device) -> Tensor:
+    import torch  # lazy: torch
+
     return torch.as_tensor(x).to(device=device, dtype=torch.float64)
 
 
@@ -45,6 +48,8 @@ def lstm_forward(inputs: Tensor, layers: Sequence[tuple[Any, Any, Any, Any]]) ->
     -------
     ``states[l][t]``, shape (batch, hidden): layer l's hidden state at step t.
     """
+    import torch  # lazy: torch
+
     x = [inputs[:, t] for t in range(inputs.shape[1])]
     states = []
     for w_ih, w_hh, b_ih, b_hh in layers:
@@ -87,6 +92,8 @@ def gradient_by_distance(inputs: Any, start: int, position: int, target: int, *,
     -------
     Tensor, shape (batch, position - start + 1), float64
     """
+    import torch  # lazy: torch
+
     if decoder_weight is None:
         raise ValueError("gradient_by_distance needs the decoder (decoder_weight)")
     if not layers:

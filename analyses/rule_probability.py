@@ -12,13 +12,13 @@ scaffold length k, omega is predicted from position a + k.
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from analyses._arrays import check_token_ids
 from analyses.contextual_decomposition import Convention, contextual_decomposition
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["cd_target_probability", "target_probability"]
 
@@ -38,6 +38,8 @@ def target_probability(logits: Any, position: int, target: int) -> Tensor:
     -------
     Tensor, shape (batch,), float64
     """
+    import torch  # lazy: torch
+
     x = torch.as_tensor(logits).to(torch.float64)
     if x.ndim != 3:
         raise ValueError(f"logits must be (batch, seq, vocab), got {tuple(x.shape)}")

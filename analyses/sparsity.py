@@ -8,10 +8,13 @@ correlated with word frequency (rho<- and rho->, Ch. 6 Fig. 3).
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 __all__ = ["sparsity", "WordSparsityAccumulator", "pearson", "frequency_correlation"]
 
@@ -36,6 +39,8 @@ def sparsity(v: Tensor, dim: int = -1) -> Tensor:
     Tensor
         ``v``'s shape without ``dim``; float dtype of ``v`` (at least float32), same device.
     """
+    import torch  # lazy: torch
+
     v = tensor(v, "v", min_ndim=1)
     if not -v.ndim <= dim < v.ndim:
         raise ValueError(f"dim {dim} is outside v's {v.ndim} dimensions (shape {tuple(v.shape)})")
@@ -63,6 +68,8 @@ class WordSparsityAccumulator:
     """
 
     def __init__(self, vocab_size: int, device: torch.device | str = "cpu") -> None:
+        import torch  # lazy: torch
+
         self.vocab_size = int(vocab_size)
         self.device = torch.device(device)
         self._sums = torch.zeros(self.vocab_size, dtype=torch.float64, device=self.device)
@@ -70,6 +77,8 @@ class WordSparsityAccumulator:
 
     def update(self, word_ids: Tensor, values: Tensor) -> None:
         """Add tokens. ``word_ids``: LongTensor (n,); ``values``: Tensor (n,)."""
+        import torch  # lazy: torch
+
         if word_ids.shape != values.shape or word_ids.ndim != 1:
             raise ValueError(
                 f"need word_ids and values of equal shape (n,); got {tuple(word_ids.shape)}, {tuple(values.shape)}"
@@ -92,12 +101,16 @@ class WordSparsityAccumulator:
 
     def means(self) -> Tensor:
         """Tensor (vocab,), float64: per-word mean; NaN where the count is 0."""
+        import torch  # lazy: torch
+
         return self._sums / self._counts.to(torch.float64)  # 0/0 -> NaN
 
     def state_dict(self) -> dict[str, Tensor]:
         return {"sums": self._sums.clone(), "counts": self._counts.clone()}
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        import torch  # lazy: torch
+
         sums, counts = state["sums"], state["counts"]
         if sums.shape != (self.vocab_size,) or counts.shape != (self.vocab_size,):
             raise ValueError(f"state for vocab {tuple(sums.shape)}, accumulator has {self.vocab_size}")
@@ -120,6 +133,8 @@ def pearson(x: Tensor, y: Tensor) -> Tensor:
     Tensor, shape ()
         float64; NaN with fewer than two valid pairs or zero variance.
     """
+    import torch  # lazy: torch
+
     x, y = tensor(x, "x"), tensor(y, "y")
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"need two 1-D tensors of equal length; got {tuple(x.shape)}, {tuple(y.shape)}")
@@ -170,6 +185,8 @@ def frequency_correlation(
     Tensor, shape ()
         Pearson r (float64); NaN when undefined.
     """
+    import torch  # lazy: torch
+
     word_means = tensor(word_means, "word_means", ndim=1)
     word_counts = tensor(word_counts, "word_counts", ndim=1, like=word_means)
     if word_means.shape != word_counts.shape:

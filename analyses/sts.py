@@ -18,14 +18,20 @@ loss of their step.
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+
 
 __all__ = ["finetune_readout", "minibatch_orders", "pearson", "readout_predictions", "train_linear_readouts"]
 
 
 def _features(x: Tensor) -> tuple[Tensor, Tensor]:
     """``[x, 1]`` in float32 (float64 for float64 states), non-finite rows zeroed; and the finite mask."""
+    import torch  # lazy: torch
+
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     finite = torch.isfinite(x).all(dim=-1)
     xb = torch.cat([x.to(dtype), torch.ones(*x.shape[:-1], 1, dtype=dtype, device=x.device)], dim=-1)
@@ -34,6 +40,8 @@ def _features(x: Tensor) -> tuple[Tensor, Tensor]:
 
 def minibatch_orders(n: int, epochs: int = 10, seed: int = 0) -> Tensor:
     """``(epochs, n)``: the order of the training rows in each epoch (``torch.randperm`` from ``seed``, on the CPU)."""
+    import torch  # lazy: torch
+
     gen = torch.Generator().manual_seed(seed)
     return torch.stack([torch.randperm(n, generator=gen) for _ in range(epochs)])
 
@@ -44,6 +52,8 @@ def train_linear_readouts(x: Tensor, y: Tensor, *, epochs: int = 10, lr: float =
     N training rows) fitted to ``y`` ``(N,)`` (see the module docstring). Each epoch visits the rows
     in the order of ``orders`` (``minibatch_orders(N, epochs, seed)`` when not given; pass them
     already on the device to spare a copy, and a host synchronisation, per call)."""
+    import torch  # lazy: torch
+
     xb, finite = _features(x)
     target = y.to(device=x.device, dtype=xb.dtype)
     w = torch.zeros(xb.shape[0], xb.shape[-1], dtype=xb.dtype, device=x.device, requires_grad=True)
@@ -66,6 +76,8 @@ def train_linear_readouts(x: Tensor, y: Tensor, *, epochs: int = 10, lr: float =
 
 def readout_predictions(w: Tensor, x: Tensor) -> Tensor:
     """``(K, N)`` outputs of the readouts ``w`` on ``x`` ``(K, N, H)`` (NaN where the state is not finite)."""
+    import torch  # lazy: torch
+
     xb, finite = _features(x)
     out = torch.einsum("knh,kh->kn", xb, w.to(xb.dtype))
     return torch.where(finite, out, torch.full((), float("nan"), dtype=out.dtype, device=out.device))
@@ -74,6 +86,8 @@ def readout_predictions(w: Tensor, x: Tensor) -> Tensor:
 def pearson(pred: Tensor, target: Tensor) -> Tensor:
     """Pearson's r (float64) of ``pred`` ``(..., N)`` against ``target`` ``(N,)`` along the last axis,
     over the rows where ``pred`` is finite (NaN with fewer than two, or without spread)."""
+    import torch  # lazy: torch
+
     p = pred.to(torch.float64)
     t = target.to(device=p.device, dtype=torch.float64).expand_as(p)
     ok = torch.isfinite(p)
@@ -96,6 +110,8 @@ def finetune_readout(f: torch.nn.Module, x0: Tensor, y: Tensor, t: int, *, n_tra
     (the paper: 1e-6) for f and ``readout_lr`` (default ``lr``) for w, ``epochs`` epochs (the paper:
     10) in the minibatch ``orders`` of :func:`minibatch_orders`; w starts at zero, as in
     :func:`train_linear_readouts` (with ``lr = 0`` the two give the same readout)."""
+    import torch  # lazy: torch
+
     dtype = torch.float64 if x0.dtype == torch.float64 else torch.float32
 
     def state(rows: Tensor) -> Tensor:

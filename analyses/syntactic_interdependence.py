@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from analyses.contextual_decomposition import interdependence
 
@@ -71,6 +70,8 @@ def pair_interdependence(ids: Sequence[int], heads: Sequence[int], *, max_distan
     weights : ``lstm_weights(model)``
     at : ``"hidden"`` (the top LSTM layer) or ``"logits"``
     """
+    import torch  # lazy: torch
+
     n = len(ids)
     pairs = [(l, r) for r in range(n) for l in range(max(0, r - max_distance), r)]
     empty = np.zeros(0, dtype=np.int64)

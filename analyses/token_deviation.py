@@ -6,10 +6,12 @@ on every step of a GPU loop.
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["token_deviation", "synchronization_offset", "SyncOffsetTracker"]
 
@@ -18,6 +20,8 @@ DEFAULT_THRESHOLD = 1e-5
 
 
 def _at_least_float32(x: Tensor) -> Tensor:
+    import torch  # lazy: torch
+
     if x.dtype in (torch.float16, torch.bfloat16):
         return x.float()
     return x
@@ -66,6 +70,8 @@ def synchronization_offset(deviation: Tensor, threshold: float = DEFAULT_THRESHO
     Tensor, shape ``(...)``, int64
         The first such t, or -1 when D never falls below the threshold.
     """
+    import torch  # lazy: torch
+
     deviation = tensor(deviation, "deviation (..., T)", min_ndim=1)
     below = deviation < threshold  # NaN < threshold is False
     # argmax returns the index of the first maximal value.
@@ -92,6 +98,8 @@ class SyncOffsetTracker:
     """
 
     def __init__(self, batch: int, threshold: float = DEFAULT_THRESHOLD, device=None) -> None:
+        import torch  # lazy: torch
+
         self.threshold = float(threshold)
         self.offset = torch.full((batch,), -1, dtype=torch.int64, device=device)
 
@@ -105,11 +113,15 @@ class SyncOffsetTracker:
         deviation : Tensor, shape ``(batch,)``
             D(t); NaN never counts as synchronized.
         """
+        import torch  # lazy: torch
+
         hit = (self.offset < 0) & (deviation.to(self.offset.device) < self.threshold)
         self.offset = torch.where(hit, torch.full_like(self.offset, t), self.offset)
 
     def state_dict(self) -> dict[str, Tensor]:
         """Tensors needed to resume: ``offset`` and ``threshold`` (0-d float64)."""
+        import torch  # lazy: torch
+
         return {
             "offset": self.offset.clone(),
             "threshold": torch.tensor(self.threshold, dtype=torch.float64),
@@ -117,6 +129,8 @@ class SyncOffsetTracker:
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         """Restore from :meth:`state_dict` (keeps this tracker's device)."""
+        import torch  # lazy: torch
+
         offset = state["offset"]
         if offset.shape != self.offset.shape:
             raise ValueError(f"offset shape {tuple(offset.shape)} != {tuple(self.offset.shape)}")

@@ -24,17 +24,23 @@ Pure functions of torch tensors (float64 results on the input's device) or numpy
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import Tensor
 
 from analyses._arrays import float64_numpy
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 __all__ = ["activation_ratios", "cosine_distance", "euclidean_distance", "pair_distances", "quantiles",
            "sample_pairs"]
 
 
 def _t(x) -> Tensor:
+    import torch  # lazy: torch
+
     if isinstance(x, np.ndarray):
         return torch.from_numpy(np.asarray(x, dtype=np.float64))
     return x.detach().to(torch.float64)
@@ -42,11 +48,15 @@ def _t(x) -> Tensor:
 
 def euclidean_distance(a, b) -> Tensor:
     """||a - b||_2 along the last axis."""
+    import torch  # lazy: torch
+
     return torch.linalg.vector_norm(_t(a) - _t(b), dim=-1)
 
 
 def cosine_distance(a, b) -> Tensor:
     """1 - cos(a, b) along the last axis (NaN where a vector is zero)."""
+    import torch  # lazy: torch
+
     a, b = _t(a), _t(b)
     den = torch.linalg.vector_norm(a, dim=-1) * torch.linalg.vector_norm(b, dim=-1)
     cos = (a * b).sum(-1) / den
@@ -58,6 +68,8 @@ def pair_distances(hidden_states, pairs) -> tuple[Tensor, Tensor]:
 
     ``hidden_states``: ``(layers, seq, d)`` (one sequence) or a list of ``(seq, d)``; ``pairs``:
     ``(P, 2)`` token positions. Returns two ``(layers, P)`` tensors."""
+    import torch  # lazy: torch
+
     h = torch.stack([_t(x) for x in hidden_states]) if isinstance(hidden_states, (list, tuple)) else _t(hidden_states)
     if h.ndim != 3:
         raise ValueError(f"hidden_states must be (layers, seq, d) or a list of (seq, d); got {tuple(h.shape)}")
@@ -69,6 +81,8 @@ def pair_distances(hidden_states, pairs) -> tuple[Tensor, Tensor]:
 def sample_pairs(n_tokens: int, max_pairs: int, generator: torch.Generator | None = None) -> Tensor:
     """``(P, 2)`` distinct unordered token pairs i < j of a sequence of ``n_tokens``: all of them
     when there are at most ``max_pairs``, else ``max_pairs`` drawn without replacement."""
+    import torch  # lazy: torch
+
     i, j = torch.triu_indices(n_tokens, n_tokens, offset=1)
     pairs = torch.stack([i, j], dim=1)
     if len(pairs) > max_pairs:
@@ -82,6 +96,8 @@ def activation_ratios(x_in, x_out, pairs) -> Tensor:
 
     ``x_in``, ``x_out``: ``(seq, d_in)``, ``(seq, d_out)`` the layer's input and output at the same
     token positions; ``pairs``: ``(P, 2)``. Pairs whose inputs coincide are NaN."""
+    import torch  # lazy: torch
+
     x_in, x_out = _t(x_in), _t(x_out)
     if x_in.ndim != 2 or x_out.ndim != 2 or x_in.shape[0] != x_out.shape[0]:
         raise ValueError(f"x_in and x_out must be (seq, d) at the same positions; got {tuple(x_in.shape)}, "

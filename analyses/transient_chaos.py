@@ -12,13 +12,15 @@ the run ended first, as in the paper's Fig. 4D), and a trajectory that diverged
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import torch
-from torch import Tensor
-
 from analyses._arrays import tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 __all__ = ["TransientChaos", "transient_chaos", "transient_chaos_of_chunks", "summarize_chaos"]
 
@@ -72,6 +74,8 @@ def transient_chaos(lam: Tensor, tau: int) -> TransientChaos:
     -------
     TransientChaos
     """
+    import torch  # lazy: torch
+
     lam = tensor(lam, "lam (..., intervals)", min_ndim=1).to(torch.float64)
     if lam.shape[-1] == 0:  # no interval: nothing measured
         nan = torch.full(lam.shape[:-1], float("nan"), dtype=torch.float64, device=lam.device)
@@ -87,6 +91,8 @@ def transient_chaos_of_chunks(chunks: Iterable[Tensor], tau: int) -> TransientCh
     million-step run need not be held at once. One chunk gives :func:`transient_chaos`'s values
     bit for bit; several sum the mean exponent chunk by chunk (its last bits may differ).
     """
+    import torch  # lazy: torch
+
     if tau < 1:
         raise ValueError(f"tau must be >= 1, got {tau}")
     seen = 0
@@ -148,6 +154,8 @@ def summarize_chaos(result: TransientChaos) -> dict[str, Tensor]:
         was measured); ``mean_exponent``: mean of ``result.mean_exponent`` over
         chaotic samples (NaN if none).
     """
+    import torch  # lazy: torch
+
     chaotic = result.chaotic
     never = (~chaotic & result.measured).to(torch.float64).sum()
     fraction = never / result.measured.sum().to(torch.float64)

@@ -62,3 +62,13 @@ class DynamicalMap(nn.Module):
         return None
 
 
+class MapStep(nn.Module):
+    """``x -> f(x)``: one application of a map as a module (every token attended), for a training
+    loop that differentiates through the map's steps."""
+
+    def __init__(self, amap: DynamicalMap):
+        super().__init__()
+        self.amap = amap
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.amap.step(x)

@@ -24,53 +24,12 @@ the same states everywhere.
 from __future__ import annotations
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from torch import Tensor
 
 from .base import DynamicalMap, MapInputs
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class LogisticParams(_Params):
-    r: float = Field(4.0, gt=0, allow_inf_nan=False)
-    """Growth rate; x stays in [0, 1] for 0 < r <= 4 (chaotic at r = 4)."""
-
-
-class HenonParams(_Params):
-    a: float = Field(1.4, allow_inf_nan=False)
-    """Quadratic coefficient (1.4: the classic chaotic attractor)."""
-    b: float = Field(0.3, allow_inf_nan=False)
-    """Contraction, y_{t+1} = b x_t; the Jacobian determinant is -b."""
-
-
-class TanhParams(_Params):
-    g: float = Field(1.5, gt=0, allow_inf_nan=False)
-    """Gain; W has spectral radius about 1, so g > 1 is the chaotic side for large n."""
-    n: int = Field(100, ge=1)
-    """Number of units N; W_ij ~ N(0, 1/N)."""
-
-
-class Lorenz96Params(_Params):
-    n: int = Field(40, ge=4)
-    """Number of variables N on the circle (Lorenz 1996; Lorenz & Emanuel 1998: 40)."""
-    forcing: float = Field(8.0, allow_inf_nan=False)
-    """F (8: the chaotic regime of the literature)."""
-    dt: float = Field(0.05, gt=0, allow_inf_nan=False)
-    """Model time of one step (one RK4 step; Lorenz & Emanuel 1998: 0.05, "6 hours")."""
-
-
-class CoupledLogisticParams(_Params):
-    r: float = Field(4.0, gt=0, le=4, allow_inf_nan=False)
-    """Growth rate of each unit's logistic map (chaotic at 4)."""
-    eps: float = Field(0.6, ge=0, le=1, allow_inf_nan=False)
-    """Coupling towards the units' mean; at r = 4 synchrony is transversally stable for eps > 1/2."""
-    units: int = Field(8, ge=2)
-    """Number of coupled maps N, the state's tokens."""
-    spread: float = Field(0.1, ge=0, le=0.5, allow_inf_nan=False)
-    """Half-width of the units' initial spread around their common point."""
+from .map_params import (DECLARED, CoupledLogisticParams, HenonParams, LogisticParams, Lorenz96Params,
+                         TanhParams, _Params)
 
 
 def _generator(inputs: MapInputs) -> torch.Generator:
@@ -85,6 +44,17 @@ class _ReferenceMap(DynamicalMap):
     needs_tokens = False
     params_model: type[_Params]
     n_hidden: int
+
+    def __init_subclass__(cls, declared: str | None = None, **kwargs):
+        """``class M(_ReferenceMap, declared="name")``: M takes what :data:`models.map_params.DECLARED` says."""
+        super().__init_subclass__(**kwargs)
+        if declared is not None:
+            d = DECLARED[declared]
+            cls.params_model, cls.domain, cls.token_equivariant = d.params_model, d.domain, d.token_equivariant
+            if d.n_hidden is not None:
+                cls.n_hidden = d.n_hidden
+            if d.weights_nbytes is not None:
+                cls.weights_nbytes = staticmethod(d.weights_nbytes)
 
     def __init__(self, params: _Params, *, seed: int = 0, dtype: torch.dtype = torch.float32,
                  device: str | torch.device = "cpu"):
@@ -114,13 +84,9 @@ class _ReferenceMap(DynamicalMap):
         return 0
 
 
-class LogisticMap(_ReferenceMap):
+class LogisticMap(_ReferenceMap, declared="logistic"):
     """``x -> r x (1 - x)``; initial states ``x ~ U(0.05, 0.95)``. Its domain is [0, 1] (invariant
     for r <= 4); a point outside runs off to -inf."""
-
-    params_model = LogisticParams
-    n_hidden = 1
-    domain = (0.0, 1.0)
 
     def __init__(self, params: LogisticParams | None = None, **kw):
         super().__init__(params or LogisticParams(), **kw)
@@ -134,7 +100,7 @@ class LogisticMap(_ReferenceMap):
         return self.r * x * (1 - x)
 
 
-class HenonMap(_ReferenceMap):
+class HenonMap(_ReferenceMap, declared="henon"):
     """``(x, y) -> (1 - a x^2 + y, b x)``, state ``[..., 0] = x``, ``[..., 1] = y``.
 
     Initial states lie on the attractor: draw ``(x, y) ~ U(-0.1, 0.1)^2`` and iterate 100 steps
@@ -142,8 +108,6 @@ class HenonMap(_ReferenceMap):
     bounded attractor, the states may diverge; that is the map's behaviour, not an error here.)
     """
 
-    params_model = HenonParams
-    n_hidden = 2
     burn_in = 100
 
     def __init__(self, params: HenonParams | None = None, **kw):
@@ -163,12 +127,10 @@ class HenonMap(_ReferenceMap):
         return torch.stack((1 - self.a * px * px + py, self.b * px), dim=-1)
 
 
-class TanhReservoir(_ReferenceMap):
+class TanhReservoir(_ReferenceMap, declared="tanh"):
     """``x -> tanh(g W x)``, ``W_ij ~ N(0, 1/N)`` drawn from a generator seeded by ``seed``
     (float64 on the CPU, then cast); a replicate with a new seed is a new network. Initial states
     ``x ~ N(0, 1)``."""
-
-    params_model = TanhParams
 
     def __init__(self, params: TanhParams | None = None, **kw):
         super().__init__(params or TanhParams(), **kw)
@@ -180,10 +142,6 @@ class TanhReservoir(_ReferenceMap):
         # x W_eff^T = g (W x) for row-vector states
         self.register_buffer("_gWt", self._cast(self.g * w.T), persistent=False)
 
-    @classmethod
-    def weights_nbytes(cls, n_hidden: int, itemsize: int) -> int:
-        return n_hidden ** 2 * (8 + 2 * itemsize)  # W drawn in fp64, then W and g W^T in the working precision
-
     def initial_state(self, inputs: MapInputs) -> Tensor:
         x = torch.randn((inputs.samples, 1, self.n_hidden), generator=_generator(inputs), dtype=torch.float64)
         return self._cast(x)
@@ -192,14 +150,13 @@ class TanhReservoir(_ReferenceMap):
         return torch.tanh(x @ self._gWt)
 
 
-class Lorenz96Map(_ReferenceMap):
+class Lorenz96Map(_ReferenceMap, declared="lorenz96"):
     """One RK4 step of ``dt`` of Lorenz-96 (Lorenz 1996), batched over samples: a continuous-time
     reference system whose exponent per step is the flow's per time unit times ``dt``.
 
     Initial states lie on the attractor: ``x_i = F`` plus ``U(-0.01, 0.01)`` noise, then
     ``burn_in`` model time units of the flow (in float64) before casting."""
 
-    params_model = Lorenz96Params
     burn_in = 20.0
 
     def __init__(self, params: Lorenz96Params | None = None, **kw):
@@ -226,7 +183,7 @@ class Lorenz96Map(_ReferenceMap):
         return x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
-class CoupledLogisticMap(_ReferenceMap):
+class CoupledLogisticMap(_ReferenceMap, declared="coupled_logistic"):
     """Globally coupled logistic maps (Kaneko, Physica D 41, 137 (1990)): ``units`` logistic maps, the
     state's tokens, each pulled towards their mean, ``x_i -> (1 - eps) f(x_i) + (eps / N) sum_j f(x_j)``
     with ``f(x) = r x (1 - x)``. Permuting the units permutes the image, so the synchronised set (all
@@ -236,11 +193,6 @@ class CoupledLogisticMap(_ReferenceMap):
     *Synchronization*, 2001, Sec. 15.4): at r = 4 synchrony is stable for eps > 1/2 and unstable below.
     Initial states: a common point ``c ~ U(0.05, 0.95)`` and each unit ``c + spread U(-1, 1)``,
     kept inside [0.01, 0.99]."""
-
-    params_model = CoupledLogisticParams
-    n_hidden = 1
-    domain = (0.0, 1.0)
-    token_equivariant = True
 
     def __init__(self, params: CoupledLogisticParams | None = None, **kw):
         super().__init__(params or CoupledLogisticParams(), **kw)

@@ -18,24 +18,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import platformdirs
-import torch
 from pydantic import BaseModel, ConfigDict
 
-from models.activations import Activations, MapActivations, ModuleActivations
-from models.albert import load_albert, load_albert_config
 from models.hub import ModelLoadError, hf_load
-from models.layer_map import LayerMap
-from models.lstm import LSTMActivations, LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig
-from models.maps import MAPS, build_map
+from models.map_params import DECLARED
 from models.source import Source
 from models.suites import ADAPTERS, SuiteActivations
 from models.tiny import TINY_CONFIG, build_tiny_albert
-from models.transject import TransJectActivations, build_model, reorthogonalize
-from models.transject_map import (TransJectLayerMap, TransJectMapParams, checkpoint_problem, checkpoint_width,
-                                  load_encoder)
+
+if TYPE_CHECKING:
+    import torch
+
+    from models.activations import Activations
 
 
 @dataclass(frozen=True)
@@ -121,6 +118,8 @@ class Family:
         """The way to read ``model``'s activations and gradients: its adapter (:mod:`models.activations`). A
         map's hook points are its states x_0 .. x_depth (``depth``: default its ``num_hidden_layers``); any
         other module's, its named children (a family with hook points of its own says so)."""
+        from models.activations import MapActivations, ModuleActivations  # lazy: torch
+
         if self.role == "map":
             if depth is None:
                 depth = getattr(getattr(model, "config", None), "num_hidden_layers", None)
@@ -170,14 +169,19 @@ def families() -> list[Family]:
 # --------------------------------------------------------------------------- reference maps
 
 
+#: name -> a built-in reference map's declaration, or the class :func:`register_map` was given
+_MAPS: dict[str, Any] = dict(DECLARED)
+
+
 class MapFamily(Family):
     """Reference maps with known dynamics (:mod:`models.maps`), ``map:<name>``; one token per state
-    (the coupled maps: one per unit)."""
+    (the coupled maps: one per unit). What ``plan`` asks of a map comes from its declaration
+    (:data:`models.map_params.DECLARED`, or the class a plugin registered): no torch until one is built."""
 
     name = "map"
 
     def __init__(self):
-        self.maps = MAPS
+        self.maps = _MAPS
 
     def matches(self, source: Source) -> bool:
         return source.scheme == "map"
@@ -201,6 +205,8 @@ class MapFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
+        from models.maps import build_map  # lazy: torch
+
         return build_map(Source(source).rest, dict(params or {}), seed=seed, dtype=dtype, device=device)
 
     def weights_nbytes(self, source: str, params: dict, n_hidden: int, itemsize: int) -> int:
@@ -218,11 +224,13 @@ class MapFamily(Family):
 def register_map(name: str, cls, *, replaces: bool = False) -> None:
     """Make a :class:`models.base.DynamicalMap` subclass (with a pydantic ``params_model`` and
     ``n_hidden``) available as ``source = "map:<name>"``; a name already taken only with ``replaces``."""
+    from models.maps import MAPS  # lazy: torch (a map is a torch module: its plugin has imported torch)
+
     known = MAPS.get(name)
     if known is not None and known is not cls and not replaces:
         raise TypeError(f"map {name!r} is {known.__module__}.{known.__qualname__}'s; give "
                         f"{cls.__module__}.{cls.__qualname__} another name, or pass replaces=True to replace it")
-    MAPS[name] = cls
+    MAPS[name] = _MAPS[name] = cls
 
 
 # --------------------------------------------------------------------------- ALBERT
@@ -251,6 +259,8 @@ class AlbertFamily(Family):
         return Source(f"path:{folder}")
 
     def dims(self, source: str, *, revision, params, n_tokens: int) -> Dims:
+        from models.albert import load_albert_config  # lazy: torch
+
         config = load_albert_config(self.location(source), revision=revision)
         return self._dims(config, n_tokens)
 
@@ -266,6 +276,8 @@ class AlbertFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
+        from models.albert import load_albert  # lazy: torch
+
         return load_albert(self.location(source, build=True), revision=revision, init=init, seed=seed,
                            implementation=implementation, dtype=dtype, device=device)
 
@@ -318,12 +330,17 @@ class LSTMFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
+        import torch  # lazy: torch
+        from models.lstm import LSTMLanguageModel, LSTMLanguageModelConfig, LSTMTagger, LSTMTaggerConfig  # lazy: torch
+
         torch.manual_seed(seed)
         if source == "builtin:lstm-lm":
             return LSTMLanguageModel(LSTMLanguageModelConfig(**params)).to(device)
         return LSTMTagger(LSTMTaggerConfig(**params)).to(device)
 
     def activations(self, model, **_) -> Activations:
+        from models.lstm import LSTMActivations  # lazy: torch
+
         return LSTMActivations(model)
 
 
@@ -344,12 +361,17 @@ class TransJectFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
+        import torch  # lazy: torch
+        from models.transject import build_model, reorthogonalize  # lazy: torch
+
         torch.manual_seed(seed)
         model = build_model(Source(source).rest, dict(params or {})).to(device)
         return model if dtype is None else reorthogonalize(model.to(dtype))
 
     def activations(self, model, *, generator: torch.Generator | None = None, **_) -> Activations:
         """X^(0) .. X^(L); ``generator`` draws the entropic u."""
+        from models.transject import TransJectActivations  # lazy: torch
+
         return TransJectActivations(model, generator)
 
 
@@ -363,6 +385,8 @@ class TransJectLayerFamily(Family):
         return source.scheme == "transject-layer"
 
     def params_model(self, source: str) -> type[BaseModel] | None:
+        from models.transject_map import TransJectMapParams  # lazy: torch
+
         return TransJectMapParams
 
     def check(self, source: str, params: dict, init: Any) -> str | None:
@@ -375,6 +399,8 @@ class TransJectLayerFamily(Family):
         return None if where == "builtin" else Path(where)
 
     def dims(self, source: str, *, revision, params: dict, n_tokens: int) -> Dims:
+        from models.transject_map import TransJectMapParams, checkpoint_problem, checkpoint_width  # lazy: torch
+
         problem = checkpoint_problem(source)
         if problem:
             raise ModelLoadError(problem)
@@ -383,6 +409,8 @@ class TransJectLayerFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
+        from models.transject_map import TransJectLayerMap, TransJectMapParams, load_encoder  # lazy: torch
+
         p = TransJectMapParams.model_validate(params or {})
         return TransJectLayerMap(load_encoder(source, p, seed), p, dtype=dtype, device=device)
 
@@ -438,6 +466,7 @@ class LayerStackFamily(Family):
 
     def build(self, source, *, revision=None, params=None, init=None, seed=0, dtype=None, device="cpu",
               implementation="fused"):
+        from models.layer_map import LayerMap  # lazy: torch
         from transformers import AutoModel  # lazy: transformers
 
         p = LayerStackParams.model_validate(params or {})

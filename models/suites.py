@@ -21,15 +21,17 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import Tensor, nn
 
-from models.activations import Loss, chosen, gradients, hooked, tokens
-from models.base import MapInputs
 from models.hub import ModelLoadError, hf_load, why_hub_off
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor, nn
+    from models.activations import Loss
+    from models.base import MapInputs
 
 #: ``step{0..143000:1000}``: a prefix, first..last (inclusive) and the stride, and a suffix.
 _RANGE = re.compile(r"^(?P<pre>[^{}]*)\{(?P<lo>\d+)\.\.(?P<hi>\d+)(?::(?P<by>\d+))?\}(?P<post>[^{}]*)$")
@@ -306,12 +308,17 @@ class SuiteActivations:
 
     def hook_points(self, names=None) -> dict[str, nn.Module]:
         """The modules whose outputs are the named hook points."""
+        from models.activations import chosen  # lazy: torch
+
         return {k: self.modules[k] for k in chosen(self.layer_names(), names)}
 
     def reset(self) -> None:
         pass
 
     def capture(self, inputs, names=None) -> dict[str, Tensor]:
+        import torch  # lazy: torch
+        from models.activations import hooked  # lazy: torch
+
         modules = self.hook_points(names)
         out: dict[str, Tensor] = {}
         with torch.no_grad(), hooked(modules, out):
@@ -320,6 +327,9 @@ class SuiteActivations:
 
     def capture_gradients(self, inputs, loss: Loss, names=None) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """``loss`` of the model's output (with its head: ``.logits``)."""
+        import torch  # lazy: torch
+        from models.activations import gradients, hooked  # lazy: torch
+
         modules = self.hook_points(names)
         out: dict[str, Tensor] = {}
         with torch.enable_grad(), hooked(modules, out):
@@ -332,12 +342,16 @@ def capture_layers(model: nn.Module, input_ids: Tensor, attention_mask: Tensor |
                    layers: list[str] | None = None) -> dict[str, Tensor]:
     """Each named layer's output ``(batch, seq, hidden)`` for one batch (:class:`SuiteActivations`: one
     forward pass, no gradients); ``layers`` picks some (default: all, ``embedding`` first)."""
+    from models.activations import tokens  # lazy: torch
+
     return SuiteActivations(model).capture(tokens(input_ids, attention_mask), layers)
 
 
 def _next_losses(output: Any, targets: Tensor) -> Tensor:
     """Cross-entropy (nats) of each token position of a model's output with a target (``targets`` >= 0; -1:
     none)."""
+    import torch  # lazy: torch
+
     keep = targets >= 0
     return torch.nn.functional.cross_entropy(output.logits[keep].float(), targets[keep], reduction="none")
 
@@ -353,6 +367,9 @@ def _targets(model: nn.Module, ids: Tensor, owner: Tensor, mask_id: int | None =
     masked LM, ``fraction`` of the words' tokens replaced by the mask token and predicted (Devlin et al. 2019,
     Sec. 3.1: 15%, here all of them masked, without the 80/10/10 split), drawn per window from ``seed`` and
     the window's first word, so the batching does not change them."""
+    import torch  # lazy: torch
+    from models.activations import chosen  # lazy: torch
+
     targets = torch.full_like(ids, -1)
     real = owner >= 0
     if adapter_for(model).head == "causal":
@@ -398,6 +415,8 @@ def _batches(tokenizer: Any, words: list[str], window: int, batch_size: int,
              limit: int | None) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
     """(token ids, attention mask, word of each token: -1 for specials and padding), right-padded batches of
     ``batch_size`` windows of ``window`` words (no overlap)."""
+    import torch  # lazy: torch
+
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     starts = list(range(0, len(words), window))
     for b in range(0, len(starts), batch_size):
@@ -419,6 +438,8 @@ def word_batches(model: nn.Module, tokenizer: Any, words: list[str], *, window: 
                  ) -> list[tuple[MapInputs, Tensor]]:
     """The words in windows of ``window`` (no overlap), ``batch_size`` windows per batch on the model's device:
     each batch's inputs and the word each of its tokens belongs to (-1: a special token or padding)."""
+    from models.activations import tokens  # lazy: torch
+
     device = next(model.parameters()).device
     limit = getattr(model.config, "max_position_embeddings", None)
     return [(tokens(ids.to(device), mask.to(device)), owner)
@@ -435,6 +456,8 @@ def pool_words(captures: list[dict[str, Tensor]], owners: list[Tensor], n_words:
                ) -> dict[str, Tensor]:
     """Each layer's ``(n_words, hidden)``: the captures of :func:`word_batches`' batches, each word's subword
     tokens pooled (``mean``, ``first`` or ``last``)."""
+    import torch  # lazy: torch
+
     out: dict[str, Tensor] = {}
     counts = None
     for captured, owner in zip(captures, owners, strict=True):
@@ -459,6 +482,8 @@ def word_activations(adapter: SuiteActivations, tokenizer: Any, words: list[str]
     (:meth:`SuiteActivations.capture`) on :func:`word_batches`, pooled by :func:`pool_words`. With
     ``gradients`` (a causal LM with its head): also the gradient of the summed next-token cross-entropy with
     respect to each layer's output (:meth:`SuiteActivations.capture_gradients`), pooled the same way."""
+    from models.activations import gradients  # lazy: torch
+
     batches = word_batches(adapter.model, tokenizer, words, window=window, batch_size=batch_size)
     owners = [owner for _, owner in batches]
     names = layers or None
@@ -475,6 +500,8 @@ def lm_loss(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, 
     """(summed cross-entropy in nats, number of predicted tokens) of a language model with its head on the
     words, read in windows as :func:`word_activations` reads them: every next token of a causal LM, a seeded
     ``mask_fraction`` of the tokens of a masked LM."""
+    import torch  # lazy: torch
+
     device = next(model.parameters()).device
     total, n = torch.zeros((), device=device, dtype=torch.float64), 0
     with torch.no_grad():
@@ -489,6 +516,8 @@ def lm_loss(model: nn.Module, tokenizer: Any, words: list[str], *, window: int, 
 
 def _pooled_tokens(owner: Tensor, pool: str) -> Tensor:
     """Flat indices of the tokens that enter a word's activation: all of a word's (mean), its first, its last."""
+    import torch  # lazy: torch
+
     flat = owner.reshape(-1)
     valid = flat >= 0
     if pool == "first":

@@ -10,6 +10,8 @@ the English text of ``pydoc_data.topics`` (Python's own help topics), an ``Alber
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import heapq
 import json
 import logging
@@ -20,10 +22,12 @@ import time
 from pathlib import Path
 from pydoc_data.topics import topics
 
-import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from .hub import _quiet_transformers
+
+if TYPE_CHECKING:
+    import torch
 
 #: Build progress (INFO): ``runner apply`` prints it and the monitor shows it.
 log = logging.getLogger(__name__)
@@ -160,6 +164,8 @@ def _mlm_batches(ids: torch.Tensor, tokenizer, *, seq_len: int, batch: int, step
                  generator: torch.Generator):
     """Yield (input_ids, labels): random windows of ``seq_len - 2`` tokens wrapped in [CLS] ... [SEP],
     15% of the inner tokens selected; of those 80% -> [MASK], 10% -> random token, 10% kept."""
+    import torch  # lazy: torch
+
     inner = seq_len - 2
     n_windows = ids.numel() - inner
     cls_id, sep_id, mask_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
@@ -190,6 +196,8 @@ def build_tiny_albert(directory: Path, *, seed: int = 0, mlm_steps: int = 200, v
     given ``seed``. Trains on one thread (see below); about 15-20 s of CPU for the
     default 200 steps.
     """
+    import torch  # lazy: torch
+
     from transformers import AlbertConfig, AlbertForMaskedLM  # lazy: transformers
 
     directory = Path(directory)

@@ -8,7 +8,7 @@ API = ("load_spec", "open", "on_common_steps")
 
 def __getattr__(name: str):
     if name in API:
-        from runner import api  # lazy: filelock, pydantic, torch
+        from runner import api  # lazy: filelock, numpy, pydantic
 
         return getattr(api, name)
     raise AttributeError(f"module 'runner' has no attribute {name!r}")

@@ -251,7 +251,7 @@ def _version() -> str:
 
 
 def cmd_plan(args) -> int:
-    from runner.run.apply import prepare_all, states  # lazy: filelock, pydantic, torch
+    from runner.run.apply import prepare_all, states  # lazy: filelock, numpy, pydantic
 
     _check_threads(args)
     _DAMAGE.clear()  # read afresh by each command (the CLI may run many in one process)
@@ -271,7 +271,7 @@ def cmd_plan(args) -> int:
 
 
 def _plan_sweep(args, sweep, prepared) -> int:
-    from runner.run.apply import describe_store, states  # lazy: filelock, pydantic, torch
+    from runner.run.apply import describe_store, states  # lazy: filelock, numpy, pydantic
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
@@ -316,7 +316,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
 
 def _plan_one(args, p) -> int:
-    from runner.run.apply import describe_store, states  # lazy: filelock, pydantic, torch
+    from runner.run.apply import describe_store, states  # lazy: filelock, numpy, pydantic
     from runner.storage.store import read_tasks  # lazy: filelock, numpy
 
     state = states(p)
@@ -409,7 +409,7 @@ def _damage(path: Path, full: bool):
     """What plan sees damaged: without reading chunks back (files missing or empty, metadata that
     differs from the manifest), or reading every recorded chunk back (``full``, as verify does: what
     ``plan --detailed-exitcode`` asks; read once per store and command)."""
-    from runner.run.apply import damage_of  # lazy: filelock, pydantic, torch
+    from runner.run.apply import damage_of  # lazy: filelock, numpy, pydantic
 
     key = (str(path), full)
     if key not in _DAMAGE:
@@ -464,7 +464,7 @@ def _finished(p, state: dict[str, str], changes=None) -> bool:
 def _threads(args, p, calibrated):
     """The CPU threads apply would use here (and set them, so that the estimate is timed with them);
     None where the spec's device is not available."""
-    from runner.core.device import device_unavailable, pick_device  # lazy: pydantic, torch
+    from runner.core.device import device_unavailable, pick_device  # lazy: pydantic
 
     if p.unmet or device_unavailable(p.device):
         return None
@@ -560,7 +560,7 @@ def _width() -> int:
 
 
 def cmd_apply(args) -> int:
-    from runner.run.apply import (  # lazy: filelock, pydantic, torch
+    from runner.run.apply import (  # lazy: filelock, numpy, pydantic
         Unmet, apply, apply_sweep, describe_store, options_problem, prepare_all, store_note)
 
     problem = options_problem(device=args.device, shards=args.shards, threads=args.threads, executor=args.executor,
@@ -653,7 +653,7 @@ def _emit(value, **options) -> None:
 
 def report_outcome(outcome, spec: Path, store_path: Path, overrides=()) -> int:
     """Say what an apply did and return its exit code (a hint to run it again keeps ``overrides``)."""
-    from runner.run.apply import open_snippet  # lazy: filelock, pydantic, torch
+    from runner.run.apply import open_snippet  # lazy: filelock, numpy, pydantic
 
     if outcome.interrupted:
         print(hint(f"interrupted; finished work is kept in {store_path}; to resume, run:",

@@ -46,6 +46,7 @@ RUNNER_TOP = {
     "test_typos.py": "runner/cli.py: suggestions for mistyped commands, names and paths",
     "test_scripting.py": "runner/cli.py: --detailed-exitcode, --json, the documented sweep script",
     "test_launcher.py": "runner/cli.py as the suite's launcher (tests/runner/launcher.py) forks it",
+    "test_light_commands.py": "runner/cli.py: commands that compute nothing import no torch, in fresh interpreters",
     "test_gpu_studies.py": "runner/cli.py: every shipped tiny spec applied on CUDA",
     "test_bad_specs.py": "bad-input corpus: specs, through the CLI's entry point",
     "test_bad_paths.py": "bad-input corpus: flags and paths, through the CLI's entry point",

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field
-from torch import Tensor
 
 from runner.plugin.measure_protocol import CheckpointContext
 from runner.plugin.measures import CheckpointTags, MeasureParams, MeasureTags, Suites
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 #: The measures on activations only are registered under this name; a study offers them by taking it
 #: (``runner.plugin.measures.takes``).

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import torch
 from pydantic import AfterValidator
+
+if TYPE_CHECKING:
+    import torch
 
 
 def pick_device(requested: str = "auto") -> torch.device:
     """The torch device for a validated name (see :func:`device_unavailable`)."""
+    import torch  # lazy: torch
+
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(requested)
@@ -21,6 +25,8 @@ def pick_device(requested: str = "auto") -> torch.device:
 
 
 def describe(device: torch.device) -> str:
+    import torch  # lazy: torch
+
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
     n = torch.get_num_threads()
@@ -31,6 +37,8 @@ def set_precision(precision: str) -> None:
     """fp32/fp64 use exact IEEE matmuls everywhere; tf32 lets CUDA matmuls, convolutions and cuDNN
     RNNs use TensorFloat-32. PyTorch's own default lets cuDNN use TF32 for convolutions and RNNs
     (LSTMs), so fp32 must say ieee explicitly."""
+    import torch  # lazy: torch
+
     mode = "tf32" if precision == "tf32" else "ieee"
     if hasattr(torch.backends.cuda.matmul, "fp32_precision"):  # torch >= 2.9 API
         torch.backends.cuda.matmul.fp32_precision = mode
@@ -48,6 +56,8 @@ def make_deterministic(device: torch.device) -> None:
     kernels where they exist (``warn_only``: an op without one warns instead of failing the run)."""
     if device.type != "cuda":
         return
+    import torch  # lazy: torch
+
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
@@ -79,8 +89,10 @@ def device_problem(requested: str) -> str | None:
 def device_unavailable(requested: str) -> str | None:
     """Why ``requested`` cannot be used on this machine, naming what can (None when it can)."""
     problem = device_problem(requested)
-    if problem:
+    if problem or requested in ("auto", "cpu"):  # auto falls back to the CPU: no need to ask torch
         return problem
+    import torch  # lazy: torch
+
     here = "auto, cpu" + (", cuda" if torch.cuda.is_available() else "")
     if requested.startswith("cuda"):
         if not torch.cuda.is_available():

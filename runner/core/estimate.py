@@ -100,7 +100,7 @@ def precisions(device) -> dict[str, str | None]:
 def device_key(device) -> str:
     """The device as calibrations are cached: the GPU's name (whatever its index), or the CPU with
     its thread count."""
-    from runner.core.device import describe  # lazy: pydantic, torch
+    from runner.core.device import describe  # lazy: pydantic
 
     return describe(device).split(" ", 1)[1] if device.type == "cuda" else describe(device)
 
@@ -117,7 +117,7 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
     ``calibrate=False`` uses cached calibrations only; ``refresh`` calibrates again; calibrating
     stops after ``budget`` seconds in all (None: no limit). ``calibrated``: a calibrator to share
     (its own settings then hold)."""
-    from runner.core.device import describe, device_unavailable, pick_device  # lazy: pydantic, torch
+    from runner.core.device import describe, device_unavailable, pick_device  # lazy: pydantic
 
     if device is None:
         problem = device_unavailable(p.device)
@@ -168,7 +168,7 @@ class Calibrator:
         self._now: dict[Path, dict] = {}  # measured by this calibrator (``refresh`` measures a key once)
 
     def path(self, key: dict) -> Path:
-        from models.registry import cache_dir  # lazy: pydantic, torch
+        from models.registry import cache_dir  # lazy: pydantic
 
         return (self.directory or cache_dir() / "calibration") / f"{task_id(key)}.json"
 

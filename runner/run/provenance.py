@@ -18,7 +18,6 @@ from runner.storage.store import now
 from importlib import metadata
 from pathlib import Path
 
-from models.maps import MAPS
 from models.registry import families
 from runner.plugin.measures import _REGISTRY
 from runner.plugin.loader import plugin_names
@@ -109,7 +108,11 @@ def root_attrs(title: str, references: list[str], commit: str, dirty: bool, summ
 
 def plugin_modules() -> set[str]:
     """The modules that define a registered study, measure, model family or reference map, and
-    those named in ``TRANSIENT_PLUGINS`` (what provenance hashes beside the project's own code)."""
+    those named in ``TRANSIENT_PLUGINS`` (what provenance hashes beside the project's own code).
+    Called when a run writes its provenance, never by a command that computes nothing: the
+    reference maps' classes bring torch."""
+    from models.maps import MAPS  # lazy: torch
+
     classes = [*studies().values(), *(m for by_kind in _REGISTRY.values() for m in by_kind.values()),
                *(type(f) for f in families()), *MAPS.values()]
     names = {c.__module__ for c in classes}

@@ -9,7 +9,6 @@ import warnings
 from typing import Annotated, Literal
 
 import numpy as np
-import torch
 from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
@@ -158,6 +157,8 @@ class Distances(CheckpointMeasure):
               **hints(plot="curve", order=11))
 
     def run(self, ctx: ActivationContext, task) -> None:
+        import torch  # lazy: torch
+
         where = ctx.layer_index()
         L = len(where)
         sentence = ctx.sentence_activations(task.network, task.checkpoint)  # {layer: (seq, d)}, bottom up

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.entropy import layer_entropy
@@ -51,6 +50,8 @@ class Entropy(CheckpointMeasure):
         return super().problems(view) or knn_sample_problems(self.p.method, self.p.k, list(view.token_widths))
 
     def run(self, ctx: ActivationContext, task) -> None:
+        import torch  # lazy: torch
+
         where = ctx.layer_index()
         acts = ctx.activations(task.network, task.checkpoint)  # {layer: (tokens, d)}
         rows = layer_entropy([a.to(torch.float64)[None] for a in acts.values()], method=self.p.method,

@@ -36,6 +36,7 @@ from runner.storage.records import group_key
 from runner.storage.store import Store, guard_writes, runner_dir, writing
 from runner.plugin.study import SourceUnavailable
 from runner.plugin.loader import load_plugins
+from runner.core.device import make_deterministic, pick_device
 
 ENV_PREFIXES = ("TRANSIENT_", "HF_", "RUNNER_TEST_", "OMP_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")
 """Environment variables the workers get from the driver (plugins, caches, the hub switch, test hooks)."""
@@ -150,8 +151,6 @@ _SESSIONS: dict[tuple, Any] = {}
 def _session(p, token: str, point: int, device_name: str, store: Store):
     """The study's session in this worker, on the store the driver laid out (the inputs read from
     there, :meth:`runner.plugin.study.Study.open_worker`), kept for this apply's next tasks in this worker."""
-    from runner.core.device import make_deterministic, pick_device  # lazy: torch
-
     load_plugins()  # the registries the session looks measures up in
     key = (token, point, device_name)
     if key not in _SESSIONS:

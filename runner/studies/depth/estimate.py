@@ -10,30 +10,32 @@ spec's measures allow it (on a GPU, on the whole batch); disk sizes come from th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-
-from models.base import MapInputs
 from models.hub import ModelLoadError
 from models.registry import cache_dir
 from runner.core.device import make_deterministic
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.plugin.measures import measure_problems, measures
 from runner.storage.store import Store
-from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.layout import build_layout, maskings, segment_length
 from runner.studies.depth.resolve import Network
 from runner.studies.depth.measure import DepthView
-from runner.studies.depth.reduce import reduces
 from runner.studies.depth.spec import DepthSpec
+
+if TYPE_CHECKING:
+    import torch
 
 CALIBRATION_SAMPLES = 128
 
 
 def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
+    from runner.studies.depth.reduce import reduces  # lazy: torch
+
     spec: DepthSpec = p.spec
     networks: list[Network] = p.state
     cal = calibration_spec(spec, device)
@@ -138,6 +140,9 @@ def _not_built(net: Network) -> str | None:
 def time_pass(spec: DepthSpec, net: Network, device: torch.device, reduced: bool = False) -> dict:
     """Run the network's pass on a scratch store until a few steps are timed (``reduced``: with every
     sample the reduction may take reduced from the start)."""
+    import torch  # lazy: torch
+    from runner.studies.depth.iterate import IteratePass, PassInputs, build_map  # lazy: torch
+
     net = replace(net, index=0)
     S, N = spec.input.samples, net.n_tokens
     gen = torch.Generator().manual_seed(0)
@@ -172,6 +177,8 @@ def heaviest(networks: list[Network]) -> Network:
 
 def model_key(spec: DepthSpec, net: Network) -> dict:
     """What a step's time depends on in the network itself (for the calibration caches)."""
+    import torch  # lazy: torch
+
     return {"torch": torch.__version__,
             "model": net.model.model_dump(mode="json", exclude={"name", "replicates", "init", "precision"}),
             "precision": net.precision, "implementation": spec.dynamics.implementation,
@@ -195,6 +202,10 @@ def thread_probe(spec: DepthSpec, networks: list[Network], device: torch.device)
     """One application of the heaviest network's map to a batch the size the run uses, twins of
     the Lyapunov exponent included (random token ids: the cost does not depend on them), for
     :mod:`runner.run.threads`; None when its model is not built or cached yet."""
+    import torch  # lazy: torch
+    from models.base import MapInputs  # lazy: torch
+    from runner.studies.depth.iterate import build_map  # lazy: torch
+
     net = replace(heaviest(networks), index=0)
     if _not_built(net):
         return None

@@ -31,7 +31,6 @@ from typing import Any
 from runner.plugin.measures import measures
 from runner.plugin.study import Extension, Prepared, plain_key
 from runner.storage import kept
-from runner.storage.checkpoint import read_metadata
 from runner.storage.location import Location, location
 from runner.storage.store import runner_dir
 from runner.studies.depth.layout import segment_length
@@ -93,6 +92,8 @@ def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, d
 
 def _pass(p: Prepared, tasks: list, replaced: dict[str, list[str]], records: dict[str, dict]) -> dict[str, Extension]:
     """What a longer run does with the finished pass of ``tasks`` (one network's trajectory measures)."""
+    from runner.storage.checkpoint import read_metadata  # lazy: torch
+
     steps = {t.id: {lengthened(records[i].get("key"), t.key) for i in replaced.get(t.id, [])} for t in tasks}
     longer = [t for t in tasks if steps[t.id] and None not in steps[t.id]]
     if not longer:
@@ -149,6 +150,8 @@ def segment_fix(old: int, new: int, stride: int) -> str:
 def supersede(state_dir: Location, label: str, ids: list[str]) -> None:
     """Remove the states kept by earlier passes of the network ``label`` (a pass of it just finished
     with ``ids``): a later extension starts from the newest."""
+    from runner.storage.checkpoint import read_metadata  # lazy: torch
+
     folder = location(state_dir) / FINAL
     keep = final_path(state_dir, ids)
     for path in sorted(folder.glob("*.safetensors"), key=lambda p: p.name) if folder.is_dir() else []:

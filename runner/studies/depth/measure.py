@@ -13,13 +13,14 @@ resolved their sizes (and, when a pass is split, its shard count).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.plugin.measure_protocol import StepContext
 from runner.plugin.measures import MeasureParams, vocabulary
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 STUDY = "depth"
 PAPER = "Inoue et al. 2021, Transient chaos in BERT (arXiv:2106.03181)"

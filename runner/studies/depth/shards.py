@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load, save
 
-from runner.storage.checkpoint import read_metadata
 from runner.storage.location import Location, location, remove_tree
 from runner.plugin.measures import measures
 from runner.studies.depth.measure import DepthView, NetworkSize
@@ -118,6 +117,8 @@ class ShardSink:
 
 
 def _written(folder: Location) -> dict[tuple[str, str], np.ndarray]:
+    from runner.storage.checkpoint import read_metadata  # lazy: torch
+
     out = {}
     for f in sorted(folder.glob("*.safetensors"), key=str):
         meta = read_metadata(f)

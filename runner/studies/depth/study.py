@@ -11,10 +11,9 @@ only that measure's task ids.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from rich.filesize import decimal
 
 from runner.core.device import device_unavailable, set_precision
@@ -28,19 +27,19 @@ from runner.spec.footprint import Need
 from runner.spec.specfile import SpecError, SpecFile
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
-from runner.studies.depth.iterate import IteratePass, PassInputs, build_map
 from runner.studies.depth.measure import Derivation, DepthView, NetworkSize, PassNetworkContext, unmet_needs
 from runner.studies.depth.estimate import estimate, thread_key, thread_probe
 from runner.studies.depth.extend import extensions, final_path, supersede
 from runner.studies.depth.layout import build_layout, maskings, segment_length
-from runner.studies.depth.samples import Samples, draw_pairs, draw_samples
 from runner.studies.depth.resolve import Network, resolve, tokenizer_location
 from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
 from models.hub import ModelLoadError, load_tokenizer
 from runner.core.estimate import precisions
 from runner.studies.depth.precision import validity
-from runner.studies.depth.reduce import reduction_lines
+
+if TYPE_CHECKING:
+    from runner.studies.depth.iterate import PassInputs
 
 
 def trajectory_key(spec: DepthSpec, net: Network, identity: str | None = None) -> dict[str, Any]:
@@ -208,6 +207,8 @@ class DepthStudy(Study):
         return reader.unavailable(inp.source, subset=inp.subset, streaming=inp.streaming) if reader else None
 
     def describe(self, p: Prepared) -> list[str]:
+        from runner.studies.depth.reduce import reduction_lines  # lazy: torch
+
         spec = p.spec
         lines = ["models"]
         for net in p.state:
@@ -345,6 +346,9 @@ class DepthSession:
     def __init__(self, p: Prepared, device, store=None):
         """``store``: a store the driver wrote the inputs into (a worker's session), read instead of
         drawing the sentences from ``[input] source`` again."""
+        import torch  # lazy: torch
+        from runner.studies.depth.iterate import PassInputs  # lazy: torch
+
         self.p, self.spec, self.networks, self.device = p, p.spec, p.state, device
         self.samples, tokenizer = self._draw_inputs() if store is None else self._stored_inputs(store)
         s = self.samples
@@ -357,6 +361,9 @@ class DepthSession:
 
     def _masked(self, s, tokenizer) -> PassInputs:
         """The input tokens the spec's masking measures replace by the mask token (their union)."""
+        import torch  # lazy: torch
+        from runner.studies.depth.iterate import PassInputs  # lazy: torch
+
         if tokenizer.mask_token_id is None:
             raise SourceUnavailable(f"the tokenizer of {tokenizer_location(self.spec)!r} has no mask token; a measure of "
                               "this spec reads masked sentences")
@@ -370,6 +377,8 @@ class DepthSession:
 
     def _draw_inputs(self):
         """The input sentences, tokenized, and the tokenizer (None, None for specs with reference maps only)."""
+        from runner.studies.depth.samples import draw_pairs, draw_samples  # lazy: torch
+
         spec = self.spec
         for net in self.networks:  # builtin models are built now, when a task first needs them
             net.model.family.location(net.model.source, build=True)
@@ -394,6 +403,8 @@ class DepthSession:
         """The input sentences as the driver wrote them into ``store`` (:meth:`write_inputs`: ids,
         texts, origins, scores), and the tokenizer when a measure masks tokens (None, None for specs
         with reference maps only)."""
+        import torch  # lazy: torch
+        from runner.studies.depth.samples import Samples  # lazy: torch
 
         spec = self.spec
         for net in self.networks:
@@ -426,6 +437,8 @@ class DepthSession:
         return set()
 
     def run(self, group: list[Task], report, shard: Shard | None = None) -> dict:
+        from runner.studies.depth.iterate import IteratePass, build_map  # lazy: torch
+
         net = self.networks[group[0].network]
         if group[0].kind == "skip":
             (t,) = group

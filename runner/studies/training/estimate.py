@@ -21,19 +21,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
 from runner.studies.training.data.corpus import Corpus, TagStreams, Variant
 from runner.studies.training.data.tokens import Vocabulary, batchify
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
-from runner.studies.training.session import read_corpus
 from runner.studies.training.spec import NetworkSpec, LSTMTraining
-from runner.checkpointed.files import save, weights
-from runner.studies.training.train import build_model, evaluate, train
 from runner.plugin.measures import measures
 from runner.storage.store import Store
-from runner.studies.training.context import Context
 from runner.studies.training.layout import build_layout
+
+if TYPE_CHECKING:
+    import torch
 
 if TYPE_CHECKING:
     from runner.plugin.study import Prepared
@@ -42,6 +39,8 @@ TAGS = 50
 
 
 def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
+    import torch  # lazy: torch
+
     if precision not in (None, "fp32"):
         raise NoEstimate("the training study trains in fp32")
     stats = p.state.stats
@@ -91,6 +90,8 @@ class _MeasureTimer:
 
     def __call__(self, network: int, tasks: list) -> float | None:
         """Seconds of all of ``tasks`` (one network's measure tasks), or None."""
+        import torch  # lazy: torch
+
         p = self.p
         if p.state.suites is not None:
             self.why = "checkpoint suites' measures are not timed"
@@ -115,6 +116,8 @@ class _MeasureTimer:
         return checkpoints * timed["load_s"] + sum(timed["task_s"][t.measure] for t in tasks)
 
     def corpus(self):
+        from runner.studies.training.session import read_corpus  # lazy: torch
+
         if self._corpus is None:
             p = self.p
             if p.state.corpus is None:
@@ -125,6 +128,11 @@ class _MeasureTimer:
     def _time(self, network: int, checkpoint: int, tasks: list) -> dict:
         """Load the network at ``checkpoint`` and run it over the analysis tokens (``load_s``), then
         run ``tasks`` as the session would (``task_s``: seconds by measure)."""
+        import torch  # lazy: torch
+        from runner.checkpointed.files import save, weights  # lazy: torch
+        from runner.studies.training.context import Context  # lazy: torch
+        from runner.studies.training.train import build_model  # lazy: torch
+
         p, corpus = self.p, self.corpus()
         spec, steps = p.spec, p.state.steps
         layout = build_layout(spec, steps, p.state.steps_per_epoch, corpus, None)
@@ -156,6 +164,10 @@ def time_training(net: NetworkSpec, training: LSTMTraining, vocab: int, device: 
                   valid_tokens: int = 0) -> dict:
     """Train the network on random tokens until a few steps are timed; then time a validation pass
     over ``valid_tokens`` random tokens (``eval_s``) and one checkpoint file (``save_s``)."""
+    import torch  # lazy: torch
+    from runner.checkpointed.files import save, weights  # lazy: torch
+    from runner.studies.training.train import build_model, evaluate, train  # lazy: torch
+
     timer = StepTimer(device)
     gen = torch.Generator().manual_seed(0)
     tokens = (timer.warmup + timer.max_steps + 2) * training.batch_size * training.bptt  # no epoch end
@@ -195,6 +207,8 @@ def _vocabulary(size: int) -> Vocabulary:
 
 
 def thread_key(p) -> dict:
+    import torch  # lazy: torch
+
     stats, training = p.state.stats, p.spec.training
     return {"study": "training", "torch": torch.__version__, "vocab": stats.vocab if stats else None,
             "training": training.model_dump(mode="json", include={
@@ -204,6 +218,9 @@ def thread_key(p) -> dict:
 def thread_probe(p, device: torch.device):
     """One training step (forward and backward on random tokens) of the spec's LSTM language model,
     for :mod:`runner.run.threads`; None for suites of published checkpoints and unread corpora."""
+    import torch  # lazy: torch
+    from runner.studies.training.train import build_model  # lazy: torch
+
     stats, training = p.state.stats, p.spec.training
     lm = next((n for n in p.spec.model if n.kind == "lm"), None)
     if stats is None or p.state.suites or lm is None:

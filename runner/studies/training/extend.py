@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from runner.storage import kept
-from runner.checkpointed.files import RESUME, checkpoint_dir, read_metadata
 from runner.plugin.study import Extension, Prepared, plain_key
 from runner.storage.store import runner_dir
 
@@ -63,6 +62,8 @@ def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, d
 
 def _train(p: Prepared, t, old_id: str, old_key: Any) -> Extension | None:
     """What a longer run does with the finished training ``old_id`` (None: not a longer run)."""
+    from runner.checkpointed.files import RESUME, checkpoint_dir, read_metadata  # lazy: torch
+
     old, new = plain_key(old_key), plain_key(t.key)
     if not (isinstance(old, dict) and isinstance(new, dict)) or _without(old, "steps") != _without(new, "steps"):
         return None

@@ -13,11 +13,11 @@ source's identity (a local file's bytes), so a plan or a finished apply reads no
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hashlib
 import json
 from pathlib import Path
-
-import torch
 
 from models.registry import cache_dir
 from runner.core.device import device_unavailable
@@ -42,16 +42,16 @@ from runner.studies.training.spec import (
     missing_extras,
     spec_model,
 )
-from runner.studies.training.suite import resolve as resolve_suites
-from runner.studies.training.session import TrainingSession, corpus_key, read_corpus
 from runner.studies.training.state import CorpusStats, TrainingState
-from runner.studies.training.train import steps_per_epoch
 from runner.plugin.measures import measures
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
 from models.hub import ModelLoadError
 from models.suites import load_config
 from runner.run.apply import prepare_all
 from runner.studies.training.data.treebank import load_treebank
+
+if TYPE_CHECKING:
+    from runner.studies.training.session import TrainingSession
 
 
 def _source_identity(study: TrainingStudySpec, base: Path) -> str:
@@ -73,6 +73,9 @@ def _stats_path(study: TrainingStudySpec, tagsets: list[str], base: Path) -> Pat
 
 def _stats(corpus: Corpus, study: TrainingStudySpec) -> CorpusStats:
     # taggers of another corpus (GMB, the longest documents) have steps of their own
+    from runner.studies.training.session import corpus_key  # lazy: torch
+    from runner.studies.training.train import steps_per_epoch  # lazy: torch
+
     own = {t: steps_per_epoch(s.words[0].numel(), study.training) for t, s in corpus.tags.items() if s.words is not None}
     return CorpusStats(corpus_key(corpus), steps_per_epoch(corpus.train.numel(), study.training),
                        corpus.train.numel(), corpus.valid.numel(), corpus.test.numel(), len(corpus.vocab), own)
@@ -148,6 +151,9 @@ class TrainingStudy(Study):
         return check_sources(spec, sf)
 
     def prepare(self, spec: TrainingStudySpec, sf: SpecFile) -> Prepared:
+        from runner.studies.training.session import read_corpus  # lazy: torch
+        from runner.studies.training.suite import resolve as resolve_suites  # lazy: torch
+
         unmet = missing_extras(spec) + _treebanks_unmet(spec, sf.path.parent) + _gmb_unmet(spec, sf.path.parent)
         device = device_unavailable(spec.training.device)
         if device:
@@ -286,6 +292,9 @@ class TrainingStudy(Study):
         """Laid out for a small example (the generated tagged corpus, or a scaffold corpus for the
         scaffold measures), whose corpus is generated; None for a measure that needs data of its own
         (a treebank)."""
+        import torch  # lazy: torch
+        from runner.studies.training.session import TrainingSession  # lazy: torch
+
         for tables in EXPLAIN_EXAMPLES:
             data = {**tables, "measure": [{"kind": kind}]}
             try:
@@ -297,6 +306,8 @@ class TrainingStudy(Study):
         return None
 
     def open(self, p: Prepared, device, say) -> TrainingSession:
+        from runner.studies.training.session import TrainingSession  # lazy: torch
+
         return TrainingSession(p, device)
 
     def estimate(self, p: Prepared, device, precision, calibrated):

@@ -15,27 +15,26 @@ measure groups; the first network carries it, at the most any calibration paid.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-from torch.nn import functional as F
-
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
-from runner.checkpointed.files import save, weights
-from runner.checkpointed.loop import Saved
-from runner.studies.transject.models import build
-from runner.studies.transject.session import TransJectSession
-from runner.studies.transject.train import evaluate, train
 from runner.plugin.study import SourceUnavailable
 from runner.storage.store import Store
+
+if TYPE_CHECKING:
+    import torch
 
 #: Weights' worth written per epoch: the epoch file, and the resume file (weights and Adam's moments).
 FILES_PER_EPOCH = 4
 
 
 def estimate(p, device: torch.device, precision: str | None, calibrated) -> tuple[list[Unit], list[str]]:
+    import torch  # lazy: torch
+
     if precision not in (None, "fp32"):
         raise NoEstimate("the TransJect study trains in fp32")
     timer = _Calibration(p, device)
@@ -71,6 +70,9 @@ def estimate(p, device: torch.device, precision: str | None, calibrated) -> tupl
 def _warm(model, data, tr, device) -> None:
     """One untimed optimizer step: the imports and first-use costs a run pays once, before its first task
     ends, are not any network's cost."""
+    import torch  # lazy: torch
+    from torch.nn import functional as F  # lazy: torch
+
     optimizer = torch.optim.Adam(model.parameters(), lr=tr.lr, betas=tr.betas, eps=tr.eps)
     idx = slice(0, tr.batch_size)
     x, m, y = data.ids[idx].to(device), data.mask[idx].to(device), data.labels[idx].to(device)
@@ -86,6 +88,8 @@ class _Calibration:
         self._session = None
 
     def session(self):
+        from runner.studies.transject.session import TransJectSession  # lazy: torch
+
         if self._session is None:
             try:
                 self._session = TransJectSession(self.p, self.device)
@@ -94,6 +98,12 @@ class _Calibration:
         return self._session
 
     def time(self, n: int) -> dict:
+        import torch  # lazy: torch
+        from runner.checkpointed.files import save, weights  # lazy: torch
+        from runner.checkpointed.loop import Saved  # lazy: torch
+        from runner.studies.transject.models import build  # lazy: torch
+        from runner.studies.transject.train import evaluate, train  # lazy: torch
+
         s, device = self.session(), self.device
         net, tr = s.nets[n], self.p.spec.training
         group = [t for t in self.p.tasks if t.network == n and t.kind not in ("train", "load")]

@@ -13,15 +13,15 @@ checkpoint (they run as one group).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any, Protocol
 
 import runner.checkpointed.measures  # noqa: F401 - registers the kit's measures, which this study takes
 from runner.checkpointed.measure import KIT
 from runner.plugin.measure_protocol import CheckpointContext
 from runner.plugin.measures import takes
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 STUDY = "transject"
 takes(STUDY, KIT)
@@ -77,4 +77,6 @@ class EpochContext(CheckpointContext, Protocol):
 
 def tokens_of(hidden: Tensor, mask: Tensor) -> list[Tensor]:
     """The non-padding token vectors of each sequence, ``(n_b, d)`` each."""
+    import torch  # lazy: torch
+
     return [h[m.to(torch.bool)] for h, m in zip(hidden, mask)]

@@ -22,8 +22,6 @@ from safetensors import safe_open
 from runner.data.files import LABELLED_BUILDERS, split_files
 from runner.spec.footprint import Need
 from runner.studies.transject.spec import BASELINES, TransJectSpec
-from models.transject import TransJectConfig, TransformerConfig
-from runner.studies.transject.models import params_of
 
 FP32 = 4
 
@@ -34,6 +32,8 @@ FP32 = 4
 def checkpoint_problem(folder: Path) -> str | None:
     """Why the saved checkpoint in ``folder`` cannot be loaded (one line naming the file), or None.
     Reads the JSON files and the safetensors header only, never the weights."""
+    from models.transject import TransJectConfig, TransformerConfig  # lazy: torch
+
     config = folder / "config.json"
     try:
         meta = json.loads(config.read_bytes())
@@ -200,6 +200,8 @@ def training_nbytes(spec: TransJectSpec, variant: str, params: dict) -> dict[str
 def needs(spec: TransJectSpec, classes: int | None) -> list[Need]:
     """What training each network holds on its device (lower bounds) and what its epoch checkpoints take
     on the store's disk, declared for the engine's check before anything is built."""
+    from runner.studies.transject.models import params_of  # lazy: torch
+
     d = spec.data
     fixed = d.implied("vocab_size")  # a generated source's whole vocabulary (ListOps)
     vocab = min(d.vocab_size, fixed) if fixed else 2  # at least <pad> and <unk>

@@ -16,8 +16,9 @@ file's bytes, a hub id, the generator's parameters).
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+from pathlib import Path
 
 from models.hub import ModelLoadError
 from runner.data.files import files_digest
@@ -36,10 +37,11 @@ from runner.studies.transject.preflight import LocalData, checkpoint_problem, lo
 from runner.studies.transject.estimate import estimate
 from runner.studies.transject.layout import build_layout
 from runner.studies.transject.measure import TransJectShape
-from runner.studies.transject.models import (BASELINE_FIELDS, TRANSJECT_FIELDS, resolve_checkpoint)
-from runner.studies.transject.session import TransJectSession, tokenizer_problem
 from runner.studies.transject.spec import BASELINES, TABLES, TransJectSpec, spec_model
 from runner.studies.transject.state import Net, TransJectState
+
+if TYPE_CHECKING:
+    from runner.studies.transject.session import TransJectSession
 
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
 TRAIN_VERSION = 1
@@ -66,6 +68,9 @@ class TransJectStudy(Study):
         return [sf.problem(("data", "source"), problem)] if problem else []
 
     def prepare(self, spec: TransJectSpec, sf: SpecFile) -> Prepared:
+        from runner.studies.transject.models import BASELINE_FIELDS, TRANSJECT_FIELDS, resolve_checkpoint  # lazy: torch
+        from runner.studies.transject.session import tokenizer_problem  # lazy: torch
+
         unmet = []
         device = device_unavailable(spec.training.device)
         if device:
@@ -183,4 +188,6 @@ class TransJectStudy(Study):
         return [v for v in layout.vars.values() if v.measure == kind]
 
     def open(self, p: Prepared, device, say) -> TransJectSession:
+        from runner.studies.transject.session import TransJectSession  # lazy: torch
+
         return TransJectSession(p, device)

@@ -132,7 +132,7 @@ def test_the_studies_contexts_and_shapes_satisfy_the_protocols():
     from runner.studies.training.measure import TrainingShape
     from runner.studies.transject.measure import EpochContext
     from runner.studies.transject.measure import TransJectShape
-    from runner.studies.transject.study import TransJectSession
+    from runner.studies.transject.session import TransJectSession
 
     cases = [(CONTEXTS["step"], IteratePass), (PassContext, IteratePass), (CONTEXTS["checkpoint"], Context),
              (ActivationContext, Context), (CONTEXTS["checkpoint"], TransJectSession), (EpochContext, TransJectSession),

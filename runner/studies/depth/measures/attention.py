@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from runner.plugin.measures import MeasureTags, StepTags, register
@@ -44,10 +43,14 @@ class Attention(StepMeasure):
               "attention probability", "1", "softmax(Q K^T / sqrt(d) + mask) of the shared layer at x_t (Fig. 2A bottom)")
 
     def buffers(self, ctx: PassContext, seg):
+        import torch  # lazy: torch
+
         shape = ctx.layout.vars["attention"].shape
         return {"attention": self.nan((shape[1], seg.kept(self.p.every), *shape[3:]), torch.float32, ctx.device)}
 
     def observe(self, ctx: PassContext, t, x, bufs, seg):
+        import torch  # lazy: torch
+
         every = self.p.every
         if t % every:
             return

@@ -4,16 +4,18 @@ pairs in 5 classes; here [0, 1), [1, 2), [2, 3), [3, 4), [4, 5], the paper does 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
 from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Params(DepthParams):
@@ -92,6 +94,8 @@ class EffectiveDimension(StepMeasure):
         return None
 
     def buffers(self, ctx: PassContext, seg):
+        import torch  # lazy: torch
+
         if ctx.sharded:
             return {k: [] for k in self.STATS}
         out = {"neff": self.nan((seg.kept(self.p.every),), torch.float64, ctx.device)}
@@ -116,6 +120,8 @@ class EffectiveDimension(StepMeasure):
                 bufs["class"][c, i] = effective_dimension(x[rows])
 
     def write(self, ctx: PassContext, bufs, seg):
+        import torch  # lazy: torch
+
         if ctx.sharded:
             kept = len(bufs["n"])
             for k in self.STATS:
@@ -130,5 +136,7 @@ class EffectiveDimension(StepMeasure):
 
     @classmethod
     def combine(cls, stats):
+        import torch  # lazy: torch
+
         summed = [torch.from_numpy(np.sum(stats[k], axis=0)) for k in cls.STATS]
         return {"effective_dimension": effective_dimension_from_statistics(*summed).numpy()}

@@ -20,10 +20,9 @@ The states of the used pairs over the window [min t0, max t0 + max dT] are kept 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
@@ -31,6 +30,9 @@ from runner.core.layout import counts
 from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Params(DepthParams):
@@ -132,6 +134,8 @@ class HandwritingReadout(StepMeasure):
               "pen directions d(t) of each letter resampled to dT + 1 points (Appendix E)", demo=list(p.demo), **common)
 
     def _targets(self, n_points: int) -> torch.Tensor:
+        import torch  # lazy: torch
+
         return torch.from_numpy(np.stack([pen_directions(self.paths[k], n_points) for k in range(2)]))
 
     def start(self, ctx: PassContext, x0) -> None:
@@ -144,6 +148,8 @@ class HandwritingReadout(StepMeasure):
         self.states = state.get("states")
 
     def _setup(self, ctx) -> None:
+        import torch  # lazy: torch
+
         scores = ctx.inputs.scores
         self.used = None
         if ctx.net.model.is_map or scores is None:
@@ -157,6 +163,8 @@ class HandwritingReadout(StepMeasure):
         self.result = None
 
     def observe(self, ctx: PassContext, t, x, bufs, seg):
+        import torch  # lazy: torch
+
         first, last = self.window()
         if not first <= t <= last:
             return

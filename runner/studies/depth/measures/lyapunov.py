@@ -20,10 +20,9 @@ warns once per network.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.lyapunov import (LINEARITY_ATOL, RESOLUTION, initial_perturbation, nonlinear, renormalize, rounding_noise,
@@ -33,6 +32,9 @@ from runner.plugin.measures import MeasureTags, StepTags, Twin, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import UNIT_ROUNDOFF, perturbation_floor
+
+if TYPE_CHECKING:
+    import torch
 
 #: k may be at most this fraction of a map's domain width (and a twin farther out than this has left
 #: the domain): Algorithm A1 measures the linearised map only while the perturbation is small
@@ -196,6 +198,8 @@ class Lyapunov(StepMeasure):
 
     def rows(self, ctx: PassContext) -> torch.Tensor:
         """One twin per sample, then the check's twins of the first ``check_samples``."""
+        import torch  # lazy: torch
+
         return torch.cat([torch.arange(ctx.S, device=ctx.device),
                           torch.arange(min(self.p.check_samples, ctx.S), device=ctx.device)])
 
@@ -205,6 +209,8 @@ class Lyapunov(StepMeasure):
     def perturb_shard(self, ctx: PassContext, x_all, rows: slice):
         """The twins of the samples ``rows`` of all samples' states ``x_all``: drawn for all and sliced,
         with k from all samples' states, so a shard's lambda is the whole batch's."""
+        import torch  # lazy: torch
+
         self.k = self.k_for(ctx.net, x_all)
         gen = torch.Generator().manual_seed(ctx.net.seed("perturbation"))
         x, y = x_all[rows], initial_perturbation(x_all, self.k, gen)[rows]
@@ -212,6 +218,8 @@ class Lyapunov(StepMeasure):
         return torch.cat([y, x[:c] + (y[:c] - x[:c]) * self.p.check])
 
     def start(self, ctx: PassContext, x0):
+        import torch  # lazy: torch
+
         S, c = x0.shape[0], min(self.p.check_samples, x0.shape[0])
         self.twin = torch.zeros(S, dtype=torch.int8, device=x0.device)  # TWIN_OUTCOMES codes
         self.tally = {"intervals": torch.zeros(S, dtype=torch.int64, device=x0.device),
@@ -221,6 +229,8 @@ class Lyapunov(StepMeasure):
                       "sum_check": torch.zeros(c, dtype=torch.float64, device=x0.device)}
 
     def state_dict(self):
+        import torch  # lazy: torch
+
         out = {"k": torch.tensor(self.k, dtype=torch.float64)} if getattr(self, "k", None) is not None else {}
         if getattr(self, "twin", None) is not None:
             out["twin"] = self.twin
@@ -233,6 +243,8 @@ class Lyapunov(StepMeasure):
         self.tally = {n.removeprefix("tally."): v for n, v in state.items() if n.startswith("tally.")}
 
     def buffers(self, ctx: PassContext, seg):
+        import torch  # lazy: torch
+
         n = (seg.end - seg.start) // self.p.tau
         return {"lyapunov": self.nan((ctx.S, n), torch.float64, ctx.device),
                 "regime": torch.full((ctx.S, n), -1, dtype=torch.int8, device=ctx.device)}
@@ -243,6 +255,8 @@ class Lyapunov(StepMeasure):
         return None
 
     def advance(self, ctx: PassContext, t, x, y, bufs, seg):
+        import torch  # lazy: torch
+
         tau = self.p.tau
         measures = "lyapunov" in bufs  # this pass measures it (a pass may iterate the twin for another measure's sake)
         S = x.shape[0]
@@ -279,6 +293,8 @@ class Lyapunov(StepMeasure):
     def _count(self, lam, lam_c, gone, gone_c) -> None:
         """Add an interval to the tallies: resolved or not, and (both twins resolved and finite) the
         checked samples' exponents at k and at check x k."""
+        import torch  # lazy: torch
+
         if not getattr(self, "tally", None):  # a checkpoint from before the tallies were kept
             return
         seen = torch.isfinite(lam) | (lam == float("-inf"))
@@ -303,6 +319,8 @@ class Lyapunov(StepMeasure):
     def _settle(self, ctx: PassContext) -> None:
         """At the run's end: the samples with too many unresolved intervals, and the pass's verdict on
         linearity; one warning when any sample is flagged."""
+        import torch  # lazy: torch
+
         tally = getattr(self, "tally", None)
         if not tally:
             return
@@ -331,10 +349,14 @@ class Lyapunov(StepMeasure):
 
     def _raise(self, where, outcome: str) -> None:
         """Samples ``where`` reached ``outcome`` (they keep the highest code)."""
+        import torch  # lazy: torch
+
         self.twin = torch.where(where, torch.clamp(self.twin, min=TWIN_OUTCOMES.index(outcome)), self.twin)
 
     def _mark(self, x):
         """Record a diverged state (its twin's NaN is then the state's)."""
+        import torch  # lazy: torch
+
         self._raise(~torch.isfinite(x.flatten(1)).all(1), "diverged")
 
     def write(self, ctx: PassContext, bufs, seg):

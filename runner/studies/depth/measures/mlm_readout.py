@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.readout import (
@@ -34,8 +33,6 @@ from analyses.readout import (
     masked_token_accuracy,
     ridge_readout_accuracy,
 )
-from models.albert import load_mlm_head
-from models.init import TruncatedNormalInit
 from models.registry import AlbertFamily
 from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
@@ -82,6 +79,8 @@ class MLMReadout(StepMeasure):
         strides=("every",), exit_period=1, input_masking=("fraction", "seed")))
 
     def masked_positions(self, input_ids, special_ids, seed):
+        import torch  # lazy: torch
+
         gen = torch.Generator().manual_seed(derive_seed(seed, "mlm_readout", self.p.seed))
         return choose_masked(input_ids, special_ids, self.p.fraction, gen)
 
@@ -135,6 +134,9 @@ class MLMReadout(StepMeasure):
     # ------------------------------------------------------------------ the pass
     def _setup(self, ctx, x) -> None:
         """The head and the masked positions, on the device (once per pass; also after a resume)."""
+        from models.albert import load_mlm_head  # lazy: torch
+        from models.init import TruncatedNormalInit  # lazy: torch
+
         self.head = None
         net = ctx.net
         if net.model.is_map or not isinstance(net.model.family, AlbertFamily) or ctx.inputs.masked is None:
@@ -164,6 +166,8 @@ class MLMReadout(StepMeasure):
         return below(seg.start), below(seg.end + (1 if seg.last else 0))
 
     def buffers(self, ctx: PassContext, seg):
+        import torch  # lazy: torch
+
         lo, hi = self._kept(seg)
         return {name: self.nan((hi - lo,), torch.float64, ctx.device)
                 for name in ("accuracy", "refit")[: 2 if self.p.refit else 1]}

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.orbits import (CHAOS_DRAWS, CHAOS_K, GAP, GROWTH, KAPPA, MIN_CHAOS_STATES, NOISE, ORBIT_CLASSES,
@@ -65,6 +64,8 @@ class Orbit(StepMeasure):
     def extend_state(self, state, old_steps, new_steps):
         """The window of a longer run starts no earlier (first = T + 1 - W is non-decreasing in T):
         the kept states it shares move to their new places, the rest wait for the steps to come."""
+        import torch  # lazy: torch
+
         kept, first = state["kept"], int(state["first"])
         W = self.window(new_steps)
         new_first = new_steps + 1 - W
@@ -115,6 +116,8 @@ class Orbit(StepMeasure):
         store.write("orbit_class", (network,), np.full(n, OUTCOMES.index("not_applicable"), np.int8))
 
     def start(self, ctx: PassContext, x0) -> None:
+        import torch  # lazy: torch
+
         W, features = self.window(ctx.T), x0[0].numel()
         k = min(self.p.projection, features)
         self.first = ctx.T + 1 - W  # x_t for t in [first, T] are kept
@@ -126,6 +129,8 @@ class Orbit(StepMeasure):
             self.project = (torch.randn(features, k, generator=gen, dtype=torch.float64) / k**0.5).to(x0.device)
 
     def state_dict(self):
+        import torch  # lazy: torch
+
         state = {"kept": self.kept, "first": torch.tensor(self.first)}
         return state if self.project is None else {**state, "project": self.project}
 

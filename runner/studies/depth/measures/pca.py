@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.pca import pca_projection
@@ -43,6 +42,8 @@ class PCA(StepMeasure):
 
     def extend_state(self, state, old_steps, new_steps):
         """A window that ends at the last step gets room for the points to come (NaN)."""
+        import torch  # lazy: torch
+
         kept, n = state["points"], self.points(new_steps)
         more = torch.full((n - len(kept), *kept.shape[1:]), float("nan"), dtype=kept.dtype, device=kept.device)
         return {**state, "points": torch.cat([kept, more])}
@@ -86,6 +87,8 @@ class PCA(StepMeasure):
               "explained variance ratio", "1", "share of the window's variance along each principal axis")
 
     def start(self, ctx: PassContext, x0):
+        import torch  # lazy: torch
+
         self.kept = torch.full((self.points(ctx.T), len(self.p.samples), *x0.shape[1:]), float("nan"), dtype=x0.dtype,
                                device=ctx.device)
 
@@ -96,6 +99,8 @@ class PCA(StepMeasure):
         self.kept = state["points"]
 
     def observe(self, ctx: PassContext, t, x, bufs, seg):
+        import torch  # lazy: torch
+
         first, last = self.window(ctx.T)
         if first <= t <= last and (t - first) % self.p.every == 0:
             if not hasattr(self, "index"):
@@ -103,6 +108,8 @@ class PCA(StepMeasure):
             self.kept[(t - first) // self.p.every] = x[self.index]
 
     def write(self, ctx: PassContext, bufs, seg):
+        import torch  # lazy: torch
+
         if not seg.last:
             return
         points, components = self.kept, self.p.components

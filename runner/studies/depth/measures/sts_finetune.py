@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.sts import finetune_readout, minibatch_orders
@@ -85,6 +84,9 @@ class STSFinetune(NetworkMeasure):
               **hints(plot="series", order=43))
 
     def run(self, ctx: NetworkContext) -> None:
+        import torch  # lazy: torch
+        from models.base import MapStep  # lazy: torch
+
         if ctx.net.model.is_map or ctx.inputs.scores is None:
             return
         p = self.p
@@ -102,17 +104,6 @@ class STSFinetune(NetworkMeasure):
             with torch.no_grad():
                 x0 = amap.embed(ids)
             amap.layer.requires_grad_(True)  # f only: the embeddings stay as they are
-            r = finetune_readout(_Map(amap), x0, ctx.inputs.scores, t, n_train=n, token=p.token, epochs=p.epochs,
+            r = finetune_readout(MapStep(amap), x0, ctx.inputs.scores, t, n_train=n, token=p.token, epochs=p.epochs,
                                  lr=p.lr, readout_lr=p.readout_lr, batch_size=p.batch_size, orders=orders)
             ctx.store.write("sts_finetuned_pearson", (ctx.index, slice(k, k + 1)), np.asarray([float(r)]))
-
-
-class _Map(torch.nn.Module):
-    """``x -> f(x)``: one application of the map (every token attended)."""
-
-    def __init__(self, amap: torch.nn.Module):
-        super().__init__()
-        self.amap = amap
-
-    def forward(self, x):
-        return self.amap.step(x)

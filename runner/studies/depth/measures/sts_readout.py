@@ -21,10 +21,9 @@ a training run per step, not a readout of the fixed trajectory, and is not done 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
@@ -32,6 +31,9 @@ from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
+
+if TYPE_CHECKING:
+    import torch
 
 #: Bytes of staged states per trained block of steps.
 BLOCK_BYTES = 1 << 28
@@ -124,6 +126,8 @@ class STSReadout(StepMeasure):
         return below(seg.start), below(seg.end + (1 if seg.last else 0))
 
     def buffers(self, ctx: PassContext, seg):
+        import torch  # lazy: torch
+
         lo, hi = self._kept(seg)
         self.block: list[torch.Tensor] = []
         return {"r": self.nan((hi - lo,), torch.float64, ctx.device)}
@@ -140,6 +144,8 @@ class STSReadout(StepMeasure):
 
     def _fit(self, ctx, bufs) -> None:
         """Train the readouts of the staged steps together and keep their held-out Pearson r."""
+        import torch  # lazy: torch
+
         if not self.block:
             return
         x = torch.stack(self.block)

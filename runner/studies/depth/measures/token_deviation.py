@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
@@ -72,6 +71,8 @@ class TokenDeviation(StepMeasure):
         store.write("sync_outcome", (network, slice(None)), np.full(n, SYNC_OUTCOMES.index("not_applicable"), np.int8))
 
     def start(self, ctx: PassContext, x0):
+        import torch  # lazy: torch
+
         self.tracker = SyncOffsetTracker(ctx.S, self.p.threshold, ctx.device)
         self.finite = torch.ones(ctx.S, dtype=torch.bool, device=ctx.device)
 
@@ -83,9 +84,13 @@ class TokenDeviation(StepMeasure):
         self.tracker.load_state_dict(state)
 
     def buffers(self, ctx: PassContext, seg):
+        import torch  # lazy: torch
+
         return {"deviation": self.nan((ctx.S, seg.kept(self.p.every)), torch.float32, ctx.device)}
 
     def observe(self, ctx: PassContext, t, x, bufs, seg):
+        import torch  # lazy: torch
+
         D = token_deviation(x)
         self.tracker.update(t, D)
         self.finite = torch.isfinite(D)  # at the last step: whether the sample ended finite

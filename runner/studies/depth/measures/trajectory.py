@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from runner.plugin.measures import MeasureTags, StepTags, register
@@ -60,6 +59,8 @@ class Trajectory(StepMeasure):
               "where the network's state has no such token or element")
 
     def _index(self, ctx, x):
+        import torch  # lazy: torch
+
         tok = torch.tensor(self.p.tokens, device=ctx.device)
         el = torch.tensor(self.p.elements, device=ctx.device)
         valid = (tok < x.shape[1])[:, None] & (el < x.shape[2])[None, :]
@@ -67,11 +68,15 @@ class Trajectory(StepMeasure):
                       el.clamp(max=x.shape[2] - 1), valid)
 
     def buffers(self, ctx: PassContext, seg):
+        import torch  # lazy: torch
+
         p = self.p
         return {"trace": self.nan((len(p.samples), seg.kept(p.every), len(p.tokens), len(p.elements)), torch.float32,
                                   ctx.device)}
 
     def observe(self, ctx: PassContext, t, x, bufs, seg):
+        import torch  # lazy: torch
+
         every = self.p.every
         if t % every:
             return

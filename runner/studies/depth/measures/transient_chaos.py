@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 
 from analyses.transient_chaos import summarize_chaos, transient_chaos, transient_chaos_of_chunks
 from runner.core.layout import flags
@@ -68,6 +67,8 @@ class TransientChaos(DerivedMeasure):
         store.write("chaos_outcome", (network,), np.full(n, CHAOS_OUTCOMES.index("not_applicable"), np.int8))
 
     def derive(self, ctx: DerivedContext) -> None:
+        import torch  # lazy: torch
+
         store, network = ctx.store, ctx.index
         array = store.group["lyapunov"]
         tau = int(array.attrs["tau"])  # as its source stored it: no other measure's table is read

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
@@ -13,6 +12,9 @@ from runner.plugin.measures import MeasureTags, StepTags, Twin, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Params(DepthParams):
@@ -84,9 +86,13 @@ class TwinDistance(StepMeasure):
                   f"selected elements of the first token vector of {what} (Fig. 4A top)")
 
     def rows(self, ctx: PassContext) -> torch.Tensor:
+        import torch  # lazy: torch
+
         return torch.as_tensor(self.p.samples, device=ctx.device)
 
     def perturb(self, ctx: PassContext, x0):
+        import torch  # lazy: torch
+
         gen = torch.Generator().manual_seed(ctx.net.seed("twin_distance"))
         return initial_perturbation(x0[self.rows(ctx)], self.p.k, gen)
 
@@ -96,6 +102,8 @@ class TwinDistance(StepMeasure):
         return seg.start, max(seg.start, hi)
 
     def buffers(self, ctx: PassContext, seg):
+        import torch  # lazy: torch
+
         lo, hi = self._span(seg)
         n, e = len(self.p.samples), len(self.p.elements)
         return {"distance": self.nan((n, hi - lo), torch.float64, ctx.device),
@@ -103,6 +111,8 @@ class TwinDistance(StepMeasure):
                 "y": self.nan((n, hi - lo, e), torch.float32, ctx.device)}
 
     def observe(self, ctx: PassContext, t, x, bufs, seg):
+        import torch  # lazy: torch
+
         lo, hi = self._span(seg)
         if not lo <= t < hi:
             return None

@@ -11,10 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from runner.data.files import anchor
 from runner.data.forms import TaggedSentence
@@ -31,6 +28,9 @@ from runner.studies.training.data.tokens import (
     split_corpus,
 )
 from runner.core.errors import Unavailable
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class CorpusError(Unavailable):
@@ -131,6 +131,8 @@ def scaffold_variants(spec) -> list[str]:
 
 
 def _scaffold_corpus(spec, seed: int) -> Corpus:
+    import torch  # lazy: torch
+
     sc = spec.scaffold
     cfg = scaffold.ScaffoldConfig(**sc.model_dump(exclude={"lengths", "settings"}))
     itos = tuple(scaffold.vocabulary(cfg.vocab_size))

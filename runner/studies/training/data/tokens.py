@@ -19,12 +19,12 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, TypeVar
 
 from runner.data.forms import TaggedSentence
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 T = TypeVar("T")
 
@@ -131,6 +131,8 @@ def build_vocabulary(
 def encode_corpus(sentences: Iterable[Sequence[str]], vocab: Vocabulary) -> Tensor:
     """One flat int64 stream, ``(n_tokens,)``: each sentence's ids then ``vocab.eos`` if any
     (pytorch/examples ``Corpus.tokenize``). Use it for words and tags alike."""
+    import torch  # lazy: torch
+
     ids: list[int] = []
     eos_id = vocab.eos_id
     for sentence in sentences:

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
-from torch import Tensor
 
 from analyses.loss_change import group_allocations, loss_change_allocation
 from runner.studies.training.data.tokens import get_batch
 from runner.plugin.measures import hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TAGS, TrainingParams
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.studies.training.context import Context
@@ -36,6 +37,8 @@ def _loss_and_grads(ctx, model) -> tuple[float, dict[str, Tensor]]:
 
     The hidden state is carried across windows *without* detaching, so the gradient is that of
     the very function whose values are compared (LCA's allocations must add up to its change)."""
+    import torch  # lazy: torch
+
     model.zero_grad(set_to_none=True)
     hidden = model.init_hidden(ctx.columns)
     total_tokens = sum(get_batch(ctx.words, i, ctx.bptt)[1].numel() for i in ctx.windows())
@@ -53,6 +56,8 @@ def _loss_and_grads(ctx, model) -> tuple[float, dict[str, Tensor]]:
 def _simpson_gradient(ctx, model, theta_a: dict, deltas: dict, g_a: dict, g_b: dict, m: int) -> dict:
     """Composite Simpson average of the gradient along theta_a + s * delta, s in [0, 1] (2m sub-steps),
     so that sum(average * delta) approximates the path integral of Eq. 6.1."""
+    import torch  # lazy: torch
+
     n = 2 * m
     total = {k: (g_a[k] + g_b[k]) if g_a[k] is not None else None for k in g_a}
     for j in range(1, n):

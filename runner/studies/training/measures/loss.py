@@ -15,7 +15,6 @@ from pydantic import Field
 from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
-from runner.studies.training.train import evaluate
 
 if TYPE_CHECKING:  # pragma: no cover
     from runner.studies.training.context import Context
@@ -45,6 +44,8 @@ class Loss(CheckpointMeasure):
               **hints(plot="curve", order=5, headline=("final analysis loss", "last")))
 
     def run(self, ctx: Context, task) -> None:
+        from runner.studies.training.train import evaluate  # lazy: torch
+
         if hasattr(ctx, "suites"):
             total, n = ctx.lm_loss(task.network, task.checkpoint, self.p.mask_fraction)
             value = total / max(n, 1)

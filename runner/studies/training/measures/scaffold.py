@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.contextual_decomposition import interdependence, lstm_weights
@@ -39,6 +38,8 @@ class RuleParams(TrainingParams):
 
 
 def rule_cases(ctx, task, domain: str, limit: int | None):
+    import torch  # lazy: torch
+
     variant = ctx.study.model[task.network].corpus_variant
     tests = ctx.corpus.variants[variant].tests[domain]
     inputs = torch.as_tensor(tests.inputs[:limit] if limit else tests.inputs, device=ctx.device)
@@ -85,6 +86,8 @@ class RuleProbability(CheckpointMeasure):
               "(Ch. 5 Fig. 7)", **hints(plot="curve", order=30))
 
     def run(self, ctx: Context, task) -> None:
+        import torch  # lazy: torch
+
         model = ctx.model(task.network, task.checkpoint)
         out = []
         for domain in DOMAINS:
@@ -119,6 +122,8 @@ class RuleCDProbability(CheckpointMeasure):
               **hints(plot="curve", order=31))
 
     def run(self, ctx: Context, task) -> None:
+        import torch  # lazy: torch
+
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         out = np.full((len(DOMAINS), len(self.p.focus)), np.nan)
         for d, domain in enumerate(DOMAINS):
@@ -159,6 +164,8 @@ class RuleCDPrefix(CheckpointMeasure):
               "of contextual decomposition with alpha q_1 .. q_i in focus (Ch. 5 Fig. 9)", **hints(plot="curve", order=33))
 
     def run(self, ctx: Context, task) -> None:
+        import torch  # lazy: torch
+
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         out = by_domain_and_step(ctx, "prefix_length")
         for d, domain in enumerate(DOMAINS):
@@ -193,6 +200,8 @@ class RuleInterdependence(CheckpointMeasure):
               "Fig. 10)", at=self.p.at, **hints(plot="curve", order=32))
 
     def run(self, ctx: Context, task) -> None:
+        import torch  # lazy: torch
+
         weights = lstm_weights(ctx.model(task.network, task.checkpoint))
         out = []
         for domain in DOMAINS:

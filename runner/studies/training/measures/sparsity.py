@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
@@ -69,6 +68,8 @@ class Sparsity(CheckpointMeasure):
               "mu_(t: x_t = w) chi(v_t) for frequent words: the word x checkpoint matrix (Fig. 2)")
 
     def run(self, ctx: Context, task) -> None:
+        import torch  # lazy: torch
+
         p = self.p
         suite = hasattr(ctx, "suites")
         layers = list(p.layers) if suite else \

@@ -21,15 +21,15 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from models.source import Source
 from runner.data.forms import Labelled
 from runner.data.registry import LABELLED, DataSource, InputError, data_source, read, register_data_source
 from runner.studies.transject.data.listops import END, OPERATORS, VALUES, generate
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 PAD, UNK = "<pad>", "<unk>"
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -76,6 +76,8 @@ def encode(texts: Sequence[Sequence[str]], labels: Sequence[int], vocab: Sequenc
            unk_token: str = UNK) -> Encoded:
     """Ids (unknown tokens: ``unk_token``, else ``<unk>``, else id 1), cut to ``max_length`` and
     padded with id 0; the mask is 1 on tokens."""
+    import torch  # lazy: torch
+
     stoi = {t: i for i, t in enumerate(vocab)}
     unk = stoi.get(unk_token, stoi.get(UNK, 1))
     n = len(texts)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from analyses.token_geometry import activation_ratios, quantiles, sample_pairs
@@ -44,6 +43,8 @@ class ActivationBound(CheckpointMeasure):
               **hints(plot="curve", order=12))
 
     def run(self, ctx: EpochContext, task) -> None:
+        import torch  # lazy: torch
+
         view = ctx.view(task.network, task.checkpoint)
         L = ctx.n_layers
         gen = torch.Generator().manual_seed(ctx.seed)

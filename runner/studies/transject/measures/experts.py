@@ -12,20 +12,20 @@ representation is the mean over tokens of the differential entropy of its compon
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
-from torch.nn import functional as F
 
 from analyses.entropy import token_entropy
-from models.transject import entropic_residual
 from runner.plugin.measures import MeasureParams, hints, register
 from runner.plugin.timings import CheckpointMeasure
 from runner.checkpointed.measures.entropy import knn_sample_problems
 from runner.studies.transject.measure import PAPER, STUDY, EpochContext
 from runner.studies.transject.spec import TransJectView
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Params(MeasureParams):
@@ -37,6 +37,8 @@ class Params(MeasureParams):
 
 
 def _mean_entropy(h: torch.Tensor, mask: torch.Tensor, method: str, k: int) -> float:
+    import torch  # lazy: torch
+
     e = token_entropy(h, mask, method=method, k=k)
     e = e[torch.isfinite(e)]
     return float(e.mean()) if e.numel() else math.nan
@@ -45,6 +47,9 @@ def _mean_entropy(h: torch.Tensor, mask: torch.Tensor, method: str, k: int) -> f
 def expert_outputs(model, layer: int, x: torch.Tensor, x0: torch.Tensor, mask: torch.Tensor,
                    gen: torch.Generator) -> list[torch.Tensor]:
     """TransJect: each expert's residual output X + (alpha/L) F_e(X) of layer ``layer`` (0-based)."""
+    import torch  # lazy: torch
+    from models.transject import entropic_residual  # lazy: torch
+
     sigma = model._broadcast(model.eigenvalues(x0, mask)[0])
     lay = model.layers[layer]
     a = lay.alpha / lay.n_layers
@@ -58,6 +63,9 @@ def expert_outputs(model, layer: int, x: torch.Tensor, x0: torch.Tensor, mask: t
 
 def head_outputs(layer_module, x: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
     """Each attention head's output softmax(Q K^T / sqrt(d_h)) V, ``(batch, seq, d_h)`` (padding keys masked)."""
+    import torch  # lazy: torch
+    from torch.nn import functional as F  # lazy: torch
+
     att = layer_module.self_attn
     h = att.num_heads
     q, k, v = F.linear(x, att.in_proj_weight, att.in_proj_bias).chunk(3, dim=-1)
@@ -92,8 +100,15 @@ class Experts(CheckpointMeasure):
     def problems(self, view: TransJectView) -> list[tuple[tuple, str]]:
         return knn_sample_problems(self.p.method, self.p.k, list(view.expert_widths))
 
-    @torch.no_grad()
     def run(self, ctx: EpochContext, task) -> None:
+        import torch  # lazy: torch
+
+        with torch.no_grad():
+            self._run(ctx, task)
+
+    def _run(self, ctx: EpochContext, task) -> None:
+        import torch  # lazy: torch
+
         view = ctx.view(task.network, task.checkpoint)
         L, E = ctx.n_layers - 1, ctx.layout.coords["expert"].size
         weights = np.full((L, E), np.nan)
