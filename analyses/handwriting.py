@@ -20,9 +20,8 @@ every (t0, dT) of a grid from per-step sufficient statistics, on the device.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 

@@ -24,9 +24,8 @@ batch), evaluated at the stated parameters.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from analyses._arrays import tensor
 

@@ -79,10 +79,9 @@ compared up to a small factor (Johnson-Lindenstrauss).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from analyses._arrays import tensor
 

@@ -12,10 +12,9 @@ the run ended first, as in the paper's Fig. 4D), and a trajectory that diverged
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from analyses._arrays import tensor
 

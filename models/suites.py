@@ -368,7 +368,6 @@ def _targets(model: nn.Module, ids: Tensor, owner: Tensor, mask_id: int | None =
     Sec. 3.1: 15%, here all of them masked, without the 80/10/10 split), drawn per window from ``seed`` and
     the window's first word, so the batching does not change them."""
     import torch  # lazy: torch
-    from models.activations import chosen  # lazy: torch
 
     targets = torch.full_like(ids, -1)
     real = owner >= 0
@@ -482,8 +481,6 @@ def word_activations(adapter: SuiteActivations, tokenizer: Any, words: list[str]
     (:meth:`SuiteActivations.capture`) on :func:`word_batches`, pooled by :func:`pool_words`. With
     ``gradients`` (a causal LM with its head): also the gradient of the summed next-token cross-entropy with
     respect to each layer's output (:meth:`SuiteActivations.capture_gradients`), pooled the same way."""
-    from models.activations import gradients  # lazy: torch
-
     batches = word_batches(adapter.model, tokenizer, words, window=window, batch_size=batch_size)
     owners = [owner for _, owner in batches]
     names = layers or None

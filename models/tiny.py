@@ -10,8 +10,6 @@ the English text of ``pydoc_data.topics`` (Python's own help topics), an ``Alber
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import heapq
 import json
 import logging
@@ -21,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 from pydoc_data.topics import topics
+from typing import TYPE_CHECKING
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 

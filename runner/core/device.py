@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AfterValidator
@@ -84,6 +85,19 @@ def device_problem(requested: str) -> str | None:
     if not _DEVICE.match(requested or ""):
         return f"unknown device {requested!r}; valid: {VALID_DEVICES}"
     return None
+
+
+#: What a machine shows when it has a GPU driver torch could use (NVIDIA's, ROCm's, WSL's).
+GPU_DRIVER_FILES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+
+def cuda_impossible() -> bool:
+    """True where torch cannot see a CUDA device, known without importing torch: every device hidden
+    (``CUDA_VISIBLE_DEVICES`` empty or -1), or a Linux machine with no GPU driver (none of
+    :data:`GPU_DRIVER_FILES`). False: ask torch (``torch.cuda.is_available()``)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return True
+    return sys.platform == "linux" and not any(os.path.exists(f) for f in GPU_DRIVER_FILES)
 
 
 def device_unavailable(requested: str) -> str | None:

@@ -19,6 +19,7 @@ from typing import Literal
 
 from rich.filesize import decimal
 
+from runner.core.device import cuda_impossible
 from runner.core.layout import available_memory
 from runner.spec.specfile import Loc, SpecProblem
 from runner.storage.location import location
@@ -54,8 +55,8 @@ class Need:
 def memory(device: str = "cpu") -> tuple[int, str]:
     """Bytes of memory ``device`` has, and how a message says so: a CUDA device's total memory where the
     device is not the CPU and CUDA is there, else the host's available memory."""
-    if device != "cpu":
-        import torch  # lazy: torch (a spec on the CPU needs none)
+    if device != "cpu" and not cuda_impossible():
+        import torch  # lazy: torch (a spec on the CPU, or a machine without a GPU, needs none)
 
         if torch.cuda.is_available():
             index = int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()

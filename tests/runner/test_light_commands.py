@@ -2,8 +2,8 @@
 (nothing to run), ``status``, ``show``, ``verify`` and ``history`` import neither torch, transformers
 nor datasets, and ``apply`` of the finished quickstart spec spends little CPU time. Each command runs
 as a user's does, ``python -m runner.cli`` in a fresh interpreter (the suite's launcher forks its
-commands from one that has torch loaded: tests/runner/launcher.py), on the quickstart store the
-session applies once (``shipped_store``).
+commands from one that has torch loaded: tests/runner/launcher.py), on stores the session applies
+once (``shipped_store``): the quickstart's, and a tiny spec's of each other study for ``apply``.
 """
 
 from __future__ import annotations
@@ -42,11 +42,15 @@ BLOCKER = textwrap.dedent(f"""
     """)
 
 
+def finished_run(shipped_store, name: str) -> tuple[Path, Path, Path]:
+    """(spec, store, cache) of a finished shipped run: the spec apply_run wrote beside its store."""
+    store = shipped_store(name)
+    return store.parent / f"{name}.toml", store, store.parent / "cache"
+
+
 @pytest.fixture(scope="module")
 def finished(shipped_store) -> tuple[Path, Path, Path]:
-    """(spec, store, cache) of the finished quickstart run: the spec apply_run wrote beside its store."""
-    store = shipped_store("quickstart")
-    return store.parent / "quickstart.toml", store, store.parent / "cache"
+    return finished_run(shipped_store, "quickstart")
 
 
 def fresh(args, cwd: Path, cache: Path, **env: str) -> tuple[subprocess.CompletedProcess, float]:
@@ -98,6 +102,16 @@ def test_a_command_on_a_finished_store_imports_no_torch(finished, tmp_path, comm
     assert result.returncode == 0, result.stderr
     if command == "apply":
         assert "nothing to do" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["lstm_tiny", "transject_tiny"])  # the training and TransJect studies
+def test_apply_of_each_studys_finished_spec_imports_no_torch(shipped_store, tmp_path, name):
+    spec, _, cache = finished_run(shipped_store, name)
+    result, _ = fresh(["apply", spec], tmp_path, cache, **blocked_env(tmp_path))
+    log = tmp_path / "heavy.log"
+    assert not log.exists(), f"`runner apply` imported {sorted(set(log.read_text().split()))}:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0 and "nothing to do" in result.stdout, result.stderr
 
 
 @pytest.mark.slow

@@ -10,11 +10,10 @@ spec's measures allow it (on a GPU, on the whole batch); disk sizes come from th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from models.hub import ModelLoadError
 from models.registry import cache_dir

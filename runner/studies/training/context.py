@@ -18,22 +18,20 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
-
-from models.activations import tokens
 from models.registry import family_for
-from runner.checkpointed.activations import ActivationCache, Reading
-from runner.checkpointed.files import load_weights
-from runner.checkpointed.session import write_cell
 from runner.studies.training.data.corpus import Corpus
 from runner.studies.training.data.tokens import batchify, get_batch
 from runner.core.layout import Layout
 from runner.core.plan import Task
 from runner.storage.store import Store
 from runner.studies.training.spec import TrainingStudySpec
-from runner.studies.training.train import build_model, source_of
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+    from runner.checkpointed.activations import ActivationCache, Reading
 
 
 #: The most tokens of the analysis sentence (the token pairs of ``distances``).
@@ -60,6 +58,8 @@ class Context:
     def __init__(self, study: TrainingStudySpec, n_checkpoints: int, corpus: Corpus, layout: Layout, store: Store,
                  device: torch.device, paths: dict[tuple[int, int], Path], cache: ActivationCache | None = None):
         """``cache``: the session's (the kit's); none: one of its own (a calibration's context)."""
+        from runner.checkpointed.activations import ActivationCache  # lazy: torch
+
         self.study, self.corpus, self.layout, self.store, self.device = study, corpus, layout, store, device
         self.paths, self.cache = paths, cache or ActivationCache(self.reading, device)
         self.names = [m.name for m in study.model]
@@ -79,6 +79,9 @@ class Context:
 
     def fresh_model(self, network: int, checkpoint: int):
         """The network at a checkpoint, in eval mode, a new copy (for measures that change weights)."""
+        from runner.checkpointed.files import load_weights  # lazy: torch
+        from runner.studies.training.train import build_model  # lazy: torch
+
         m = build_model(self.study.model[network], self.study.training, self.corpus, 0, self.device)
         load_weights(m, self.paths[(network, checkpoint)], self.device)
         return m.eval()
@@ -92,6 +95,10 @@ class Context:
     def reading(self, network: int, checkpoint: int, gradients: bool = False) -> Reading:
         """The network at a checkpoint read through the LSTM family's adapter: the analysis windows one after
         the other (the hidden state carried), each with its mean next-word loss; the sentence from zeros."""
+        from models.activations import tokens  # lazy: torch
+        from runner.checkpointed.activations import Reading  # lazy: torch
+        from runner.studies.training.train import source_of  # lazy: torch
+
         model = self.model(network, checkpoint)
         windows = [get_batch(self.words, i, self.bptt) for i in self.windows()]
         losses = tuple((lambda logits, y=y: model.loss(logits, y)) for _, y in windows) if gradients else ()
@@ -123,6 +130,8 @@ class Context:
 
     def tag_labels(self, tagset: str) -> tuple[Tensor, Tensor]:
         """The tag of each analysis token whose activation :meth:`activations` holds, and of the token after it."""
+        import torch  # lazy: torch
+
         cur, nxt = [], []
         for i in self.windows():
             t, nt = get_batch(self.tags[tagset], i, self.bptt)
@@ -137,6 +146,8 @@ class Context:
             self._cache.popitem(last=False)
 
     def write(self, name: str, task: Task, values) -> None:
+        from runner.checkpointed.session import write_cell  # lazy: torch
+
         write_cell(self.store, name, task, values)
 
     def layer_index(self) -> dict[str, int]:

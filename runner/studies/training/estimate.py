@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 from runner.studies.training.data.corpus import Corpus, TagStreams, Variant
 from runner.studies.training.data.tokens import Vocabulary, batchify
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
-from runner.studies.training.spec import NetworkSpec, LSTMTraining
+from runner.studies.training.spec import NetworkSpec, LSTMTraining, read_corpus
 from runner.plugin.measures import measures
 from runner.storage.store import Store
+from runner.studies.training.context import Context
 from runner.studies.training.layout import build_layout
 
 if TYPE_CHECKING:
@@ -116,7 +117,6 @@ class _MeasureTimer:
         return checkpoints * timed["load_s"] + sum(timed["task_s"][t.measure] for t in tasks)
 
     def corpus(self):
-        from runner.studies.training.session import read_corpus  # lazy: torch
 
         if self._corpus is None:
             p = self.p
@@ -130,7 +130,6 @@ class _MeasureTimer:
         run ``tasks`` as the session would (``task_s``: seconds by measure)."""
         import torch  # lazy: torch
         from runner.checkpointed.files import save, weights  # lazy: torch
-        from runner.studies.training.context import Context  # lazy: torch
         from runner.studies.training.train import build_model  # lazy: torch
 
         p, corpus = self.p, self.corpus()

@@ -15,6 +15,7 @@ from runner.checkpointed.axes import UNIT, declare_axes, declare_checkpoint_path
 from runner.studies.training.data.corpus import Corpus
 from runner.core.layout import Layout, LayoutBuilder, counts, network_coords
 from runner.plugin.measures import declare, hints, measures
+from runner.studies.training.context import sentence_words
 from runner.studies.training.measure import PAPER, TrainingShape
 from runner.studies.training.spec import TrainingStudySpec
 
@@ -27,8 +28,6 @@ def build_layout(study: TrainingStudySpec, steps: list[int], steps_per_epoch: in
                  suites=None) -> Layout:
     """The store of a training spec; ``suites`` (:class:`~.suite.Suites`): a spec of checkpoint suites, whose
     checkpoints are revisions (``revision``, ``step``; no epochs, no training curves)."""
-    from runner.studies.training.context import sentence_words  # lazy: torch
-
     if suites is not None:
         return _suite_layout(study, suites, corpus)
     nets = study.model
@@ -85,8 +84,6 @@ def _vocabulary(b: LayoutBuilder, corpus: Corpus) -> None:
 
 
 def _suite_layout(study: TrainingStudySpec, suites, corpus: Corpus) -> Layout:
-    from runner.studies.training.context import sentence_words  # lazy: torch
-
     nets = study.model
     b = LayoutBuilder(segment=1, reference=PAPER, unit=UNIT)
     network_coords(b, [n.name for n in nets], [n.model for n in nets], [n.replicate for n in nets])

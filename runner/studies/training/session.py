@@ -12,15 +12,14 @@ import numpy as np
 from runner.core import interrupt
 from runner.checkpointed.axes import write_curves
 from runner.checkpointed.session import CheckpointedSession
-from runner.studies.training.data.corpus import Corpus, load_corpus
-from runner.data.hub import offline_hub
+from runner.studies.training.data.corpus import Corpus
 from runner.core.device import set_precision
 from runner.plugin.measures import measure_problems, measures
 from runner.core.plan import Task
-from runner.spec.specfile import SpecError, SpecProblem
+from runner.spec.specfile import SpecError
 from runner.studies.training.context import Context, sentence_words
 from runner.studies.training.layout import build_layout
-from runner.studies.training.spec import TrainingStudySpec
+from runner.studies.training.spec import read_corpus
 from runner.studies.training.suite import SuiteContext
 from runner.studies.training.train import checkpoint_name, train
 from runner.plugin.study import Prepared, SourceUnavailable
@@ -41,17 +40,6 @@ def corpus_key(corpus: Corpus) -> str:
         for test, cases in sorted(v.tests.items()):
             h.update(test.encode() + np.ascontiguousarray(cases.inputs).tobytes())
     return h.hexdigest()[:16]
-
-
-def read_corpus(spec: TrainingStudySpec, tagsets: list[str], base: Path) -> Corpus:
-    """The spec's corpus, read (a hub corpus from the local cache when the hub is off)."""
-    with offline_hub():
-        try:
-            return load_corpus(spec.corpus, tagsets, seed=spec.experiment.seed, base=base)
-        except ValueError as err:
-            if not spec.corpus.generated:
-                raise
-            raise SpecProblem(("corpus", "scaffold", "phrases"), str(err)) from None
 
 
 class TrainingSession(CheckpointedSession):

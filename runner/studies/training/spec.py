@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PrivateAttr, create_model, model_validator
@@ -18,10 +19,11 @@ from models.source import Source, SourceText
 from models.suites import parse_revisions, step_of
 from runner.checkpointed.measure import ActivationView
 from runner.checkpointed.table import TrainingTable
+from runner.data.hub import offline_hub
 from runner.data.registry import TAGGED, DataSource, check_data, data_source_for
 from runner.plugin.measures import measures, params_union
-from runner.spec.specfile import Name, SpecFile, StudySpec, Table, repeated
-from runner.studies.training.data.corpus import scaffold_variants
+from runner.spec.specfile import Name, SpecFile, SpecProblem, StudySpec, Table, repeated
+from runner.studies.training.data.corpus import Corpus, load_corpus, scaffold_variants
 from runner.studies.training.data.scaffold import (
     ScaffoldConfig,
     fill_problem,
@@ -574,3 +576,14 @@ def missing_extras(study: TrainingStudySpec) -> list[str]:
     if not spacy.util.is_package("en_core_web_sm"):
         return ["spaCy's English model for the silver tag sets: python -m spacy download en_core_web_sm"]
     return []
+
+
+def read_corpus(spec: TrainingStudySpec, tagsets: list[str], base: Path) -> Corpus:
+    """The spec's corpus, read (a hub corpus from the local cache when the hub is off)."""
+    with offline_hub():
+        try:
+            return load_corpus(spec.corpus, tagsets, seed=spec.experiment.seed, base=base)
+        except ValueError as err:
+            if not spec.corpus.generated:
+                raise
+            raise SpecProblem(("corpus", "scaffold", "phrases"), str(err)) from None

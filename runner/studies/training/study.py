@@ -13,11 +13,10 @@ source's identity (a local file's bytes), so a plan or a finished apply reads no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from models.registry import cache_dir
 from runner.core.device import device_unavailable
@@ -40,8 +39,10 @@ from runner.studies.training.spec import (
     TrainingStudySpec,
     check_sources,
     missing_extras,
+    read_corpus,
     spec_model,
 )
+from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.state import CorpusStats, TrainingState
 from runner.plugin.measures import measures
 from runner.plugin.study import Prepared, Study, SourceUnavailable, register
@@ -151,9 +152,6 @@ class TrainingStudy(Study):
         return check_sources(spec, sf)
 
     def prepare(self, spec: TrainingStudySpec, sf: SpecFile) -> Prepared:
-        from runner.studies.training.session import read_corpus  # lazy: torch
-        from runner.studies.training.suite import resolve as resolve_suites  # lazy: torch
-
         unmet = missing_extras(spec) + _treebanks_unmet(spec, sf.path.parent) + _gmb_unmet(spec, sf.path.parent)
         device = device_unavailable(spec.training.device)
         if device:

@@ -19,9 +19,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from models.hub import ModelLoadError, hub_off
 from models.source import Source
@@ -43,7 +41,6 @@ from models.suites import (
     word_batches,
 )
 from models.registry import SUITES
-from runner.checkpointed.activations import ActivationCache, Reading
 from runner.studies.training.data.corpus import Corpus
 from runner.data.files import anchor
 from runner.core.layout import Layout
@@ -53,6 +50,11 @@ from runner.spec.specfile import SpecError, SpecFile
 from runner.storage.store import Store
 from runner.studies.training.context import Context
 from runner.studies.training.spec import NetworkSpec, TrainingStudySpec
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+    from runner.checkpointed.activations import ActivationCache, Reading
 
 def _series_name(source: str, location: str) -> str:
     """How a series' missing checkpoints are grouped: by its source where that names one repository or
@@ -231,6 +233,8 @@ class SuiteContext(Context):
     def reading(self, network: int, checkpoint: int, gradients: bool = False) -> Reading:
         """A checkpoint read through the suite family's adapter: the analysis words in windows, each word's
         subword tokens pooled (``pool``), each window with its next-token loss (``gradients``)."""
+        from runner.checkpointed.activations import Reading  # lazy: torch
+
         net, model = self.study.model[network], self.model(network, checkpoint)
         batches = word_batches(model, self.tokenizer(network), self.text, window=net.window_words,
                                batch_size=net.batch_size)

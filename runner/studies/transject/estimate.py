@@ -15,15 +15,15 @@ measure groups; the first network carries it, at the most any calibration paid.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.core.estimate import Enough, NoEstimate, StepTimer, Unit, device_key
 from runner.plugin.study import SourceUnavailable
 from runner.storage.store import Store
+from runner.studies.transject.models import build
 
 if TYPE_CHECKING:
     import torch
@@ -101,7 +101,6 @@ class _Calibration:
         import torch  # lazy: torch
         from runner.checkpointed.files import save, weights  # lazy: torch
         from runner.checkpointed.loop import Saved  # lazy: torch
-        from runner.studies.transject.models import build  # lazy: torch
         from runner.studies.transject.train import evaluate, train  # lazy: torch
 
         s, device = self.session(), self.device

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import torch
-from safetensors.torch import load_file
+from typing import TYPE_CHECKING
 
 from models.hub import ModelLoadError, hub_off
 from models.registry import family_for
 from models.source import Source
 from runner.studies.transject.spec import BASELINES, ModelSpec
+
+if TYPE_CHECKING:
+    import torch
 
 TRANSJECT_FIELDS = ("d_model", "n_layers", "n_experts", "alpha_init")
 BASELINE_FIELDS = ("d_model", "n_layers", "n_heads", "d_ff", "dropout")
@@ -87,6 +88,8 @@ def read_checkpoint(dir: Path) -> tuple[str, dict, list[str] | None]:
 
 
 def load_checkpoint_model(dir: Path, device) -> torch.nn.Module:
+    from safetensors.torch import load_file  # lazy: torch
+
     variant, params, _ = read_checkpoint(dir)
     model = build(variant, params, 0, device)
     model.load_state_dict(load_file(str(dir / "model.safetensors"), device=str(device)))

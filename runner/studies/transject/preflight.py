@@ -19,11 +19,22 @@ from pathlib import Path
 from rich.filesize import decimal
 from safetensors import safe_open
 
+from models.hub import ModelLoadError, load_tokenizer
 from runner.data.files import LABELLED_BUILDERS, split_files
 from runner.spec.footprint import Need
 from runner.studies.transject.spec import BASELINES, TransJectSpec
+from runner.studies.transject.models import params_of
 
 FP32 = 4
+
+
+def tokenizer_problem(source: str) -> ModelLoadError | None:
+    """None when the hub tokenizer loads now (online, cached or a local directory); else why not."""
+    try:
+        load_tokenizer(source)
+    except ModelLoadError as err:
+        return err
+    return None
 
 
 # --------------------------------------------------------------------------- saved checkpoints
@@ -200,8 +211,6 @@ def training_nbytes(spec: TransJectSpec, variant: str, params: dict) -> dict[str
 def needs(spec: TransJectSpec, classes: int | None) -> list[Need]:
     """What training each network holds on its device (lower bounds) and what its epoch checkpoints take
     on the store's disk, declared for the engine's check before anything is built."""
-    from runner.studies.transject.models import params_of  # lazy: torch
-
     d = spec.data
     fixed = d.implied("vocab_size")  # a generated source's whole vocabulary (ListOps)
     vocab = min(d.vocab_size, fixed) if fixed else 2  # at least <pad> and <unk>

@@ -36,15 +36,6 @@ from runner.studies.transject.state import Net
 from runner.studies.transject.train import TransJectRun, checkpoint_name, evaluate, export, steps_per_epoch, train_run
 
 
-def tokenizer_problem(source: str) -> ModelLoadError | None:
-    """None when the hub tokenizer loads now (online, cached or a local directory); else why not."""
-    try:
-        load_tokenizer(source)
-    except ModelLoadError as err:
-        return err
-    return None
-
-
 def load_splits(spec: TransJectSpec, base: Path, how=None) -> tuple[Split, Split]:
     d = spec.data
     how = how or d.tokenize

@@ -16,9 +16,8 @@ file's bytes, a hub id, the generator's parameters).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from models.hub import ModelLoadError
 from runner.data.files import files_digest
@@ -33,12 +32,13 @@ from runner.core.requirements import Requirement
 from runner.spec.specfile import SpecFile, SpecProblem
 from runner.plugin.study import Prepared, Study, register
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
-from runner.studies.transject.preflight import LocalData, checkpoint_problem, local_data, needs
+from runner.studies.transject.preflight import LocalData, checkpoint_problem, local_data, needs, tokenizer_problem
 from runner.studies.transject.estimate import estimate
 from runner.studies.transject.layout import build_layout
 from runner.studies.transject.measure import TransJectShape
 from runner.studies.transject.spec import BASELINES, TABLES, TransJectSpec, spec_model
 from runner.studies.transject.state import Net, TransJectState
+from runner.studies.transject.models import BASELINE_FIELDS, TRANSJECT_FIELDS, resolve_checkpoint
 
 if TYPE_CHECKING:
     from runner.studies.transject.session import TransJectSession
@@ -68,9 +68,6 @@ class TransJectStudy(Study):
         return [sf.problem(("data", "source"), problem)] if problem else []
 
     def prepare(self, spec: TransJectSpec, sf: SpecFile) -> Prepared:
-        from runner.studies.transject.models import BASELINE_FIELDS, TRANSJECT_FIELDS, resolve_checkpoint  # lazy: torch
-        from runner.studies.transject.session import tokenizer_problem  # lazy: torch
-
         unmet = []
         device = device_unavailable(spec.training.device)
         if device:
