@@ -21,6 +21,7 @@ from runner.core import errors
 from runner.core.errors import ConsentNeeded, Locked
 from runner.core import interrupt
 from runner.run.changes import Changes, changes_of, summary
+from runner.run.decide import decide, finished
 from runner.core.estimate import Calibrator, estimate
 from runner.run.execute.recorder import Recorder
 from runner.run.execute.registry import ExecutorOptions, executor_class, executor_problem, executors
@@ -127,118 +128,167 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     ``[experiment] replace = true``), after the store as it was is kept in its history; otherwise
     :class:`ReplaceRefused`, before anything runs. SIGINT/SIGTERM stop it at the next step
     (``interrupted``); a store that cannot be written ends it with :class:`StoreWriteError`
-    (finished work kept). ``threads``: CPU threads (default: :mod:`runner.run.threads` chooses)."""
+    (finished work kept). ``threads``: CPU threads (default: :mod:`runner.run.threads` chooses).
+
+    Three steps: decide (:func:`runner.run.decide.decide`, from the records alone, before anything is
+    loaded), open (the lock, the events, the models; under the lock, decide again and keep the store's
+    version: :meth:`_Run.prepare_store`; the next version's layout and inputs: :meth:`_Run.open_version`),
+    execute (:meth:`_Run.execute`)."""
     options = executor or ExecutorOptions()
-    problem = executor_problem(options.name)
-    if p.unmet or problem:
-        raise Unmet(p.unmet + ([problem] if problem else []))
-    if options.address:  # a cluster that does not answer is said in seconds, before anything is loaded
-        check_address(options.address)
-    check_shards(p, options.shards)
+    _check_runnable(p, options)
     consent = replace or p.spec.experiment.replace
     done = read_tasks(p.store_path)
     damage = damage_of(p.store_path)  # reads back the chunks finished tasks recorded
-    if all(t.id in done for t in p.tasks) and not records_lost(p.store_path) and damage.ok:
+    lost = records_lost(p.store_path)
+    if finished([t.id for t in p.tasks], done, records_lost=lost, whole=damage.ok):
         return Outcome([], {}, len(p.tasks))  # nothing to do costs a read of the results: no lock, no models
     changes = changes_of(p, done)
-    lost_records = records_lost(p.store_path)
     Store(p.store_path).check_unlocked()  # a store being written is locked (75), whatever consent it needs
-    if (changes.needs_consent or lost_records) and not consent:  # said before anything is loaded
-        raise ReplaceRefused(p.store_path, p.spec_file, changes, lost_records=lost_records)
+    if decide([t.id for t in p.tasks], done, changes, records_lost=lost, whole=damage.ok, consent=consent).refused:
+        raise ReplaceRefused(p.store_path, p.spec_file, changes, lost_records=lost)  # before anything is loaded
     dev = pick_device(device or p.device)
     make_deterministic(dev)
     cpu = for_run(p, dev, threads, Calibrator())
     use_threads(cpu)
-    store, events, view = open_run(p.store_path, quiet)
-    outcome = Outcome([], {}, 0)
-    t_run = time.monotonic()
-    status = "failed"
-    builds = _BuildProgress(events, view)
-    try:
-        events.emit("run_preparing", spec=str(p.spec_file.path), store=str(p.store_path), stage="loading models and data")
-        session = p.study.open(p, dev, view.warn)  # a Ctrl-C here stops at once: nothing is written yet
-        with interrupt.graceful_stop():
-            if not damage.ok:  # before the arrays are opened: a corrupt one is removed and made again
-                redo = repair(p.store_path, damage, store)
-                events.emit("results_damaged", task=redo, arrays=damage.variables)
-                restored = f"; metadata written back from the manifest: {', '.join(a or '(root)' for a in damage.altered)}" \
-                    if damage.altered else ""
-                removed = f"; removed {len(damage.kept)} altered kept file(s), never continued from" if damage.kept else ""
-                view.warn(f"{p.store_path}: {len(damage.problems)} damaged chunk(s), metadata, record(s) or kept "
-                          f"file(s) of {', '.join(damage.variables)}; recomputing the {len(redo)} task(s) that wrote "
-                          "them" + restored + removed)
-            done = read_tasks(p.store_path)  # under the lock now
-            changes = changes_of(p, done)
-            reshape = store.reshape(session.layout)
-            also = [tid for tid in reshape.lost(done) if tid not in {t.id for t in p.tasks} and tid not in changes.lost()]
-            if (changes.needs_consent or also or lost_records) and not consent:
-                raise ReplaceRefused(p.store_path, p.spec_file, changes,
-                                     [f"{summary(also, done)}: its arrays change shape"] if also else None,
-                                     lost_records)
-            kept = None
-            if changes.needs_consent or also or lost_records or changes.extend:
-                kept = _keep_history(p, changes, also, done, lost_records)
-                interrupt.stall_point(store.state_dir, "replace", 1)  # test hook: a kill after the copy
-                store.forget(changes.lost() + also)
-                interrupt.stall_point(store.state_dir, "replace", 2)  # and after the records went
-                events.emit("results_replaced", history=str(kept.store), replaced=changes.replaced_ids,
-                            dropped=changes.drop + also, extended=changes.extended_ids)
-                view.warn(f"kept the store as it was in {kept.store} ({len(changes.lost()) + len(also)} finished "
-                          f"result(s) {'extended, ' if changes.extend else ''}replaced or dropped; `runner history` "
-                          "lists the versions)")
-            # the longer run continues what the records said was finished; what it continues is kept
-            # beside the records, so that an apply killed before its first durable point still continues
-            sources = _extending(store, changes.sources(), done)
-            if sources:
-                p.tasks = [replace_fields(t, extends=sources[t.id]) if t.id in sources else t for t in p.tasks]
-            with store.transaction():  # readers see the store as it was until the next version is whole
-                recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(dev), cpu), reshape)
-                store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
-                                     + (f"; earlier results kept in {kept.store}" if kept else ""))
-                if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs
-                    taken = changes.taken_over(p.labels)
-                    store.record_many(taken)
-                    outcome.taken_over = len(taken)
-                session.write_inputs(store)
-                store.seal()  # the manifest binds the inputs too
-                interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the next version
-                done = store.tasks()  # without the tasks whose arrays were remade
-                _renumber(store, p, done, session.layout, set(recreated))
-            todo = [t for t in p.tasks if t.id not in done]
-            outcome.skipped = len(p.tasks) - len(todo)
-            events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(), device=describe(dev),
-                        threads=cpu.to_json(),
-                        store=str(p.store_path), tasks=[_task_info(t, p, t.id in done) for t in p.tasks],
-                        estimate=_estimate(p, dev))
-            if todo:
-                groups = {t.group or t.id: t.steps for t in todo}
-                view.start(total=sum(groups.values()), tasks=len(todo), stepless=sum(s == 0 for s in groups.values()))
-            runner = executor_class(options.name)(p, dev, replace_fields(options, extra={**options.extra,
-                                                                                       "device": device or p.device}))
-            recorder = Recorder(p, session, store, events, view, dev, options.shards,
-                                before=_seconds_before(p.store_path, changes.records, sources))
-            try:
-                left = Scheduler(p.tasks, done, session.available()).run(runner, recorder)
-            finally:
-                runner.close()
-            outcome.ran, outcome.failed = recorder.ran, dict(recorder.failed)
-            for t in left:
-                if t.id not in outcome.failed:
-                    outcome.failed[t.id] = "skipped: what it needs did not finish"
-            status = "failed" if outcome.failed else "done"
-            if not outcome.failed:
-                (store.state_dir / EXTENDING).unlink(missing_ok=True)
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-        status = "interrupted"
-    except ReplaceRefused:
-        status = "refused"
-        raise
-    finally:
-        builds.close()
-        events.emit("run_finished", status=status, seconds=round(time.monotonic() - t_run, 3))
-        close_run(store, events, view)
-    return outcome
+    run = _Run(p, dev, cpu, options, device, *open_run(p.store_path, quiet))
+    return run.go(damage, consent, lost)
+
+
+def _check_runnable(p: Prepared, options: ExecutorOptions) -> None:
+    """Unmet requirements, an unknown executor, a cluster that does not answer (said in seconds) or
+    shards the spec cannot take: before anything is loaded."""
+    problem = executor_problem(options.name)
+    if p.unmet or problem:
+        raise Unmet(p.unmet + ([problem] if problem else []))
+    if options.address:
+        check_address(options.address)
+    check_shards(p, options.shards)
+
+
+class _Run:
+    """One apply's open run: its store (locked), events and progress, and the steps that use them."""
+
+    def __init__(self, p: Prepared, dev, cpu: ThreadChoice, options: ExecutorOptions, device: str | None,
+                 store: Store, events: EventLog, view: ProgressView):
+        self.p, self.dev, self.cpu, self.options, self.device = p, dev, cpu, options, device
+        self.store, self.events, self.view = store, events, view
+        self.outcome = Outcome([], {}, 0)
+
+    def go(self, damage: Damage, consent: bool, lost: bool) -> Outcome:
+        p, events = self.p, self.events
+        t_run, status = time.monotonic(), "failed"
+        builds = _BuildProgress(events, self.view)
+        try:
+            events.emit("run_preparing", spec=str(p.spec_file.path), store=str(p.store_path),
+                        stage="loading models and data")
+            session = p.study.open(p, self.dev, self.view.warn)  # a Ctrl-C here stops at once: nothing written yet
+            with interrupt.graceful_stop():
+                changes, sources, kept = self.prepare_store(session, damage, consent, lost)
+                done = self.open_version(session, changes, kept)
+                status = self.execute(session, done, changes, sources)
+        except KeyboardInterrupt:
+            self.outcome.interrupted = True
+            status = "interrupted"
+        except ReplaceRefused:
+            status = "refused"
+            raise
+        finally:
+            builds.close()
+            events.emit("run_finished", status=status, seconds=round(time.monotonic() - t_run, 3))
+            close_run(self.store, events, self.view)
+        return self.outcome
+
+    def prepare_store(self, session, damage: Damage, consent: bool, lost: bool):
+        """Under the lock: repair what is damaged, decide again (with the arrays the layout remakes),
+        and keep the store as it is as a version before anything changes."""
+        p, store = self.p, self.store
+        if not damage.ok:  # before the arrays are opened: a corrupt one is removed and made again
+            self._repair(damage)
+        done = read_tasks(p.store_path)  # under the lock now
+        changes = changes_of(p, done)
+        reshape = store.reshape(session.layout)
+        self.reshape = reshape
+        decision = decide([t.id for t in p.tasks], done, changes, records_lost=lost, whole=True, consent=consent,
+                          remade=reshape.lost(done))
+        also = [tid for tid in decision.forget if tid not in changes.lost()]
+        if decision.refused:
+            raise ReplaceRefused(p.store_path, p.spec_file, changes,
+                                 [f"{summary(also, done)}: its arrays change shape"] if also else None, lost)
+        kept = None
+        if decision.keep_version:
+            kept = _keep_history(p, changes, also, done, decision.reason)
+            interrupt.stall_point(store.state_dir, "replace", 1)  # test hook: a kill after the copy
+            store.forget(list(decision.forget))
+            interrupt.stall_point(store.state_dir, "replace", 2)  # and after the records went
+            self.events.emit("results_replaced", history=str(kept.store), replaced=changes.replaced_ids,
+                             dropped=changes.drop + also, extended=changes.extended_ids)
+            self.view.warn(f"kept the store as it was in {kept.store} ({len(decision.forget)} finished result(s) "
+                           f"{'extended, ' if changes.extend else ''}replaced or dropped; `runner history` lists "
+                           "the versions)")
+        # the longer run continues what the records said was finished; what it continues is kept
+        # beside the records, so that an apply killed before its first durable point still continues
+        sources = _extending(store, decision.extend, done)
+        if sources:
+            p.tasks = [replace_fields(t, extends=sources[t.id]) if t.id in sources else t for t in p.tasks]
+        return changes, sources, kept
+
+    def _repair(self, damage: Damage) -> None:
+        redo = repair(self.p.store_path, damage, self.store)
+        self.events.emit("results_damaged", task=redo, arrays=damage.variables)
+        restored = f"; metadata written back from the manifest: {', '.join(a or '(root)' for a in damage.altered)}" \
+            if damage.altered else ""
+        removed = f"; removed {len(damage.kept)} altered kept file(s), never continued from" if damage.kept else ""
+        self.view.warn(f"{self.p.store_path}: {len(damage.problems)} damaged chunk(s), metadata, record(s) or kept "
+                       f"file(s) of {', '.join(damage.variables)}; recomputing the {len(redo)} task(s) that wrote "
+                       "them" + restored + removed)
+
+    def open_version(self, session, changes: Changes, kept) -> dict[str, dict]:
+        """The next version of the store: its layout, root attributes, taken-over records and inputs,
+        switched in whole (:meth:`Store.transaction`); the finished tasks it holds."""
+        p, store = self.p, self.store
+        with store.transaction():  # readers see the store as it was until the next version is whole
+            recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(self.dev), self.cpu),
+                                   self.reshape)
+            store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
+                                 + (f"; earlier results kept in {kept.store}" if kept else ""))
+            if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs
+                taken = changes.taken_over(p.labels)
+                store.record_many(taken)
+                self.outcome.taken_over = len(taken)
+            session.write_inputs(store)
+            store.seal()  # the manifest binds the inputs too
+            interrupt.stall_point(store.state_dir, "inputs", 1)  # test hook: the inputs are in the next version
+            done = store.tasks()  # without the tasks whose arrays were remade
+            _renumber(store, p, done, session.layout, set(recreated))
+        return done
+
+    def execute(self, session, done: dict[str, dict], changes: Changes, sources: dict) -> str:
+        """Run what is missing with the executor; the run's status (``done`` or ``failed``)."""
+        p, outcome = self.p, self.outcome
+        todo = [t for t in p.tasks if t.id not in done]
+        outcome.skipped = len(p.tasks) - len(todo)
+        self.events.emit("run_started", spec=str(p.spec_file.path), spec_sha256=p.spec.sha256(),
+                         device=describe(self.dev), threads=self.cpu.to_json(), store=str(p.store_path),
+                         tasks=[_task_info(t, p, t.id in done) for t in p.tasks], estimate=_estimate(p, self.dev))
+        if todo:
+            groups = {t.group or t.id: t.steps for t in todo}
+            self.view.start(total=sum(groups.values()), tasks=len(todo), stepless=sum(s == 0 for s in groups.values()))
+        options = self.options
+        runner = executor_class(options.name)(p, self.dev, replace_fields(
+            options, extra={**options.extra, "device": self.device or p.device}))
+        recorder = Recorder(p, session, self.store, self.events, self.view, self.dev, options.shards,
+                            before=_seconds_before(p.store_path, changes.records, sources))
+        try:
+            left = Scheduler(p.tasks, done, session.available()).run(runner, recorder)
+        finally:
+            runner.close()
+        outcome.ran, outcome.failed = recorder.ran, dict(recorder.failed)
+        for t in left:
+            if t.id not in outcome.failed:
+                outcome.failed[t.id] = "skipped: what it needs did not finish"
+        if not outcome.failed:
+            (self.store.state_dir / EXTENDING).unlink(missing_ok=True)
+        return "failed" if outcome.failed else "done"
 
 
 class _BuildProgress(logging.Handler):
@@ -265,7 +315,7 @@ class _BuildProgress(logging.Handler):
         super().close()
 
 
-def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], lost_records: bool):
+def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], reason: str):
     """Keep the store as it is now in its history, saying what is about to be replaced or dropped."""
     if not p.store_path.keeps_versions:
         raise StorePathError(f"{p.store_path}: replacing or dropping finished results keeps a copy of the store in "
@@ -273,8 +323,7 @@ def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[
                              "remove the store first")
     old = internal(root_attrs(p.store_path))
     return snapshot(p.store_path, {
-        "created_utc": now(), "reason": "records missing" if lost_records else
-        "extend" if changes.extend and not (changes.replace or changes.drop or also) else "replace",
+        "created_utc": now(), "reason": reason,
         "spec_sha256": old.get("spec_sha256"), "spec_toml": old.get("spec_toml"),
         "replaced_by_spec_sha256": p.spec.sha256(),
         "replaced": [{"ids": r.old_ids, "network": r.network, "measure": r.task.label, "new_id": r.task.id,
