@@ -5,7 +5,9 @@ the work its tasks do, on this device, at a given precision, and scales them to 
 and batch. Each calibration is cached (``$TRANSIENT_CACHE/calibration/``) under a key of what its
 time depends on (device, model, precision, batch shape, ...), so a second ``plan`` costs nothing.
 The engine adds the other precisions the device supports, and records the estimate when ``apply``
-starts (an ``estimate`` event) so that ``show`` can set it against the measured time.
+starts (an ``estimate`` event) so that ``show`` can set it against the measured time. Each whole
+estimate is cached too (``calibration/estimates/``, by device and spec hash): a run that started
+before anything was calibrated is set against the estimate of a later ``plan --calibrate``.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
     except Exception as why:  # a plan is never refused for want of an estimate
         est.missing = _why(why)
         return est
+    remember(est, p.spec.sha256(), calibrated.directory)
     if others:
         for precision, why in precisions(device).items():
             if why is not None:
@@ -149,6 +152,39 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
             except Exception as err:
                 est.others[precision] = _why(err)
     return est
+
+
+def _remembered_path(device: str, spec_sha256: str, directory: Path | None = None) -> Path:
+    from models.registry import cache_dir  # lazy: pydantic
+
+    key = {"device": device, "spec_sha256": spec_sha256}
+    return (directory or cache_dir() / "calibration") / "estimates" / f"{task_id(key)}.json"
+
+
+def remember(est: Estimate, spec_sha256: str, directory: Path | None = None) -> None:
+    """Cache a whole estimate of the spec of hash ``spec_sha256`` on ``est.device`` (for
+    :func:`remembered`); a cache that cannot be written is no error."""
+    path = _remembered_path(est.device, spec_sha256, directory)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"device": est.device, "spec_sha256": spec_sha256, "utc": time.time(),
+                                   "estimate": est.to_json()}, default=str))
+        os.replace(tmp, path)
+
+
+def remembered(device: str, spec_sha256: str, directory: Path | None = None) -> dict | None:
+    """The last estimate (its JSON) of the spec of hash ``spec_sha256`` on ``device`` that any plan
+    or apply computed from calibrations, or None: what ``show`` sets a run against when none was
+    calibrated as it started (reads a file; times and imports nothing)."""
+    try:
+        cached = json.loads(_remembered_path(device, spec_sha256, directory).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cached, dict) or (cached.get("device"), cached.get("spec_sha256")) != (device, spec_sha256):
+        return None
+    est = cached.get("estimate")
+    return est if isinstance(est, dict) and not est.get("missing") else None
 
 
 def _why(err: Exception) -> str:

@@ -20,7 +20,7 @@ from runner.storage.events import read_events
 from runner.core.layout import internal
 from runner.storage.location import location, zarr_store
 from runner.storage.store import check_reachable, read_tasks, runner_dir
-from runner.core.estimate import duration, measured
+from runner.core.estimate import duration, measured, remembered
 from runner.storage.history import versions
 
 
@@ -232,7 +232,8 @@ def render_show(path: Path, width: int = 80) -> str:
     versions = prov.get("package_versions", {})
     lines.append("provenance: spec sha256 " + str(prov.get("spec_sha256", "?"))[:16]
                  + f", git {str(prov.get('git_commit', '?'))[:12]}" + (" (with changes)" if prov.get("git_dirty") else "")
-                 + f", code sha256 {str(prov.get('code_sha256', '?'))[:12]} ({len(prov.get('code_files', {}))} files)"
+                 + f", code sha256 {str(prov.get('code_sha256', '?'))[:12]} ({_code_files(prov)} files"
+                 + (f", listed in {prov['provenance_file']})" if prov.get("provenance_file") else ")")
                  + f", device {prov.get('device', '?')}, updated {prov.get('updated_utc', '?')}")
     if prov.get("overrides"):  # the spec as it ran: its file with these changes (spec sha256 is of the result)
         lines.append("overrides: " + shlex.join(arg for o in prov["overrides"] for arg in ("--set", o)))
@@ -348,7 +349,8 @@ def show_json(path: Path) -> dict:
                                                         "seconds_before", "device", "finished_utc")}}
                   for tid, rec in sorted(read_tasks(path).items(), key=lambda kv: _order(kv[1]))],
         "provenance": {k: prov.get(k) for k in ("spec_sha256", "overrides", "git_commit", "git_dirty", "code_sha256",
-                                                 "device", "threads", "updated_utc", "package_versions")},
+                                                 "device", "threads", "updated_utc", "package_versions",
+                                                 "provenance_file")},
         "history": [{"name": v.name, "store": str(v.store), "created_utc": v.created} for v in versions(path)],
     }
 
@@ -400,17 +402,29 @@ def _tables(ds) -> list[str]:
     return lines
 
 
+def _code_files(prov: dict) -> int:
+    """How many code files the provenance hashes (a store written before the list moved to its
+    runner folder holds the list itself)."""
+    return prov.get("code_files_count", len(prov.get("code_files", {})))
+
+
 def _predicted(path: Path, records: dict[str, dict]) -> list[str]:
     """The estimate recorded when the last run started, against the tasks' measured seconds."""
-    est = next((e.get("estimate") for e in reversed(list(read_events(runner_dir(path) / "events.jsonl")))
-                if e["event"] == "run_started"), None)
+    started = next((e for e in reversed(list(read_events(runner_dir(path) / "events.jsonl")))
+                    if e["event"] == "run_started"), None)
+    est = (started or {}).get("estimate")
     if not est:
         return []
-    if est.get("missing"):
-        return [f"predicted vs measured: no estimate ({est['missing']})"]
+    later = ""
+    if est.get("missing"):  # nothing calibrated as it started: a plan may have calibrated since
+        device = est.get("device") or started.get("device")
+        cached = remembered(device, started["spec_sha256"]) if device and started.get("spec_sha256") else None
+        if cached is None:
+            return [f"predicted vs measured: no estimate ({est['missing']})"]
+        est, later = cached, "; calibrated after the run started"
     rows = measured(est, records)
     bound = {u["label"] for u in est.get("units", []) if u.get("lower_bound")}
-    lines = [f"predicted vs measured device time (estimate on {est['device']}; -: not run, or resumed):",
+    lines = [f"predicted vs measured device time (estimate on {est['device']}{later}; -: not run, or resumed):",
              f"  {'':<24} {'predicted':>12} {'measured':>9}  measured/predicted"]
     for label, predicted, seconds in rows:
         ratio = f"  {seconds / predicted:.2f}" if seconds and predicted else ""

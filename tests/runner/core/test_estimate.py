@@ -15,6 +15,7 @@ from runner.storage.events import read_events
 from runner.core.estimate import Calibrator, NoEstimate, estimate, measured, step_seconds
 from runner.storage.store import read_tasks
 from runner.studies.depth.estimate import batch_rows, calibration_spec
+from tests.runner.helpers import maps_spec, run_cli, write_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -317,3 +318,20 @@ def test_plan_says_what_each_precision_was_validated_for_and_the_memory(in_proce
     assert est["memory"]["host"] > 0 and est["memory"]["device"] >= 2 * 64 * 32 * 4  # x and its twins, fp32
     code, out, _ = in_process("plan", _spec(tmp_path))
     assert "memory     about" in out and "NOT validated for lyapunov" in out
+
+
+def test_show_sets_a_run_against_a_later_plans_calibration(tmp_path):
+    """A run that started before anything was calibrated (apply calibrates nothing) is set against
+    the estimate of a ``plan --calibrate`` made after it, from the same cache (device and spec)."""
+    spec = write_spec(tmp_path, maps_spec("later"))
+    assert run_cli("apply", str(spec), cwd=tmp_path).returncode == 0  # a fresh cache: nothing calibrated
+    show = run_cli("show", str(spec), cwd=tmp_path)
+    assert "predicted vs measured: no estimate (not calibrated on this device yet" in show.stdout, show.stdout
+    plan = run_cli("plan", str(spec), "--calibrate", cwd=tmp_path)
+    assert plan.returncode == 0 and "estimate   on cpu" in plan.stdout, plan.stdout + plan.stderr
+    show = run_cli("show", str(spec), cwd=tmp_path)
+    assert show.returncode == 0, show.stderr
+    assert "not calibrated" not in show.stdout
+    text = " ".join(show.stdout.split())  # show wraps its lines
+    assert "predicted vs measured device time (estimate on cpu (1 thread); calibrated after the run started" in text
+    assert "measured/predicted" in text and "logistic" in text and "tanh" in text
