@@ -29,7 +29,7 @@ from runner.run.execute.scheduler import Scheduler, dry_run
 from runner.storage.history import history_dir, served_note, snapshot, versions
 from runner.core.layout import INTERNAL, internal
 from runner.storage.location import location, write_atomic
-from runner.run.provenance import provenance
+from runner.run.provenance import provenance, write_full
 from runner.storage.store import now
 from runner.run.provenance import root_attrs as provenance_root_attrs
 from runner.storage.records import as_bound, renumber_chunks
@@ -247,8 +247,8 @@ class _Run:
         switched in whole (:meth:`Store.transaction`); the finished tasks it holds."""
         p, store = self.p, self.store
         with store.transaction():  # readers see the store as it was until the next version is whole
-            recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(self.dev), self.cpu),
-                                   self.reshape)
+            recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(self.dev), self.cpu,
+                                                               store.state_dir), self.reshape)
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
             if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs
@@ -369,10 +369,11 @@ def _extending(store: Store, sources: dict[str, tuple[str, ...]], done: dict[str
     return out
 
 
-def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice) -> dict:
-    """The root attributes apply writes: what a reader looks for, and the provenance under ``runner``."""
-    prov = provenance(p.spec_file.text, p.spec.sha256(), device, study=p.study.name, threads=threads.to_json(),
-                      **p.attrs)
+def _root_attrs(p: Prepared, layout, device: str, threads: ThreadChoice, state_dir) -> dict:
+    """The root attributes apply writes: what a reader looks for, and the provenance's summary under
+    ``runner`` (the full provenance written to the runner folder ``state_dir``)."""
+    prov = write_full(state_dir, provenance(p.spec_file.text, p.spec.sha256(), device, study=p.study.name,
+                                            threads=threads.to_json(), **p.attrs))
     e = p.spec.experiment
     refs = [*p.study.references, *(v.attrs.get("reference", "") for v in layout.vars.values())]
     title = f"{e.name}: {e.description}" if e.description else e.name

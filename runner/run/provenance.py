@@ -6,15 +6,24 @@ the git commit and whether the checkout had changes (untracked files count), and
 source of every module of this project and of every plugin that was imported (``code_sha256``,
 with each file's hash), so that a measure in an untracked file or a plugin outside the repository
 still changes the recorded identity of the code.
+
+The runner attribute is the provenance's summary (spec, its hash, versions, commit, ``code_sha256``
+and how many files it hashes, device, study): what ``print(ds)`` shows stays short. The full
+provenance, each code file with its hash, is ``provenance.json`` in the store's runner folder
+(``<name>.runner/``), named by the summary's ``provenance_file``; ``code_sha256`` is the hash of
+that file list (:func:`code_identity`), so the summary binds the file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import subprocess
 import sys
-from runner.storage.store import now
+from runner.core.layout import internal
+from runner.storage.store import atomic_write_bytes, now, runner_dir
+from runner.storage.store import root_attrs as read_root
 from importlib import metadata
 from pathlib import Path
 
@@ -92,6 +101,36 @@ def provenance(spec_text: str, spec_sha: str, device: str, **extra) -> dict:
     return {"spec_toml": spec_text, "spec_sha256": spec_sha, "package_versions": package_versions(),
             "git_commit": commit, "git_dirty": dirty, "code_sha256": code, "code_files": files,
             "device": device, "updated_utc": now(), **extra}
+
+
+#: The full provenance's file in a store's runner folder.
+PROVENANCE_FILE = "provenance.json"
+
+
+def write_full(state_dir, prov: dict) -> dict:
+    """Write the full provenance (``prov``, with ``code_files``) to :data:`PROVENANCE_FILE` in the
+    store's runner folder ``state_dir`` (whole or not at all); the summary for the runner
+    attribute: ``prov`` without the file list, with its count and where it is."""
+    atomic_write_bytes(state_dir / PROVENANCE_FILE, json.dumps(prov, indent=1, sort_keys=True).encode())
+    summary = {k: v for k, v in prov.items() if k != "code_files"}
+    folder = [state_dir.parent.name, state_dir.name] if state_dir.parent.suffix == ".runner" else [state_dir.name]
+    return {**summary, "code_files_count": len(prov.get("code_files", {})),
+            "provenance_file": "/".join([*folder, PROVENANCE_FILE])}
+
+
+def read_full(store_path, prov: dict | None = None) -> dict:
+    """The full provenance of the store at ``store_path``: its runner folder's
+    :data:`PROVENANCE_FILE` (``{}`` when there is none, or when it is of other code than the store's
+    summary says: a later run's), or, for a store written before there was one, the runner
+    attribute itself (``prov``) that held it all."""
+    prov = internal(read_root(store_path) or {}) if prov is None else prov
+    if "code_files" in prov:
+        return prov
+    try:
+        full = json.loads((runner_dir(store_path) / PROVENANCE_FILE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return full if isinstance(full, dict) and full.get("code_sha256") == prov.get("code_sha256") else {}
 
 
 def root_attrs(title: str, references: list[str], commit: str, dirty: bool, summary: str = "",

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from runner.core.layout import internal
+from runner.run.provenance import read_full
 from runner.tui.reader import read_summaries
 from tests.runner import launcher
 from tests.runner.helpers import cli_env, write_spec
@@ -113,7 +113,7 @@ def test_a_measure_and_a_model_family_from_plugins(tmp_path):
     assert "reference" not in ds.state_rms.attrs and "Inoue" in ds.lyapunov_per_step.attrs["reference"]
     # the recorded code identity covers the plugin's source file, wherever it lives
     plugin_file = ROOT / "tests/plugins/toy_measure.py"
-    code = internal(ds.attrs)["code_files"]
+    code = read_full(ref / "store/plugins.zarr")["code_files"]  # the file list beside the store
     assert code["tests/plugins/toy_measure.py"] == hashlib.sha256(plugin_file.read_bytes()).hexdigest()
     show = runner("show", ref / "store/plugins.zarr", cwd=ref)
     assert "mean state RMS" in show.stdout and "rotation=0.7071" in show.stdout
