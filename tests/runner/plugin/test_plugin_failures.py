@@ -83,7 +83,7 @@ def plugins(tmp_path, monkeypatch):
     monkeypatch.delenv("TRANSIENT_PLUGINS", raising=False)
     loader.load_plugins()  # the built-in studies and measures, registered before the snapshot
     saved = ({k: dict(v) for k, v in _REGISTRY.items()}, dict(_STUDIES), dict(MAPS), list(families._FAMILIES),
-             list(sources._SOURCES), dict(executors._EXECUTORS))
+             list(sources._SOURCES), dict(executors._EXECUTORS), dict(families._MAPS))
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def set_up(env: str, **modules: str) -> None:
@@ -99,6 +99,8 @@ def plugins(tmp_path, monkeypatch):
     _STUDIES.update(saved[1])
     MAPS.clear()
     MAPS.update(saved[2])
+    families._MAPS.clear()  # what the map family answers plan from (models.registry.register_map fills both)
+    families._MAPS.update(saved[6])
     families._FAMILIES[:] = saved[3]
     sources._SOURCES[:] = saved[4]
     executors._EXECUTORS.clear()
