@@ -94,8 +94,9 @@ MEAN_MARK = {"marker": "^", "color": "black", "markerfacecolor": "white", "marke
 def synchronisation_offsets(ds: xr.Dataset) -> Figure:
     """Synchronisation offsets of every sample and replicate, one box per model (black line: median,
     white triangle: mean, both in the legend; the label gives n, the offsets boxed; samples that never
-    synchronised are left out and counted in the label); against the swept parameter (the paper:
-    N_w) when the store is a sweep."""
+    synchronised are left out and counted in the label; a model none of whose samples synchronised has
+    no box and no legend entry, a note names it); against the swept parameter (the paper: N_w) when
+    the store is a sweep."""
     swept = list(ds.attrs.get("sweep_dims", []))
     xdim = swept[0] if swept else None
     xs = ds[xdim].values.tolist() if xdim else [None]
@@ -106,7 +107,7 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
     fig = new_figure(max(6.4, 1.2 * len(xs) * len(names)), 4.0)
     ax = fig.subplots()
     width = 0.8 / len(names)
-    found = False
+    found, empty = False, []
     for j, m in enumerate(names):
         data, never = [], 0
         for x in xs:
@@ -122,13 +123,17 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
                            meanprops=MEAN_MARK, medianprops=MEDIAN_LINE, flierprops={"marker": "D"},
                            patch_artist=True, boxprops={"facecolor": f"C{j}", "alpha": 0.5})
         n = sum(d.size for d in data)
-        parts["boxes"][0].set_label(f"{m} (n={n}{f', {never} never' if never else ''})")
+        if n:  # a model none of whose samples synchronised has no box: no legend entry, a note says so
+            parts["boxes"][0].set_label(f"{m} (n={n}{f', {never} never' if never else ''})")
+        else:
+            empty.append(f"{m} ({never} never)" if never else m)
         for k, (median, mean) in enumerate(zip(parts["medians"], parts["means"], strict=True)):
             median.set_gid(f"median:{m}" + (f"@{xs[k]}" if xdim else ""))
             mean.set_gid(f"mean:{m}" + (f"@{xs[k]}" if xdim else ""))
     if not found:
         raise NotDrawable("no sample has synchronised yet")
     ax.set_xticks(np.arange(len(xs)), [str(x) for x in xs] if xdim else [""])
+    ax.set_xlim(-0.5, len(xs) - 0.5)  # every model's slot, an empty one included
     tokens = ds.sizes.get("token")
     ax.set(ylabel="synchronisation offset (steps)",
            xlabel=("$N_w$" if xdim == "tokens" else xdim) if xdim else (f"N_w = {tokens}" if tokens else ""))
@@ -137,6 +142,11 @@ def synchronisation_offsets(ds: xr.Dataset) -> Figure:
         Line2D([], [], label="mean", linestyle="none", **MEAN_MARK)]
     ax.legend(handles=handles, fontsize="small", loc="upper right")
     note_not_applicable(ax, left_out, "one token per sample")
+    if left_out or empty:
+        ax.margins(y=0.08 * (bool(left_out) + bool(empty)))  # room above the boxes for the notes
+    if empty:
+        ax.text(0.01, 0.92 if left_out else 0.99, f"no sample synchronised: {', '.join(empty)}", transform=ax.transAxes,
+                va="top", ha="left", fontsize="small", color="0.4", gid="never_synchronised")
     return fig
 
 
