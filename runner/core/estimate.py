@@ -6,7 +6,7 @@ and batch. Each calibration is cached (``$TRANSIENT_CACHE/calibration/``) under 
 time depends on (device, model, precision, batch shape, ...), so a second ``plan`` costs nothing.
 The engine adds the other precisions the device supports, and records the estimate when ``apply``
 starts (an ``estimate`` event) so that ``show`` can set it against the measured time. Each whole
-estimate is cached too (``calibration/estimates/``, by device and spec hash): a run that started
+estimate is cached too (beside them, by device and spec hash): a run that started
 before anything was calibrated is set against the estimate of a later ``plan --calibrate``.
 """
 
@@ -35,6 +35,12 @@ PRECISIONS = ("fp64", "fp32", "tf32", "bf16")
 
 class NoEstimate(Exception):
     """Why a plan has no estimate (a model that is not cached, nothing calibrated yet, ...)."""
+
+
+class UnknownSize(Exception):
+    """Why a study cannot say the memory a run holds yet (raised by
+    :meth:`runner.plugin.study.Study.footprint`): a network's width is unknown until its model's
+    config is read. ``plan`` says so rather than a size without it."""
 
 
 @dataclass
@@ -67,6 +73,8 @@ class Estimate:
     """Why there is no estimate (then ``units`` is empty)."""
     memory: dict[str, int] | None = None
     """Bytes a run holds at once (:meth:`runner.plugin.study.Study.footprint`), when the study says."""
+    memory_unknown: str | None = None
+    """Why the memory is not known yet (:class:`UnknownSize`): what ``plan`` says instead of a size."""
     validity: dict[str, str] = field(default_factory=dict)
     """What is known of the spec's results in each other precision (:meth:`runner.plugin.study.Study.precision_validity`)."""
 
@@ -80,6 +88,7 @@ class Estimate:
 
     def to_json(self) -> dict[str, Any]:
         memory = {"memory": self.memory} if self.memory else {}
+        memory.update({"memory_unknown": self.memory_unknown} if self.memory_unknown else {})
         memory.update({"precision_validity": self.validity} if self.validity else {})
         if self.missing:
             return {"device": self.device, "missing": self.missing, **memory}
@@ -127,8 +136,12 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
             return Estimate(p.device, missing=problem)
         device = pick_device(p.device)
     est = Estimate(describe(device))
-    with contextlib.suppress(Exception):  # a plan is never refused for want of these figures
+    try:  # a plan is never refused for want of these figures
         est.memory = p.study.footprint(p)
+    except UnknownSize as why:
+        est.memory_unknown = str(why)
+    except Exception:
+        pass
     with contextlib.suppress(Exception):
         est.validity = p.study.precision_validity(p, device)
     if p.unmet:
@@ -154,22 +167,20 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
     return est
 
 
-def _remembered_path(device: str, spec_sha256: str, directory: Path | None = None) -> Path:
-    from models.registry import cache_dir  # lazy: pydantic
-
-    key = {"device": device, "spec_sha256": spec_sha256}
-    return (directory or cache_dir() / "calibration") / "estimates" / f"{task_id(key)}.json"
+def _remembered(device: str, spec_sha256: str, directory: Path | None = None) -> tuple[dict, Path]:
+    """The key of a whole estimate and its file, beside the calibrations and in their format."""
+    key = {"what": "estimate", "device": device, "spec_sha256": spec_sha256}
+    return key, Calibrator(directory=directory, uncached="-").path(key)
 
 
 def remember(est: Estimate, spec_sha256: str, directory: Path | None = None) -> None:
     """Cache a whole estimate of the spec of hash ``spec_sha256`` on ``est.device`` (for
     :func:`remembered`); a cache that cannot be written is no error."""
-    path = _remembered_path(est.device, spec_sha256, directory)
+    key, path = _remembered(est.device, spec_sha256, directory)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"device": est.device, "spec_sha256": spec_sha256, "utc": time.time(),
-                                   "estimate": est.to_json()}, default=str))
+        tmp.write_text(json.dumps({"key": key, "result": est.to_json(), "utc": time.time()}, default=str))
         os.replace(tmp, path)
 
 
@@ -177,13 +188,12 @@ def remembered(device: str, spec_sha256: str, directory: Path | None = None) -> 
     """The last estimate (its JSON) of the spec of hash ``spec_sha256`` on ``device`` that any plan
     or apply computed from calibrations, or None: what ``show`` sets a run against when none was
     calibrated as it started (reads a file; times and imports nothing)."""
+    key, path = _remembered(device, spec_sha256, directory)
     try:
-        cached = json.loads(_remembered_path(device, spec_sha256, directory).read_text())
+        cached = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(cached, dict) or (cached.get("device"), cached.get("spec_sha256")) != (device, spec_sha256):
-        return None
-    est = cached.get("estimate")
+    est = cached.get("result") if isinstance(cached, dict) and cached.get("key") == key else None
     return est if isinstance(est, dict) and not est.get("missing") else None
 
 
@@ -346,7 +356,7 @@ def duration(seconds: float) -> str:
 
 def render(est: Estimate, state: dict[str, str] | None = None) -> list[str]:
     """The lines ``plan`` prints (``state``: the plan's task states, for what is left to run)."""
-    memory = []
+    memory = [f"memory     unknown until {est.memory_unknown}"] if est.memory_unknown else []
     if est.memory:
         host, device = est.memory["host"], est.memory["device"]
         memory = [f"memory     about {decimal(host + device)} at once" if est.device.startswith("cpu") else

@@ -246,7 +246,9 @@ class Study:
         """Memory a run of the spec holds at once, in bytes: ``host`` (what stays in this process's
         memory whatever the device: coordinates, one segment of results, what measures keep) and
         ``device`` (the iterated batch and weights, on the GPU when the run uses one); None when
-        the study does not say."""
+        the study does not say. Raise :class:`runner.core.estimate.UnknownSize` when a size it
+        depends on is not known yet (a model's width before its config is read): ``plan`` says
+        so instead of a number."""
         return None
 
     def precision_validity(self, p: Prepared, device: Any) -> dict[str, str]:

@@ -35,7 +35,7 @@ from runner.studies.depth.resolve import Network, resolve, tokenizer_location
 from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
 from models.hub import ModelLoadError, load_tokenizer
-from runner.core.estimate import precisions
+from runner.core.estimate import UnknownSize, precisions
 from runner.studies.depth.precision import validity
 
 if TYPE_CHECKING:
@@ -207,8 +207,6 @@ class DepthStudy(Study):
         return reader.unavailable(inp.source, subset=inp.subset, streaming=inp.streaming) if reader else None
 
     def describe(self, p: Prepared) -> list[str]:
-        from runner.studies.depth.reduce import reduction_lines  # lazy: torch
-
         spec = p.spec
         lines = ["models"]
         for net in p.state:
@@ -228,6 +226,8 @@ class DepthStudy(Study):
         lines.append(f"dynamics   steps={d.steps} precision={d.precision} device={d.device} "
                      f"implementation={d.implementation} durable every {segment_length(spec)} steps")
         if d.reduction():
+            from runner.studies.depth.reduce import reduction_lines  # lazy: torch
+
             lines += reduction_lines(spec, p.state)
         lines.append("measures   (every parameter shown, defaults included)")
         registry = measures("depth")
@@ -280,6 +280,10 @@ class DepthStudy(Study):
         return thread_probe(p.spec, p.state, device)
 
     def footprint(self, p: Prepared) -> dict[str, int]:
+        unknown = list(dict.fromkeys(n.model.source for n in p.state if not n.n_hidden))
+        if unknown:  # a network's width is 0 until its model's config is read: any size would be wrong
+            which = f"{unknown[0]}'s config is" if len(unknown) == 1 else f"the configs of {', '.join(unknown)} are"
+            raise UnknownSize(f"{which} read (not cached here)")
         return footprint(p.spec, p.state)
 
     def precision_validity(self, p: Prepared, device) -> dict[str, str]:

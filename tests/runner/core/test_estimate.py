@@ -335,3 +335,42 @@ def test_show_sets_a_run_against_a_later_plans_calibration(tmp_path):
     text = " ".join(show.stdout.split())  # show wraps its lines
     assert "predicted vs measured device time (estimate on cpu (1 thread); calibrated after the run started" in text
     assert "measured/predicted" in text and "logistic" in text and "tanh" in text
+
+
+def test_plan_says_the_memory_is_unknown_until_a_models_config_is_read(tmp_path):
+    """A hub model not cached here (the tests run offline, HF_HUB_OFFLINE=1) has an unknown width:
+    plan says so rather than a memory without its state (albert_long's said 5.5 MB for ~0.5 GB)."""
+    spec = write_spec(tmp_path, """
+        [experiment]
+        name = "unread"
+
+        [[model]]
+        name = "remote"
+        source = "hf:transient-tests/no-such-albert"
+
+        [[model]]
+        name = "reservoir"
+        source = "map:tanh"
+        params = { g = 1.5, n = 64 }
+
+        [input]
+        samples = 8
+        tokens = 4
+
+        [dynamics]
+        steps = 50
+
+        [[measure]]
+        kind = "lyapunov"
+        """)
+    plan = run_cli("plan", str(spec), cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    text = " ".join(plan.stdout.split())
+    assert "memory unknown until hf:transient-tests/no-such-albert's config is read (not cached here)" in text
+    assert "memory about" not in text
+    est = json.loads(run_cli("plan", str(spec), "--json", cwd=tmp_path).stdout)["estimate"]
+    assert "memory" not in est and "no-such-albert's config" in est["memory_unknown"]
+    # the same spec without the unread model: a size again
+    known = write_spec(tmp_path, spec.read_text().replace('source = "hf:transient-tests/no-such-albert"',
+                                                          'source = "map:logistic"'), name="known.toml")
+    assert "memory     about" in run_cli("plan", str(known), cwd=tmp_path).stdout
