@@ -84,6 +84,29 @@ def test_perplexity_and_probes(ds):
     assert len(probes) == ds.sizes["tagset"] * 3
 
 
+def test_perplexity_log_axis_has_plain_ticks_and_whole_epochs(ds):
+    """Ch. 4 Fig. 2's log axis labels plain numbers at 1-2-5 (or integer) multiples of powers of ten,
+    at least two of them around the data; matplotlib's default labelled this store's range (one decade)
+    with minor ticks such as 3.35 x 10^1. Epochs are whole numbers: no 1.25, 1.5 ticks."""
+    fig = draw("ch4_fig2", ds)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    shown = [t for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
+    texts = [t.get_text() for t in shown]
+    assert len(shown) >= 2 and all(t and "$" not in t and "times" not in t for t in texts), texts
+    for t in shown:
+        y = t.get_position()[1]
+        assert float(t.get_text()) == pytest.approx(y)
+        assert y / 10 ** np.floor(np.log10(y)) == pytest.approx(round(y / 10 ** np.floor(np.log10(y))))
+    ppl = ds["val_perplexity"].sel(network=["lm", "lm_seed2"]).values
+    assert lo <= np.nanmin(ppl) and np.nanmax(ppl) <= hi
+    assert [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()] == []
+    x0, x1 = ax.get_xlim()
+    ticks = [x for x in ax.get_xticks() if x0 <= x <= x1]
+    assert ticks and all(float(x).is_integer() for x in ticks), ticks
+
+
 def test_probes_show_the_majority_class_baseline(ds):
     """Ch. 4 Figs. 6-7: each panel draws the majority class's held-out accuracy, labelled with its value."""
     axes = draw("ch4_fig6_7", ds).axes

@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
 import runner.checkpointed.measures.figures  # noqa: F401 - the kit's figures, which this study draws too
 from runner.read.figures import NotDrawable, recipe
@@ -68,16 +68,50 @@ def _by_epoch(ax: Axes, da: xr.DataArray, label: str, **kw) -> None:
         ax.plot(da["epoch"].values, da.values, marker=".", label=label, **kw)
 
 
+#: Labelled ticks of a log axis at most (:func:`_log_y`).
+MAX_LOG_TICKS = 8
+
+
+def _log_y(ax: Axes, values: np.ndarray) -> None:
+    """A log y axis whose labelled ticks are plain numbers (30, 40; 20, 50, 100; 10, 100, 1000) at
+    any range, the limits widened to the labelled ticks around ``values`` (at least two show): every
+    integer multiple of the powers of ten, else 1, 2 and 5 times them, else the powers of ten, the
+    first of these with at most ``MAX_LOG_TICKS`` labels; minor ticks unlabelled. (matplotlib's
+    default labels a range within a decade with minor ticks such as 3.35 x 10^1.)"""
+    v = values[np.isfinite(values) & (values > 0)]
+    ax.set_yscale("log")
+    if not v.size:
+        return
+    lo, hi = float(v.min()), float(v.max())
+    decades = range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 2)
+    for subs in (tuple(np.arange(1.0, 10.0)), (1.0, 2.0, 5.0), (1.0,)):
+        ticks = np.array([s * 10.0 ** k for k in decades for s in subs])
+        bottom, top = ticks[ticks <= lo * (1 + 1e-9)].max(), ticks[ticks >= hi * (1 - 1e-9)].min()
+        if bottom == top:  # one value, on a tick: the ticks either side
+            bottom, top = ticks[ticks < bottom].max(), ticks[ticks > top].min()
+        if ((ticks >= bottom) & (ticks <= top)).sum() <= MAX_LOG_TICKS:
+            break
+    ax.set_ylim(bottom, top)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs, numticks=40))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=np.arange(1.0, 10.0), numticks=40))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 @recipe(study=STUDY, id="ch4_fig2", reproduces=f"{CH4}, Fig. 2", needs=("val_perplexity",),
         title="Validation perplexity of the LM")
 def perplexity(ds: xr.Dataset) -> Figure:
+    """Each LM's validation perplexity per epoch, on a log axis with plainly labelled ticks."""
     fig = new_figure()
     ax = fig.subplots()
-    for net in _lms(ds):
+    lms = _lms(ds)
+    for net in lms:
         ppl = ds["val_perplexity"].sel(network=net)
         ax.plot(ds["training_epoch"].values, ppl.values, marker=".", label=net)
-    _rescales(ax, ds, _lms(ds)[0])
-    ax.set(xlabel="epoch", ylabel="validation perplexity", yscale="log")
+    _rescales(ax, ds, lms[0])
+    _log_y(ax, ds["val_perplexity"].sel(network=lms).values)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs: whole numbers
+    ax.set(xlabel="epoch", ylabel="validation perplexity")
     ax.legend(fontsize="small")
     return fig
 
