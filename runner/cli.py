@@ -323,9 +323,11 @@ def _plan_one(args, p) -> int:
     changes = changes_of(p, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
     replacing = {r.task.id: r for r in changes.replace} if changes else {}
     extending = {r.task.id: r for r in changes.extend} if changes else {}
-    calibrated = _calibrator(args, finished=_finished(p, state, changes))
-    cpu = _threads(args, p, calibrated)
-    est = None if args.no_estimate else estimate(p, calibrated=calibrated)
+    finished = _finished(p, state, changes) and not (args.calibrate or args.recalibrate)
+    calibrated = _calibrator(args, finished=finished)
+    # nothing to run: no threads to choose and no device time to estimate (and no torch to load)
+    cpu = None if finished else _threads(args, p, calibrated)
+    est = None if args.no_estimate or finished else estimate(p, calibrated=calibrated)
     if args.json:
         rows = plan_rows(p.tasks, state, p.labels)
         for row in rows:
