@@ -44,3 +44,29 @@ def test_a_figure_of_one_seed_per_model_names_the_seed(ds):
                                                                            "transformer-s0", "transformer-rezero-s0"]
     fig6 = recipes("transject")["fig6"].draw(ds)
     assert fig6.axes[0].get_title().startswith("transject-s0: ")
+
+
+def test_every_figure_names_the_paper_one_way(transject_store, tmp_path):
+    """The paper's own title (the seed text: "Don't Bet on Sparsity: Designing Brain-Inspired
+    Distance-Preserving Encoder") names every TransJect figure the same way in figures.json and in
+    each figure's title; Figs. 4-6 said "TransJect paper" where Figs. 1 and 5a said the title."""
+    import json
+
+    from runner.read.figures import figures
+
+    drawn = {d.id: d for d in figures(transject_store, out=tmp_path)}
+    listed = {f["id"]: f["reproduces"] for f in json.loads((tmp_path / "figures.json").read_text())["figures"]}
+    ours = {"fig1", "fig4", "fig5a", "fig5b", "fig5c", "fig6"}
+    assert ours <= {k for k, d in drawn.items() if d.status == "drawn"}, {k: d.reason for k, d in drawn.items()}
+    for fid in ours:
+        assert listed[fid] == drawn[fid].reproduces == f"Don't Bet on Sparsity (TransJect), Fig. {fid[3:]}"
+
+
+def test_fig4_training_steps_get_whole_number_ticks(ds):
+    """Training steps are whole numbers: Fig. 4's step axes have no 2.5, 7.5, 12.5 ticks."""
+    fig = recipes("transject")["fig4"].draw(ds)
+    fig.draw_without_rendering()
+    for ax in fig.axes:
+        lo, hi = ax.get_xlim()
+        ticks = [x for x in ax.get_xticks() if lo <= x <= hi]
+        assert len(ticks) >= 2 and all(float(x).is_integer() for x in ticks), (ax.get_xlabel(), ticks)

@@ -1,4 +1,5 @@
-"""Figures of the TransJect paper drawn from a TransJect store.
+"""Figures of "Don't Bet on Sparsity" (TransJect) drawn from a TransJect store, every one naming
+the paper as :data:`runner.checkpointed.measures.figures.TRANSJECT` does.
 
 Fig. 1 (Euclidean and cosine distances of token pairs per layer), Fig. 4 (training loss per step
 and test loss per epoch), Fig. 5a (token entropy per layer), 5b (expert weights), 5c (activation
@@ -13,13 +14,15 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from runner.checkpointed.measures.figures import last_measured, measured_nets, quantile_boxes
+from runner.checkpointed.measures.figures import TRANSJECT, last_measured, measured_nets, quantile_boxes
 from runner.read.figures import NotDrawable, recipe
 from runner.plugin.plotting import mean_band, mean_legend, models, new_figure, of_model
 
 STUDY = "transject"
-PAPER = "TransJect paper"
+#: One name for the paper in every TransJect figure, Figs. 1 and 5a (the kit's) included.
+PAPER = TRANSJECT
 
 
 @recipe(study=STUDY, id="fig4", reproduces=f"{PAPER}, Fig. 4", needs=("train_loss", "test_loss"),
@@ -43,6 +46,8 @@ def losses(ds: xr.Dataset) -> Figure:
                   "training_epoch", label=model, marker=".", **style)
     train_ax.set(xlabel="training step", ylabel="training loss")
     test_ax.set(xlabel="training step", ylabel="test loss")
+    for ax in (train_ax, test_ax):  # steps are whole numbers: no 2.5, 7.5 ticks
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     mean_legend(train_ax, "seeds")
     return fig
 
