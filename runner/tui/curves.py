@@ -52,10 +52,15 @@ def with_units(name: str, units: str) -> str:
     return name if units in ("", "1") or said else f"{name} [{units}]"
 
 
-def _label(coord) -> str:
-    """A coordinate's ``long_name [units]``; a count of steps or epochs (units "1") says what it counts."""
-    units = str(coord.attrs.get("units", ""))
-    return with_units(str(coord.attrs.get("long_name", coord.name)), counted(coord.attrs) or units)
+def axis_label(coord) -> str:
+    """The x label of a plot against ``coord``: its ``long_name``, and for a count of steps or epochs
+    what it counts, ``step t (steps)`` (a name that only says "step" names the axis, not its unit),
+    unless the name has it already; other coordinates ``long_name [units]``."""
+    name = str(coord.attrs.get("long_name", coord.name))
+    what = counted(coord.attrs)
+    if what:
+        return name if f"({what})" in name else f"{name} ({what})"
+    return with_units(name, str(coord.attrs.get("units", "")))
 
 
 def _thin(var, dim: str, max_points: int):
@@ -75,7 +80,7 @@ def read_curves(ds, labels: list[str], max_points: int = 1000) -> dict[str, Curv
                     networks=labels)
         if len(dims) == 2:
             var = _thin(var, dims[1], max_points)
-            out[name] = Curves(name, x_label=_label(var[dims[1]]), x=_num(var[dims[1]]), y=_num(var), **base)
+            out[name] = Curves(name, x_label=axis_label(var[dims[1]]), x=_num(var[dims[1]]), y=_num(var), **base)
         elif len(dims) == 3:
             out[name] = _per_checkpoint(name, var, var, base)
         elif len(dims) == 4:
@@ -94,7 +99,7 @@ def _per_checkpoint(key: str, var, full, base: dict) -> Curves:
     gdim = var.dims[-1]
     step = var["step"] if "step" in var.coords else var["checkpoint"]
     y = np.moveaxis(_num(var), 1, -1)  # (network, group, checkpoint)
-    return Curves(key, x_label=_label(step), x=_num(step), y=y,
+    return Curves(key, x_label=axis_label(step), x=_num(step), y=y,
                   groups=[str(g) for g in full[gdim].values], group_dim=gdim.replace("_", " "), **base)
 
 

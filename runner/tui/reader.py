@@ -27,7 +27,7 @@ from runner.storage.location import location, zarr_store
 from runner.read.status import fold_status, store_of
 from runner.storage.readers import reading
 from runner.storage.store import read_tasks, runner_dir
-from runner.tui.curves import Curves, is_curve, read_curves, with_units
+from runner.tui.curves import Curves, axis_label, is_curve, read_curves, with_units
 
 SUMMARIES = ("series", "log_series", "histogram")
 """Plot hints summarised over samples (:class:`Series`); ``curve`` is drawn as :class:`Curves`."""
@@ -260,7 +260,7 @@ def _summarise(var, labels: list[str]) -> Series:
     tdim = var.dims[-1]
     x = var[tdim]
     s.x = np.asarray(x.values, dtype=np.float64)
-    s.x_label = f"{x.attrs.get('long_name', tdim)}"
+    s.x_label = axis_label(x)
     log = s.kind == "log_series"
     if log:  # plotted as log10 on a linear axis: readable tick labels
         with np.errstate(all="ignore"):

@@ -97,6 +97,10 @@ def test_summaries_use_store_labels_and_skip_nan(tiny_root):
     assert lam.mean[0][:-1].mean() > 0 > lam.mean[1][:-1].mean()  # g = 2 chaotic, g = 0.5 contracting
     assert data.series["chaos_length"].values[0].size == 8
     assert data.series["deviation"].units.startswith("log10")
+    # every plot's x label says its unit, steps (the coordinates' long_names alone, "step t", did not)
+    assert {k: s.x_label for k, s in data.series.items()} == {
+        "lyapunov_per_step": "interval start t (steps)", "effective_dimension": "step t (steps)",
+        "deviation": "step t (steps)", "chaos_length": "transient chaos length (steps)"}
     assert "spec_toml" in internal(data.attrs)
 
 

@@ -22,10 +22,12 @@ def test_training_store_is_read_with_its_labels(train_root):
     assert list(data.curves)[:9] == ["train_loss", "val_loss", "val_perplexity", "svcca_final", "pwcca_final",
                                      "cka_final", "chi_mean:activation", "chi_mean:gradient", "lca"]
     loss = data.curves["train_loss"]
-    assert (loss.long_name, loss.units, loss.x_label) == ("training loss (nats per token)", "1", "optimizer step")
+    # the x label says the unit of a count of steps or epochs (the name alone, "optimizer step", did not)
+    assert (loss.long_name, loss.units, loss.x_label) == ("training loss (nats per token)", "1",
+                                                          "optimizer step (steps)")
     assert np.isfinite(loss.y).all() and loss.y.shape == (2, loss.x.size)
     assert loss.overlay.x.tolist() == [20.0, 40.0]  # validation loss at each epoch's last step
-    assert data.curves["val_loss"].x_label == "epoch"
+    assert data.curves["val_loss"].x_label == "epoch (epochs)"
     sv = data.curves["svcca_final"]
     assert sv.x.tolist() == [0.0, 5.0, 20.0, 40.0]  # the checkpoints' `step`
     assert sv.groups == ["embedding", "lstm1", "lstm2", "logits"] and sv.long_name == "SVCCA vs final"
