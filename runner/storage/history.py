@@ -39,6 +39,9 @@ from runner.storage.store_errors import StoreWriteError, first_failure
 
 MANIFEST = "manifest.json"
 PARTIAL = ".partial-"
+BESIDE = ("provenance.json",)
+"""Files of the store's runner folder a version keeps beside its store (the full provenance, which
+the store's root attribute summarises and binds by its code hash)."""
 
 
 def history_dir(path: Location) -> Location:
@@ -98,6 +101,10 @@ def snapshot(path: Path, manifest: dict) -> Version:
             shutil.rmtree(stale, ignore_errors=True)
         try:
             shutil.copytree(path, tmp / path.name, copy_function=_link_or_copy)
+            for name in BESIDE:
+                if (runner_dir(path) / name).is_file():
+                    (tmp / runner_dir(path).name).mkdir(parents=True, exist_ok=True)
+                    _link_or_copy(str(runner_dir(path) / name), str(tmp / runner_dir(path).name / name))
             atomic_write_bytes(tmp / MANIFEST, json.dumps({"name": name, "store": path.name, **manifest}, indent=1,
                                                           sort_keys=True, default=str).encode())
         except (OSError, StoreWriteError) as err:  # one line, naming the bytes a copy needs (not shutil's list)
@@ -141,7 +148,8 @@ def bytes_kept(path: Location, rewritten: Iterable[tuple[int, str, bool]]) -> in
     files = path.files()
     state = runner_dir(path).files() if runner_dir(path).is_dir() else {}
     total = sum(size for key, size in files.items() if key.rsplit("/", 1)[-1] == "zarr.json")
-    total += sum(size for key, size in state.items() if key == STORE_MANIFEST or key.startswith("records/"))
+    total += sum(size for key, size in state.items()
+                 if key == STORE_MANIFEST or key.startswith("records/") or key in BESIDE)
     total += sum(size for key, size in files.items() if key.split("/", 1)[0] in axes and "/c" in key)  # axes grow
     for name, _, meta in nodes:
         nets = runs.get(internal((meta or {}).get("attributes")).get("measure"))
