@@ -965,10 +965,11 @@ def cmd_figures(args) -> int:
     if not args.only and any(d.id.startswith("var:") for d in drawn):
         print("no figure recipe covers this store: a fallback plot of each numeric variable (var:NAME)")
     absent = [d for d in drawn if d.status != "drawn" and d.reason.startswith("the store has no ")]
+    width = max([28, *(len(d.reproduces) for d in drawn if d not in absent)])
     for d in drawn:
         if d not in absent:
             what = f"{', '.join(d.files)}" if d.status == "drawn" else f"skipped: {d.reason}"
-            print(f"  {d.id:<20} {d.reproduces:<28} {what}")
+            print(f"  {d.id:<20} {d.reproduces:<{width}} {what}")
     if absent:
         print(f"  not in this spec's measures: {', '.join(d.id for d in absent)} (figures.json says what each needs)")
     print(f"{n} figure(s) in {out} (list: {out / 'figures.json'})")

@@ -84,9 +84,15 @@ def legend_if_drawn(ax: Axes, **legend) -> None:
 
 def mean_legend(ax: Axes, over: str, band: str = "ci", confidence: float = 0.95, **legend) -> None:
     """A legend that states the statistic of its lines: the mean over ``over`` (e.g. "replicates
-    and samples"; each label carries its n, see :func:`mean_band`) and what the band is."""
-    ax.legend(title=f"mean over {over}\nband: {band_text(band, confidence)}", title_fontsize="x-small",
-              **{"fontsize": "small", **legend})
+    and samples"; each label carries its n, see :func:`mean_band`) and what the band is (the range
+    where a line's band is over fewer than ``MIN_INTERVAL_N`` series)."""
+    labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+    ranged = [label for label in labels if "band: range" in label]
+    said = band_text(band, confidence)
+    if ranged:
+        said = f"range (n < {MIN_INTERVAL_N})" if len(ranged) == len(labels) else \
+            f"{said}; range where n < {MIN_INTERVAL_N}"
+    ax.legend(title=f"mean over {over}\nband: {said}", title_fontsize="x-small", **{"fontsize": "small", **legend})
 
 
 def finite_series(values: np.ndarray) -> int:

@@ -66,7 +66,7 @@ def test_fig2c_states_n_and_its_band(maps_store):
 def test_a_mean_with_missing_series_counts_only_those_with_values(maps_store):
     from matplotlib.figure import Figure
 
-    from runner.plugin.plotting import mean_band
+    from runner.plugin.plotting import mean_band, mean_legend
 
     ds = xr.open_zarr(maps_store[1], consolidated=False)
     lam = ds["lyapunov_per_step"].sel(network="logistic").load()
@@ -84,6 +84,8 @@ def test_a_mean_with_missing_series_counts_only_those_with_values(maps_store):
     ax = Figure().subplots()
     assert mean_band(ax, lam, ("sample",), "lyapunov_step", label="logistic", band="se") == 4
     assert ax.lines[0].get_label() == "logistic (n=4, band: range)"
+    mean_legend(ax, "samples")  # the title says the band is a range, as every line's is
+    assert ax.get_legend().get_title().get_text() == "mean over samples\nband: range (n < 5)"
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
     for edge in (lam.values[2:].min(0), lam.values[2:].max(0)):
         assert np.abs(band[None, :] - edge[:, None]).min(axis=1).max() < 1e-12
