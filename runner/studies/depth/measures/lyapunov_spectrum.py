@@ -34,6 +34,7 @@ from runner.core.layout import flags
 from runner.plugin.measures import MeasureTags, StepTags, hints, register
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import STUDY, DepthParams, PassContext
+from runner.studies.depth.precision import UNIT_ROUNDOFF
 
 if TYPE_CHECKING:
     import torch
@@ -192,8 +193,6 @@ class LyapunovSpectrum(StepMeasure):
             mask = ctx.mask_x[: self.s].repeat(self.k, 1)
         self.mask = mask
         if self.space == "synchronized":
-            from runner.studies.depth.precision import UNIT_ROUNDOFF
-
             self.limit = ctx.spec.dynamics.reduce_tolerance * UNIT_ROUNDOFF[net.precision]
         self.token_shape = (1, net.n_hidden) if self.space == "synchronized" else None
         self._torch = torch
@@ -255,7 +254,7 @@ class LyapunovSpectrum(StepMeasure):
             return None
         every = self.p.every
         if self.space == "synchronized":
-            from runner.studies.depth.reduce import relative_spread
+            from runner.studies.depth.reduce import relative_spread  # lazy: torch
 
             now = relative_spread(x[: self.s]) <= self.limit
             self.synced = torch.where((self.synced < 0) & now, t, self.synced)
