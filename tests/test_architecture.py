@@ -185,7 +185,7 @@ def test_generic_words_are_allowed_only_as_words():
 
 #: The depth study's figure recipes, and the comparison of two runs on the paper's statistics, read
 #: their measures' stored variables by name: that is their job.
-DEPTH_RECIPES = ("figures.py", "readout_figures.py", "agreement.py")
+DEPTH_RECIPES = ("figures.py", "readout_figures.py", "spectrum_figures.py", "agreement.py")
 #: Measure ids that are also words of the depth core in its own sense.
 DEPTH_WORDS = {
     "trajectory": "a pass's trajectory key (task ids hash it)",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -119,3 +120,72 @@ def test_lorenz96_leading_exponent_and_kaplan_yorke_dimension(tmp_path):
     assert float(ds.kaplan_yorke.isel(network=0)[0]) == pytest.approx(27.1, abs=0.5)
     assert lam.sum() == pytest.approx(-40 * 0.05, abs=1e-3)
     assert (np.diff(lam) <= 0.02).all()  # Benettin's order: descending (up to a finite orbit's noise)
+
+
+@pytest.mark.parametrize("space", ["full", "synchronized"])
+def test_coupled_logistic_maps_within_and_across_the_synchronised_set(tmp_path, space):
+    """Eight logistic maps at r = 4 coupled through their mean with eps = 0.6 (Kaneko, Physica D 41,
+    137 (1990)) synchronise; on the synchronised set the map is the logistic map, exponent ln 2 (Ott,
+    Chaos in Dynamical Systems, Sec. 2.2); across it a perturbation summing to zero grows by
+    (1 - eps) f'(x), exponent ln(1 - eps) + ln 2 = ln 0.8 (Pikovsky, Rosenblum & Kurths, Synchronization,
+    2001, Sec. 15.4), 7-fold. The within-set spectrum has one exponent, averaged from each sample's
+    synchronisation on; the full spectrum's first two are ln 2 and ln 0.8. Within 0.03 over 2000 steps."""
+    models = _model("m", "map:coupled_logistic", "{ r = 4.0, eps = 0.6, units = 8 }")
+    ds, results = _apply(tmp_path, "coupled", models, steps=2000, samples=8,
+                         spectrum=f'm = 2\nspace = "{space}"')
+    lam = ds.lyapunov_spectrum.isel(network=0).values
+    assert lam[:, 0].mean() == pytest.approx(math.log(2), abs=0.03)
+    assert int(ds.lyapunov_spectrum_space.values[0]) == ("full", "synchronized").index(space)
+    steps = ds.lyapunov_spectrum_steps.isel(network=0).values
+    if space == "full":
+        assert lam[:, 1].mean() == pytest.approx(math.log(0.8), abs=0.03)
+        assert (steps == 2000).all()
+    else:
+        assert np.isnan(lam[:, 1]).all()  # one token of one element: one exponent
+        assert ((steps > 1000) & (steps < 2000)).all()  # from each sample's synchronisation on
+        local = ds.lyapunov_spectrum_local.isel(network=0, exponent=0).values
+        assert np.isnan(local[:, 0]).all() and np.isfinite(local[:, -1]).all()
+
+
+def test_the_shipped_tiny_albert_spec_and_a_kill_9_resume_bit_for_bit(tmp_path, shared_cache):
+    """specs/tiny/albert_spectrum.toml (offline): the leading 8 exponents and the Kaplan-Yorke
+    dimension of a pre-trained and an initial tiny ALBERT, the figure drawn, show's headline; killed
+    (SIGKILL) past its durable point at t = 100 and applied again, the store equals the uninterrupted
+    run's bit for bit."""
+    import signal
+
+    text = (ROOT / "specs/tiny/albert_spectrum.toml").read_text()
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    cache = {"TRANSIENT_CACHE": str(shared_cache)}
+    for d in (whole, killed):
+        d.mkdir()
+        (d / "spec.toml").write_text(text)
+    assert (done := run_cli("apply", "spec.toml", cwd=whole, **cache)).returncode == 0, done.stderr
+    store = "store/albert_spectrum.zarr"
+    ds = xr.open_zarr(whole / store, consolidated=False)
+    lam = ds.lyapunov_spectrum.values
+    assert lam.shape == (2, 16, 8)
+    assert np.isfinite(lam[:, :8]).all() and np.isnan(lam[:, 8:]).all()  # the first 8 samples measured
+    assert np.isfinite(ds.kaplan_yorke.values[:, :8]).all()
+    assert (np.diff(lam[:, :8].mean(1), axis=-1) <= 1e-3).all()  # Benettin's order, on average
+    shown = run_cli("show", store, cwd=whole, **cache)
+    assert shown.returncode == 0, shown.stderr
+    for label in ("lambda_1/step (spectrum)", "lambda_2/step", "Kaplan-Yorke dimension"):
+        line = next(row for row in shown.stdout.splitlines() if row.strip().startswith(label) and "=" in row)
+        assert re.search(r"pretrained=-?\d", line) and re.search(r"initial=-?\d", line), line  # "=-": none
+    drawn = run_cli("figures", store, "--only", "spectrum", cwd=whole, **cache)
+    assert drawn.returncode == 0, drawn.stderr
+    assert (whole / "store/albert_spectrum.figures/spectrum.png").stat().st_size > 0
+
+    out = run_cli("apply", "spec.toml", cwd=killed, RUNNER_TEST_KILL="initial@150", **cache)
+    assert out.returncode == -signal.SIGKILL
+    planned = run_cli("plan", "spec.toml", "--no-estimate", cwd=killed, **cache)
+    assert "resumes from step 100" in " ".join(planned.stdout.split()), planned.stdout  # its state, not a run from t = 0
+    resumed = run_cli("apply", "spec.toml", cwd=killed, **cache)
+    assert resumed.returncode == 0, resumed.stderr
+    a = xr.open_zarr(whole / store, consolidated=False)
+    b = xr.open_zarr(killed / store, consolidated=False)
+    names = [n for n in a.data_vars if n.startswith(("lyapunov_", "kaplan_yorke"))]
+    assert len(names) >= 8
+    for name in names:
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)

@@ -366,6 +366,7 @@ def mlm_performance(ds: xr.Dataset) -> Figure:
 
 
 from runner.studies.depth import readout_figures as _readout_figures  # noqa: E402,F401  (registers Figs. 3B, 3C, A1)
+from runner.studies.depth import spectrum_figures as _spectrum_figures  # noqa: E402,F401  (the Lyapunov spectrum's)
 
 
 @recipe(study=STUDY, id="series", reproduces="beyond the papers",
