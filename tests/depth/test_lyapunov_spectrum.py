@@ -189,3 +189,43 @@ def test_the_shipped_tiny_albert_spec_and_a_kill_9_resume_bit_for_bit(tmp_path, 
     assert len(names) >= 8
     for name in names:
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+def test_tiny_albert_within_its_synchronised_set(tmp_path, shared_cache):
+    """space = "synchronized" on tiny ALBERT (the shipped spec's networks): the pre-trained network's
+    samples synchronise (Inoue et al. 2021, Fig. 2B) and get a spectrum one token wide, averaged from
+    their synchronisation on; the store says which spectrum it measured."""
+    text = (ROOT / "specs/tiny/albert_spectrum.toml").read_text()
+    text = text.replace("samples = 8 ", 'space = "synchronized"\nsamples = 4 ').replace("steps = 200", "steps = 150")
+    assert 'space = "synchronized"' in text
+    (tmp_path / "spec.toml").write_text(text)
+    done = run_cli("apply", "spec.toml", cwd=tmp_path, TRANSIENT_CACHE=str(shared_cache))
+    assert done.returncode == 0, done.stderr
+    ds = xr.open_zarr(tmp_path / "store/albert_spectrum.zarr", consolidated=False)
+    assert (ds.lyapunov_spectrum_space.values == 1).all()  # synchronized
+    steps = ds.lyapunov_spectrum_steps.values[0, :4]
+    assert ((steps > 0) & (steps < 150)).all()
+    assert np.isfinite(ds.lyapunov_spectrum.values[0, :4]).all()
+    assert np.isnan(ds.lyapunov_spectrum.values[:, 4:]).all()
+
+
+def test_auto_takes_the_within_set_spectrum_for_an_albert_size_state():
+    """The default space: full for tiny ALBERT (16 x 64) and every map of one token, within the
+    synchronised set for a token-equivariant state of ALBERT's size (128 x 768); plan says which."""
+    from types import SimpleNamespace
+
+    from runner.plugin.measures import measures
+
+    cls = measures("depth")["lyapunov_spectrum"]
+    measure = cls(cls.Params(kind="lyapunov_spectrum"))
+
+    def net(tokens, hidden, equivariant):
+        family = SimpleNamespace(token_equivariant=lambda source: equivariant)
+        return SimpleNamespace(n_tokens=tokens, n_hidden=hidden, precision="fp32",
+                               model=SimpleNamespace(family=family, source="x"))
+
+    assert measure.space_for(net(16, 64, True)) == "full"
+    assert measure.space_for(net(128, 768, True)) == "synchronized"
+    assert measure.space_for(net(128, 768, False)) == "full"
+    assert "space=synchronized (one token, n=768), m=8: ~8 one-token passes/step" in measure.default_note(
+        net(128, 768, True))

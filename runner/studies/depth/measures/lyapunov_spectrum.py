@@ -16,7 +16,8 @@ the set "all tokens equal" is invariant and on it the map is the same map on one
 within that set has the width of one token and costs m one-token passes per step. It is measured at
 the tokens' mean and averaged over the intervals after the sample synchronised (relative token spread
 below ``[dynamics] reduce_tolerance`` unit roundoffs, as the reduced iteration decides,
-:mod:`runner.studies.depth.reduce`); a sample that never synchronised has none (NaN). ``"auto"``
+:mod:`runner.studies.depth.reduce`); a sample that never synchronised, or has a masked token (its
+tokens are not treated alike), has none (NaN). ``"auto"``
 (default): the within-set spectrum for such maps with more than :data:`FULL_LIMIT` state elements (an
 ALBERT-size state), else the full one. The store says which (the ``space`` attribute of
 ``lyapunov_spectrum``, per network in ``lyapunov_spectrum_space``).
@@ -194,6 +195,8 @@ class LyapunovSpectrum(StepMeasure):
         self.mask = mask
         if self.space == "synchronized":
             self.limit = ctx.spec.dynamics.reduce_tolerance * UNIT_ROUNDOFF[net.precision]
+            # a sample with a masked token does not treat its tokens alike: its tokens never count as one
+            self.eligible = None if ctx.mask_x is None else ctx.mask_x[: self.s].bool().all(1)
         self.token_shape = (1, net.n_hidden) if self.space == "synchronized" else None
         self._torch = torch
 
@@ -257,6 +260,8 @@ class LyapunovSpectrum(StepMeasure):
             from runner.studies.depth.reduce import relative_spread  # lazy: torch
 
             now = relative_spread(x[: self.s]) <= self.limit
+            if self.eligible is not None:
+                now = now & self.eligible
             self.synced = torch.where((self.synced < 0) & now, t, self.synced)
         images = self._images(ctx, t, x)
         if (t + 1) % every:
