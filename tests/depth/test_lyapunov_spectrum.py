@@ -229,3 +229,16 @@ def test_auto_takes_the_within_set_spectrum_for_an_albert_size_state():
     assert measure.space_for(net(128, 768, False)) == "full"
     assert "space=synchronized (one token, n=768), m=8: ~8 one-token passes/step" in measure.default_note(
         net(128, 768, True))
+
+
+def test_plan_refuses_a_start_off_the_intervals_and_states_the_cost(in_process, tmp_path):
+    models = _model("m", "map:henon", "{ a = 1.4, b = 0.3 }")
+    write_spec(tmp_path, SPEC.format(name="bad", models=models, samples=4, steps=100, precision="fp64",
+                                     spectrum="every = 2\nstart = 5", more=""), "bad.toml")
+    code, out, err = in_process("plan", "bad.toml", "--no-estimate")
+    assert code != 0 and "5 is not a multiple of every = 2" in out + err
+    write_spec(tmp_path, SPEC.format(name="good", models=models, samples=4, steps=100, precision="fp64",
+                                     spectrum="", more=""), "good.toml")
+    code, out, err = in_process("plan", "good.toml", "--no-estimate")
+    assert code == 0, err
+    assert "m: space=full (tokens x hidden, n=2), m=2: ~2 passes/step per measured sample" in " ".join(out.split())

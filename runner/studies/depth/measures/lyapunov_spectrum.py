@@ -83,7 +83,7 @@ class LyapunovSpectrum(StepMeasure):
     study = STUDY
     reference = REFERENCE
     Params = Params
-    precision_checked = {"tf32": True, "bf16": False}
+    # precision_checked: none (never compared with fp32 in a reduced precision; plan says nothing of it)
     # no shards (a sample subset, the first ones), no early exit (its tangent vectors advance at every
     # step), no extension (a longer run recomputes it)
     tags = MeasureTags("step", step=StepTags(strides=("every",)))
