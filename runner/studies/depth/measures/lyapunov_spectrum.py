@@ -125,7 +125,9 @@ class LyapunovSpectrum(StepMeasure):
         return out
 
     def state_nbytes(self, steps: int, sample_nbytes: int) -> int:
-        """The m copies of the measured samples' states, their tangent vectors and images."""
+        """The m copies of the measured samples' states, their tangent vectors and images (``samples =
+        None``, every sample, is counted as one here: the sample count is not known to this hook); the
+        forward-mode pass' own intermediates (about those of a forward pass of m x samples rows) are not."""
         return 3 * self.p.m * (self.p.samples or 1) * sample_nbytes
 
     def variables(self, b, shape) -> None:
