@@ -380,6 +380,8 @@ def _plan_one(args, p) -> int:
         _say(line)
     for line in render_estimate(est, state) if est else []:
         _say(line)
+    if finished and not args.no_estimate:
+        _say(f"estimate   nothing to run, so not timed (`{program()} plan --calibrate SPEC` times it anyway)")
     if p.unmet:
         _say("Plan: not resolved until the requirements below are met")
     else:

@@ -101,10 +101,10 @@ def snapshot(path: Path, manifest: dict) -> Version:
             shutil.rmtree(stale, ignore_errors=True)
         try:
             shutil.copytree(path, tmp / path.name, copy_function=_link_or_copy)
-            for name in BESIDE:
-                if (runner_dir(path) / name).is_file():
+            for beside in BESIDE:
+                if (runner_dir(path) / beside).is_file():
                     (tmp / runner_dir(path).name).mkdir(parents=True, exist_ok=True)
-                    _link_or_copy(str(runner_dir(path) / name), str(tmp / runner_dir(path).name / name))
+                    _link_or_copy(str(runner_dir(path) / beside), str(tmp / runner_dir(path).name / beside))
             atomic_write_bytes(tmp / MANIFEST, json.dumps({"name": name, "store": path.name, **manifest}, indent=1,
                                                           sort_keys=True, default=str).encode())
         except (OSError, StoreWriteError) as err:  # one line, naming the bytes a copy needs (not shutil's list)

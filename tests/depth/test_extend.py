@@ -122,6 +122,7 @@ def test_a_longer_run_extends_and_equals_a_fresh_run_bit_for_bit(tmp_path):
     from runner.run.provenance import read_full
 
     assert read_full(version.store).get("code_files")  # the version keeps its full provenance beside it
+    assert version.store.parent.name == version.name  # under its own name (a loop once took it)
     first = "trace/c/0/0/0/0/0"  # steps 0-19 of the first network: an extension leaves them as they are
     assert (version.store / first).samefile(store / first)
     last = "trace/c/0/0/3/0/0"  # step 60, the last stored point, is written again
