@@ -183,8 +183,8 @@ class _Run:
                         stage="loading models and data")
             session = p.study.open(p, self.dev, self.view.warn)  # a Ctrl-C here stops at once: nothing written yet
             with interrupt.graceful_stop():
-                changes, sources, kept = self.prepare_store(session, damage, consent, lost)
-                done = self.open_version(session, changes, kept)
+                changes, sources, kept, reshape = self.prepare_store(session, damage, consent, lost)
+                done = self.open_version(session, changes, kept, reshape)
                 status = self.execute(session, done, changes, sources)
         except KeyboardInterrupt:
             self.outcome.interrupted = True
@@ -207,7 +207,6 @@ class _Run:
         done = read_tasks(p.store_path)  # under the lock now
         changes = changes_of(p, done)
         reshape = store.reshape(session.layout)
-        self.reshape = reshape
         decision = decide([t.id for t in p.tasks], done, changes, records_lost=lost, whole=True, consent=consent,
                           remade=reshape.lost(done))
         also = [tid for tid in decision.forget if tid not in changes.lost()]
@@ -230,7 +229,7 @@ class _Run:
         sources = _extending(store, decision.extend, done)
         if sources:
             p.tasks = [replace_fields(t, extends=sources[t.id]) if t.id in sources else t for t in p.tasks]
-        return changes, sources, kept
+        return changes, sources, kept, reshape
 
     def _repair(self, damage: Damage) -> None:
         redo = repair(self.p.store_path, damage, self.store)
@@ -242,13 +241,13 @@ class _Run:
                        f"file(s) of {', '.join(damage.variables)}; recomputing the {len(redo)} task(s) that wrote "
                        "them" + restored + removed)
 
-    def open_version(self, session, changes: Changes, kept) -> dict[str, dict]:
+    def open_version(self, session, changes: Changes, kept, reshape) -> dict[str, dict]:
         """The next version of the store: its layout, root attributes, taken-over records and inputs,
         switched in whole (:meth:`Store.transaction`); the finished tasks it holds."""
         p, store = self.p, self.store
         with store.transaction():  # readers see the store as it was until the next version is whole
             recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(self.dev), self.cpu,
-                                                               store.state_dir), self.reshape)
+                                                               store.state_dir), reshape)
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"
                                  + (f"; earlier results kept in {kept.store}" if kept else ""))
             if changes.extend:  # results a longer run keeps as they are: their records taken over, nothing runs

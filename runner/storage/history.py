@@ -146,7 +146,7 @@ def bytes_kept(path: Location, rewritten: Iterable[tuple[int, str, bool]]) -> in
     nodes = list(array_nodes(path))
     axes = {name for name, _, meta in nodes if meta and counted(meta.get("attributes")) in ("steps", "epochs")}
     files = path.files()
-    state = runner_dir(path).files() if runner_dir(path).is_dir() else {}
+    state = runner_dir(path).files()  # none when there is no runner folder
     total = sum(size for key, size in files.items() if key.rsplit("/", 1)[-1] == "zarr.json")
     total += sum(size for key, size in state.items()
                  if key == STORE_MANIFEST or key.startswith("records/") or key in BESIDE)

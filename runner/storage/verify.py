@@ -225,6 +225,8 @@ class _Seen:
     bad_meta: dict[str, str] = field(default_factory=dict)
     driver: dict[str, dict] = field(default_factory=dict)
     """The arrays apply writes itself (coordinates, inputs): name -> chunk key -> digest, from the manifest."""
+    by_measure: dict[str, set[str]] = field(default_factory=dict)
+    """Measure -> the ids of its finished tasks (the owners of an array no record lists chunks of)."""
 
 
 def _check_manifest(path: Location, version) -> tuple[Damage, dict | None]:
@@ -332,6 +334,8 @@ def _check_chunks(path: Location, damage: Damage, manifest: dict | None, seen: _
     neither lists: coordinates and inputs of a store made before the manifest, or results of records
     made before chunks were listed (those records' tasks own them); small, read whole."""
     group = _Arrays(path)
+    for tid, rec in damage.records.items():
+        seen.by_measure.setdefault(str(rec.get("measure")), set()).add(tid)
     for name in sorted(seen.owners):
         grid = _grid_of(damage.altered.get(name) or seen.nodes.get(name)) or seen.grids[name]
         for key, what, tids in _check_array(path, group, name, seen.owners[name], seen.grids[name], grid,
@@ -351,19 +355,16 @@ def _check_chunks(path: Location, damage: Damage, manifest: dict | None, seen: _
         what = _read(lambda n=name: group[n][...])
         if what:
             damage.problems.append((name, "(array)", what))
-            tids = _measure_tasks(damage, seen, name)
+            tids = _measure_tasks(seen, name)
             seen.chunk_tids |= tids
             if not tids:
                 damage.unowned.append(name)
 
 
-def _measure_tasks(damage: Damage, seen: _Seen, name: str) -> set[str]:
+def _measure_tasks(seen: _Seen, name: str) -> set[str]:
     """The finished tasks of the measure whose array ``name`` is (every task's for a ``*`` array)."""
-    by_measure: dict[str, set[str]] = {}
-    for tid, rec in damage.records.items():
-        by_measure.setdefault(str(rec.get("measure")), set()).add(tid)
     measure = internal((seen.nodes.get(name) or {}).get("attributes")).get("measure")
-    return set().union(*by_measure.values()) if measure == "*" else by_measure.get(str(measure), set())
+    return set().union(*seen.by_measure.values()) if measure == "*" else seen.by_measure.get(str(measure), set())
 
 
 def _assign(damage: Damage, seen: _Seen) -> None:
@@ -376,7 +377,7 @@ def _assign(damage: Damage, seen: _Seen) -> None:
         if key == "zarr.json" and not name.startswith("("):
             tids = meta_tids & (_owners_of(damage.records, name) | set(damage.unchecked))
         elif key == "(array)" and name not in seen.driver:
-            tids = _measure_tasks(damage, seen, name)
+            tids = _measure_tasks(seen, name)
         for tid in tids:
             damage.tasks.setdefault(tid, []).append(f"{name} {key}: {what}")
     for name in seen.bad_meta:
