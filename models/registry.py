@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from models.hub import ModelLoadError, hf_load
 from models.map_params import DECLARED
+from models.registry_base import Registry
 from models.source import Source
 from models.suites import ADAPTERS, SuiteActivations
 from models.tiny import TINY_CONFIG, build_tiny_albert
@@ -129,7 +130,8 @@ class Family:
         return ModuleActivations(model)
 
 
-_FAMILIES: list[Family] = []
+#: model families by name, the newest asked first
+_FAMILIES: Registry[Family] = Registry("model family")
 
 
 def register_family(family: Family) -> Family:
@@ -144,26 +146,17 @@ def register_family(family: Family) -> Family:
     if not isinstance(getattr(family, "name", None), str) or not family.name.strip():
         raise TypeError(f"model family {type(family).__module__}.{type(family).__qualname__}: name = "
                         f"{getattr(family, 'name', None)!r}; it is a non-empty string")
-    cls = type(family)
-    taken = [f for f in _FAMILIES if f.name == family.name]
-    other = [f for f in taken if (type(f).__module__, type(f).__qualname__) != (cls.__module__, cls.__qualname__)]
-    if other and not getattr(family, "replaces", False):
-        known = type(other[0])
-        raise ValueError(f"model family {family.name!r} is {known.__module__}.{known.__qualname__}'s; give "
-                         f"{cls.__module__}.{cls.__qualname__} another name, or set `replaces = True` to replace it")
-    for f in taken:
-        _FAMILIES.remove(f)
-    _FAMILIES.insert(0, family)
-    return family
+    return _FAMILIES.add(family.name, family, replaces=family.replaces)
 
 
 def family_for(source: str) -> Family | None:
     source = Source(source)
-    return next((f for f in _FAMILIES if f.matches(source)), None)
+    return next((f for f in _FAMILIES.newest_first() if f.matches(source)), None)
 
 
 def families() -> list[Family]:
-    return list(_FAMILIES)
+    """The registered families, the newest first (the order they are asked in)."""
+    return _FAMILIES.newest_first()
 
 
 # --------------------------------------------------------------------------- reference maps
@@ -193,7 +186,7 @@ class MapFamily(Family):
     def check(self, source: str, params: dict, init: Any) -> str | None:
         name = Source(source).rest
         if name not in self.maps:
-            return f"unknown map {name!r}; choose one of {sorted(self.maps)}"
+            return Registry("map", self.maps).unknown(name)
         if init is not None:
             return "init applies to ALBERT models, not to reference maps"
         return None
@@ -226,11 +219,8 @@ def register_map(name: str, cls, *, replaces: bool = False) -> None:
     ``n_hidden``) available as ``source = "map:<name>"``; a name already taken only with ``replaces``."""
     from models.maps import MAPS  # lazy: torch (a map is a torch module: its plugin has imported torch)
 
-    known = MAPS.get(name)
-    if known is not None and known is not cls and not replaces:
-        raise TypeError(f"map {name!r} is {known.__module__}.{known.__qualname__}'s; give "
-                        f"{cls.__module__}.{cls.__qualname__} another name, or pass replaces=True to replace it")
-    MAPS[name] = _MAPS[name] = cls
+    Registry("map", MAPS, switch="pass replaces=True").add(name, cls, replaces=replaces)
+    _MAPS[name] = cls
 
 
 # --------------------------------------------------------------------------- ALBERT

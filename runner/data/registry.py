@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from models.registry_base import Registry
 from models.source import Source
 from runner.data.forms import Documents, Labelled, TaggedSentence
 from runner.plugin.loader import PluginError, hook, hook_name, plugin_failure
@@ -118,7 +119,8 @@ class DataSource:
         raise NotImplementedError
 
 
-_SOURCES: list[DataSource] = []
+#: data sources by name, the newest asked first
+_SOURCES: Registry[DataSource] = Registry("data source")
 
 
 #: Where the project's own sources live: they may share a scheme (``builtin:`` names several).
@@ -137,20 +139,13 @@ def register_data_source(source: DataSource) -> DataSource:
     if problem:
         raise TypeError(f"data source {type(source).__module__}.{type(source).__qualname__}: {problem}")
     module = type(source).__module__
-    taken = [s for s in _SOURCES if s.name == source.name]
-    if taken and not source.replaces:
-        raise ValueError(f"a data source named {source.name!r} is registered already ({type(taken[0]).__module__}); "
-                         "set replaces = True on the new one to replace it")
-    scheme = [s for s in _SOURCES if s.scheme == source.scheme and s not in taken]
+    scheme = [s for s in _SOURCES.newest_first() if s.scheme == source.scheme and s.name != source.name]
     if scheme and not source.replaces and not module.startswith(BUILT_IN):
         other = scheme[0]
         raise ValueError(f"data source {source.name!r} ({module}) claims the scheme {source.scheme + ':'!r}, which "
                          f"{other.name!r} ({type(other).__module__}) reads already; give it a scheme of its own, or set "
                          "replaces = True to be asked first for inputs of that scheme")
-    for s in taken:
-        _SOURCES.remove(s)
-    _SOURCES.insert(0, source)
-    return source
+    return _SOURCES.add(source.name, source, replaces=source.replaces)
 
 
 def _registration_problem(source: Any) -> str | None:
@@ -233,13 +228,14 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 def data_sources() -> list[DataSource]:
-    return list(_SOURCES)
+    """The registered sources, the newest first (the order they are asked in)."""
+    return _SOURCES.newest_first()
 
 
 def data_source_for(source: str) -> DataSource | None:
     """The registered source that reads ``source``, or None."""
     source = Source(source)
-    return next((s for s in _SOURCES if s.scheme == source.scheme and s.matches(source)), None)
+    return next((s for s in _SOURCES.newest_first() if s.scheme == source.scheme and s.matches(source)), None)
 
 
 def data_source(source: str, form: str, what: str = "input source") -> DataSource:
@@ -250,7 +246,7 @@ def data_source(source: str, form: str, what: str = "input source") -> DataSourc
     src = Source(source.strip())
     found = data_source_for(src)
     if found is None:
-        same = [s for s in _SOURCES if s.scheme == src.scheme and form in s.gives]
+        same = [s for s in _SOURCES.newest_first() if s.scheme == src.scheme and form in s.gives]
         if same:
             raise InputError(f"unknown {src.scheme} {what} {str(src)!r}; known: "
                              + ", ".join(s.written for s in reversed(same)))
@@ -282,7 +278,7 @@ def data_identity(source: str, base: Path, form: str, **options: Any) -> str:
 
 
 def _choices(form: str) -> str:
-    written = [s.written for s in reversed(_SOURCES) if form in s.gives]
+    written = [s.written for s in _SOURCES.entries.values() if form in s.gives]
     return ", ".join(written[:-1]) + (" or " if len(written) > 1 else "") + (written[-1] if written else "nothing")
 
 

@@ -34,6 +34,8 @@ from typing import Annotated, Any, ClassVar, Union
 
 from pydantic import Field, create_model
 
+from models.registry_base import Registry
+
 from runner.core.layout import INTERNAL, LayoutBuilder
 from runner.plugin.loader import hook, load_plugins
 from runner.plugin.measure_protocol import CheckpointTags, DerivedTags, MeasureTags, Shape, StepTags, Suites, Twin
@@ -212,12 +214,13 @@ def register(cls: type[Measure]) -> type[Measure]:
     # measure, of the studies that take the kit)
     shared = [study, *kits(study), *(s for s, taken in _TAKES.items() if study in taken)]
     for other in shared:
-        known = _REGISTRY.get(other, {}).get(cls.kind())
-        if known is not None and _name(known) != _name(cls) and not cls.replaces:
-            raise TypeError(f"measure {_name(cls)}: kind {cls.kind()!r} of the {other} study is {_name(known)}; "
-                            "give it another kind, or set `replaces = True` on it to replace that measure")
-    _REGISTRY.setdefault(study, {})[cls.kind()] = cls
-    return cls
+        _kinds(other).check(cls.kind(), cls, replaces=cls.replaces)
+    return _kinds(study).add(cls.kind(), cls, replaces=cls.replaces)
+
+
+def _kinds(study: str) -> Registry[type[Measure]]:
+    """The measures registered under ``study`` (a study or a kit), by kind."""
+    return Registry(f"{study} measure kind", _REGISTRY.setdefault(study, {}))
 
 
 #: study -> kit it takes -> role -> (type, default) of the parameter a kit's measure names for that role
@@ -271,10 +274,6 @@ def _taken_params(study: str, kind: str, values: dict) -> MeasureParams:
 
 def _taken_measure(study: str, params: MeasureParams) -> Measure:
     return measures(study)[params.kind](params)
-
-
-def _name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def measures(study: str) -> dict[str, type[Measure]]:

@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from models.registry_base import Registry, qualified
+
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr
     from matplotlib.figure import Figure
@@ -49,33 +51,36 @@ class Recipe:
     """It draws a sweep's dimensions itself (e.g. Fig. 2B against N_w); else it is drawn per point."""
 
 
-#: (study or kit, figure id) -> recipe
-_RECIPES: dict[tuple[str, str], Recipe] = {}
+#: study or kit -> figure id -> recipe
+_RECIPES: dict[str, dict[str, Recipe]] = {}
 
 
-def recipe(*, study: str, id: str, reproduces: str, needs: Sequence[str], title: str = "", sweeps: bool = False):
+def recipe(*, study: str, id: str, reproduces: str, needs: Sequence[str], title: str = "", sweeps: bool = False,
+           replaces: bool = False):
     """Decorator: register ``draw(ds) -> Figure`` as figure ``id`` of ``study`` (``sweeps``: it
     draws the swept dimensions of a sweep's dataset itself; otherwise it is drawn once per point).
     ``study`` may be a kit: every study that takes it (``runner.plugin.measures.takes``) draws it,
-    unless the study registers a recipe of the same id itself (its own drawing of that figure)."""
+    unless the study registers a recipe of the same id itself (its own drawing of that figure).
+    An id the study has already is refused unless ``replaces``."""
 
     def register(draw: Callable[[xr.Dataset], Figure]) -> Callable[[xr.Dataset], Figure]:
-        key = (study, id)
-        if key in _RECIPES and _RECIPES[key].draw is not draw:
-            raise ValueError(f"figure id {id!r} of {study!r} is registered twice")
-        _RECIPES[key] = Recipe(id, study, reproduces, tuple(needs), draw, title or (draw.__doc__ or "").strip(), sweeps)
+        figure = Recipe(id, study, reproduces, tuple(needs), draw, title or (draw.__doc__ or "").strip(), sweeps)
+        _figures(study).add(id, figure, replaces=replaces)
         return draw
 
     return register
 
 
+def _figures(study: str) -> Registry[Recipe]:
+    return Registry(f"{study} figure", _RECIPES.setdefault(study, {}), switch="pass replaces=True",
+                    label=lambda r: qualified(r.draw))
+
+
 def recipes(study: str) -> dict[str, Recipe]:
     """The recipes a study draws: those of the kits it takes, then its own (plugins included)."""
     from runner.plugin.measures import kits  # lazy: numpy, pydantic
-    from runner.plugin.study import studies  # lazy: numpy, pydantic
+    from runner.plugin.study import figure_modules  # lazy: numpy, pydantic
 
-    for cls in studies().values():
-        if cls.figure_recipes:
-            importlib.import_module(cls.figure_recipes)
-    owners = [*kits(study), study]
-    return {i: r for owner in owners for (s, i), r in _RECIPES.items() if s == owner}
+    for module in figure_modules():
+        importlib.import_module(module)
+    return {i: r for owner in [*kits(study), study] for i, r in _RECIPES.get(owner, {}).items()}

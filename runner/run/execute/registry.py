@@ -17,12 +17,13 @@ import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
+from models.registry_base import Registry
 from runner.plugin.loader import load_plugins
 
-_EXECUTORS: dict[str, str] = {
+_EXECUTORS: Registry[str] = Registry("executor", {
     "local": "runner.run.execute.local:LocalExecutor",
     "ray": "runner.run.execute.ray_executor:RayExecutor",
-}
+}, switch="pass replaces=True")
 _EXTRAS = {"ray": ("ray", "pip install -e '.[ray]'")}
 GROUP = "transient.executors"
 
@@ -48,11 +49,7 @@ def register_executor(name: str, target: str, *, replaces: bool = False) -> None
         raise TypeError(f"register_executor: name {name!r}; it is a word, as --executor NAME takes it")
     if not isinstance(target, str) or not re.fullmatch(r"[\w.]+:[\w.]+", target):
         raise TypeError(f"register_executor({name!r}, {target!r}): the target is 'package.module:Class'")
-    known = _EXECUTORS.get(name)
-    if known is not None and known != target and not replaces:
-        raise ValueError(f"executor {name!r} is {known}; give {target} another name, or pass replaces=True to "
-                         "replace it")
-    _EXECUTORS[name] = target
+    _EXECUTORS.add(name, target, replaces=replaces)
 
 
 def executors() -> dict[str, str]:
@@ -60,14 +57,14 @@ def executors() -> dict[str, str]:
     and those plugin modules registered (which take precedence over an entry point of the same name)."""
     load_plugins()
     installed = {ep.name: ep.value for ep in entry_points(group=GROUP)}
-    return {**installed, **_EXECUTORS}
+    return {**installed, **_EXECUTORS.entries}
 
 
 def executor_problem(name: str) -> str | None:
     """Why ``--executor name`` cannot run here (unknown, or its extra is not installed), or None."""
     known = executors()
     if name not in known:
-        return f"unknown executor {name!r}; known: {', '.join(sorted(known))}"
+        return Registry("executor", known).unknown(name)
     module, extra = _EXTRAS.get(name, (None, None))
     if module and importlib.util.find_spec(module) is None:
         return f"--executor {name} needs the optional package {module!r}: {extra}"

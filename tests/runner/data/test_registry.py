@@ -28,8 +28,10 @@ def plugins():
 
 
 @pytest.fixture
-def fresh_registry(monkeypatch):
-    monkeypatch.setattr(registry, "_SOURCES", list(registry._SOURCES))
+def fresh_registry():
+    saved = registry._SOURCES.snapshot()
+    yield
+    registry._SOURCES.restore(saved)
 
 
 class Echo(DataSource):
@@ -48,11 +50,15 @@ def test_every_source_reads_each_form_it_gives():
 
 def test_a_name_taken_is_refused_unless_replaced(fresh_registry):
     registry.register_data_source(Echo())
-    with pytest.raises(ValueError, match="'echo' is registered already"):
-        registry.register_data_source(Echo())
+    registry.register_data_source(Echo())  # the same source again (its module imported twice)
 
     class Louder(Echo):
-        replaces = True
+        pass
+
+    with pytest.raises(ValueError, match="data source 'echo' is tests.runner.data.test_registry.Echo's; give "
+                                         r"tests.runner.data.test_registry.*Louder another name"):
+        registry.register_data_source(Louder())
+    Louder.replaces = True
 
     registry.register_data_source(Louder())
     assert type(data_source("echo:hi", DOCUMENTS)) is Louder

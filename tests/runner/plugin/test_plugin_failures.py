@@ -82,8 +82,8 @@ def plugins(tmp_path, monkeypatch):
     the plugins again when the CLI asks; the registries are restored afterwards."""
     monkeypatch.delenv("TRANSIENT_PLUGINS", raising=False)
     loader.load_plugins()  # the built-in studies and measures, registered before the snapshot
-    saved = ({k: dict(v) for k, v in _REGISTRY.items()}, dict(_STUDIES), dict(MAPS), list(families._FAMILIES),
-             list(sources._SOURCES), dict(executors._EXECUTORS), dict(families._MAPS))
+    saved = ({k: dict(v) for k, v in _REGISTRY.items()}, dict(_STUDIES), dict(MAPS), families._FAMILIES.snapshot(),
+             sources._SOURCES.snapshot(), executors._EXECUTORS.snapshot(), dict(families._MAPS))
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def set_up(env: str, **modules: str) -> None:
@@ -101,10 +101,9 @@ def plugins(tmp_path, monkeypatch):
     MAPS.update(saved[2])
     families._MAPS.clear()  # what the map family answers plan from (models.registry.register_map fills both)
     families._MAPS.update(saved[6])
-    families._FAMILIES[:] = saved[3]
-    sources._SOURCES[:] = saved[4]
-    executors._EXECUTORS.clear()
-    executors._EXECUTORS.update(saved[5])
+    families._FAMILIES.restore(saved[3])
+    sources._SOURCES.restore(saved[4])
+    executors._EXECUTORS.restore(saved[5])
     for name in [m for m in sys.modules if m.startswith("plugin_case_")]:
         del sys.modules[name]
     loader._loaded = True  # the built-in studies stay imported
@@ -145,10 +144,11 @@ CASES = [
     ("empty entry", "tests.plugins.toy_measure,,", {}, "has an empty entry"),
     ("file path", "plugins/mine.py", {}, "'plugins/mine.py' is not a module name"),
     ("takes a measure", "plugin_case_measure", {"plugin_case_measure": TAKES_LYAPUNOV.format(replaces="")},
-     "kind 'lyapunov' of the depth study is runner.studies.depth.measures.lyapunov.Lyapunov; give it another "
-     "kind, or set `replaces = True`"),
+     "depth measure kind 'lyapunov' is runner.studies.depth.measures.lyapunov.Lyapunov's; give "
+     "plugin_case_measure.Mine another name, or set `replaces = True` to replace it"),
     ("takes a kit's measure", "plugin_case_kit", {"plugin_case_kit": TAKES_SVCCA},
-     "kind 'svcca' of the checkpointed study is runner.checkpointed.measures.svcca.SVCCA; give it another kind"),
+     "checkpointed measure kind 'svcca' is runner.checkpointed.measures.svcca.SVCCA's; give plugin_case_kit.Mine "
+     "another name"),
     ("takes a study", "plugin_case_study", {"plugin_case_study": TAKES_DEPTH},
      "the name 'depth' is runner.studies.depth.study.DepthStudy's"),
     ("takes a map", "plugin_case_map", {"plugin_case_map": "from models.registry import register_map\n"
@@ -175,13 +175,13 @@ CASES = [
      "plugin 'plugin_case_family' cannot be loaded: ValueError: model family 'map' is models.registry.MapFamily's; give "
      "plugin_case_family.Mine another name, or set `replaces = True` to replace it"),
     ("takes a data source", "plugin_case_source", {"plugin_case_source": TAKES_SOURCE},
-     "plugin 'plugin_case_source' cannot be loaded: ValueError: a data source named 'local file' is registered already "
-     "(runner.data.files); set replaces = True"),
+     "plugin 'plugin_case_source' cannot be loaded: ValueError: data source 'local file' is "
+     "runner.data.files.LocalFile's; give plugin_case_source.Mine another name, or set `replaces = True`"),
     ("takes an executor", "plugin_case_executor", {"plugin_case_executor": "from runner.run.execute.registry import "
                                                                            "register_executor\n"
                                                                            "register_executor('local', 'mine:Mine')\n"},
      "plugin 'plugin_case_executor' cannot be loaded: ValueError: executor 'local' is "
-     "runner.run.execute.local:LocalExecutor; give mine:Mine another name, or pass replaces=True to replace it"),
+     "runner.run.execute.local:LocalExecutor's; give mine:Mine another name, or pass replaces=True to replace it"),
 ]
 
 
