@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 from pathlib import Path
@@ -95,3 +96,19 @@ def test_two_networks_on_the_kit_through_ray_equal_a_local_run(tmp_path):
     workers = list((tmp_path / "ray" / "store" / "counting.runner" / "workers").glob("*.pid"))
     assert len(workers) >= 2  # the groups ran as Ray tasks
     xr.testing.assert_equal(through_ray.drop_attrs(), local.drop_attrs())
+
+
+@pytest.mark.requires_gpu
+def test_two_networks_on_cuda_resume_after_kill_equal(tmp_path):
+    """``device = "cuda"`` in the study's table: the kit trains and measures there, and a killed run resumes to
+    the bits of an uninterrupted one on the same device."""
+    text = COUNTING.replace('device = "cpu"', 'device = "cuda"')
+    (tmp_path / "ref").mkdir()
+    cli("apply", write_spec(tmp_path / "ref", text), "-q", cwd=tmp_path / "ref")
+    recorded = json.loads(cli("show", tmp_path / "ref" / "store" / "counting.zarr", "--json", cwd=tmp_path / "ref").stdout)
+    assert recorded["tasks"] and all(t["device"].startswith("cuda") for t in recorded["tasks"]), recorded["tasks"]
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    resumed = killed_and_resumed(killed, text, "counting", stall="relu@12", plugins=PLUGIN)
+    uninterrupted = xr.open_zarr(tmp_path / "ref" / "store" / "counting.zarr").load()
+    xr.testing.assert_equal(resumed.drop_attrs(), uninterrupted.drop_attrs())
