@@ -320,7 +320,7 @@ def _plan_one(args, p) -> int:
     from runner.storage.store import read_tasks  # lazy: filelock, numpy
 
     state = states(p)
-    changes = changes_of(p, read_tasks(p.store_path)) if all(t.id for t in p.tasks) else None
+    changes = changes_of(p, read_tasks(p.store_path, working=True)) if all(t.id for t in p.tasks) else None
     replacing = {r.task.id: r for r in changes.replace} if changes else {}
     extending = {r.task.id: r for r in changes.extend} if changes else {}
     finished = _finished(p, state, changes) and not (args.calibrate or args.recalibrate)

@@ -52,7 +52,9 @@ def load_status(target: Path) -> dict:
         return {"store": str(path), "state": "absent", "tasks": [], "message": f"no store yet: run `{program()} apply`"}
     records = read_tasks(path)
     events = list(read_events(runner_dir(path) / "events.jsonl"))
-    return fold_status(path, events, records)
+    status = fold_status(path, events, records)
+    staged = sorted(set(read_tasks(path, working=True)) - set(records))
+    return {**status, "staged": staged} if staged else status
 
 
 def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_alive=None) -> dict:
@@ -166,6 +168,9 @@ def render_status(status: dict) -> str:
         lines.append(status["message"])
     if status.get("device"):
         lines.append(f"device {status['device']}")
+    if status.get("staged"):
+        lines.append(f"{len(status['staged'])} task(s) finished in the next version, which readers see once the run "
+                     f"switches it in (a stopped run: `{program()} apply` continues it)")
     if status["tasks"]:
         lines.append(f"{'task':<17} {'network':<16} {'measure':<20} {'state':<12} progress")
     for t in status["tasks"]:

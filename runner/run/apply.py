@@ -35,7 +35,7 @@ from runner.run.provenance import root_attrs as provenance_root_attrs
 from runner.storage.records import as_bound, renumber_chunks
 from runner.run.prepare import prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.run.prepare)
 from runner.storage.verify import Damage, rebind, repair, verify
-from runner.storage.store import (Store, StorePathError, StoreWriteError, read_tasks, records_lost, root_attrs,
+from runner.storage.store import (Store, StorePathError, StoreWriteError, held_stage, read_tasks, records_lost, root_attrs,
                                   runner_dir, writing)
 from runner.plugin.study import Prepared, ShardError
 from runner.core.commandline import command, hint
@@ -118,7 +118,8 @@ def states(p: Prepared) -> dict[str, str]:
     (less those of tasks whose chunk files are missing or empty: apply recomputes them; a chunk
     that is there but corrupt only ``apply``, ``verify`` and ``status`` find, by reading it)."""
     damaged = damage_of(p.store_path, quick=True).redo
-    return dry_run(p.tasks, {tid: rec for tid, rec in read_tasks(p.store_path).items() if tid not in damaged})
+    return dry_run(p.tasks, {tid: rec for tid, rec in read_tasks(p.store_path, working=True).items()
+                             if tid not in damaged})
 
 
 def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
@@ -137,10 +138,11 @@ def apply(p: Prepared, *, device: str | None = None, quiet: bool = False,
     options = executor or ExecutorOptions()
     _check_runnable(p, options)
     consent = replace or p.spec.experiment.replace
-    done = read_tasks(p.store_path)
+    done = read_tasks(p.store_path, working=True)
     damage = damage_of(p.store_path)  # reads back the chunks finished tasks recorded
     lost = records_lost(p.store_path)
-    if finished([t.id for t in p.tasks], done, records_lost=lost, whole=damage.ok):
+    held = held_stage(p.store_path) is not None  # a stopped run's values, still to be switched in
+    if finished([t.id for t in p.tasks], done, records_lost=lost, whole=damage.ok and not held):
         return Outcome([], {}, len(p.tasks))  # nothing to do costs a read of the results: no lock, no models
     changes = changes_of(p, done)
     Store(p.store_path).check_unlocked()  # a store being written is locked (75), whatever consent it needs
@@ -186,6 +188,7 @@ class _Run:
                 changes, sources, kept, reshape = self.prepare_store(session, damage, consent, lost)
                 done = self.open_version(session, changes, kept, reshape)
                 status = self.execute(session, done, changes, sources)
+                self.store.switch_held()  # stopped before here (Ctrl-C, kill), the next apply continues it
         except KeyboardInterrupt:
             self.outcome.interrupted = True
             status = "interrupted"
@@ -204,7 +207,7 @@ class _Run:
         p, store = self.p, self.store
         if not damage.ok:  # before the arrays are opened: a corrupt one is removed and made again
             self._repair(damage)
-        done = read_tasks(p.store_path)  # under the lock now
+        done = read_tasks(p.store_path, working=True)  # under the lock now
         changes = changes_of(p, done)
         reshape = store.reshape(session.layout)
         decision = decide([t.id for t in p.tasks], done, changes, records_lost=lost, whole=True, consent=consent,
@@ -245,7 +248,9 @@ class _Run:
         """The next version of the store: its layout, root attributes, taken-over records and inputs,
         switched in whole (:meth:`Store.transaction`); the finished tasks it holds."""
         p, store = self.p, self.store
-        with store.transaction():  # readers see the store as it was until the next version is whole
+        # readers see the store as it was until the next version is whole; a run that replaces or extends
+        # finished results writes its values there too, switched in when it ends (Store.switch_held)
+        with store.transaction(hold=kept is not None):
             recreated = store.open(session.layout, _root_attrs(p, session.layout, describe(self.dev), self.cpu,
                                                                store.state_dir), reshape)
             store.append_history(f"{now()} runner apply {p.spec_file.path} (spec sha256 {p.spec.sha256()[:12]})"

@@ -325,6 +325,8 @@ class Store:
         """Inside :meth:`transaction`: the next version of the store, built beside it."""
         self.layout_id: str | None = None
         """Inside :meth:`transaction`: the id of the version being built (see :meth:`transaction`)."""
+        self._held = False
+        """Whether the next version is held for the run's values (``transaction(hold=True)``)."""
 
     @property
     def root(self) -> Location:
@@ -383,11 +385,12 @@ class Store:
     # --- layout
     def reshape(self, layout: Layout) -> Reshape:
         """What :meth:`open` would do to the arrays of this store for ``layout`` (nothing is written)."""
-        if not (self.path / "zarr.json").exists():
+        working = self.state_dir / STAGE if held_stage(self.path) else self.path
+        if not (working / "zarr.json").exists():
             return Reshape()
         import zarr  # lazy: zarr
 
-        return plan_reshape(zarr.open_group(zarr_store(self.path, read_only=True), mode="r", use_consolidated=False),
+        return plan_reshape(zarr.open_group(zarr_store(working, read_only=True), mode="r", use_consolidated=False),
                             layout)
 
     def open(self, layout: Layout, root_attrs: dict[str, Any], reshape: Reshape | None = None) -> list[str]:
@@ -401,7 +404,7 @@ class Store:
             return self._open(layout, root_attrs, reshape)
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, hold: bool = False) -> Iterator[None]:
         """Make every change of the block to an existing store's layout, metadata and own arrays in
         a copy beside it (``<store>.runner/next.zarr``, hard links to the store's files: zarr writes
         each file anew, so the store's own stay as they were), then switch the copy in with one
@@ -410,31 +413,70 @@ class Store:
         ``layout_id`` (in the root's runner attribute), and renamed into place after the switch; a
         reader takes the manifest whose ``layout_id`` is the store's. So a reader, or a kill at any
         point, sees the store as it was or as it is now, never half of it. A store that does not
-        exist yet, or on object storage, is written in place."""
+        exist yet, or on object storage, is written in place.
+
+        ``hold``: the copy stays the store's working version after the block, so that the tasks'
+        values go there too, until :meth:`switch_held` (the run's end); a kill leaves it, with its
+        records (bound to it: :func:`live_records`), for the next apply to continue. A copy held
+        by an apply that was stopped is taken up again here, whatever ``hold`` says."""
         if self._stage is not None or isinstance(self.path, Remote) or not (self.path / "zarr.json").exists():
             yield
             return
         stage = self.state_dir / STAGE
         with writing(self.state_dir):
             self.finish_switch()
-            remove_tree(stage)
-            shutil.copytree(self.path, stage, copy_function=_link_or_copy)
-        self._stage, self.layout_id = stage, uuid.uuid4().hex
+            held = held_stage(self.path)
+            if held is None:
+                remove_tree(stage)
+                shutil.copytree(self.path, stage, copy_function=_link_or_copy)
+        self._stage, self.layout_id = stage, held or uuid.uuid4().hex
+        self._held = held is not None or hold
+        if self._held and held is None:
+            self._mark_held()
         try:
             yield
+        except BaseException:
+            if not self._held:
+                self._end_stage(stage)
+            raise
+        if not self._held:
             with writing(self.state_dir):
                 self._commit(stage)
-        finally:
-            self._stage = None
-            self.layout_id = None
-            remove_tree(stage)  # the version before, after the switch; the unfinished copy, after an error
-            if self.group is not None:
-                import zarr  # lazy: zarr
+            self._end_stage(stage)
 
-                self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
+    def _mark_held(self) -> None:
+        """Name the held copy in its root and beside the store (``next.json``), so that the next apply
+        knows it, and whether the switch already happened, by its ``layout_id``."""
+        meta_path = self._stage / "zarr.json"
+        meta = json.loads(meta_path.read_bytes())
+        meta["attributes"] = with_internal(meta.get("attributes") or {}, layout_id=self.layout_id)
+        with writing(self.state_dir):
+            write_atomic(meta_path, json.dumps(meta, indent=2).encode())
+            write_atomic(self.state_dir / HELD, json.dumps({"layout_id": self.layout_id}).encode())
+
+    def switch_held(self) -> None:
+        """Switch in the copy :meth:`transaction` held for the run's values (nothing when none is held)."""
+        stage = self._stage
+        if stage is None or not self._held:
+            return
+        with writing(self.state_dir):
+            self._commit(stage)
+        self._end_stage(stage)
+
+    def _end_stage(self, stage: Path) -> None:
+        """After a switch (or an error before it): the version before, or the unfinished copy, removed."""
+        self._stage, self._held, self.layout_id = None, False, None
+        (self.state_dir / HELD).unlink(missing_ok=True)
+        remove_tree(stage)
+        if self.group is not None:
+            import zarr  # lazy: zarr
+
+            self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
 
     def _commit(self, stage: Path) -> None:
-        self.group.attrs.update(with_internal(dict(self.group.attrs), layout_id=self.layout_id))
+        attrs = dict(self.group.attrs)
+        stages = list(internal(attrs).get(STAGES) or []) + ([self.layout_id] if self._held else [])
+        self.group.attrs.update(with_internal(attrs, layout_id=self.layout_id, **({STAGES: stages} if self._held else {})))
         self.consolidate()
         manifest = self._manifest(stage)
         interrupt.stall_point(self.state_dir, "switch", 1)  # test hook: the next version is complete
@@ -455,6 +497,9 @@ class Store:
             return
         with switching(self.state_dir):  # a reader between the store and its manifest would see them disagree
             finish_exchange(self.path)
+            if (self.state_dir / HELD).exists() and held_stage(self.path) is None:  # switched in, or gone
+                remove_tree(self.state_dir / STAGE)
+                (self.state_dir / HELD).unlink(missing_ok=True)
             nxt = self.state_dir / NEXT
             if not nxt.exists():
                 return
@@ -523,8 +568,11 @@ class Store:
         import zarr  # lazy: zarr
 
         _write_every_chunk()
+        held = held_stage(self.path)
+        if held is not None:  # the driver's run writes its values into the next version
+            self._stage, self._held, self.layout_id = self.state_dir / STAGE, True, held
         with writing(self.path):
-            self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
+            self.group = zarr.open_group(zarr_store(self.root), mode="r+", use_consolidated=False)
         return self
 
     @property
@@ -598,9 +646,13 @@ class Store:
 
     # --- completion records (runner.storage.records: one file each, beside the store)
     def tasks(self) -> dict[str, dict]:
-        return read_records(self.state_dir, self.store_id)
+        """The finished tasks of the version being written (with those bound to a held next version)."""
+        return live_records(read_records(self.state_dir, self.store_id), self.group.attrs,
+                            self.layout_id if self._held else None)
 
     def record_many(self, records: dict[str, dict]) -> None:
+        if self._held:  # finished in the held next version: a record of the store once it is switched in
+            records = {tid: {**rec, STAGED: self.layout_id} for tid, rec in records.items()}
         with writing(self.state_dir):
             written = write_records(self.state_dir, self.store_id, records)
         if isinstance(self.state_dir, Remote):
@@ -789,6 +841,12 @@ def plan_reshape(g: zarr.Group, layout: Layout) -> Reshape:
 CARRY = "_carry_"
 STAGE = "next.zarr"
 """The next version of a store, built in its runner folder (:meth:`Store.transaction`)."""
+HELD = "next.json"
+"""Beside the store while the next version holds a run's values: its ``layout_id``."""
+STAGED = "staged"
+"""In a completion record: the ``layout_id`` of the next version its values were written into."""
+STAGES = "stages"
+"""In the root's runner attribute: the held next versions switched in (their records are the store's)."""
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -857,9 +915,38 @@ def read_tasks_checked(path: Location) -> tuple[dict[str, dict], dict[str, str]]
     return read_tasks(path), unreadable_records(runner_dir(location(path)))
 
 
-def read_tasks(path: Location) -> dict[str, dict]:
-    """Completion records of a store, read without the lock or zarr ({} when there is no store)."""
-    return read_records(runner_dir(location(path)), store_id(location(path)))
+def read_tasks(path: Location, working: bool = False) -> dict[str, dict]:
+    """Completion records of a store, read without the lock or zarr ({} when there is no store).
+    ``working``: with those of the next version an apply holds and has not switched in yet (what
+    the next apply continues), not only the store's own."""
+    path = location(path)
+    attrs = root_attrs(path) or {}
+    return live_records(read_records(runner_dir(path), internal(attrs).get("store_id")), attrs,
+                        held_stage(path) if working else None)
+
+
+def live_records(records: dict[str, dict], attrs, held: str | None = None) -> dict[str, dict]:
+    """Of ``records``, those of the version whose root attributes are ``attrs``: every record but those
+    written into a next version (``staged``) that was never switched in, and, with ``held``, those
+    of the next version ``held`` too."""
+    switched = set(internal(dict(attrs)).get(STAGES) or ())
+    return {tid: rec for tid, rec in records.items()
+            if rec.get(STAGED) is None or rec[STAGED] in switched or rec[STAGED] == held}
+
+
+def held_stage(path: Location) -> str | None:
+    """The ``layout_id`` of the next version an apply holds for its run's values (``transaction(hold=True)``)
+    and has not switched in yet; None when there is none (or the switch happened)."""
+    path = location(path)
+    if isinstance(path, Remote):
+        return None
+    try:
+        held = json.loads((runner_dir(path) / HELD).read_bytes()).get("layout_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if held is None or internal(root_attrs(path) or {}).get("layout_id") == held:
+        return None
+    return held if internal(root_attrs(runner_dir(path) / STAGE) or {}).get("layout_id") == held else None
 
 
 def records_lost(path: Path) -> bool:

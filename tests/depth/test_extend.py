@@ -179,6 +179,38 @@ def test_kill_9_during_an_extension_and_apply_again_continue_it(tmp_path):
     assert not (runner_dir(store) / "extending.json").exists()
 
 
+def test_readers_see_the_shorter_run_until_the_longer_one_is_switched_in(tmp_path):
+    """Issue 51: an extension writes its values into the next version, so that a reader sees the old
+    version whole until the run ends (never the new layout half filled, nor a per-sample summary of
+    the new length beside the old ones), and then the new version whole; ``verify`` and ``status``
+    call the store healthy meanwhile. Killed there, the store is the old version and the next
+    apply continues into the next version it left."""
+    spec, store = applied(tmp_path / "a", 60)
+    old = bits(data(store))
+    spec.write_text(spec_text(80))
+    proc = popen_cli("apply", spec, "-q", cwd=spec.parent, RUNNER_TEST_STALL="tanh@70")
+    wait_for(lambda: (runner_dir(store) / "stalled").exists(), proc)
+    assert bits(data(store)) == old  # the logistic map's pass is finished by now, in the next version
+    assert run_cli("verify", store, cwd=spec.parent).returncode == 0
+    status = run_cli("status", store, "--json", cwd=spec.parent)
+    assert status.returncode == 0 and json.loads(status.stdout)["state"] != "damaged", status.stdout
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (runner_dir(store) / "stalled").unlink()
+    assert bits(data(store)) == old and run_cli("verify", store, cwd=spec.parent).returncode == 0
+    status = run_cli("status", store, "--json", cwd=spec.parent)
+    staged = {t["network"] for t in json.loads(status.stdout)["tasks"] if t["id"] in json.loads(status.stdout)["staged"]}
+    assert "logistic" in staged and "tanh" not in staged  # the finished pass waits in the next version
+    assert "finished in the next version" in run_cli("status", store, cwd=spec.parent).stdout
+    proc = popen_cli("apply", spec, "-q", cwd=spec.parent, RUNNER_TEST_STALL="attrs@1")
+    wait_for(lambda: (runner_dir(store) / "stalled").exists(), proc)  # the run's end: switched in by now
+    _, fresh = applied(tmp_path / "b", 80)
+    assert bits(data(store)) == bits(data(fresh))
+    (runner_dir(store) / "stalled").unlink()
+    assert proc.wait() == 0
+    assert bits(data(store)) == bits(data(fresh)) and run_cli("verify", store, cwd=spec.parent).returncode == 0
+
+
 def test_a_change_besides_the_length_replaces_and_needs_consent(tmp_path):
     spec, store = applied(tmp_path, 60)
     spec.write_text(spec_text(80).replace("g = 0.5", "g = 0.6"))  # the tanh map changes, the logistic does not

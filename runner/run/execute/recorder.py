@@ -107,7 +107,7 @@ class Recorder:
         group, ids = job.group, job.ids
         steps = max(t.steps for t in group)
         written = read_written(self.store.state_dir, ids)
-        chunks = with_digests(self.store.path, attribute(group, written,
+        chunks = with_digests(self.store.root, attribute(group, written,
                                                          {v.name: v.measure for v in self.session.layout.vars.values()}))
         self.store.record_many({t.id: {**self._record(t, seconds, extra), "chunks": chunks[t.id]} for t in group})
         forget_written(self.store.state_dir, ids)

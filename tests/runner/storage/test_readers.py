@@ -262,6 +262,8 @@ def test_a_replace_killed_from_outside_with_show_beside_it(point, replacing, pol
     proc = popen_cli("apply", "spec.toml", "-q", "--replace", cwd=folder, RUNNER_TEST_STALL=point)
     wait_for(lambda: (runner_dir(store) / "stalled").exists(), proc)
     wait_for(lambda: (control / "polls.jsonl").exists() and len(_polls(control)) >= 2, poller)  # polled while stopped
+    if point == "tanh@45":  # a task of the replace is running: its values go to the next version (issue 51)
+        _assert_equal(store, control / "pristine/r.zarr")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     (runner_dir(store) / "stalled").unlink()

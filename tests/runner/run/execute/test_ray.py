@@ -101,3 +101,20 @@ def test_sample_shards_on_ray_equal_a_local_unsharded_run(cluster, in_process, t
     xr.testing.assert_allclose(_data(tmp_path / "store/shards.zarr"), _data(tmp_path / "store/whole.zarr"),
                                rtol=1e-6, atol=0)
     assert not list((tmp_path / "store/shards.runner/shards").iterdir())
+
+
+def test_an_extension_on_ray_writes_into_the_next_version_and_equals_a_fresh_local_run(cluster, in_process, tmp_path):
+    """Issue 51: the workers of a longer run write into the next version the driver holds (they find
+    it beside the store), and the switched-in store equals a fresh local run of the new length."""
+    spec = write_spec(tmp_path, maps_spec("ray", steps=10, checkpoint_every=10, samples=8, measures=NO_TWINS), "ray.toml")
+    write_spec(tmp_path, maps_spec("local", steps=20, checkpoint_every=10, samples=8, measures=NO_TWINS), "local.toml")
+    assert in_process("apply", "ray.toml", "--executor", "ray", "-q")[0] == 0
+    spec.write_text(spec.read_text().replace("steps = 10", "steps = 20"))
+    code, _, err = in_process("apply", "ray.toml", "--executor", "ray", "-q")
+    assert code == 0, err
+    assert in_process("apply", "local.toml", "-q")[0] == 0
+    resumed = {r["network_label"]: r["resumed_from"] for r in read_tasks(tmp_path / "store/ray.zarr").values()
+               if r["kind"] == "iterate"}
+    assert resumed == {"logistic": 10, "tanh": 10}
+    xr.testing.assert_equal(_data(tmp_path / "store/ray.zarr"), _data(tmp_path / "store/local.zarr"))
+    assert not (tmp_path / "store/ray.runner/next.zarr").exists()
