@@ -21,7 +21,7 @@ from safetensors.torch import load, save
 from runner.core.errors import StorageError
 from runner.storage import kept
 from runner.storage.objects import Remote
-from runner.storage.manifest import digest
+from runner.storage.digest import digest
 from runner.storage.store import atomic_write_bytes
 
 

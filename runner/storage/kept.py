@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from runner.storage.location import Location, location
-from runner.storage.manifest import digest
+from runner.storage.digest import digest
 
 DIGEST = "blake2b"
 """The metadata entry holding the digest of a file's tensor bytes (everything after its header)."""

@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from runner.storage.digest import bytes_digests
+
 
 class Local(type(Path())):  # PosixPath (or WindowsPath): pathlib.Path itself cannot be subclassed before 3.12
     """A local path; every path derived from it (``/``, ``parent``) is one too."""
@@ -49,6 +51,10 @@ class Local(type(Path())):  # PosixPath (or WindowsPath): pathlib.Path itself ca
             except FileNotFoundError:
                 continue
         return out
+
+    def digests(self, keys: list[str]) -> dict[str, str | None]:
+        """Key -> the BLAKE2b digest of the file ``key`` under this folder, read (None: no such file)."""
+        return bytes_digests(self, keys)
 
     def read_range(self, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` of this file (fewer at its end)."""

@@ -74,6 +74,10 @@ class StoreLocation(Protocol):
     def read_range(self, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` of this file."""
 
+    def digests(self, keys: list[str]) -> dict[str, str | None]:
+        """Key -> a digest of the file ``key`` under this folder that changes when its bytes do (None:
+        no such file)."""
+
     def zarr_store(self, read_only: bool = False) -> Any:
         """What ``zarr.open_group`` opens to write (or read) the store here."""
 

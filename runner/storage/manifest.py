@@ -22,11 +22,11 @@ same way. A store without a manifest (made before it) is read as "not covered": 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from runner.core.layout import internal
+from runner.storage.digest import bytes_digests, digest
 from runner.storage.location import Location, location, write_atomic
 
 MANIFEST = "manifest.json"
@@ -46,11 +46,6 @@ class ManifestCorrupt(ValueError):
     """The manifest file is there but does not read (not JSON, or its digest does not match)."""
 
 
-def digest(data: bytes | memoryview) -> str:
-    """BLAKE2b with a 128-bit digest, as hex (hashlib: about 1 GB/s on one core)."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
 def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
 
@@ -60,12 +55,25 @@ def record_digest(rec: dict) -> str:
     return digest(_canonical({k: v for k, v in rec.items() if k != "digest"}))
 
 
-def chunk_digests(folder: Location, keys: list[str]) -> dict[str, str | None]:
-    """Chunk key -> the digest of its file under the array folder ``folder`` (None: no such file)."""
+def chunk_digests(folder: Location, keys: list[str], recorded: dict[str, str] | None = None) -> dict[str, str | None]:
+    """Chunk key -> the digest of its file under the array folder ``folder`` (None: no such file), as
+    the folder's kind of storage gives it (:meth:`~runner.storage.location.StoreLocation.digests`:
+    BLAKE2b of the bytes on a disk, the object's ETag from one listing on object storage). Where a
+    ``recorded`` digest is of the other form (a store copied from a disk to a bucket), the file is
+    read and digested as it was."""
     folder = location(folder)
-    got = folder.read_many([folder / k for k in keys])
-    by_key = {str(p)[len(str(folder)) + 1:]: data for p, data in got.items()}
-    return {k: digest(by_key[k]) if k in by_key else None for k in keys}
+    found = folder.digests(keys)
+    other = [k for k in keys if found.get(k) and (recorded or {}).get(k)
+             and is_etag(found[k]) != is_etag(recorded[k])]
+    return {**found, **bytes_digests(folder, other)} if other else found
+
+
+ETAG = "etag:"
+"""The form of a digest taken from an object store's listing (``etag:<ETag>``), not from the bytes."""
+
+
+def is_etag(value: str) -> bool:
+    return value.startswith(ETAG)
 
 
 def chunk_keys(folder: Location) -> list[str]:

@@ -229,6 +229,16 @@ class Remote:
                 raise value
         return {self._at(k): v for k, v in got.items() if isinstance(v, bytes)}
 
+    def digests(self, keys: list[str]) -> dict[str, str | None]:
+        """Key -> ``etag:<ETag>`` of the object ``key`` under this prefix, from one listing: a digest
+        without a GET per chunk (an object written again gets another ETag); None where there is none."""
+        try:
+            found = self.fs.find(self.key, detail=True)
+        except FileNotFoundError:
+            found = {}
+        tags = {k[len(self.key) + 1:]: str(v.get("ETag") or v.get("etag") or "").strip('"') for k, v in found.items()}
+        return {k: f"etag:{tags[k]}" if tags.get(k) else None for k in keys}
+
     # --- the operations of a Location
     def write_atomic(self, data: bytes | memoryview) -> None:
         self.write_bytes(data)  # one PUT: whole or not at all

@@ -483,7 +483,7 @@ def _check_driver(path: Path, name: str, keys: dict[str, str], nodes: dict, dama
     present, found = _present(folder, keys, damage)
     if quick:
         return found
-    actual = chunk_digests(folder, present)
+    actual = chunk_digests(folder, present, keys)
     by_digest = {d: k for k, d in keys.items()}
     for key in present:
         if actual[key] != keys[key]:
@@ -567,7 +567,7 @@ def _check_array(path: Path, group, name: str, keys: dict[str, set[str]], grid: 
     if not present or quick:
         return [(k, what, keys[k]) for k, what in found]
     hashed = [k for k in present if k in expect]
-    actual = chunk_digests(folder, hashed)
+    actual = chunk_digests(folder, hashed, expect)
     by_digest = {d: k for k, d in expect.items()}
     arr = None
     for key in hashed:

@@ -406,3 +406,32 @@ def test_apply_of_an_s3_store_logs_to_mlflow(s3, tmp_path, in_process, monkeypat
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     assert parent.data.tags["transient.store"] == url
     assert {r.info.run_name for r in runs if "mlflow.parentRunId" in r.data.tags} == {"logistic", "tanh"}
+
+
+@pytest.mark.timeout(120)
+def test_digests_on_s3_come_from_one_listing_and_a_rewritten_chunk_is_found_and_repaired(s3, tmp_path, in_process,
+                                                                                      monkeypatch):
+    """Issue 51: a chunk on object storage is bound by its object's ETag, taken from a listing, so that
+    recording and checking a store cost no GET per chunk; a chunk object written again with other bytes
+    is damage that ``verify`` names and ``apply`` recomputes."""
+    from runner.storage.objects import Remote
+
+    server, bucket = s3
+    url = f"s3://{bucket}/etag.zarr"
+    _spec(tmp_path, "etag", url, steps=40, samples=8)
+    read: list[str] = []
+    real = Remote.read_many
+    monkeypatch.setattr(Remote, "read_many", lambda self, paths: read.extend(p.key for p in paths) or real(self, paths))
+    assert in_process("apply", "etag.toml", "-q")[0] == 0
+    assert in_process("verify", url)[0] == 0
+    chunks = [k for k in read if "/c/" in k or k.endswith("/c")]
+    assert not chunks, chunks[:5]  # neither the records nor verify read a chunk's bytes
+    client = server.client()
+    key = next(o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="etag.zarr/lyapunov/c/")["Contents"])
+    body = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    body[-1] ^= 0xFF
+    client.put_object(Bucket=bucket, Key=key, Body=bytes(body))
+    code, out, err = in_process("verify", url)
+    assert code == 74 and "lyapunov" in out + err, out + err
+    assert in_process("apply", "etag.toml", "-q")[0] == 0
+    assert in_process("verify", url)[0] == 0
