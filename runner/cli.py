@@ -48,6 +48,7 @@ from runner.core.formats import STORE_FORMAT
 from runner.core.plan import plan_rows
 from runner.core.requirements import lines as requirement_lines
 from runner.core.requirements import to_json as requirement_json
+from runner.core.requirements import without_device
 from runner.run.changes import changes_of, summary
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.run.threads import for_run, threads_problem
@@ -271,6 +272,7 @@ def cmd_plan(args) -> int:
 
 
 def _plan_sweep(args, sweep, prepared) -> int:
+    from runner.plugin.study import plan_lines  # lazy: numpy, pydantic
     from runner.run.apply import describe_store, states  # lazy: filelock, numpy, pydantic
 
     rows = [(point, p, states(p)) for point, p in zip(sweep.points, prepared, strict=True)]
@@ -295,7 +297,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
     for line in sweep.describe():
         _say(line)
     _say(f"first point ({sweep.points[0].name}):")
-    for line in first.study.describe(first):
+    for line in plan_lines(first):
         _say(line)
     if cpu:
         _say(f"threads    {cpu.describe()}")
@@ -316,6 +318,7 @@ def _plan_sweep(args, sweep, prepared) -> int:
 
 
 def _plan_one(args, p) -> int:
+    from runner.plugin.study import plan_fields, plan_lines  # lazy: numpy, pydantic
     from runner.run.apply import describe_store, states  # lazy: filelock, numpy, pydantic
     from runner.storage.store import read_tasks  # lazy: filelock, numpy
 
@@ -340,7 +343,7 @@ def _plan_one(args, p) -> int:
         _emit({"spec": str(args.spec), "study": p.study.name, "store": str(p.store_path),
                           "spec_sha256": p.spec.sha256(), "overrides": args.set,
                           "resolved": p.spec.model_dump(mode="json"),
-                          **p.study.plan_json(p), "tasks": rows, "unmet": [requirement_json(u) for u in p.unmet],
+                          **plan_fields(p), "tasks": rows, "unmet": [requirement_json(u) for u in p.unmet],
                           **(_changes_json(changes) if changes else {}),
                           **({"threads": cpu.to_json()} if cpu else {}),
                           **({"estimate": est.to_json()} if est else {})})
@@ -351,7 +354,7 @@ def _plan_one(args, p) -> int:
     _say(f"store      {describe_store(p.store_path, p.spec_file.path)}")
     if args.set:
         _say("overrides  " + " ".join(f"--set {o}" for o in args.set))
-    for line in p.study.describe(p):
+    for line in plan_lines(p):
         _say(line)
     if cpu:
         _say(f"threads    {cpu.describe()}")
@@ -576,7 +579,7 @@ def cmd_apply(args) -> int:
     _check_flags(prepared[0].study, ["--shards"] if args.shards > 1 else [])
     if args.device:  # the flag replaces the spec's device: the spec's device requirement no longer applies
         for p in prepared:
-            p.unmet = [u for u in p.unmet if getattr(u, "kind", None) != "device"]
+            p.unmet = without_device(p.unmet)
     unmet = list(dict.fromkeys(u for p in prepared for u in p.unmet))
     unmet += [problem] if (problem := executor_problem(args.executor)) else []
     if args.log_to is not None and not args.log_to.strip():
@@ -1041,8 +1044,10 @@ def _default_text(field) -> str:
 
 def _variables_lines(study, kind: str) -> list[str]:
     """What ``explain`` says a measure writes: each variable with its dims, units and meaning."""
+    from runner.plugin.study import study_variables  # lazy: numpy, pydantic
+
     try:
-        found = study.variables_of(kind)
+        found = study_variables(study, kind)
     except Exception as err:  # noqa: BLE001 - explaining never fails for want of an example
         return [f"variables: not shown here ({type(err).__name__}: {err})"]
     if found is None:

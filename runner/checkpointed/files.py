@@ -3,11 +3,13 @@
 Files, in ``<store>.runner/checkpoints/<network>/<train task id>/``: a kept checkpoint per scheduled
 step (``model.<name>`` tensors: the weights) and ``resume.safetensors`` (the weights and everything
 the loop and the study need to continue exactly). Every file's metadata names the ``train_id`` it
-belongs to, so a stale or foreign file is never trusted.
+belongs to, so a stale or foreign file is never trusted; a resume file is read through
+:func:`read_resume` alone.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -17,6 +19,35 @@ from runner.storage.checkpoint import read_metadata, read_tensors, write_tensors
 
 RESUME = "resume.safetensors"
 WEIGHTS = "model."
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a training run stood when its resume file was last written."""
+
+    epoch: int
+    """Epochs done."""
+    step: int | None
+    """Optimizer steps done (None in a file of a kit that did not write them: ``epoch`` whole epochs)."""
+    batch: int
+    """The next batch of epoch ``epoch`` (> 0: stopped mid-epoch)."""
+    done: bool
+    """The run ended there (its last epoch, or an early stop)."""
+    meta: dict[str, str]
+    """All its metadata, the study's own entries (:meth:`runner.checkpointed.loop.Trainable.state`) included."""
+
+
+def read_resume(path: Path, train_id: str) -> Resume | None:
+    """The resume file at ``path`` of the training task ``train_id``; None when there is none, or it is
+    torn, of another run, or says no epoch."""
+    meta = read_metadata(path)
+    if meta is None or meta.get("train_id") != train_id:
+        return None
+    try:
+        step = int(meta["step"]) if "step" in meta else None
+        return Resume(int(meta["epoch"]), step, int(meta.get("batch", 0)), meta.get("done") == "1", meta)
+    except (KeyError, ValueError):
+        return None
 
 
 def checkpoint_dir(state_dir: Path, network: str, train_id: str) -> Path:
@@ -58,4 +89,5 @@ def adopt(old: Path, new: Path, train_id: str) -> None:
         save(target, read_tensors(path), meta)
 
 
-__all__ = ["RESUME", "adopt", "belongs", "checkpoint_dir", "load_weights", "read_metadata", "save", "weights"]
+__all__ = ["RESUME", "Resume", "adopt", "belongs", "checkpoint_dir", "load_weights", "read_metadata", "read_resume",
+           "save", "weights"]

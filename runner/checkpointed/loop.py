@@ -22,7 +22,7 @@ from torch import Tensor
 from runner.core import interrupt
 from runner.storage import kept
 from runner.storage.checkpoint import read_tensors
-from runner.checkpointed.files import RESUME, load_weights, read_metadata, save, weights
+from runner.checkpointed.files import RESUME, load_weights, read_resume, save, weights
 from runner.checkpointed.schedule import by_step
 
 
@@ -102,15 +102,15 @@ def train(run: Trainable, seed: int, steps: list[int], train_id: str, label: str
     study's builder seeded the initial weights)."""
     spe, schedule = run.steps_per_epoch, by_step(steps)
     resume = ckpt_dir / RESUME
-    meta = read_metadata(resume)
+    stood = read_resume(resume, train_id)
     # an altered or torn resume file is not continued from: the run starts afresh (the same values)
-    resumed = meta is not None and meta.get("train_id") == train_id and kept.problem(resume) is None
+    resumed = stood is not None and kept.problem(resume) is None
     if resumed:
         t = read_tensors(resume, device)
         load_weights(run.model, resume, device)
-        epoch = int(meta["epoch"])
-        step, batch = int(meta.get("step", epoch * spe)), int(meta.get("batch", 0))
-        run.restore(t, meta, batch > 0)
+        epoch, batch = stood.epoch, stood.batch
+        step = stood.step if stood.step is not None else epoch * spe
+        run.restore(t, stood.meta, batch > 0)
         torch.set_rng_state(t["rng.cpu"].cpu())
         if device.type == "cuda" and "rng.cuda" in t:
             torch.cuda.set_rng_state(t["rng.cuda"].cpu(), device)
@@ -119,7 +119,7 @@ def train(run: Trainable, seed: int, steps: list[int], train_id: str, label: str
         torch.manual_seed(seed)
         step, epoch, batch, curves = 0, 0, 0, Curves(run.curve_names)
     resumed_from, resumed_epoch = step, epoch
-    stopped = resumed and meta.get("done") == "1"
+    stopped = resumed and stood.done
 
     def durable(checkpoint: bool, next_batch: int, done: bool) -> list[Saved]:
         tensors = weights(run.model)

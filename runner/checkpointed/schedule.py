@@ -1,9 +1,10 @@
-"""At which optimizer steps a training run keeps its checkpoints, and its train task; pure (no I/O, no torch)."""
+"""At which optimizer steps a training run keeps its checkpoints, its train task and the tasks that measure its
+checkpoints; pure (no I/O, no torch)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from runner.core.plan import Task, task_id
@@ -48,3 +49,15 @@ def train_task(network: int, payload: dict[str, Any], seed: int, n_checkpoints: 
     return Task(task_id(payload), "train", "train", network, "train", steps=steps,
                 produces=tuple(checkpoint_resource(network, c) for c in range(n_checkpoints)),
                 params={"seed": seed}, key=payload)
+
+
+def measure_task(measure: str, network: int, checkpoint: int, payload: dict[str, Any], params: dict[str, Any], *,
+                 reads: Iterable[tuple[int, int]] = (), deps: Sequence[str] = (), group: str | None = None,
+                 name: str | None = None) -> Task:
+    """The task of ``measure`` at checkpoint ``checkpoint`` of ``network`` (its id hashes ``payload``): it
+    runs once the checkpoints it ``reads`` ((network, index) pairs) are saved, after the tasks ``deps``
+    (shown by ``plan``), with the ready tasks of its ``group``; ``name``: what the plan calls it (the
+    measure's kind unless it comes in modes)."""
+    return Task(task_id(payload), measure, measure, network, name or measure, deps=tuple(deps), checkpoint=checkpoint,
+                needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(reads)), group=group, params=params,
+                key=payload)

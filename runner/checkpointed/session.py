@@ -11,7 +11,7 @@ import numpy as np
 from torch import Tensor
 
 from runner.checkpointed.activations import ActivationCache, Reading, forked_rng
-from runner.checkpointed.files import RESUME, adopt, belongs, checkpoint_dir, read_metadata
+from runner.checkpointed.files import RESUME, adopt, belongs, checkpoint_dir, read_resume
 from runner.checkpointed.loop import Curves, Finished, Saved
 from runner.checkpointed.schedule import checkpoint_resource
 from runner.plugin.measures import measures
@@ -202,10 +202,9 @@ class CheckpointedSession:
             if not files:
                 continue
             self.checkpoints.scan(n, {c: path for c, (path, _) in files.items()}, train_id)
-            meta = read_metadata(self.checkpoint_dir(self.store, n) / RESUME)
-            if meta is not None and meta.get("train_id") == train_id and meta.get("done") == "1" and "step" in meta:
-                stopped = int(meta["step"])
-                self.checkpoints.never(n, [c for c, (_, step) in files.items() if step > stopped])
+            resume = read_resume(self.checkpoint_dir(self.store, n) / RESUME, train_id)
+            if resume is not None and resume.done and resume.step is not None:
+                self.checkpoints.never(n, [c for c, (_, step) in files.items() if step > resume.step])
 
     def available(self) -> set[str]:
         return self.checkpoints.available()

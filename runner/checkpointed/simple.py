@@ -23,15 +23,15 @@ from runner.checkpointed.axes import UNIT, declare_axes, declare_checkpoint_path
 from runner.checkpointed.files import load_weights
 from runner.checkpointed.loop import Trainable, train
 from runner.checkpointed.measure import KIT, ActivationView
-from runner.checkpointed.schedule import checkpoint_resource, checkpoint_steps, train_task
+from runner.checkpointed.schedule import checkpoint_steps, measure_task, train_task
 from runner.checkpointed.session import CheckpointedSession
-from runner.core.device import device_unavailable
+from runner.checkpointed.workers import CheckpointedWorkers
 from runner.core.layout import LayoutBuilder, network_coords
-from runner.core.plan import Task, task_id
-from runner.core.requirements import Requirement
+from runner.core.plan import Task
+from runner.core.requirements import device_requirement
 from runner.plugin.loader import PluginError, hook
 from runner.plugin.measures import declare, measures, params_union, takes
-from runner.plugin.study import Prepared, Study
+from runner.plugin.study import Prepared, Study, ViewsMeasures
 from runner.spec.specfile import StudySpec, Table
 
 
@@ -77,7 +77,7 @@ class Shape:
     sentence: list[str]
 
 
-class SimpleStudy(Study):
+class SimpleStudy(Study, ViewsMeasures, CheckpointedWorkers):
     """Subclass with ``name``, ``table`` (the spec table of its settings, a :class:`Table`) and
     :meth:`trainable`, :meth:`build` and :meth:`analysis`; with several networks, :meth:`networks`. Its hooks
     build on the CPU; the kit moves each network, its trainable's tensors (:func:`to_device`) and the
@@ -162,9 +162,7 @@ class SimpleStudy(Study):
             tasks += self._measure_tasks(spec, n, labels, trainer.id, len(steps))
         layers = self.family.activations(runs[0].model).layer_names()
         device = self.device_name(spec)
-        why = device_unavailable(device)
-        unmet = [Requirement(f"[{self.name}] device", why, kind="device", name=device)] if why else []
-        return Prepared(self, spec, sf, tasks, labels, device, unmet,
+        return Prepared(self, spec, sf, tasks, labels, device, device_requirement(f"[{self.name}] device", device),
                         state=SimpleState(tuple(steps), tuple(train_ids), layers, tuple(nets)))
 
     def _measure_tasks(self, spec, n: int, labels: list[str], train_id: str, count: int) -> list[Task]:
@@ -180,9 +178,8 @@ class SimpleStudy(Study):
                 reads = reg(m).needs(n, c, count - 1, refs)
                 if reads is not None:
                     payload = {"train": train_id, "checkpoint": c, "measure": m.kind, "params": m.params()}
-                    tasks.append(Task(task_id(payload), m.kind, m.kind, n, m.kind, deps=(train_id,), checkpoint=c,
-                                      needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(reads)),
-                                      group=f"measures:{n}:{c}", params=m.params(), key=payload))
+                    tasks.append(measure_task(m.kind, n, c, payload, m.params(), reads=reads, deps=(train_id,),
+                                              group=f"measures:{n}:{c}"))
         return tasks
 
     def open(self, p: Prepared, device, say) -> SimpleSession:

@@ -1,6 +1,6 @@
 """What a plan costs: device time and disk, from a short calibration of each study's step.
 
-A study estimates its own tasks (:meth:`runner.plugin.study.Study.estimate`): it times a few steps of
+A study that :class:`Estimates` its own tasks (:meth:`Estimates.estimate`) times a few steps of
 the work its tasks do, on this device, at a given precision, and scales them to the tasks' steps
 and batch. Each calibration is cached (``$TRANSIENT_CACHE/calibration/``) under a key of what its
 time depends on (device, model, precision, batch shape, ...), so a second ``plan`` costs nothing.
@@ -19,6 +19,7 @@ import signal
 import statistics
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,9 +40,40 @@ class NoEstimate(Exception):
 
 class UnknownSize(Exception):
     """Why a study cannot say the memory a run holds yet (raised by
-    :meth:`runner.plugin.study.Study.footprint`): a network's width is unknown until its model's
+    :meth:`Footprints.footprint`): a network's width is unknown until its model's
     config is read. ``plan`` says so rather than a size without it."""
 
+
+
+class Estimates(ABC):
+    """A study capability (:mod:`runner.plugin.study`): it estimates its tasks' cost (``plan``, ``--calibrate``)."""
+
+    @abstractmethod
+    def estimate(self, p, device, precision: str | None, calibrated) -> tuple[list, list[str]]:
+        """What the tasks cost on ``device``: :class:`Unit` s (seconds, bytes) and notes on what is
+        approximate, at the spec's precisions or all at ``precision``. Time a few steps of the real
+        task through ``calibrated(key, measure)`` (cached per key); raise :class:`NoEstimate` saying
+        why when it cannot (the fallback: no estimate)."""
+
+
+class Footprints(ABC):
+    """A study capability: it says the memory a run of a spec holds at once."""
+
+    @abstractmethod
+    def footprint(self, p) -> dict[str, int] | None:
+        """In bytes: ``host`` (what stays in this process's memory whatever the device: coordinates, one
+        segment of results, what measures keep) and ``device`` (the iterated batch and weights, on the
+        GPU when the run uses one); None when it cannot say. Raise :class:`UnknownSize` when a size it
+        depends on is not known yet (a model's width before its config is read): ``plan`` says so."""
+
+
+class ValidatesPrecisions(ABC):
+    """A study capability: it says whether its results were found to hold in other precisions."""
+
+    @abstractmethod
+    def precision_validity(self, p, device) -> dict[str, str]:
+        """For each precision other than the spec's that ``plan`` estimates: one line on whether the
+        spec's results were found to hold in it (validated against fp32, or not)."""
 
 @dataclass
 class Unit:
@@ -72,11 +104,11 @@ class Estimate:
     missing: str | None = None
     """Why there is no estimate (then ``units`` is empty)."""
     memory: dict[str, int] | None = None
-    """Bytes a run holds at once (:meth:`runner.plugin.study.Study.footprint`), when the study says."""
+    """Bytes a run holds at once (:meth:`Footprints.footprint`), when the study says."""
     memory_unknown: str | None = None
     """Why the memory is not known yet (:class:`UnknownSize`): what ``plan`` says instead of a size."""
     validity: dict[str, str] = field(default_factory=dict)
-    """What is known of the spec's results in each other precision (:meth:`runner.plugin.study.Study.precision_validity`)."""
+    """What is known of the spec's results in each other precision (:meth:`ValidatesPrecisions.precision_validity`)."""
 
     @property
     def seconds(self) -> float:
@@ -137,15 +169,18 @@ def estimate(p, device=None, *, calibrate: bool = True, refresh: bool = False, o
         device = pick_device(p.device)
     est = Estimate(describe(device))
     try:  # a plan is never refused for want of these figures
-        est.memory = p.study.footprint(p)
+        est.memory = p.study.footprint(p) if isinstance(p.study, Footprints) else None
     except UnknownSize as why:
         est.memory_unknown = str(why)
     except Exception:
         pass
     with contextlib.suppress(Exception):
-        est.validity = p.study.precision_validity(p, device)
+        est.validity = p.study.precision_validity(p, device) if isinstance(p.study, ValidatesPrecisions) else {}
     if p.unmet:
         est.missing = "requirements not met here"
+        return est
+    if not isinstance(p.study, Estimates):
+        est.missing = f"the {p.study.name} study does not estimate its tasks"
         return est
     calibrated = calibrated or Calibrator(calibrate, refresh, budget=budget)
     try:

@@ -4,7 +4,9 @@
 A :class:`Requirement` reads as its one line (so a list of them prints, joins and compares as
 text), and carries its parts for ``plan --json``: ``kind``, ``name``, ``reason``, ``fix`` and the
 underlying library's message (``detail``, shown by ``plan --verbose``). Requirements that differ
-only by name (twenty revisions of one model, none cached) are shown as one line.
+only by name (twenty revisions of one model, none cached) are shown as one line. A spec's device is
+one (:func:`device_requirement`), which a device given on the command line replaces
+(:func:`without_device`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,24 @@ class Requirement(str):
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "where": self.where, "name": self.name, "reason": self.reason, "fix": self.fix,
                 "detail": self.detail}
+
+
+#: The kind of the requirement of a spec's device.
+DEVICE = "device"
+
+
+def device_requirement(where: str, requested: str) -> list[Requirement]:
+    """The requirement of the device a spec asks for at ``where`` (its table and key) when this
+    machine lacks it; none when it has it."""
+    from runner.core.device import device_unavailable  # lazy: pydantic
+
+    problem = device_unavailable(requested)
+    return [Requirement(where, problem, kind=DEVICE, name=requested)] if problem else []
+
+
+def without_device(unmet: list[str]) -> list[str]:
+    """``unmet`` less the spec's device requirement (a device given on the command line replaces it)."""
+    return [u for u in unmet if not (isinstance(u, Requirement) and u.kind == DEVICE)]
 
 
 def to_json(item: str) -> dict[str, Any]:

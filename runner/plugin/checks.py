@@ -22,7 +22,7 @@ from runner.core.layout import LayoutBuilder, Var
 from runner.plugin.measure_protocol import COMPUTE, MeasureTags
 from runner.plugin.measures import Measure, MeasureParams, declare, measures, tag_problems
 from runner.plugin.timings import BASES
-from runner.plugin.study import Study, studies
+from runner.plugin.study import HasExamples, Study, plan_lines, spec_problems, studies, study_variables
 from runner.spec.specfile import SpecError, SpecFile, StudySpec, validate
 
 
@@ -57,7 +57,7 @@ def check_measure(measure: type[Measure] | Measure, shape: Any = None) -> None:
 
     ``measure``: a class, or an instance when its table has required fields. ``shape``: what its
     ``variables`` is given, for a study that cannot lay out its measures itself (by default the study
-    lays it out for its small example, :meth:`runner.plugin.study.Study.variables_of`)."""
+    lays it out for its small example, :meth:`runner.plugin.study.Explains.variables_of`)."""
     cls = measure if isinstance(measure, type) else type(measure)
     what = f"measure {cls.__module__}.{cls.__qualname__}"
     problems = tag_problems(cls)
@@ -103,13 +103,13 @@ def _params(cls: type[Measure], measure) -> tuple[MeasureParams | None, list[str
 
 def _variable_problems(measure: Measure, shape: Any) -> list[str]:
     """Each study that offers the measure (its own, or each that takes its kit) lays it out for its small
-    example (``Study.variables_of``) when ``shape`` is None and the study can; else ``variables(b,
+    example (:class:`runner.plugin.study.Explains`) when ``shape`` is None and the study can; else ``variables(b,
     shape)`` runs on a sandbox builder."""
     cls, kind = type(measure), type(measure).kind()
     laid_out = []
     if shape is None:
         found = studies()
-        laid_out = [found[s]().variables_of(kind) for s in found
+        laid_out = [study_variables(found[s](), kind) for s in found
                     if (offered := _registered(s, kind)) is not None and issubclass(offered, cls)]
     if not any(v is not None for v in laid_out):
         b = _Sandbox()
@@ -191,13 +191,13 @@ def var_problems(v: Var) -> list[str]:
 def check_study(study, spec: dict | None = None, shape: Any = None) -> None:
     """Verify that ``study`` (a :class:`runner.plugin.study.Study` class or instance) has a spec model with a
     ``[[measure]]`` union of its registered measures, that a minimal spec (``spec``, default its
-    :attr:`~runner.plugin.study.Study.example_spec`) validates, plans to tasks with unique ids whose measures are
+    :meth:`~runner.plugin.study.HasExamples.example_spec`) validates, plans to tasks with unique ids whose measures are
     registered, and lays out variables that follow the store's conventions, and that every measure
     registered for it passes :func:`check_measure` (given ``shape``)."""
     instance = study() if isinstance(study, type) else study
-    what = f"study {getattr(instance, 'name', type(instance).__name__)!r}"
     if not isinstance(instance, Study):
-        _fail(what, ["it does not subclass runner.plugin.study.Study"])
+        _fail(f"study {type(instance).__name__!r}", ["it does not subclass runner.plugin.study.Study"])
+    what = f"study {instance.name!r}"
     problems = []
     model = instance.spec_model()
     if not (isinstance(model, type) and issubclass(model, StudySpec)):
@@ -207,15 +207,15 @@ def check_study(study, spec: dict | None = None, shape: Any = None) -> None:
     registered = measures(instance.name)
     if not registered:
         problems.append("no measure is registered for it")
-    data = spec if spec is not None else instance.example_spec()
+    data = spec if spec is not None else instance.example_spec() if isinstance(instance, HasExamples) else None
     if data is None:
-        problems.append("no example_spec(): a minimal spec to plan")
+        problems.append("no example_spec(): a minimal spec to plan (declare HasExamples)")
     _fail(what, problems)
     data = {**data, "experiment": {**data.get("experiment", {}), "study": instance.name}}
     sf = SpecFile(Path("<check>"), "", data, located=False)
     try:
         spec = validate(model, sf)
-        problems = instance.all_problems(spec, sf)
+        problems = spec_problems(instance, spec, sf)
         if problems:
             raise SpecError(sf.path, problems)
         prepared = instance.prepare(spec, sf)
@@ -227,7 +227,7 @@ def check_study(study, spec: dict | None = None, shape: Any = None) -> None:
     problems += [f"the plan names measure {t.measure!r}, which is not registered" for t in prepared.tasks
                  if t.measure in {m.kind for m in prepared.spec.measure} and t.measure not in registered]
     try:
-        lines = instance.describe(prepared)
+        lines = plan_lines(prepared)
         problems += [] if all(isinstance(x, str) for x in lines) else ["describe() returns lines that are no strings"]
     except Exception as err:  # noqa: BLE001
         problems.append(f"describe() fails: {type(err).__name__}: {err}")

@@ -79,9 +79,8 @@ def _figures(study: str) -> Registry[Recipe]:
 def recipes(study: str) -> dict[str, Recipe]:
     """The recipes a study draws: those of the kits it takes, then its own (plugins included)."""
     from runner.plugin.measures import kits  # lazy: numpy, pydantic
-    from runner.plugin.study import studies  # lazy: numpy, pydantic
+    from runner.plugin.study import figure_modules  # lazy: numpy, pydantic
 
-    for cls in studies().values():
-        if cls.figure_recipes:
-            importlib.import_module(cls.figure_recipes)
+    for module in figure_modules():
+        importlib.import_module(module)
     return {i: r for owner in [*kits(study), study] for i, r in _RECIPES.get(owner, {}).items()}

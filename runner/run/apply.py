@@ -37,7 +37,7 @@ from runner.run.prepare import prepare, prepare_all, read_spec  # noqa: F401 (th
 from runner.storage.verify import Damage, rebind, repair, verify
 from runner.storage.store import (Store, StorePathError, StoreWriteError, held_stage, read_tasks, records_lost, root_attrs,
                                   runner_dir, writing)
-from runner.plugin.study import Prepared, ShardError
+from runner.plugin.study import Prepared, ShardError, split_group
 from runner.core.commandline import command, hint
 from runner.spec.specfile import SpecFile
 from runner.spec.sweep import Sweep, is_sweep, record
@@ -454,7 +454,7 @@ def check_shards(p: Prepared, shards: int) -> None:
     problems = []
     for group in groups.values():
         try:
-            p.study.split(p, group, shards)
+            split_group(p, group, shards)
         except ShardError as err:
             problems.append(str(err))
     if problems:

@@ -152,7 +152,9 @@ def compare(tasks: list[Task], labels: list[str], records: dict[str, dict],
 def changes_of(p, records: dict[str, dict]) -> Changes:
     """:func:`compare` for a prepared spec (a :class:`runner.plugin.study.Prepared`), its study saying
     which replacements extend."""
-    return compare(p.tasks, p.labels, records, lambda replaced: p.study.extensions(p, replaced, records))
+    from runner.plugin.study import extensions_of  # lazy: numpy, pydantic
+
+    return compare(p.tasks, p.labels, records, lambda replaced: extensions_of(p, replaced, records))
 
 
 def expand(key: Any, keys: dict[str, Any], depth: int = 0) -> Any:

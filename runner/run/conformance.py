@@ -1,7 +1,7 @@
 """A measure run on its study's small example, as scikit-learn's ``check_estimator`` fits an estimator.
 
 :func:`run_problems` plans and applies, for each study that offers the measure, that study's minimal
-spec (``Study.examples``, the first that serves) with the measure alone (after its source, for a derived measure) in a
+spec (``HasExamples.examples``, the first that serves) with the measure alone (after its source, for a derived measure) in a
 folder of its own, on the CPU, through the real engine; then reads the store back and says where what
 the measure wrote breaks what it declared:
 
@@ -28,7 +28,7 @@ import zarr
 from runner.core.layout import internal
 from runner.plugin.checks import ConformanceError
 from runner.plugin.measures import Measure, measures
-from runner.plugin.study import studies
+from runner.plugin.study import example_specs, studies
 from runner.run.apply import apply
 from runner.run.prepare import prepare_all
 from runner.spec.specfile import SpecError, SpecFile
@@ -57,7 +57,7 @@ def check_runs(measure: type[Measure], folder: Path) -> dict[str, str]:
 
 
 def run_problems(measure: type[Measure], folder: Path) -> tuple[list[str], list[str], dict[str, str]]:
-    """Run ``measure`` on the first example (``Study.examples``) of each study that offers it on which it
+    """Run ``measure`` on the first example (``HasExamples.examples``) of each study that offers it on which it
     plans and applies to a network (see the module docstring): the studies it ran in, what breaks its
     declaration there, and for each other study why none of its examples served."""
     kind, ran, out, skipped = measure.kind(), [], [], {}
@@ -66,7 +66,7 @@ def run_problems(measure: type[Measure], folder: Path) -> tuple[list[str], list[
         if offered is None or not issubclass(offered, measure):
             continue
         why = "the study gives no example spec"
-        for example in cls().examples():
+        for example in example_specs(cls()):
             data = example_for(example, name, measure, Path(folder))
             try:
                 _, (p,) = prepare_all(SpecFile(Path(folder) / f"{name}-{kind}.toml", "", data, located=False))

@@ -11,7 +11,7 @@ from runner.spec import footprint
 from runner.spec.specfile import SpecError, SpecFile, SpecProblem, read_toml, validate
 from runner.storage.store import check_reachable, foreign_or_corrupt, store_path_problem
 from runner.storage.store_errors import StoreUnusable
-from runner.plugin.study import Prepared, study_for
+from runner.plugin.study import Prepared, spec_problems, study_for
 from runner.spec.sweep import Sweep, expand, point_problem, split
 from runner.spec import overrides as ov
 
@@ -34,7 +34,7 @@ def _validated(sf, sweep: bool = False, point: bool = False):
     study = study_for(sf)
     spec = validate(study.spec_model(), sf)
     check_reachable(spec.store_path())  # a bucket that cannot be reached: said before anything else is checked
-    problems = study.all_problems(spec, sf)
+    problems = spec_problems(study, spec, sf)
     store = store_path_problem(spec.store_path(), sweep, point)
     if store:
         located = sf.problem(("experiment", "store" if spec.experiment.store else "name"), store)

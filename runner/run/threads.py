@@ -8,7 +8,7 @@ busy core ran the quickstart's tiny model 7x slower with 2 threads than with 1. 
    set by the user) is used as given;
 2. otherwise the candidates are 1 thread, the CPUs that are idle now (the CPUs this process may
    use, by affinity and cgroup quota, less the runnable threads of other processes) and all usable
-   CPUs; a study that can time one step of its work (:meth:`runner.plugin.study.Study.thread_probe`)
+   CPUs; a study that can time one step of its work (:meth:`runner.plugin.study.TimesThreads.thread_probe`)
    times each candidate on the model and batch at hand and the fastest wins; without a probe the
    idle count is used. Timings are cached beside the estimate's calibrations, under a key that
    includes the idle count, so a busy machine and a quiet one each measure once.
@@ -199,6 +199,10 @@ def for_run(p, device, requested: int | None = None, calibrated=None) -> ThreadC
         return choose(p.spec.experiment.threads, "[experiment] threads =")
     if device.type != "cpu":  # GPU steps are asynchronous: host threads only feed them
         return choose()
+    from runner.plugin.study import TimesThreads  # lazy: numpy, pydantic
+
+    if not isinstance(p.study, TimesThreads):
+        return choose(probe=lambda: None, key={"study": p.study.name}, calibrated=calibrated)
     return choose(probe=lambda: p.study.thread_probe(p, device), key=p.study.thread_key(p), calibrated=calibrated)
 
 

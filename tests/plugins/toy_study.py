@@ -22,7 +22,7 @@ from runner.plugin.measures import MeasureParams, MeasureTags, declare, hints, m
 from runner.plugin.timings import StepMeasure
 from runner.core.plan import Task, task_id
 from runner.spec.specfile import StudySpec, Table
-from runner.plugin.study import Prepared, Study
+from runner.plugin.study import Describes, Prepared, Study
 from runner.plugin.study import register as register_study
 
 
@@ -59,7 +59,7 @@ class WalkSpec(StudySpec):
 
 
 @register_study
-class WalkStudy(Study):
+class WalkStudy(Study, Describes):
     name = "walk"
     description = "random walks (a toy study of the engine's tests)"
 

@@ -34,7 +34,7 @@ from runner.run.execute.executor import Collected, Done, Job, error_text
 from runner.run.execute.ray_cluster import forget_cluster, note_cluster, start_reaper
 from runner.storage.records import group_key
 from runner.storage.store import Store, guard_writes, runner_dir, writing
-from runner.plugin.study import SourceUnavailable
+from runner.plugin.study import SourceUnavailable, worker_session
 from runner.plugin.loader import load_plugins
 from runner.core.device import make_deterministic, pick_device
 
@@ -150,14 +150,14 @@ _SESSIONS: dict[tuple, Any] = {}
 
 def _session(p, token: str, point: int, device_name: str, store: Store):
     """The study's session in this worker, on the store the driver laid out (the inputs read from
-    there, :meth:`runner.plugin.study.Study.open_worker`), kept for this apply's next tasks in this worker."""
+    there, :func:`runner.plugin.study.worker_session`), kept for this apply's next tasks in this worker."""
     load_plugins()  # the registries the session looks measures up in
     key = (token, point, device_name)
     if key not in _SESSIONS:
         device = pick_device(device_name)
         make_deterministic(device)
         _SESSIONS.clear()
-        _SESSIONS[key] = p.study.open_worker(p, device, store)
+        _SESSIONS[key] = worker_session(p, device, store)
     return _SESSIONS[key]
 
 

@@ -30,7 +30,7 @@ from runner.storage.store import now
 from runner.storage.manifest import ALGORITHM, chunk_digests
 from runner.storage.records import attribute, forget_written, read_written
 from runner.storage.store import Store
-from runner.plugin.study import Prepared, Session
+from runner.plugin.study import Prepared, Session, split_group
 
 
 @dataclass(eq=False)
@@ -58,7 +58,7 @@ class Recorder:
         steps = max(t.steps for t in group)
         what = lead.name if len(group) == 1 else f"{len(group)} measures"
         bar = self.view.add(f"{self.p.labels[lead.network]} ({what})", steps) if steps else None
-        parts = self.p.study.split(self.p, group, self.shards) if self.shards > 1 else None
+        parts = split_group(self.p, group, self.shards) if self.shards > 1 else None
         running = _Running(bar, 0.0)
         job = Job(group, parts, _Reporter(self, group, running, provide), self.session, self.store)
         self._running[job] = running

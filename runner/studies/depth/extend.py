@@ -59,7 +59,7 @@ def lengthened(old: Any, new: Any) -> int | None:
 
 
 def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, dict]) -> dict[str, Extension]:
-    """:meth:`runner.plugin.study.Study.extensions` for the depth study (see the module docstring)."""
+    """:meth:`runner.plugin.study.Extends.extensions` for the depth study (see the module docstring)."""
     out: dict[str, Extension] = {}
     passes: dict[str, list] = {}
     for t in p.tasks:

@@ -16,16 +16,31 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from rich.filesize import decimal
 
-from runner.core.device import device_unavailable, set_precision
+from runner.core.device import set_precision
 from runner.plugin.measures import measure_problems, measures
 from runner.plugin.timings import StepMeasure
 from runner.core.plan import Task, task_id
-from runner.core.requirements import Requirement
+from runner.core.requirements import Requirement, device_requirement
 from runner.data.files import anchor
 from runner.data.registry import DOCUMENTS, ROWS, InputError, check_data, data_identity, data_source_for
 from runner.spec.footprint import Need
 from runner.spec.specfile import SpecError, SpecFile
-from runner.plugin.study import Prepared, Study, SourceUnavailable, register
+from runner.plugin.study import (
+    ChecksFiles,
+    Describes,
+    DrawsFigures,
+    Explains,
+    Extends,
+    HasExamples,
+    Prepared,
+    Shards,
+    SourceUnavailable,
+    Study,
+    TimesThreads,
+    ViewsMeasures,
+    WorkerSessions,
+    register,
+)
 from runner.studies.depth import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.depth.measure import Derivation, DepthView, NetworkSize, PassNetworkContext, unmet_needs
 from runner.studies.depth.estimate import estimate, thread_key, thread_probe
@@ -35,11 +50,14 @@ from runner.studies.depth.resolve import Network, resolve, tokenizer_location
 from runner.studies.depth.shards import Shard, ShardSink, merge, pass_key, shard_dir, split
 from runner.studies.depth.spec import TABLES, DepthSpec, spec_model
 from models.hub import ModelLoadError, load_tokenizer
-from runner.core.estimate import UnknownSize, precisions
+from runner.core.estimate import Estimates, Footprints, UnknownSize, ValidatesPrecisions, precisions
 from runner.studies.depth.precision import validity
 
 if TYPE_CHECKING:
     from runner.studies.depth.iterate import PassInputs
+
+#: A depth spec resolved: its state is the networks.
+DepthPrepared = Prepared[list[Network]]
 
 
 def trajectory_key(spec: DepthSpec, net: Network, identity: str | None = None) -> dict[str, Any]:
@@ -154,7 +172,8 @@ def make_tasks(spec: DepthSpec, networks: list[Network], identity: str | None = 
 
 
 @register
-class DepthStudy(Study):
+class DepthStudy(Study, ChecksFiles, ViewsMeasures, Describes, HasExamples, Explains, WorkerSessions, Shards,
+                 Estimates, Footprints, ValidatesPrecisions, TimesThreads, Extends, DrawsFigures):
     name = "depth"
     description = "a layer applied again and again (depth as time): ALBERT, reference maps"
 
@@ -182,16 +201,14 @@ class DepthStudy(Study):
                 problems.append(sf.problem(("input", "source"), problem))
         return problems
 
-    def prepare(self, spec: DepthSpec, sf: SpecFile) -> Prepared:
+    def prepare(self, spec: DepthSpec, sf: SpecFile) -> DepthPrepared:
         base = sf.path.parent  # relative local paths as seen from the spec's folder when they exist there
         spec = spec.model_copy(update={
             "model": [m.model_copy(update={"source": anchor(m.source, base)}) for m in spec.model],
             "input": spec.input.model_copy(update={"source": anchor(spec.input.source, base)})})
         networks, unmet = resolve(spec)
         sized_problems(spec, networks, sf)
-        device = device_unavailable(spec.dynamics.device)
-        if device:
-            unmet.append(Requirement("[dynamics] device", device, kind="device", name=spec.dynamics.device))
+        unmet += device_requirement("[dynamics] device", spec.dynamics.device)
         why = self._input_unavailable(spec.input) if spec.text_models else None
         if why:
             unmet.append(Requirement(f"[input] source {spec.input.source!r}", why, kind="data", name=spec.input.source,
@@ -206,7 +223,7 @@ class DepthStudy(Study):
         reader = data_source_for(inp.source)
         return reader.unavailable(inp.source, subset=inp.subset, streaming=inp.streaming) if reader else None
 
-    def describe(self, p: Prepared) -> list[str]:
+    def describe(self, p: DepthPrepared) -> list[str]:
         spec = p.spec
         lines = ["models"]
         for net in p.state:
@@ -242,7 +259,7 @@ class DepthStudy(Study):
             lines += [f"  {'':<20}   {', '.join(nets)}: {note}" for note, nets in notes.items()]
         return lines
 
-    def open(self, p: Prepared, device, say) -> DepthSession:
+    def open(self, p: DepthPrepared, device, say) -> DepthSession:
         return DepthSession(p, device)
 
     def example_spec(self) -> dict:
@@ -258,7 +275,7 @@ class DepthStudy(Study):
                 "input": {"source": "builtin:pydoc-topics", "samples": 8, "tokens": 8}, "dynamics": {"steps": 100}}
         return [self.example_spec(), text]
 
-    def open_worker(self, p: Prepared, device, store) -> DepthSession:
+    def open_worker(self, p: DepthPrepared, device, store) -> DepthSession:
         return DepthSession(p, device, store)
 
     def variables_of(self, kind: str) -> list:
@@ -270,33 +287,33 @@ class DepthStudy(Study):
         layout = build_layout(spec, [Network(0, 0, spec.model[0], 0, "fp32", 8, 16, 2)], None, None, [0.0] * 4)
         return [v for v in layout.vars.values() if v.measure == kind]
 
-    def split(self, p: Prepared, group: list[Task], shards: int) -> list[Shard] | None:
+    def split(self, p: DepthPrepared, group: list[Task], shards: int) -> list[Shard] | None:
         return split(p.spec, p.state, group, shards)
 
-    def estimate(self, p: Prepared, device, precision, calibrated):
+    def estimate(self, p: DepthPrepared, device, precision, calibrated):
         return estimate(p, device, precision, calibrated)
 
-    def thread_probe(self, p: Prepared, device):
+    def thread_probe(self, p: DepthPrepared, device):
         return thread_probe(p.spec, p.state, device)
 
-    def footprint(self, p: Prepared) -> dict[str, int]:
+    def footprint(self, p: DepthPrepared) -> dict[str, int]:
         unknown = list(dict.fromkeys(n.model.source for n in p.state if not n.n_hidden))
         if unknown:  # a network's width is 0 until its model's config is read: any size would be wrong
             which = f"{unknown[0]}'s config is" if len(unknown) == 1 else f"the configs of {', '.join(unknown)} are"
             raise UnknownSize(f"{which} read (not cached here)")
         return footprint(p.spec, p.state)
 
-    def precision_validity(self, p: Prepared, device) -> dict[str, str]:
+    def precision_validity(self, p: DepthPrepared, device) -> dict[str, str]:
         registry = measures("depth")
         instances = [registry[m.kind](m) for m in p.spec.measure]
         found = {precision: validity(precision, instances) for precision, why in precisions(device).items()
                  if why is None}
         return {precision: text for precision, text in found.items() if text}
 
-    def thread_key(self, p: Prepared) -> dict:
+    def thread_key(self, p: DepthPrepared) -> dict:
         return thread_key(p.spec, p.state)
 
-    def extensions(self, p: Prepared, replaced, records):
+    def extensions(self, p: DepthPrepared, replaced, records):
         return extensions(p, replaced, records)
 
 
@@ -347,7 +364,7 @@ def _state_nbytes(spec: DepthSpec, networks: list[Network]) -> int:
 class DepthSession:
     """A depth run: the input sentences drawn, the store's layout, and the passes."""
 
-    def __init__(self, p: Prepared, device, store=None):
+    def __init__(self, p: DepthPrepared, device, store=None):
         """``store``: a store the driver wrote the inputs into (a worker's session), read instead of
         drawing the sentences from ``[input] source`` again."""
         import torch  # lazy: torch

@@ -34,7 +34,7 @@ def _without(key: dict, *names: str) -> dict:
 
 
 def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, dict]) -> dict[str, Extension]:
-    """:meth:`runner.plugin.study.Study.extensions` for the training study (see the module docstring)."""
+    """:meth:`runner.plugin.study.Extends.extensions` for the training study (see the module docstring)."""
     out: dict[str, Extension] = {}
     continued: dict[str, str] = {}  # new train id -> the finished one it continues
     for t in p.tasks:
@@ -62,7 +62,7 @@ def extensions(p: Prepared, replaced: dict[str, list[str]], records: dict[str, d
 
 def _train(p: Prepared, t, old_id: str, old_key: Any) -> Extension | None:
     """What a longer run does with the finished training ``old_id`` (None: not a longer run)."""
-    from runner.checkpointed.files import RESUME, checkpoint_dir, read_metadata  # lazy: torch
+    from runner.checkpointed.files import RESUME, checkpoint_dir, read_resume  # lazy: torch
 
     old, new = plain_key(old_key), plain_key(t.key)
     if not (isinstance(old, dict) and isinstance(new, dict)) or _without(old, "steps") != _without(new, "steps"):
@@ -75,11 +75,11 @@ def _train(p: Prepared, t, old_id: str, old_key: Any) -> Extension | None:
         return Extension("its checkpoint steps move with the run's length ([checkpoints] log_spaced without "
                          "stop, or a last step that is no epoch end)", extends=False)
     folder = checkpoint_dir(runner_dir(p.store_path), p.labels[t.network], old_id)
-    meta = read_metadata(folder / RESUME)
-    if meta is None or meta.get("train_id") != old_id or meta.get("done") != "1":
+    resume = read_resume(folder / RESUME, old_id)
+    if resume is None or not resume.done:
         return Extension(f"no resume state of the {e0}-epoch run was kept", extends=False)
     for path, what in kept.damaged(folder):  # the longer run continues from them all: none may be altered
         return Extension(f"{path} {what}", extends=False)
-    if meta.get("epoch") != str(e0):
-        return Extension(f"the {e0}-epoch run stopped early, at epoch {meta.get('epoch')}", extends=False)
+    if resume.epoch != e0:
+        return Extension(f"the {e0}-epoch run stopped early, at epoch {resume.epoch}", extends=False)
     return Extension(f"continued from epoch {e0}")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.checkpointed.schedule import checkpoint_resource, train_task
+from runner.checkpointed.schedule import measure_task, train_task
 from runner.checkpointed.schedule import checkpoint_steps as schedule_steps
 from runner.plugin.measures import measures
-from runner.core.plan import Task, task_id
+from runner.core.plan import Task
 from runner.studies.training.spec import CheckpointSpec, TrainingStudySpec
 
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
@@ -65,10 +65,8 @@ def make_tasks(study: TrainingStudySpec, steps_per_epoch: int, corpus_key: str) 
                            "analysis_tokens": study.corpus.analysis_tokens, "v": reg.version}
                 if study.corpus.analysis_split != "valid":  # ids of the default stay
                     payload["analysis_split"] = study.corpus.analysis_split
-                tid = task_id(payload)
-                tasks.append(Task(tid, m.kind, m.kind, n, task_label(m.kind, params), deps=deps, checkpoint=c,
-                                  needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(needs)), params=params,
-                                  key=payload))
+                tasks.append(measure_task(m.kind, n, c, payload, params, reads=needs, deps=deps,
+                                          name=task_label(m.kind, params)))
     return steps, tasks
 
 
@@ -93,6 +91,5 @@ def suite_tasks(study: TrainingStudySpec, identities: list[list[dict]], corpus_k
                            "suite": [identities[k][j] for k, j in needs], "network": n,
                            "analysis_tokens": study.corpus.analysis_tokens, "analysis_split": study.corpus.analysis_split,
                            "v": reg.version}
-                tasks.append(Task(task_id(payload), m.kind, m.kind, n, task_label(m.kind, params), checkpoint=c,
-                                  needs=(), params=params, key=payload))
+                tasks.append(measure_task(m.kind, n, c, payload, params, name=task_label(m.kind, params)))
     return tasks

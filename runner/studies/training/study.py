@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from models.registry import cache_dir
-from runner.core.device import device_unavailable
 from runner.core.plan import Task
-from runner.core.requirements import Requirement
+from runner.core.requirements import Requirement, device_requirement
 from runner.data.files import anchor
 from runner.data.registry import TAGGED, InputError, data_identity, data_source_for
 from runner.spec import footprint
@@ -45,14 +44,33 @@ from runner.studies.training.spec import (
 from runner.studies.training.suite import resolve as resolve_suites
 from runner.studies.training.state import CorpusStats, TrainingState
 from runner.plugin.measures import measures
-from runner.plugin.study import Prepared, Study, SourceUnavailable, register
+from runner.checkpointed.workers import CheckpointedWorkers
+from runner.core.estimate import Estimates
+from runner.plugin.study import (
+    ChecksFiles,
+    Describes,
+    DrawsFigures,
+    Explains,
+    Extends,
+    HasExamples,
+    PlanFields,
+    Prepared,
+    SourceUnavailable,
+    Study,
+    TimesThreads,
+    ViewsMeasures,
+    register,
+)
 from models.hub import ModelLoadError
 from models.suites import load_config
-from runner.run.apply import prepare_all
+from runner.run.prepare import prepare_all
 from runner.studies.training.data.treebank import load_treebank
 
 if TYPE_CHECKING:
     from runner.studies.training.session import TrainingSession
+
+#: A training spec resolved: its state is the corpus' statistics and the checkpoint schedule.
+TrainingPrepared = Prepared[TrainingState]
 
 
 def _source_identity(study: TrainingStudySpec, base: Path) -> str:
@@ -139,7 +157,8 @@ EXPLAIN_EXAMPLES = (
 
 
 @register
-class TrainingStudy(Study):
+class TrainingStudy(Study, ChecksFiles, ViewsMeasures, Describes, PlanFields, HasExamples, Explains,
+                    CheckpointedWorkers, Estimates, TimesThreads, Extends, DrawsFigures):
     """Networks measured while they train (training as time): LSTM language models and taggers."""
 
     name, spec_factory, table_models = "training", staticmethod(spec_model), TABLES
@@ -151,11 +170,9 @@ class TrainingStudy(Study):
     def check(self, spec: TrainingStudySpec, sf: SpecFile) -> list[str]:
         return check_sources(spec, sf)
 
-    def prepare(self, spec: TrainingStudySpec, sf: SpecFile) -> Prepared:
+    def prepare(self, spec: TrainingStudySpec, sf: SpecFile) -> TrainingPrepared:
         unmet = missing_extras(spec) + _treebanks_unmet(spec, sf.path.parent) + _gmb_unmet(spec, sf.path.parent)
-        device = device_unavailable(spec.training.device)
-        if device:
-            unmet.append(Requirement("[training] device", device, kind="device", name=spec.training.device))
+        unmet += device_requirement("[training] device", spec.training.device)
         gmb_missing = {k for k in GMB_TAGSETS.values() if any(k in u for u in unmet)}
         tagsets = [t for t in spec.tagsets() if not (unmet and t.startswith("spacy_"))  # spaCy may be missing
                    and GMB_TAGSETS.get(t) not in gmb_missing]  # and GMB files
@@ -220,7 +237,7 @@ class TrainingStudy(Study):
         return Prepared(self, spec, sf, tasks, labels, spec.training.device, unmet,
                         state=TrainingState(stats, steps, corpus, stats_file, tuple(tagsets)), needs=needs)
 
-    def describe(self, p: Prepared) -> list[str]:
+    def describe(self, p: TrainingPrepared) -> list[str]:
         s, stats, steps = p.spec, p.state.stats, p.state.steps
         if stats is None:
             lines = [f"corpus     {s.corpus.source}: not read (see the requirements below); the schedule and the "
@@ -247,7 +264,7 @@ class TrainingStudy(Study):
         return lines
 
     @staticmethod
-    def _describe_suites(p: Prepared) -> list[str]:
+    def _describe_suites(p: TrainingPrepared) -> list[str]:
         s, suites = p.spec, p.state.suites
         lines = []
         if suites is not None:
@@ -267,7 +284,7 @@ class TrainingStudy(Study):
         lines += [f"  {m.kind:<12} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
         return lines
 
-    def plan_json(self, p: Prepared) -> dict:
+    def plan_json(self, p: TrainingPrepared) -> dict:
         stats, suites = p.state.stats, p.state.suites
         out = {"steps_per_epoch": stats.steps_per_epoch if stats and not suites else None,
                "checkpoint_steps": p.state.steps}
@@ -303,21 +320,21 @@ class TrainingStudy(Study):
                 return [v for v in TrainingSession(p, torch.device("cpu")).layout.vars.values() if v.measure == kind]
         return None
 
-    def open(self, p: Prepared, device, say) -> TrainingSession:
+    def open(self, p: TrainingPrepared, device, say) -> TrainingSession:
         from runner.studies.training.session import TrainingSession  # lazy: torch
 
         return TrainingSession(p, device)
 
-    def estimate(self, p: Prepared, device, precision, calibrated):
+    def estimate(self, p: TrainingPrepared, device, precision, calibrated):
         return estimate(p, device, precision, calibrated)
 
-    def thread_probe(self, p: Prepared, device):
+    def thread_probe(self, p: TrainingPrepared, device):
         return thread_probe(p, device)
 
-    def thread_key(self, p: Prepared) -> dict:
+    def thread_key(self, p: TrainingPrepared) -> dict:
         return thread_key(p)
 
-    def extensions(self, p: Prepared, replaced, records):
+    def extensions(self, p: TrainingPrepared, replaced, records):
         return extensions(p, replaced, records)
 
 

@@ -24,13 +24,25 @@ from runner.data.files import files_digest
 from runner.data.registry import LABELLED, check_data
 from runner.data import registry as data_registry
 from runner.studies.transject.data.classification import ListOpsSource
-from runner.checkpointed.schedule import checkpoint_resource, train_task
-from runner.core.device import device_unavailable
+from runner.checkpointed.schedule import checkpoint_resource, measure_task, train_task
 from runner.plugin.measures import measures
 from runner.core.plan import Task, task_id
-from runner.core.requirements import Requirement
+from runner.core.requirements import Requirement, device_requirement
 from runner.spec.specfile import SpecFile, SpecProblem
-from runner.plugin.study import Prepared, Study, register
+from runner.checkpointed.workers import CheckpointedWorkers
+from runner.core.estimate import Estimates
+from runner.plugin.study import (
+    ChecksFiles,
+    Describes,
+    DrawsFigures,
+    Explains,
+    HasExamples,
+    PlanFields,
+    Prepared,
+    Study,
+    ViewsMeasures,
+    register,
+)
 from runner.studies.transject import measures as _registrations  # noqa: F401  (registers the measures)
 from runner.studies.transject.preflight import LocalData, checkpoint_problem, local_data, needs, tokenizer_problem
 from runner.studies.transject.estimate import estimate
@@ -43,6 +55,9 @@ from runner.studies.transject.models import BASELINE_FIELDS, TRANSJECT_FIELDS, r
 if TYPE_CHECKING:
     from runner.studies.transject.session import TransJectSession
 
+#: A TransJect spec resolved: its state is the networks and their checkpoint folders.
+TransJectPrepared = Prepared[TransJectState]
+
 #: Bump when the training code changes what it writes; its tasks then rerun (measures: their ``version``).
 TRAIN_VERSION = 1
 
@@ -53,7 +68,8 @@ def data_identity(spec: TransJectSpec, base: Path) -> str:
 
 
 @register
-class TransJectStudy(Study):
+class TransJectStudy(Study, ChecksFiles, ViewsMeasures, Describes, PlanFields, HasExamples, Explains,
+                     CheckpointedWorkers, Estimates, DrawsFigures):
     """TransJect and its baselines trained on sequence classification, measured at every epoch."""
 
     name, spec_factory, table_models = "transject", staticmethod(spec_model), TABLES
@@ -67,11 +83,8 @@ class TransJectStudy(Study):
         problem = check_data(d.source, sf.path.parent, LABELLED, "[data] source", splits=(d.train_split, d.test_split))
         return [sf.problem(("data", "source"), problem)] if problem else []
 
-    def prepare(self, spec: TransJectSpec, sf: SpecFile) -> Prepared:
-        unmet = []
-        device = device_unavailable(spec.training.device)
-        if device:
-            unmet.append(Requirement("[training] device", device, kind="device", name=spec.training.device))
+    def prepare(self, spec: TransJectSpec, sf: SpecFile) -> TransJectPrepared:
+        unmet: list[str] = device_requirement("[training] device", spec.training.device)
         d = spec.data
         why = d.reader.unavailable(d.source, subset=d.subset, streaming=False)
         if why:
@@ -129,13 +142,12 @@ class TransJectStudy(Study):
                     payload = {"measure": meas.kind, "params": meas.params(), "train": tid, "checkpoint": e,
                                "analysis": analysis_key, "v": reg.version}
                     reads = reg(meas).needs(n, e, epochs[-1], [])
-                    tasks.append(Task(task_id(payload), meas.kind, meas.kind, n, meas.kind, deps=(tid,), checkpoint=e,
-                                      needs=tuple(checkpoint_resource(*k) for k in dict.fromkeys(reads)),
-                                      group=f"measures:{n}:{e}", params=meas.params(), key=payload))
+                    tasks.append(measure_task(meas.kind, n, e, payload, meas.params(), reads=reads, deps=(tid,),
+                                              group=f"measures:{n}:{e}"))
         return Prepared(self, spec, sf, tasks, [x.label for x in nets], spec.training.device, unmet,
                         state=TransJectState(tuple(nets), dirs), needs=needs(spec, local.classes))
 
-    def describe(self, p: Prepared) -> list[str]:
+    def describe(self, p: TransJectPrepared) -> list[str]:
         s = p.spec
         d = s.data
         src = d.source + (f" ({d.subset})" if d.subset else "")
@@ -157,10 +169,10 @@ class TransJectStudy(Study):
         lines += [f"  {m.kind:<18} " + " ".join(f"{k}={v}" for k, v in m.params().items()) for m in s.measure]
         return lines
 
-    def plan_json(self, p: Prepared) -> dict:
+    def plan_json(self, p: TransJectPrepared) -> dict:
         return {"epochs": p.spec.training.epochs, "networks": [n.label for n in p.state.nets]}
 
-    def estimate(self, p: Prepared, device, precision, calibrated):
+    def estimate(self, p: TransJectPrepared, device, precision, calibrated):
         return estimate(p, device, precision, calibrated)
 
     def example_spec(self) -> dict:
@@ -184,7 +196,7 @@ class TransJectStudy(Study):
                               registrations)
         return [v for v in layout.vars.values() if v.measure == kind]
 
-    def open(self, p: Prepared, device, say) -> TransJectSession:
+    def open(self, p: TransJectPrepared, device, say) -> TransJectSession:
         from runner.studies.transject.session import TransJectSession  # lazy: torch
 
         return TransJectSession(p, device)

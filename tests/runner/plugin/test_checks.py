@@ -347,21 +347,3 @@ def test_a_kit_measure_a_study_offers_pickles_into_a_fresh_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.pkl")], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "layers", out.stderr
-
-
-def test_a_study_that_declares_only_its_plan_gets_defaults_that_do_nothing():
-    """A plugin study need not say how its measures lay out, split, extend or are timed: by default
-    nothing is split, extended or probed, and explain lists no variables."""
-    from runner.plugin.study import Study
-
-    class Plain(Study):
-        """A study with no optional hooks (never registered)."""
-
-        name = "plain"
-
-    study = Plain()
-    assert study.description == "A study with no optional hooks (never registered)."
-    assert study.variables_of("anything") is None
-    assert study.split(None, [], 2) is None
-    assert study.thread_probe(None, "cpu") is None
-    assert study.extensions(None, {"t": ["s"]}, {}) == {}

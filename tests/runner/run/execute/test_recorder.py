@@ -16,12 +16,12 @@ from runner.core.layout import LayoutBuilder
 from runner.core.plan import Task
 from runner.core.progress import ProgressView
 from runner.storage.store import read_tasks
-from runner.plugin.study import Prepared
+from runner.plugin.study import Prepared, Shards
 from runner.run.apply import open_run, close_run
 
 
-class Halves:
-    """A study whose groups split into ``n`` shards named by their index."""
+class Halves(Shards):
+    """A study whose groups split into ``n`` shards named by their index (declared: :class:`Shards`)."""
 
     name = "halves"
 
