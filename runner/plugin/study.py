@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from models.registry_base import Registry
 from runner.core import errors
 from runner.core.errors import UsageError
 from runner.core.estimate import Estimates, Footprints, ValidatesPrecisions
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from runner.storage.store import Store
 
 _STUDIES: dict[str, type[Study]] = {}
+_REGISTRY: Registry[type[Study]] = Registry("study", _STUDIES)
 
 S = TypeVar("S")
 
@@ -340,12 +342,10 @@ def register(cls: type[Study]) -> type[Study]:
     problems = contract_problems(cls) if issubclass(cls, Study) else ["it does not subclass runner.plugin.study.Study"]
     if problems:
         raise TypeError(f"study {name}: " + "; ".join(problems))
-    known = _STUDIES.get(cls.name)
-    if known is not None and f"{known.__module__}.{known.__qualname__}" != name and not cls.replaces:
-        raise TypeError(f"study {name}: the name {cls.name!r} is {known.__module__}.{known.__qualname__}'s; "
-                        "give it another name, or set `replaces = True` on it to replace that study")
-    _STUDIES[cls.name] = cls
-    return cls
+    try:
+        return _REGISTRY.add(cls.name, cls, replaces=cls.replaces)
+    except ValueError as err:
+        raise TypeError(f"study {name}: {err}") from None
 
 
 def studies() -> dict[str, type[Study]]:
@@ -435,8 +435,7 @@ def study_for(sf: SpecFile) -> Study:
     named = experiment.get("study") if isinstance(experiment, dict) else None
     if named is not None:
         if named not in known:
-            raise SpecError(sf.path, [sf.problem(("experiment", "study"), f"unknown study {named!r}; "
-                                                 f"known: {', '.join(sorted(known))}")])
+            raise SpecError(sf.path, [sf.problem(("experiment", "study"), _REGISTRY.unknown(named))])
         return known[named]()
     tables = set(sf.data)
     fields = {name: cls().spec_model().model_fields for name, cls in known.items()}

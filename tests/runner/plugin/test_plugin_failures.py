@@ -150,7 +150,8 @@ CASES = [
      "checkpointed measure kind 'svcca' is runner.checkpointed.measures.svcca.SVCCA's; give plugin_case_kit.Mine "
      "another name"),
     ("takes a study", "plugin_case_study", {"plugin_case_study": TAKES_DEPTH},
-     "the name 'depth' is runner.studies.depth.study.DepthStudy's"),
+     "study plugin_case_study.Mine: study 'depth' is runner.studies.depth.study.DepthStudy's; give "
+     "plugin_case_study.Mine another name, or set `replaces = True` to replace it"),
     ("takes a map", "plugin_case_map", {"plugin_case_map": "from models.registry import register_map\n"
                                                            "register_map('tanh', object)\n"},
      "map 'tanh' is models.maps."),

@@ -153,3 +153,12 @@ def test_the_scan_finds_a_probe(tmp_path):
                       "    c = getattr(cls, 'tags', None)\n"
                       "    return getattr(cls, 'split') is not getattr(Study, 'split')\n")
     assert sorted(line.split(" ", 1)[0].rsplit(":", 1)[1] for line in _probes(sample)) == ["2", "3", "5", "5"]
+
+
+def test_an_unknown_study_is_named_with_the_closest_known_one():
+    from runner.spec.specfile import SpecError, SpecFile
+
+    sf = SpecFile(Path("s.toml"), "", {"experiment": {"name": "x", "study": "deptj"}}, located=False)
+    with pytest.raises(SpecError, match=r"unknown study 'deptj'; known: depth, training, transject.*"
+                                        r"\(did you mean 'depth'\?\)"):
+        contract.study_for(sf)
