@@ -54,7 +54,7 @@ class Task:
     ``plan`` can name what changed when a finished result would be replaced."""
     extends: tuple[str, ...] = field(default=(), compare=False)
     """Ids of the finished tasks it continues rather than recomputes (a longer run: set by ``apply``
-    from the study's :meth:`~runner.plugin.study.Study.extensions`); empty for a task run from the start."""
+    from the study's :meth:`~runner.plugin.study.Extends.extensions`); empty for a task run from the start."""
 
     @property
     def requires(self) -> tuple[str, ...]:

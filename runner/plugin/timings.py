@@ -3,7 +3,7 @@
 A registration subclasses the one of its timing, names its study (``study = "..."``) and its
 reference, and implements that timing's compute method on the timing's context
 (:mod:`runner.plugin.measure_protocol`). No study adds a base class of its own: what a study shows
-its measures is its contexts and its view (``Study.measure_view``), what it lets them require is its
+its measures is its contexts and its view (``ViewsMeasures.measure_view``), what it lets them require is its
 vocabulary (:func:`runner.plugin.measures.vocabulary`).
 
 - :class:`StepMeasure`: along a trajectory, in a pass over a network's samples (``observe`` at every

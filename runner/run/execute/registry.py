@@ -36,7 +36,7 @@ class ExecutorOptions:
     address: str | None = None
     """A running Ray cluster (``ray://host:10001``, ``auto``); None starts a local one."""
     shards: int = 1
-    """Split each splittable group (``Study.split``) into this many sample shards."""
+    """Split each splittable group (``Shards.split``) into this many sample shards."""
     point: int = 0
     """Which point of the spec's sweep this run is (a worker keeps one session per point)."""
     extra: dict = field(default_factory=dict)

@@ -38,7 +38,7 @@ REGISTERS = {"tests.plugins.toy_measure": (True, False), "tests.plugins.toy_stud
 PLUGINS = tuple(REGISTERS)
 #: Shapes for plugin studies that do not lay out their measures.
 SHAPES = {"walk": SimpleNamespace(names=["walkers"], steps=20, samples=5)}
-#: Minimal specs of the plugin studies (the built-in ones give theirs, Study.example_spec).
+#: Minimal specs of the plugin studies (the built-in ones give theirs, HasExamples.example_spec).
 SPECS = {"walk": {"experiment": {"name": "w"}, "walk": {"walkers": 10, "steps": 4}, "measure": [{"kind": "msd"}]},
          "chain": {"experiment": {"name": "d"}, "measure": [{"kind": "entropy"}]}}
 
