@@ -125,7 +125,8 @@ def loop_rates(store: Path) -> dict[str, dict[str, float]]:
 def run_variant(variant: str, model: Path, tmp: Path, args) -> dict:
     import xarray as xr
 
-    from runner.run.apply import apply, prepare
+    from runner.run.apply import apply
+    from runner.run.prepare import prepare
     from runner.studies.depth.agreement import statistics
 
     precision, compiled = VARIANTS[variant]

@@ -74,7 +74,7 @@ def profile(spec_path: Path, reduced: bool, args) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
-    from runner.run.apply import prepare
+    from runner.run.prepare import prepare
     from runner.storage.store import Store
     from runner.studies.depth.iterate import IteratePass
     from runner.plugin.measures import measures

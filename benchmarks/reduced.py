@@ -90,7 +90,8 @@ def guard_seconds(store: Path) -> float:
 
 
 def run(reduce: str, model: Path, tmp: Path, args) -> dict:
-    from runner.run.apply import apply, prepare
+    from runner.run.apply import apply
+    from runner.run.prepare import prepare
 
     store, spec = tmp / f"{reduce}.zarr", tmp / f"{reduce}.toml"
     models = "\n".join(MODELS[n] for n in args.networks).format(model=model, std=args.std)

@@ -124,7 +124,7 @@ def s3_record_cost(counts) -> dict[int, tuple[float, float]]:
 
 
 def scheduler_cost() -> tuple[int, float]:
-    from runner.run.apply import prepare
+    from runner.run.prepare import prepare
     from runner.run.execute.scheduler import DryRun, Scheduler
 
     p = prepare(Path(__file__).resolve().parents[1] / "specs/scaffold.toml")

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import torch
 
-from runner.run.apply import apply, prepare
+from runner.run.apply import apply
+from runner.run.prepare import prepare
 from runner.studies.training.data.tokens import batchify, get_batch
 from runner.core.device import make_deterministic, set_precision
 from runner.storage.store import read_tasks
-from runner.studies.training.session import read_corpus
+from runner.studies.training.spec import read_corpus
 from runner.studies.training.train import build_model, steps_per_epoch
 
 

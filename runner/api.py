@@ -38,8 +38,8 @@ from runner.core.commandline import program
 from runner.core.errors import Unavailable, UsageError
 from runner.core.layout import counted, with_internal
 from runner.core.plan import plan_rows
-from runner.run.apply import (Outcome, Unmet, apply_sweep, check_shards, options_problem, prepare_all, read_spec,
-                              states)
+from runner.run.apply import Outcome, Unmet, apply_sweep, check_shards, options_problem, states
+from runner.run.prepare import prepare_all, read_spec
 from runner.run.apply import apply as apply_one
 from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.spec.specfile import SpecFile

@@ -252,7 +252,8 @@ def _version() -> str:
 
 
 def cmd_plan(args) -> int:
-    from runner.run.apply import prepare_all, states  # lazy: filelock, numpy, pydantic
+    from runner.run.prepare import prepare_all  # lazy: filelock, numpy, pydantic
+    from runner.run.apply import states  # lazy: filelock, numpy, pydantic
 
     _check_threads(args)
     _DAMAGE.clear()  # read afresh by each command (the CLI may run many in one process)
@@ -567,8 +568,9 @@ def _width() -> int:
 
 
 def cmd_apply(args) -> int:
-    from runner.run.apply import (  # lazy: filelock, numpy, pydantic
-        Unmet, apply, apply_sweep, describe_store, options_problem, prepare_all, store_note)
+    from runner.run.apply import (Unmet, apply, apply_sweep, describe_store,  # lazy: filelock, numpy, pydantic
+                                  options_problem, store_note)
+    from runner.run.prepare import prepare_all  # lazy: filelock, numpy, pydantic
 
     problem = options_problem(device=args.device, shards=args.shards, threads=args.threads, executor=args.executor,
                               address=args.address)

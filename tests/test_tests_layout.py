@@ -55,7 +55,7 @@ RUNNER_TOP = {
 #: Test files directly in tests/, each checking the repository as a whole.
 TOP = {"test_architecture.py", "test_layers.py", "test_tests_layout.py", "test_golden.py",
        "test_gpu_check.py", "test_bad_input_corpus.py", "test_lazy_imports.py",
-       "test_cf_conventions.py"}
+       "test_cf_conventions.py", "test_no_reexports.py"}
 #: Folders that hold data next to tests, not tests (pytest-textual-snapshot's SVGs, caches).
 SKIP = {"__pycache__", "__snapshots__", ".pytest_cache"}
 

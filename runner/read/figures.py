@@ -1,10 +1,10 @@
 """The papers' figures from a store: recipes registered by studies, drawn by one function.
 
-A study registers each figure it can draw with :func:`recipe`: the figure of the paper it
+A study registers each figure it can draw with :func:`runner.plugin.recipes.recipe`: the figure of the paper it
 reproduces, the variables it reads (``needs``; a recipe whose variables the store lacks is
 skipped, with the reason in the manifest) and a function ``draw(ds) -> matplotlib Figure``. A
 recipe that finds the variables but not enough data in them (one network where it compares two)
-raises :class:`NotDrawable` with the reason. A figure whose float variables hold no finite value
+raises :class:`~runner.plugin.recipes.NotDrawable` with the reason. A figure whose float variables hold no finite value
 (a run stopped before its first durable point) is skipped as :class:`NoValues` before its recipe
 runs: an empty figure is never listed as drawn.
 
@@ -32,7 +32,7 @@ from runner.core.commandline import program
 from runner.core import toml
 from runner.core.layout import internal
 from runner.storage.location import Location, location, zarr_store
-from runner.plugin.recipes import NotDrawable, NoValues, Recipe, no_values, recipe, recipes  # noqa: F401  (a study's import)
+from runner.plugin.recipes import NotDrawable, Recipe, no_values, recipes
 
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr

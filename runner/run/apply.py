@@ -33,10 +33,9 @@ from runner.run.provenance import provenance, write_full
 from runner.storage.store import now
 from runner.run.provenance import root_attrs as provenance_root_attrs
 from runner.storage.records import as_bound, renumber_chunks
-from runner.run.prepare import prepare, prepare_all, read_spec  # noqa: F401 (their home before runner.run.prepare)
 from runner.storage.verify import Damage, rebind, repair, verify
-from runner.storage.store import (Store, StorePathError, StoreWriteError, held_stage, read_tasks, records_lost, root_attrs,
-                                  runner_dir, writing)
+from runner.storage.store import Store, held_stage, read_tasks, records_lost, root_attrs, runner_dir
+from runner.storage.store_errors import StorePathError, StoreWriteError, writing
 from runner.plugin.study import Prepared, ShardError, split_group
 from runner.core.commandline import command, hint
 from runner.spec.specfile import SpecFile

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.core.formats import STORE_FORMAT
 from runner.spec.specfile import SpecError, SpecFile
+from runner.storage.store_errors import writing
 
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr
@@ -179,7 +180,6 @@ def record(sweep: Sweep, spec_text: str) -> None:
     import zarr  # lazy: zarr
 
     from runner.core.layout import internal, with_internal  # lazy: numpy
-    from runner.storage.store import writing  # lazy: filelock, numpy
 
     with writing(sweep.root):
         if (sweep.root / "zarr.json").exists():

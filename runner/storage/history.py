@@ -33,7 +33,8 @@ from runner.core.layout import counted, internal
 from runner.storage.location import Location, location
 from runner.storage.manifest import MANIFEST as STORE_MANIFEST
 from runner.storage.manifest import array_nodes
-from runner.storage.store import atomic_write_bytes, runner_dir, writing
+from runner.storage.store import atomic_write_bytes, runner_dir
+from runner.storage.store_errors import writing
 from runner.core.errors import StorageError
 from runner.storage.store_errors import StoreWriteError, first_failure
 

@@ -41,7 +41,7 @@ from runner.storage.manifest import (MANIFEST, NEXT, ROOT, ManifestCorrupt, arra
 from runner.storage.readers import switching
 from runner.storage.records import (drop_records, fold_records, journal_file, make_records_dir, note_written, read_records,
                             records_exist, unreadable_records, write_records)
-from runner.storage.store_errors import (StoreFormatError, StoreLocked, StorePathError,  # noqa: F401
+from runner.storage.store_errors import (StoreFormatError, StoreLocked, StorePathError,
                                          StoreUnreachable, StoreWriteError, guard_writes, writing)
 
 if TYPE_CHECKING:  # pragma: no cover

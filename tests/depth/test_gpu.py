@@ -22,7 +22,7 @@ class _Report:
 
 
 def _pass(tmp_path, device):
-    from runner.run.apply import prepare
+    from runner.run.prepare import prepare
     from runner.storage.store import Store
     from runner.studies.depth.layout import build_layout
     from tests.runner.helpers import maps_spec, write_spec
@@ -191,7 +191,7 @@ def test_oom_halves_the_micro_batch_and_gives_the_same_states():
 def test_a_reduced_step_never_synchronises_with_the_host(tmp_path):
     """Between the reduction's checks a step (full rows and one-token rows, the broadcast) and the
     measures stay on the device."""
-    from runner.run.apply import prepare
+    from runner.run.prepare import prepare
     from runner.storage.store import Store
     from runner.studies.depth.iterate import build_map
     from runner.studies.depth.layout import build_layout

@@ -16,7 +16,7 @@ import pytest
 import torch
 import xarray as xr
 
-from runner.read.figures import recipes
+from runner.plugin.recipes import recipes
 from tests.runner.helpers import maps_spec, popen_cli, run_cli, write_spec
 
 SPEC = """

@@ -125,7 +125,7 @@ def test_a_map_cannot_be_a_series(in_process, tmp_path):
 
 
 def test_the_series_figure_plots_each_checkpoint_against_its_step(in_process, tmp_path, series):
-    from runner.read.figures import NotDrawable, recipes
+    from runner.plugin.recipes import NotDrawable, recipes
 
     spec, store = _spec(tmp_path, series, 'revisions = ["step0", "step200"]')
     assert in_process("apply", "-q", spec)[0] == 0

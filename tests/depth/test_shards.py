@@ -128,7 +128,7 @@ def test_unknown_executor_and_bad_options_are_refused(in_process, tmp_path):
 
 
 def test_shards_cover_the_samples_once_and_derived_tasks_run_whole(tmp_path):
-    from runner.run.apply import prepare
+    from runner.run.prepare import prepare
 
     spec = write_spec(tmp_path, maps_spec("bounds", samples=10, measures='''
         [[measure]]

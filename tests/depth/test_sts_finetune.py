@@ -69,7 +69,7 @@ def test_with_f_frozen_it_is_the_fixed_readout_and_tuning_f_changes_it_and_is_dr
     tuned = ds["sts_finetuned_pearson"].sel(network="pretrained").values
     assert np.isfinite(tuned).all() and not np.allclose(tuned, r, rtol=1e-4)
 
-    from runner.read.figures import recipes  # Fig. 3B draws the fine-tuned network dashed
+    from runner.plugin.recipes import recipes  # Fig. 3B draws the fine-tuned network dashed
 
     ax = recipes("depth")["fig3b"].draw(ds).axes[0]
     (line,) = [x for x in ax.get_lines() if x.get_gid() == "sts_finetuned_pearson:pretrained"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from runner.read.figures import recipes
+from runner.plugin.recipes import recipes
 from tests.runner.helpers import maps_spec, run_cli, write_spec
 
 MEASURES = """

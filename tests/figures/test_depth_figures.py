@@ -7,7 +7,8 @@ import pytest
 import xarray as xr
 from matplotlib.colors import to_rgb
 
-from runner.read.figures import NotDrawable, figures, recipes
+from runner.plugin.recipes import NotDrawable, recipes
+from runner.read.figures import figures
 from runner.core.layout import internal
 
 

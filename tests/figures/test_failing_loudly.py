@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.read.figures import figures, recipes
+from runner.read.figures import figures
+from runner.plugin.recipes import recipes
 from tests.runner.helpers import maps_spec, popen_cli, run_cli, wait_for, write_spec
 
 

@@ -27,7 +27,7 @@ def test_a_run_in_progress_is_drawn_as_far_as_it_got(tmp_path):
     assert status["fig2a"]["status"] == "skipped" and "trace" in status["fig2a"]["reason"]
     assert "figure(s) in store/partial.figures" in out.stdout and "fig2a" in out.stdout
 
-    from runner.read.figures import recipes
+    from runner.plugin.recipes import recipes
 
     ds = xr.open_zarr(tmp_path / "store/partial.zarr", consolidated=False)
     top = recipes("depth")["fig2c"].draw(ds).axes[0]

@@ -15,7 +15,7 @@ import xarray as xr
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
 from analyses.sts import pearson, readout_predictions, train_linear_readouts
-from runner.read.figures import recipes
+from runner.plugin.recipes import recipes
 from runner.studies.depth.readout_figures import BEST
 from runner.studies.depth.resolve import derive_seed
 from tests.figures.conftest import ALBERTS

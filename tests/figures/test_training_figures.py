@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.read.figures import figures, recipes
+from runner.read.figures import figures
+from runner.plugin.recipes import recipes
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.read.figures import recipes
+from runner.plugin.recipes import recipes
 
 
 @pytest.fixture(scope="module")

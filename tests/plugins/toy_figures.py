@@ -3,7 +3,7 @@ displacement against the step (tests/plugins/toy_study.py), beside its known ans
 
 from __future__ import annotations
 
-from runner.read.figures import recipe
+from runner.plugin.recipes import recipe
 
 
 @recipe(study="walk", id="walk_msd", reproduces="E[x_t^2] = t for steps of +-1 (a known answer)", needs=("msd",))

@@ -15,7 +15,8 @@ import xarray as xr
 from safetensors.torch import load_file
 from training_helpers import ROOT, tiny_spec
 
-from runner.run.apply import apply, prepare
+from runner.run.apply import apply
+from runner.run.prepare import prepare
 from runner.storage.store import read_tasks
 
 RUNNER = [sys.executable, "-m", "runner.cli"]

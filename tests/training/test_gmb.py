@@ -10,7 +10,8 @@ import sys
 import pytest
 import xarray as xr
 
-from runner.run.apply import apply, prepare
+from runner.run.apply import apply
+from runner.run.prepare import prepare
 from runner.run.prepare import validate_spec
 from runner.studies.training.data.corpus import CorpusError, load_corpus, longest_documents
 from runner.data.forms import TaggedSentence

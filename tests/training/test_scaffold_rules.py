@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from training_helpers import ROOT
 
-from runner.read.figures import recipes
+from runner.plugin.recipes import recipes
 from runner.spec.sweep import open_sweep
 from runner.studies.training.figures import scaffold_mean
 from tests.runner.helpers import run_cli

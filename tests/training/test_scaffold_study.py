@@ -11,7 +11,8 @@ import pytest
 import xarray as xr
 from training_helpers import ROOT
 
-from runner.read.figures import figures, recipes
+from runner.read.figures import figures
+from runner.plugin.recipes import recipes
 from runner.core.layout import internal
 from runner.studies.training.figures import scaffold_mean
 

@@ -23,7 +23,8 @@ max_tokens = 6
 
 
 def _apply(path):
-    from runner.run.apply import apply, prepare
+    from runner.run.apply import apply
+    from runner.run.prepare import prepare
 
     out = apply(prepare(path), quiet=True)
     assert not out.failed
@@ -70,7 +71,7 @@ def test_entropy_and_distances_on_the_lstms(tmp_path):
             np.testing.assert_allclose(ds.pair_euclidean.values[n, c, :, 0], eu, rtol=1e-6)
             np.testing.assert_allclose(ds.pair_cosine.values[n, c, :, 0], cos, rtol=1e-6, atol=1e-7)
     assert not np.allclose(ds.pair_euclidean.values[lms[0], -1, :, 2], ds.pair_euclidean.values[lms[0], -1, :, 0])
-    from runner.read.figures import recipes  # runner figures draws them with TransJect's Fig. 1 and 5a recipes
+    from runner.plugin.recipes import recipes  # runner figures draws them with TransJect's Fig. 1 and 5a recipes
 
     fig = recipes("training")["fig1"].draw(ds)
     line = fig.axes[0].get_lines()[0]  # lm, Euclidean distance of the first pair over the layers

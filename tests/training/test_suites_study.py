@@ -107,7 +107,8 @@ def env(**extra) -> dict:
 @pytest.fixture(scope="module")
 def neox_store(suites, tmp_path_factory):
     """An uninterrupted run of the GPT-NeoX suite (the reference of the resumed one)."""
-    from runner.run.apply import apply, prepare
+    from runner.run.apply import apply
+    from runner.run.prepare import prepare
 
     tmp = tmp_path_factory.mktemp("neox_run")
     out = apply(prepare(write_spec(tmp, suites, "neox", NEOX)), quiet=True)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.run.apply import apply, prepare
+from runner.run.apply import apply
+from runner.run.prepare import prepare
 from runner.studies.training.data.treebank import parse_conllu_trees
-from runner.read.figures import recipes
+from runner.plugin.recipes import recipes
 from training_helpers import CORPUS
 
 # DET ADJ NOUN VERB DET NOUN ADP DET NOUN . with heads 3 3 4 0 6 4 9 9 4 4 (1-based; 0 = root)

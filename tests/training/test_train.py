@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from safetensors.torch import load_file
 
-from runner.run.apply import prepare
-from runner.studies.training.session import read_corpus
-from runner.studies.training.train import Finished, Saved, train
+from runner.run.prepare import prepare
+from runner.studies.training.spec import read_corpus
+from runner.checkpointed.loop import Finished, Saved
+from runner.studies.training.train import train
 from training_helpers import tiny_spec
 
 

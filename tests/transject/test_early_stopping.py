@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from runner.run.apply import apply, prepare
+from runner.run.apply import apply
+from runner.run.prepare import prepare
 from runner.studies.transject import estimate as _estimate  # noqa: F401  (imported before the patch below: a
 from runner.studies.transject import train as train_module  # module first imported under it would keep the fake)
 

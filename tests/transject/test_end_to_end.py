@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from runner.run.apply import apply, prepare
+from runner.run.apply import apply
+from runner.run.prepare import prepare
 from runner.cli import main
 from runner.studies.transject.data.classification import labelled_splits
-from runner.read.figures import recipes
+from runner.plugin.recipes import recipes
 from runner.read.status import load_status
 from runner.storage.store import read_tasks
 

@@ -23,7 +23,7 @@ def test_svcca_against_the_final_epoch(tiny_store):
 
 
 def test_svcca_tasks_wait_for_the_final_epoch(tmp_path):
-    from runner.run.apply import prepare
+    from runner.run.prepare import prepare
 
     tasks = [t for t in prepare(tiny_spec(tmp_path)).tasks if t.kind == "svcca"]
     assert len(tasks) == 8 * 4  # every network, epochs 0..3
@@ -48,7 +48,7 @@ def test_a_transject_spec_refuses_what_svcca_cannot_do_there(tmp_path, in_proces
 
 def test_runner_figures_draws_svcca_of_transject_epochs(tiny_store):
     """Each line of the figure is a network's SVCCA (left) or CKA (right) of one layer over the epochs."""
-    from runner.read.figures import recipes
+    from runner.plugin.recipes import recipes
 
     ds = xr.open_zarr(tiny_store)
     fig = recipes("transject")["ch4_fig3"].draw(ds)

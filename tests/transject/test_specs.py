@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from runner.run.apply import prepare, states
+from runner.run.prepare import prepare
+from runner.run.apply import states
 from runner.cli import main
 
 from .conftest import ROOT, TINY

@@ -8,7 +8,8 @@ import json
 import pytest
 import xarray as xr
 
-from runner.run.apply import apply, prepare
+from runner.run.apply import apply
+from runner.run.prepare import prepare
 
 from .tokenized import write_data, write_spec
 

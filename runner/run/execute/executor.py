@@ -13,7 +13,7 @@ executor is only where and how a group runs:
   reporter on a store of its own (:meth:`Job.collecting`); the resources, notes and warnings it
   collected come back in :class:`Done`, and the scheduler learns the resources when the job ends.
 
-Stops (:class:`KeyboardInterrupt`), store write errors (:class:`runner.storage.store.StoreWriteError`) and
+Stops (:class:`KeyboardInterrupt`), store write errors (:class:`runner.storage.store_errors.StoreWriteError`) and
 a lost lock (:class:`runner.core.errors.Locked`: this apply may no longer write the store) end the whole
 run: an executor lets them through (from ``submit`` or ``poll``); any other error fails only its
 job (its dependents stay pending).
@@ -27,14 +27,13 @@ from typing import Any, Protocol
 from runner.core.errors import Locked
 from runner.core.plan import Task
 from runner.plugin.study import Reporter, Session
+from runner.storage.store_errors import StoreWriteError
 
 FATAL: tuple[type[BaseException], ...] = (KeyboardInterrupt, Locked)
-"""Errors that end the whole run rather than fail one job (with :class:`runner.storage.store.StoreWriteError`)."""
+"""Errors that end the whole run rather than fail one job (with :class:`runner.storage.store_errors.StoreWriteError`)."""
 
 
 def fatal(err: BaseException) -> bool:
-    from runner.storage.store import StoreWriteError  # lazy: filelock
-
     return isinstance(err, (*FATAL, StoreWriteError))
 
 

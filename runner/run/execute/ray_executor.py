@@ -33,7 +33,8 @@ from runner.run.execute import lease
 from runner.run.execute.executor import Collected, Done, Job, error_text
 from runner.run.execute.ray_cluster import forget_cluster, note_cluster, start_reaper
 from runner.storage.records import group_key
-from runner.storage.store import Store, guard_writes, runner_dir, writing
+from runner.storage.store import Store, runner_dir
+from runner.storage.store_errors import guard_writes, writing
 from runner.plugin.study import SourceUnavailable, worker_session
 from runner.plugin.loader import load_plugins
 from runner.core.device import make_deterministic, pick_device

@@ -15,7 +15,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from runner.read.figures import NotDrawable, recipe
+from runner.plugin.recipes import NotDrawable, recipe
 from runner.plugin.plotting import (first_replicate, flag_code, mean_band, mean_legend, models, new_figure, not_applicable,
                               note_not_applicable, of_model, standard_error, thin)
 

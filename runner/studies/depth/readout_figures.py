@@ -8,7 +8,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
-from runner.read.figures import NotDrawable, recipe
+from runner.plugin.recipes import NotDrawable, recipe
 from runner.plugin.plotting import first_replicate, mean_band, mean_legend, models, new_figure, of_model
 from runner.studies.depth.measures.effective_dimension import SCORE_CLASSES
 

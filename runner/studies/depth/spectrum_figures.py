@@ -10,7 +10,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from runner.plugin.plotting import mean_band, mean_legend, new_figure
-from runner.read.figures import NotDrawable, recipe
+from runner.plugin.recipes import NotDrawable, recipe
 
 STUDY = "depth"
 

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
 import runner.checkpointed.measures.figures  # noqa: F401 - the kit's figures, which this study draws too
-from runner.read.figures import NotDrawable, recipe
+from runner.plugin.recipes import NotDrawable, recipe
 from runner.plugin.plotting import legend_if_drawn, mean_legend, new_figure, pair_counts, standard_error, stat_note
 
 STUDY = "training"

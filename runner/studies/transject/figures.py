@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from runner.checkpointed.measures.figures import TRANSJECT, last_measured, measured_nets, quantile_boxes
-from runner.read.figures import NotDrawable, recipe
+from runner.plugin.recipes import NotDrawable, recipe
 from runner.plugin.plotting import mean_band, mean_legend, models, new_figure, of_model
 
 STUDY = "transject"

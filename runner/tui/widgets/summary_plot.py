@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from runner.tui.reader import Series, with_units
+from runner.tui.reader import Series
+from runner.tui.curves import with_units
 from runner.tui.widgets.plot import COLORS, Plot
 
 

@@ -11,7 +11,7 @@ from runner.cli import CannotWrite, NoStore, _known_error
 from runner.studies.training.data.corpus import CorpusError
 from runner.spec.overrides import OverrideError
 from runner.spec.specfile import SpecError, SpecMissing
-from runner.storage.store import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
+from runner.storage.store_errors import StoreFormatError, StoreLocked, StorePathError, StoreWriteError
 from runner.plugin.study import ShardError, SourceUnavailable
 from runner.storage.verify import StoreDamaged, StoreUnreadable
 

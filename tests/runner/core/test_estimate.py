@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from runner.run.apply import prepare
+from runner.run.prepare import prepare
 from runner.storage.events import read_events
 from runner.core.estimate import Calibrator, NoEstimate, estimate, measured, step_seconds
 from runner.storage.store import read_tasks

@@ -214,7 +214,7 @@ def test_no_credentials_and_other_protocols_are_named(s3, tmp_path):
 def test_a_lease_not_renewed_is_taken_over_once_and_its_holder_stops_writing(s3):
     from runner.storage.bucket_lock import BucketLockLost, Lease
     from runner.storage.objects import Remote
-    from runner.storage.store import StoreLocked
+    from runner.storage.store_errors import StoreLocked
 
     _, bucket = s3
     state = Remote(f"s3://{bucket}/x.runner")
