@@ -7,8 +7,11 @@ from __future__ import annotations
 import math
 import warnings
 
+from collections.abc import Callable
+
 import numpy as np
 import xarray as xr
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from runner.checkpointed.measure import KIT
@@ -142,11 +145,14 @@ def _by_checkpoint(ax, da: xr.DataArray, label: str) -> None:
 
 @recipe(study=KIT, id="ch4_fig3", reproduces=f"{SAPHRA}, Fig. 3", needs=("svcca_final", "cka_final"),
         title="Each checkpoint against the final one")
-def versus_final(ds: xr.Dataset) -> Figure:
+def versus_final(ds: xr.Dataset, networks: list[str] | None = None,
+                 marks: Callable[[Axes, list[str]], None] | None = None) -> Figure:
     """SVCCA and CKA of each layer against the network's final checkpoint, one line per (network,
-    layer), for the first seed of each model."""
+    layer), for ``networks`` (default: the first seed of each model) that have a value; ``marks(ax,
+    networks)`` draws a study's own marks on each panel (where its learning rate changed, say)."""
     stats = [s for s in ("svcca", "cka") if f"{s}_final" in ds]
-    networks = [net for _, net in first_replicate(ds)]
+    networks = networks or [net for _, net in first_replicate(ds)]
+    networks = [n for n in networks if np.isfinite(ds[f"{stats[0]}_final"].sel(network=n).values).any()] or networks
     fig = new_figure(5.0 * len(stats), 4.0)
     axes = np.atleast_1d(fig.subplots(1, len(stats), sharey=True))
     drawn = 0
@@ -158,6 +164,8 @@ def versus_final(ds: xr.Dataset) -> Figure:
                 if np.isfinite(line.values).any():
                     _by_checkpoint(ax, line, f"{net}: {layer}" if len(networks) > 1 else str(layer))
                     drawn += 1
+        if marks is not None:
+            marks(ax, networks)
         ax.set(ylabel=stat.upper(), ylim=(0, 1.02))
         legend_if_drawn(ax, fontsize="x-small")
     if not drawn:

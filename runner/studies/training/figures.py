@@ -24,7 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
-import runner.checkpointed.measures.figures  # noqa: F401 - the kit's figures, which this study draws too
+from runner.checkpointed.measures import figures as kit_figures  # the kit's figures, which this study draws too
 from runner.plugin.recipes import NotDrawable, recipe
 from runner.plugin.plotting import legend_if_drawn, mean_legend, new_figure, pair_counts, standard_error, stat_note
 
@@ -152,7 +152,8 @@ def _shuffled(ds: xr.Dataset, network: str) -> bool:
 @recipe(study=STUDY, id="ch4_fig3", reproduces=f"{CH4}, Fig. 3", needs=("svcca_final", "cka_final"),
         title="Each epoch against the final LM")
 def versus_final(ds: xr.Dataset) -> Figure:
-    return _similarity(ds, "final", _lms(ds))
+    """The kit's Fig. 3 of every LM, with the epochs after which the learning rate changed marked."""
+    return kit_figures.versus_final(ds, _lms(ds), marks=lambda ax, networks: _rescales(ax, ds, networks[0]))
 
 
 @recipe(study=STUDY, id="ch4_fig4", reproduces=f"{CH4}, Fig. 4", needs=("svcca_seed", "cka_seed"),
