@@ -1,12 +1,13 @@
 """Measures, declared once: a pure function in ``analyses/`` and one registration.
 
 A registration is a subclass of its timing's base class (:mod:`runner.plugin.timings`: one per
-timing, none per study) decorated with :func:`register`. It holds:
+timing, none per study), in one statement: ``class Mine(StepMeasure, study=STUDY, reference=PAPER,
+params=Params, tags=MeasureTags(...))`` (the same as those class attributes and the :func:`register`
+decorator). It holds:
 
 - ``study``: the study whose specs name it (its words for what a network must have, ``tags.requires``,
   are the study's :func:`vocabulary`);
-
-- ``Params``: its ``[[measure]]`` table, a :class:`MeasureParams` with ``kind: Literal["name"]``
+- ``Params`` (keyword ``params``): its ``[[measure]]`` table, a :class:`MeasureParams` with ``kind: Literal["name"]``
   and the paper's defaults (its docstring and field docstrings are what ``runner explain`` shows);
 - ``tags``: its capabilities, one :class:`~runner.plugin.measure_protocol.MeasureTags` (``timing``:
   ``"step"``, ``"checkpoint"``, ``"network"`` or ``"derived"``; what applies to one timing nested in that
@@ -76,6 +77,19 @@ class Measure:
     Params: ClassVar[type[MeasureParams]]
     example: ClassVar[dict[str, Any]] = {}
     """Values for the fields of ``Params`` that have no default (a file), for :func:`runner.plugin.checks.check_measure`."""
+
+    def __init_subclass__(cls, *, study: str | None = None, reference: str | None = None,
+                          params: type[MeasureParams] | None = None, tags: MeasureTags | None = None, **kwargs: Any):
+        """A registration in one statement: ``class Mine(StepMeasure, study=STUDY, reference=PAPER,
+        params=Params, tags=MeasureTags(...))`` sets those class attributes and, with ``study``,
+        registers the class (:func:`register`). A subclass without keywords is not registered."""
+        super().__init_subclass__(**kwargs)
+        for name, value in (("reference", reference), ("Params", params), ("tags", tags)):
+            if value is not None:
+                setattr(cls, name, value)
+        if study is not None:
+            cls.study = study
+            register(cls)
 
     def __init__(self, params: MeasureParams):
         self.p = params

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, StepTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import DepthParams
 
@@ -20,13 +20,9 @@ class Params(DepthParams):
     every: int = Field(1, ge=1)
 
 
-@register
-class StateRMS(StepMeasure):
-    study = "depth"
-    Params = Params
-    # kept every `every` steps: durable points fall on its multiples (no exit_period: early exit is refused)
-    tags = MeasureTags("step", step=StepTags(strides=("every",)))
-
+# kept every `every` steps: durable points fall on its multiples (no exit_period: early exit is refused)
+class StateRMS(StepMeasure, study="depth", params=Params,
+               tags=MeasureTags("step", step=StepTags(strides=("every",)))):
     def variables(self, b, shape) -> None:
         dim = b.axis("rms_step", 0, shape.steps, self.p.every)
         b.var("state_rms", "state_rms", ("network", "sample", dim), "float64", np.nan, "state RMS", "1",

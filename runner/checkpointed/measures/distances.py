@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 
 from analyses.token_geometry import pair_distances
 from runner.checkpointed.measure import ACTIVATION_TAGS, KIT, ActivationContext, ActivationParams, ActivationView
-from runner.plugin.measures import hints, register
+from runner.plugin.measures import hints
 from runner.plugin.timings import CheckpointMeasure
 
 PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
@@ -110,13 +110,7 @@ def at_layers(n_layers: int, rows: list[int], values: np.ndarray) -> np.ndarray:
     return out
 
 
-@register
-class Distances(CheckpointMeasure):
-    study = KIT
-    reference = PAPER
-    tags = ACTIVATION_TAGS
-    Params = Params
-
+class Distances(CheckpointMeasure, study=KIT, reference=PAPER, params=Params, tags=ACTIVATION_TAGS):
     def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
         unknown = super().problems(view)
         if not self.p.pairs or unknown:

@@ -13,7 +13,7 @@ from pydantic import Field
 from analyses.entropy import layer_entropy
 from analyses.token_geometry import quantiles
 from runner.checkpointed.measure import ACTIVATION_TAGS, KIT, QUANTILES, ActivationContext, ActivationParams, ActivationView
-from runner.plugin.measures import hints, register
+from runner.plugin.measures import hints
 from runner.plugin.timings import CheckpointMeasure
 
 PAPER = ("Don't Bet on Sparsity: Designing Brain-Inspired Distance-Preserving Encoder (TransJect), "
@@ -29,13 +29,7 @@ class Params(ActivationParams):
     k: int = Field(3, ge=1)
 
 
-@register
-class Entropy(CheckpointMeasure):
-    study = KIT
-    reference = PAPER
-    tags = ACTIVATION_TAGS
-    Params = Params
-
+class Entropy(CheckpointMeasure, study=KIT, reference=PAPER, params=Params, tags=ACTIVATION_TAGS):
     def variables(self, b, shape) -> None:
         b.coord("quantile", np.asarray(QUANTILES), long_name="quantile")
         b.var("entropy_quantile", "entropy", ("network", "checkpoint", "layer", "quantile"), "float64", np.nan,

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from analyses.cca import linear_cka, pwcca, svcca
 from runner.checkpointed.measure import KIT, ActivationContext, ActivationView
-from runner.plugin.measures import CheckpointTags, MeasureParams, MeasureTags, Suites, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureParams, MeasureTags, Suites, hints
 from runner.plugin.timings import CheckpointMeasure
 
 PAPER = "Saphra 2021, Training dynamics of neural language models (PhD thesis, Edinburgh), Ch. 4 and 6"
@@ -47,14 +47,9 @@ def _similarities(x, y, keep: float) -> tuple[float, float, float]:
     return (float(svcca(x, y, keep).mean), float(pwcca(x, y)), float(linear_cka(x, y)))
 
 
-@register
-class SVCCA(CheckpointMeasure):
-    study = KIT
-    reference = PAPER
-    Params = Params
-    tags = MeasureTags("checkpoint", variant="compare", checkpoint=CheckpointTags(
-        suites=Suites(), networks="networks", references="reference", layers="layers"))
-
+class SVCCA(CheckpointMeasure, study=KIT, reference=PAPER, params=Params,
+            tags=MeasureTags("checkpoint", variant="compare", checkpoint=CheckpointTags(
+                suites=Suites(), networks="networks", references="reference", layers="layers"))):
     def problems(self, view: ActivationView) -> list[tuple[tuple, str]]:
         compare = self.p.compare
         if compare in ("seed", "tagger") and not view.references:

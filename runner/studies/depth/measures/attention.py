@@ -7,7 +7,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, StepTags, register
+from runner.plugin.measures import MeasureTags, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -21,15 +21,10 @@ class Params(DepthParams):
     """Paper: every 50 steps."""
 
 
-@register
-class Attention(StepMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    # exit_period 1: attention_probs(x_t) is a forward of its own, not f's; extends: x_t alone
-    tags = MeasureTags("step", requires=("attention",), step=StepTags(strides=("every",), exit_period=1,
-                                                                      extends=True))
-
+# exit_period 1: attention_probs(x_t) is a forward of its own, not f's; extends: x_t alone
+class Attention(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+                tags=MeasureTags("step", requires=("attention",), step=StepTags(strides=("every",), exit_period=1,
+                                                                                extends=True))):
     def problems(self, view):
         return super().problems(view) + sample_problems(self.p.samples, view.spec)
 

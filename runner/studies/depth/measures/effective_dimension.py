@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.effective_dimension import cloud_statistics, effective_dimension, effective_dimension_from_statistics
-from runner.plugin.measures import MeasureTags, StepTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 
@@ -42,16 +42,12 @@ def score_class(scores: torch.Tensor) -> torch.Tensor:
     return scores.floor().clamp(0, len(SCORE_CLASSES) - 1).long()
 
 
-@register
-class EffectiveDimension(StepMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
+# shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
+# exit_period 1, extends: N_eff(t) reads x_t alone
+class EffectiveDimension(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+                         tags=MeasureTags("step", step=StepTags(strides=("every",), shard="combine", exit_period=1,
+                                                                extends=True))):
     precision_checked = {"tf32": True, "bf16": False}
-    # shard "combine": a shard keeps (n, sum, sum of outer products) per kept step: exact, F^2 each;
-    # exit_period 1, extends: N_eff(t) reads x_t alone
-    tags = MeasureTags("step", step=StepTags(strides=("every",), shard="combine", exit_period=1, extends=True))
-
     STATS = ("n", "sum", "scatter")
     MAX_STATISTIC = 2**28
     """Bytes of one F x F statistic above which shards are refused (256 MiB: F above ~5,800)."""

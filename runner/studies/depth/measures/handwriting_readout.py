@@ -27,7 +27,7 @@ from pydantic import Field
 
 from analyses.handwriting import letter_path, nmse_grid, pen_directions
 from runner.core.layout import counts
-from runner.plugin.measures import MeasureTags, StepTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 
@@ -74,14 +74,9 @@ class Params(DepthParams):
         return list(range(self.dt_start, self.dt_stop + 1, self.grid_every))
 
 
-@register
-class HandwritingReadout(StepMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
-    tags = MeasureTags("step", requires=("text",), step=StepTags(exit_period=1))
-
+# exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
+class HandwritingReadout(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+                         tags=MeasureTags("step", requires=("text",), step=StepTags(exit_period=1))):
     def window(self) -> tuple[int, int]:
         return self.p.t0_start, max(self.p.t0s()) + max(self.p.dts())
 

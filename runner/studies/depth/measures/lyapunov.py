@@ -28,7 +28,7 @@ from pydantic import Field
 from analyses.lyapunov import (LINEARITY_ATOL, RESOLUTION, initial_perturbation, nonlinear, renormalize, rounding_noise,
                                unresolved)
 from runner.core.layout import flags
-from runner.plugin.measures import MeasureTags, StepTags, Twin, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, Twin, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import UNIT_ROUNDOFF, perturbation_floor
@@ -73,23 +73,21 @@ class Params(DepthParams):
     it costs one more row of the batch each."""
 
 
-@register
-class Lyapunov(StepMeasure):
+# twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
+# ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
+# is exact (each shard checks its own first samples); exit_period tau: advance renormalises at
+# multiples of tau; extends: intervals start at multiples of tau, so the kept twins go on as in a
+# longer run
+class Lyapunov(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+               tags=MeasureTags("step", step=StepTags(strides=("tau",), twin=Twin(in_key=False), shard="samples",
+                                                      exit_period="tau", extends=True,
+                                                      extend_note="its twins' outcome"))):
     """The batch holds x and its twin y = x + k eps/||eps||; every tau steps lambda = ln(||y - x|| / k)
     and y is renormalised to distance k (Algorithm A1)."""
 
-    study = STUDY
-    reference = PAPER
-    Params = Params
     version = 3  # 2: lyapunov_twin, what happened to the twin; lyapunov_k (its tasks rerun to write them);
     # 3: the linearity check's twins, unresolved intervals (lyapunov_regime), a default k from the states
     precision_checked = {"tf32": True, "bf16": False}
-    # twins_in_key False: its twins came before the key listed twins, so specs with only them keep their
-    # ids; shard "samples": one twin per sample, drawn for the whole batch and sliced, so a shard's lambda
-    # is exact (each shard checks its own first samples); exit_period tau: advance renormalises at multiples of tau; extends: intervals start at
-    # multiples of tau, so the kept twins go on as in a longer run
-    tags = MeasureTags("step", step=StepTags(strides=("tau",), twin=Twin(in_key=False), shard="samples",
-                                             exit_period="tau", extends=True, extend_note="its twins' outcome"))
 
     def variables(self, b, shape) -> None:
         tau = self.p.tau

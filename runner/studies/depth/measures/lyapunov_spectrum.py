@@ -32,7 +32,7 @@ from pydantic import Field
 
 from analyses.lyapunov_spectrum import initial_basis, kaplan_yorke, positive_sum, qr_step
 from runner.core.layout import flags
-from runner.plugin.measures import MeasureTags, StepTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import UNIT_ROUNDOFF
@@ -76,17 +76,13 @@ class Params(DepthParams):
     within-set spectrum for such maps of more than 4096 state elements, else the full one."""
 
 
-@register
-class LyapunovSpectrum(StepMeasure):
+# precision_checked: none (never compared with fp32 in a reduced precision; plan says nothing of it)
+# no shards (a sample subset, the first ones), no early exit (its tangent vectors advance at every
+# step), no extension (a longer run recomputes it)
+class LyapunovSpectrum(StepMeasure, study=STUDY, reference=REFERENCE, params=Params,
+                       tags=MeasureTags("step", step=StepTags(strides=("every",)))):
     """m tangent vectors carried by Jacobian-vector products, re-orthonormalised every ``every`` steps."""
 
-    study = STUDY
-    reference = REFERENCE
-    Params = Params
-    # precision_checked: none (never compared with fp32 in a reduced precision; plan says nothing of it)
-    # no shards (a sample subset, the first ones), no early exit (its tangent vectors advance at every
-    # step), no extension (a longer run recomputes it)
-    tags = MeasureTags("step", step=StepTags(strides=("every",)))
 
     # ------------------------------------------------------------------ declarations
     def space_for(self, net) -> str:

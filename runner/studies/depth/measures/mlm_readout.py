@@ -34,7 +34,7 @@ from analyses.readout import (
     ridge_readout_accuracy,
 )
 from models.registry import AlbertFamily
-from runner.plugin.measures import MeasureTags, StepTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
@@ -69,15 +69,10 @@ class Params(DepthParams):
     """Ridge penalty of the re-fitted decoder, relative to the mean diagonal of X^T X."""
 
 
-@register
-class MLMReadout(StepMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    # exit_period 1: it reads x_t out with its own head, not through f
-    tags = MeasureTags("step", requires=("mlm_head",), step=StepTags(
-        strides=("every",), exit_period=1, input_masking=("fraction", "seed")))
-
+# exit_period 1: it reads x_t out with its own head, not through f
+class MLMReadout(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+                 tags=MeasureTags("step", requires=("mlm_head",), step=StepTags(
+                     strides=("every",), exit_period=1, input_masking=("fraction", "seed")))):
     def masked_positions(self, input_ids, special_ids, seed):
         import torch  # lazy: torch
 

@@ -12,7 +12,7 @@ from pydantic import Field
 from analyses.orbits import (CHAOS_DRAWS, CHAOS_K, GAP, GROWTH, KAPPA, MIN_CHAOS_STATES, NOISE, ORBIT_CLASSES,
                              PERIODIC_TOL, RECURRENCE, REPETITIONS, ROUNDING, classify_orbits)
 from runner.core.layout import flags
-from runner.plugin.measures import MeasureTags, StepTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
@@ -42,13 +42,10 @@ class Params(DepthParams):
     """A period is accepted only if the window holds it this many times (a longer cycle reads quasi-periodic)."""
 
 
-@register
-class Orbit(StepMeasure):
-    study = STUDY
-    Params = Params
-    # extends: the window's first step never moves back as the run grows (extend_state)
-    tags = MeasureTags("step", step=StepTags(shard="samples", extends=True,
-                                             extend_note="the orbit classes of its last states"))
+# extends: the window's first step never moves back as the run grows (extend_state)
+class Orbit(StepMeasure, study=STUDY, params=Params,
+            tags=MeasureTags("step", step=StepTags(shard="samples", extends=True,
+                                                   extend_note="the orbit classes of its last states"))):
     version = 3  # 2: fundamental periods, tolerances relative to the orbit's extent, drifting (issue 35);
     # 3: periods of noisy cycles from their own noise level, the 0-1 test for chaos (orbit_chaos_01) (issue 49)
     reference = ("Lathrop & Kostelich 1989, Characterization of an experimental strange attractor by periodic orbits, "

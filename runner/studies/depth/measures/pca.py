@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.pca import pca_projection
-from runner.plugin.measures import MeasureTags, StepTags, register
+from runner.plugin.measures import MeasureTags, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -27,16 +27,11 @@ class Params(DepthParams):
     """Refuse windows with more points than this (they are held in memory)."""
 
 
-@register
-class PCA(StepMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    # exit_period 1: it observes x_t only; extends: its points so far are its state (extend_state), the
-    # PCA is done at the end
-    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1, extends=True,
-                                             extend_note="the PCA of its window"))
-
+# exit_period 1: it observes x_t only; extends: its points so far are its state (extend_state), the
+# PCA is done at the end
+class PCA(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+          tags=MeasureTags("step", step=StepTags(strides=("every",), exit_period=1, extends=True,
+                                                 extend_note="the PCA of its window"))):
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, self.p.stop or steps
 

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.sts import finetune_readout, minibatch_orders
-from runner.plugin.measures import MeasureTags, hints, register
+from runner.plugin.measures import MeasureTags, hints
 from runner.plugin.timings import NetworkMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams
 from runner.studies.depth.measures.sts_readout import minibatch_seed, pair_problems
@@ -54,13 +54,8 @@ class Params(DepthParams):
     """Seed of the minibatch order (with the experiment seed; the same order as sts_readout's)."""
 
 
-@register
-class STSFinetune(NetworkMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    tags = MeasureTags("network", requires=("text",))
-
+class STSFinetune(NetworkMeasure, study=STUDY, reference=PAPER, params=Params,
+                  tags=MeasureTags("network", requires=("text",))):
     def problems(self, view):
         return super().problems(view) + self._spec_problems(view.spec)
 

@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.sts import minibatch_orders, pearson, readout_predictions, train_linear_readouts
-from runner.plugin.measures import MeasureTags, StepTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.resolve import derive_seed
@@ -85,14 +85,9 @@ def minibatch_seed(spec, p) -> int:
     return derive_seed(spec.experiment.seed, "sts_readout", p.seed)
 
 
-@register
-class STSReadout(StepMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    # exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
-    tags = MeasureTags("step", requires=("text",), step=StepTags(strides=("every",), exit_period=1))
-
+# exit_period 1: it observes x_t only (its readouts are fitted to the stored states, not through f)
+class STSReadout(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+                 tags=MeasureTags("step", requires=("text",), step=StepTags(strides=("every",), exit_period=1))):
     def window(self, steps: int) -> tuple[int, int]:
         return self.p.start, steps if self.p.stop is None else self.p.stop
 

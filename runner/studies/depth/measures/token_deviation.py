@@ -9,7 +9,7 @@ from pydantic import Field
 
 from analyses.token_deviation import SyncOffsetTracker, token_deviation
 from runner.core.layout import flags, never_as_nan
-from runner.plugin.measures import MeasureTags, StepTags, hints, register
+from runner.plugin.measures import MeasureTags, StepTags, hints
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import deviation_floor
@@ -28,16 +28,12 @@ class Params(DepthParams):
     """Keep D(t) every n steps (the offset itself is exact at any stride)."""
 
 
-@register
-class TokenDeviation(StepMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
+# extends: the first crossing so far is its state; the outcome is written at the new end
+class TokenDeviation(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+                     tags=MeasureTags("step", requires=("tokens",), step=StepTags(
+                         strides=("every",), shard="samples", exit_period=1, extends=True,
+                         extend_note="its sync offset and outcome (censoring)"))):
     precision_checked = {"tf32": False, "bf16": False}
-    # extends: the first crossing so far is its state; the outcome is written at the new end
-    tags = MeasureTags("step", requires=("tokens",), step=StepTags(
-        strides=("every",), shard="samples", exit_period=1, extends=True,
-        extend_note="its sync offset and outcome (censoring)"))
 
     def variables(self, b, shape) -> None:
         p = self.p

@@ -7,7 +7,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from runner.plugin.measures import MeasureTags, StepTags, register
+from runner.plugin.measures import MeasureTags, StepTags
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext, sample_problems
 
@@ -22,14 +22,9 @@ class Params(DepthParams):
     every: int = Field(1, ge=1)
 
 
-@register
-class Trajectory(StepMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    # exit_period 1, extends: it observes x_t only
-    tags = MeasureTags("step", step=StepTags(strides=("every",), exit_period=1, extends=True))
-
+# exit_period 1, extends: it observes x_t only
+class Trajectory(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+                 tags=MeasureTags("step", step=StepTags(strides=("every",), exit_period=1, extends=True))):
     def problems(self, view):
         return (super().problems(view) + sample_problems(self.p.samples, view.spec) + self._spec_problems(view.spec)
                 + self._state_problems(view.widest))

@@ -9,7 +9,7 @@ import numpy as np
 from analyses.transient_chaos import summarize_chaos, transient_chaos, transient_chaos_of_chunks
 from runner.core.layout import flags
 from runner.plugin.measure_protocol import DerivedContext
-from runner.plugin.measures import DerivedTags, MeasureTags, hints, register
+from runner.plugin.measures import DerivedTags, MeasureTags, hints
 from runner.plugin.timings import DerivedMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams
 
@@ -27,14 +27,10 @@ class Params(DepthParams):
     kind: Literal["transient_chaos"]
 
 
-@register
-class TransientChaos(DerivedMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
+class TransientChaos(DerivedMeasure, study=STUDY, reference=PAPER, params=Params,
+                     tags=MeasureTags("derived", derived=DerivedTags(source="lyapunov"))):
     version = 2  # 2: twin_left, apart from diverged (the state)
     precision_checked = {"tf32": True, "bf16": False}
-    tags = MeasureTags("derived", derived=DerivedTags(source="lyapunov"))
 
     def variables(self, b, shape) -> None:
         m = "transient_chaos"

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.lyapunov import initial_perturbation
-from runner.plugin.measures import MeasureTags, StepTags, Twin, register
+from runner.plugin.measures import MeasureTags, StepTags, Twin
 from runner.plugin.timings import StepMeasure
 from runner.studies.depth.measure import PAPER, STUDY, DepthParams, PassContext
 from runner.studies.depth.precision import perturbation_floor
@@ -33,17 +33,12 @@ class Params(DepthParams):
     """Elements of the first token vector kept for x_t and y_t (Fig. 4A top: the first)."""
 
 
-@register
-class TwinDistance(StepMeasure):
+# exit_period 1: its twins are never renormalised (advance is the identity); extends: the twins go
+# on, nothing is computed at the end
+class TwinDistance(StepMeasure, study=STUDY, reference=PAPER, params=Params,
+                   tags=MeasureTags("step", step=StepTags(twin=Twin(), exit_period=1, extends=True))):
     """Its twins are extra rows of the pass's batch, one per sample in ``samples``, advanced by the
     same application of f as x and never renormalised."""
-
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    # exit_period 1: its twins are never renormalised (advance is the identity); extends: the twins go
-    # on, nothing is computed at the end
-    tags = MeasureTags("step", step=StepTags(twin=Twin(), exit_period=1, extends=True))
 
     def problems(self, view):
         return super().problems(view) + self._spec_problems(view.spec) + view.untrusted("k", self._precision_problem)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from analyses.diagnostic import against_majority, train_diagnostic_classifier, wilson_interval
 from runner.core.layout import flags
-from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, Suites
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer, TagSet
@@ -32,14 +32,10 @@ class Params(TrainingParams):
 VERDICTS = ("above_majority", "cannot_tell_from_majority", "below_majority")
 
 
-@register
-class Diagnostic(CheckpointMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
+class Diagnostic(CheckpointMeasure, study=STUDY, reference=PAPER, params=Params,
+                 tags=MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(), networks="networks",
+                                                                  layers="layers", tagsets="tagsets"))):
     version = 2  # 2: the held-out count, the accuracy's 95% interval and its verdict against the majority class
-    tags = MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(), networks="networks", layers="layers",
-                                                       tagsets="tagsets"))
 
     def variables(self, b, shape) -> None:
         p = self.p

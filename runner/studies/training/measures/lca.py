@@ -9,7 +9,7 @@ from pydantic import Field
 
 from analyses.loss_change import group_allocations, loss_change_allocation
 from runner.studies.training.data.tokens import get_batch
-from runner.plugin.measures import hints, register
+from runner.plugin.measures import hints
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TAGS, TrainingParams
 
@@ -71,12 +71,7 @@ def _simpson_gradient(ctx, model, theta_a: dict, deltas: dict, g_a: dict, g_b: d
     return {k: (v / (3 * n) if v is not None else None) for k, v in total.items()}
 
 
-@register
-class LossChange(CheckpointMeasure):
-    study = STUDY
-    tags = TAGS
-    reference = PAPER
-    Params = Params
+class LossChange(CheckpointMeasure, study=STUDY, reference=PAPER, params=Params, tags=TAGS):
     version = 2
 
     def needs(self, n, c, last, refs):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import Field
 
-from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 
@@ -29,13 +29,9 @@ class Params(TrainingParams):
     the positions are drawn once per window from the experiment seed, the same at every checkpoint)."""
 
 
-@register
-class Loss(CheckpointMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    tags = MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(head=True), networks="networks"))  # head: it reads a suite's language-modelling head
-
+# head: it reads a suite's language-modelling head
+class Loss(CheckpointMeasure, study=STUDY, reference=PAPER, params=Params,
+           tags=MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(head=True), networks="networks"))):
     def variables(self, b, shape) -> None:
         b.var("analysis_loss", "loss", ("network", "checkpoint"), "float64", np.nan,
               "loss on the analysis text (nats per token)", "1",

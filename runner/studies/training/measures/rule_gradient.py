@@ -17,7 +17,7 @@ from analyses.rule_gradient import gradient_by_distance
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.data.scaffold import OMEGA, PAPER
 from runner.studies.training.measure import STUDY
-from runner.plugin.measures import hints, register
+from runner.plugin.measures import hints
 from runner.studies.training.measures.scaffold import (
     DOMAINS,
     RULE_TAGS,
@@ -39,13 +39,7 @@ class GradientParams(RuleParams):
     kind: Literal["rule_gradient"]
 
 
-@register
-class RuleGradient(CheckpointMeasure):
-    study = STUDY
-    tags = RULE_TAGS
-    reference = PAPER
-    Params = GradientParams
-
+class RuleGradient(CheckpointMeasure, study=STUDY, reference=PAPER, params=GradientParams, tags=RULE_TAGS):
     def variables(self, b, shape) -> None:
         steps = step_coord(b, shape, "gradient_distance", "steps d from alpha to the hidden state the gradient is taken at")
         b.var("rule_gradient_norm", "rule_gradient", ("network", "checkpoint", domain_coord(b), steps),

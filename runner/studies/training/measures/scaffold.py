@@ -21,7 +21,7 @@ from pydantic import Field
 from analyses.contextual_decomposition import interdependence, lstm_weights
 from analyses.rule_probability import cd_target_probability, target_probability
 from runner.studies.training.data.scaffold import OMEGA, PAPER
-from runner.plugin.measures import CheckpointTags, MeasureTags, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, hints
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import STUDY, TrainingParams
 
@@ -72,13 +72,7 @@ class ProbabilityParams(RuleParams):
     kind: Literal["rule_probability"]
 
 
-@register
-class RuleProbability(CheckpointMeasure):
-    study = STUDY
-    tags = RULE_TAGS
-    reference = PAPER
-    Params = ProbabilityParams
-
+class RuleProbability(CheckpointMeasure, study=STUDY, reference=PAPER, params=ProbabilityParams, tags=RULE_TAGS):
     def variables(self, b, shape) -> None:
         b.var("rule_target_probability", "rule_probability", ("network", "checkpoint", domain_coord(b)), "float64",
               np.nan, "marginal probability of the close symbol", "1",
@@ -106,13 +100,7 @@ class CDParams(RuleParams):
     """Words in focus: ``alpha`` (Fig. 8), ``scaffold`` (Fig. 11), ``rule`` (alpha and scaffold)."""
 
 
-@register
-class RuleCDProbability(CheckpointMeasure):
-    study = STUDY
-    tags = RULE_TAGS
-    reference = PAPER
-    Params = CDParams
-
+class RuleCDProbability(CheckpointMeasure, study=STUDY, reference=PAPER, params=CDParams, tags=RULE_TAGS):
     def variables(self, b, shape) -> None:
         b.coord("cd_focus", list(self.p.focus), long_name="words in focus of contextual decomposition")
         b.var("rule_cd_probability", "rule_cd_probability", ("network", "checkpoint", domain_coord(b), "cd_focus"),
@@ -145,16 +133,10 @@ class PrefixParams(RuleParams):
     kind: Literal["rule_cd_prefix"]
 
 
-@register
-class RuleCDPrefix(CheckpointMeasure):
+class RuleCDPrefix(CheckpointMeasure, study=STUDY, reference=PAPER, params=PrefixParams, tags=RULE_TAGS):
     """Fig. 9: "the predicted P(x_t = omega | x_{t-k} ... x_{t-k+i}) according to CD, varying i ... with
     x_{t-k} = alpha": softmax(v_beta)[omega] at omega's step with the prefix alpha q_1 .. q_i in focus,
     i = 0 (alpha alone, Fig. 8's value) .. k (the whole rule). Entries beyond a network's k are NaN."""
-
-    study = STUDY
-    tags = RULE_TAGS
-    reference = PAPER
-    Params = PrefixParams
 
     def variables(self, b, shape) -> None:
         steps = step_coord(b, shape, "prefix_length", "scaffold words after alpha in focus (i)")
@@ -185,13 +167,7 @@ class DIParams(RuleParams):
     """DI of the top LSTM layer's hidden state (Eq. 2's h; default) or of the logits."""
 
 
-@register
-class RuleInterdependence(CheckpointMeasure):
-    study = STUDY
-    tags = RULE_TAGS
-    reference = PAPER
-    Params = DIParams
-
+class RuleInterdependence(CheckpointMeasure, study=STUDY, reference=PAPER, params=DIParams, tags=RULE_TAGS):
     def variables(self, b, shape) -> None:
         b.var("rule_di", "rule_interdependence", ("network", "checkpoint", domain_coord(b)), "float64", np.nan,
               "DI(alpha, scaffold)", "1",

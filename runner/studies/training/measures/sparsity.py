@@ -9,7 +9,7 @@ from pydantic import Field
 
 from analyses.sparsity import WordSparsityAccumulator, frequency_correlation, sparsity
 from runner.studies.training.data.tokens import get_batch
-from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, Suites, hints
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import PAPER, STUDY, TrainingParams
 from runner.studies.training.spec import LAYERS, Layer
@@ -38,15 +38,10 @@ def frequent_words(corpus, n: int) -> np.ndarray:
     return np.asarray(order[:n], dtype=np.int64)
 
 
-@register
-class Sparsity(CheckpointMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-    # a suite's gradients need its language-modelling head and a next-token loss
-    tags = MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(head=True, causal=True), networks="networks",
-                                                       layers="layers"))
-
+# a suite's gradients need its language-modelling head and a next-token loss
+class Sparsity(CheckpointMeasure, study=STUDY, reference=PAPER, params=Params,
+               tags=MeasureTags("checkpoint", checkpoint=CheckpointTags(suites=Suites(head=True, causal=True),
+                                                                networks="networks", layers="layers"))):
     def variables(self, b, shape) -> None:
         p, corpus = self.p, shape.corpus
         b.coord("quantity", ["activation", "gradient"], long_name="activation h or gradient dL/dh")

@@ -16,7 +16,7 @@ from analyses.contextual_decomposition import lstm_weights
 from analyses.syntactic_interdependence import aggregate, pair_interdependence
 from runner.studies.training.data.treebank import ParsedSentence, load_treebank
 from runner.studies.training.data.tagsets import CLOSED_CLASS, OPEN_CLASS
-from runner.plugin.measures import CheckpointTags, MeasureTags, hints, register
+from runner.plugin.measures import CheckpointTags, MeasureTags, hints
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.training.measure import STUDY, TrainingParams
 
@@ -61,13 +61,10 @@ def _word_class(upos: str) -> str:
     return "open" if upos in OPEN_CLASS else "closed" if upos in CLOSED_CLASS else "other"
 
 
-@register
-class SyntaxInterdependence(CheckpointMeasure):
-    study = STUDY
-    Params = Params
-    tags = MeasureTags("checkpoint", requires=("text",), checkpoint=CheckpointTags(networks="networks", data=("treebank", "subset", "split")))
+class SyntaxInterdependence(CheckpointMeasure, study=STUDY, reference=CH5, params=Params,
+                            tags=MeasureTags("checkpoint", requires=("text",), checkpoint=CheckpointTags(
+                                networks="networks", data=("treebank", "subset", "split")))):
     example = {"treebank": "en_ewt-ud-test.conllu"}  # for check_measure: the paper's treebank
-    reference = CH5
 
     def variables(self, b, shape) -> None:
         p = self.p

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.token_geometry import activation_ratios, quantiles, sample_pairs
-from runner.plugin.measures import MeasureParams, hints, register
+from runner.plugin.measures import MeasureParams, hints
 from runner.plugin.timings import CheckpointMeasure
 from runner.checkpointed.measure import QUANTILES
 from runner.studies.transject.measure import PAPER, STUDY, EpochContext, tokens_of
@@ -23,12 +23,7 @@ class Params(MeasureParams):
     """Token pairs per example at most (drawn with the experiment's seed)."""
 
 
-@register
-class ActivationBound(CheckpointMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-
+class ActivationBound(CheckpointMeasure, study=STUDY, reference=PAPER, params=Params):
     def variables(self, b, shape) -> None:
         b.coord("quantile", np.asarray(QUANTILES), long_name="quantile")
         cell = ("network", "checkpoint", "layer", "quantile")

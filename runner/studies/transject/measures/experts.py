@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.entropy import token_entropy
-from runner.plugin.measures import MeasureParams, hints, register
+from runner.plugin.measures import MeasureParams, hints
 from runner.plugin.timings import CheckpointMeasure
 from runner.checkpointed.measures.entropy import knn_sample_problems
 from runner.studies.transject.measure import PAPER, STUDY, EpochContext
@@ -78,12 +78,7 @@ def head_outputs(layer_module, x: torch.Tensor, mask: torch.Tensor) -> list[torc
     return [out[:, i] for i in range(h)]
 
 
-@register
-class Experts(CheckpointMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-
+class Experts(CheckpointMeasure, study=STUDY, reference=PAPER, params=Params):
     def variables(self, b, shape) -> None:
         b.coord("encoder_layer", shape.layers[1:], long_name="encoder layer")
         b.index("expert", shape.experts, long_name="expert (TransJect) or attention head (baselines)")

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from analyses.isomap import isomap_2d
-from runner.plugin.measures import MeasureParams, register
+from runner.plugin.measures import MeasureParams
 from runner.plugin.timings import CheckpointMeasure
 from runner.studies.transject.measure import PAPER, STUDY, EpochContext
 
@@ -21,12 +21,7 @@ class Params(MeasureParams):
     """Neighbours of the k-NN graph (scikit-learn's default: 5)."""
 
 
-@register
-class IsomapMeasure(CheckpointMeasure):
-    study = STUDY
-    reference = PAPER
-    Params = Params
-
+class IsomapMeasure(CheckpointMeasure, study=STUDY, reference=PAPER, params=Params):
     def variables(self, b, shape) -> None:
         b.index("token", len(shape.sentence), long_name="position in the analysis sentence")
         b.coord("token_text", list(shape.sentence), ("token",), long_name="token of the analysis sentence")
