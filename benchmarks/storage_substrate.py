@@ -29,8 +29,11 @@ metadata), ``v3`` as a commit that rewrites every array. Trials, each on both su
     python benchmarks/storage_substrate.py                       # 10 seeds local, 3 on S3
     python benchmarks/storage_substrate.py --seeds 2 --no-s3     # quick
     python benchmarks/storage_substrate.py --json out.json
+    python benchmarks/storage_substrate.py --only runner --seeds 5 --no-s3  # the current layer's
+                                                      # readers and kills only (no Icechunk)
 
-Icechunk is not a dependency of the project: ``pip install icechunk==1.1.21`` first.
+Icechunk is not a dependency of the project: ``pip install icechunk==1.1.21`` first (not for
+``--only runner``).
 """
 
 from __future__ import annotations
@@ -413,6 +416,7 @@ def runner_kills(work: Path, base: Path, refs: dict, op: str, seeds: list[int], 
             kill(proc)
         opener = target(folder) if target else (lambda: open_local(store_of(folder)))
         after = try_classify(opener, refs)
+        staged = None if store else (store_of(folder).with_suffix(".runner") / "next.zarr").is_dir()
         verify = runner("verify", store or f"store/{NAME}.zarr", cwd=folder, env=env, check=False).returncode
         history = store_of(folder).with_suffix(".history")
         kept = None
@@ -422,7 +426,7 @@ def runner_kills(work: Path, base: Path, refs: dict, op: str, seeds: list[int], 
         resume = runner("apply", "quickstart.toml", "-q", *extra, cwd=folder, env=env, check=False)
         resume_s = time.perf_counter() - t
         rows.append({"seed": seed, "killed_at_s": round(at, 2), "finished_first": finished, "after_kill": after,
-                     "verify_exit": verify, "history": kept, "resume_exit": resume.returncode,
+                     "staged_left": staged, "verify_exit": verify, "history": kept, "resume_exit": resume.returncode,
                      "resume_s": round(resume_s, 1), "after_resume": try_classify(opener, refs),
                      "resume_error": resume.stderr.strip().splitlines()[-1][:200] if resume.returncode else ""})
         print(json.dumps({f"runner_kill_{op}": rows[-1]}), flush=True)
@@ -478,6 +482,22 @@ def readers_trial(kind: str, target: str, refs: dict, start_writer, work: Path) 
     _, err = reader.communicate(timeout=300)
     counts = json.loads(out.read_text()) if out.exists() else {"reader failed": err[-500:]}
     return {"writer_exit": code, "writer_s": round(wall, 2), "reads": counts}
+
+
+def runner_readers(work: Path, op: str, refs: dict) -> dict:
+    """Readers (``xr.open_zarr``, and ``api.open`` during the extension) while ``runner apply`` makes
+    the extension or the replace of ``v1``."""
+    extra, steps = (REPLACE, 300) if op == "replace" else ([], 400)
+    out = {}
+    for kind in (("xarray", "api") if op == "extension" else ("xarray",)):
+        folder = work / f"read-{op}-{kind}"
+        shutil.copytree(work / "v1", folder, symlinks=True)
+        spec_at(folder, steps)
+        out[f"runner_{op}_{kind}"] = readers_trial(
+            kind, str(store_of(folder)), refs,
+            lambda: runner("apply", "quickstart.toml", "-q", *extra, cwd=folder, check=False).returncode, work)
+        print(json.dumps({f"runner_{op}_{kind}": out[f"runner_{op}_{kind}"]}), flush=True)
+    return out
 
 
 def flip(path: Path, offset: int = 40) -> None:
@@ -620,15 +640,8 @@ def run(work: Path, args) -> dict:
 
     # readers during a switch
     res["readers"] = {}
-    for op, refs, extra, steps in (("extension", ext, [], 400), ("replace", rep, REPLACE, 300)):
-        for kind in (("xarray", "api") if op == "extension" else ("xarray",)):
-            folder = work / f"read-{op}-{kind}"
-            shutil.copytree(work / "v1", folder, symlinks=True)
-            spec_at(folder, steps)
-            res["readers"][f"runner_{op}_{kind}"] = readers_trial(
-                kind, str(store_of(folder)), refs,
-                lambda: runner("apply", "quickstart.toml", "-q", *extra, cwd=folder, check=False).returncode, work)
-            print(json.dumps({f"runner_{op}_{kind}": res["readers"][f"runner_{op}_{kind}"]}), flush=True)
+    for op, refs in (("extension", ext), ("replace", rep)):
+        res["readers"].update(runner_readers(work, op, refs))
         where = {"kind": "local", "path": str(work / f"ic-read-{op}")}
         icechunk_base(where, v1)
         wfile = work / f"ic-read-{op}.json"
@@ -657,6 +670,27 @@ def run(work: Path, args) -> dict:
     res["total_s"] = round(time.perf_counter() - t0, 1)
     res["versions"] = {"icechunk": __import__("icechunk").__version__, "zarr": zarr.__version__,
                        "xarray": xr.__version__}
+    print(json.dumps({"summary": summary(res)}, indent=1), flush=True)
+    return res
+
+
+def run_runner(work: Path, args) -> dict:
+    """The current layer's trials alone: readers during the extension and the replace, and kills of
+    both (local disk)."""
+    t0 = time.perf_counter()
+    res: dict = {"runner_times": build_versions(work)}
+    print(json.dumps({"built": res["runner_times"]}), flush=True)
+    ref = {n: load(open_local(store_of(work / n))) for n in ("v1", "v2", "v3")}
+    refs = {"extension": {"old": ref["v1"], "new": ref["v2"]}, "replace": {"old": ref["v1"], "new": ref["v3"]}}
+    res["readers"] = {}
+    for op in ("extension", "replace"):
+        res["readers"].update(runner_readers(work, op, refs[op]))
+    seeds = list(range(args.seeds))
+    res["kills"] = {}
+    for op, built in (("extension", "v2"), ("replace", "v3")):
+        span = res["runner_times"][f"{built}_apply_s"]
+        res["kills"][f"runner_{op}"] = runner_kills(work, work / "v1", refs[op], op, seeds, span)
+    res["total_s"] = round(time.perf_counter() - t0, 1)
     print(json.dumps({"summary": summary(res)}, indent=1), flush=True)
     return res
 
@@ -739,6 +773,8 @@ def summary(res: dict) -> dict:
         return counts
 
     out = {}
+    for name, trial in res.get("readers", {}).items():
+        out[f"local readers {name}"] = trial["reads"]
     for where, kills in (("local", res.get("kills", {})), ("s3", res.get("s3", {}))):
         for name, rows in kills.items():
             if isinstance(rows, list):
@@ -757,9 +793,11 @@ def main() -> None:
     ap.add_argument("--s3-seeds", type=int, default=3, help="kill seeds per operation and substrate, on S3")
     ap.add_argument("--no-s3", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--only", choices=("all", "runner"), default="all",
+                    help="runner: the current layer's readers and kills alone (local; no Icechunk)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="substrate-") as tmp:
-        results = run(Path(tmp), args)
+        results = run_runner(Path(tmp), args) if args.only == "runner" else run(Path(tmp), args)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
