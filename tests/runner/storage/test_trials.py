@@ -1,0 +1,225 @@
+"""One table of trials on both kinds of location (issue 51, item 5): a store in a local folder and
+the same store on S3 (moto's server), each killed, extended and damaged while another process polls
+``status --json``, ``show --json`` and ``api.open`` beside it. What a trial expects is the same on
+both, except where object storage does not do it yet: a longer run (versions are kept on local
+disks only, so it is refused there before any compute, naming why), and readers that never see a
+metadata update half made (:func:`_bad`).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+from tests.runner import s3_server
+from tests.runner.helpers import cli_env, maps_spec, popen_cli, run_cli, wait_for, write_spec
+
+pytest.importorskip("moto.server", reason="the S3 trials need moto's server: pip install -e '.[test]'")
+pytest.importorskip("s3fs", reason="stores on S3 need s3fs: pip install -e '.[s3]'")
+
+POLLER = textwrap.dedent("""
+    import contextlib, io, json, sys, time
+    from pathlib import Path
+    from runner import api
+    from runner.cli import main
+
+    store, control = sys.argv[1], Path(sys.argv[2])
+    log = open(control / "polls.jsonl", "a")
+
+    def cli(*args):
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(list(args))
+        except BaseException:  # noqa: BLE001 - a traceback is what this looks for
+            import traceback
+            return -1, out.getvalue(), traceback.format_exc()
+        return code, out.getvalue(), err.getvalue()
+
+    while not (control / "stop").exists():
+        time.sleep(0.2)
+        code, out, err = cli("status", store, "--json")
+        state = json.loads(out).get("state") if code == 0 and out.strip() else None
+        entry = {"status": code, "state": state, "traceback": "Traceback" in err}
+        code, out, err = cli("show", store, "--json")
+        entry.update(show=code, damaged_show="damaged" in out + err, traceback_show="Traceback" in err)
+
+        try:
+            with api.open(store) as ds:
+                ds.load()
+            entry["open"] = "ok"
+        except Exception as e:  # noqa: BLE001
+            entry["open"] = type(e).__name__
+        log.write(json.dumps(entry) + "\\n")
+        log.flush()
+""")
+
+
+@dataclass(frozen=True)
+class Where:
+    kind: str
+    store: str
+    env: dict
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = s3_server.start(tmp_path_factory.mktemp("s3") / "moto.log")
+    yield s
+    s3_server.stop(s)
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request, tmp_path, monkeypatch) -> Where:
+    if request.param == "local":
+        return Where("local", "store/t.zarr", {})
+    server = request.getfixturevalue("server")
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    return Where("s3", f"s3://{server.bucket()}/t.zarr", server.env)
+
+
+def _spec(folder: Path, store: str, steps: int, name: str = "t") -> Path:
+    text = maps_spec(name, steps=steps, samples=8, n=8, checkpoint_every=20)
+    return write_spec(folder, text.replace(f'store = "store/{name}.zarr"', f'store = "{store}"'), f"{name}.toml")
+
+
+def _values(store: str) -> dict:
+    from runner.storage.location import location, zarr_store
+
+    with xr.open_zarr(zarr_store(location(store), read_only=True), consolidated=False) as ds:
+        return {n: v.values.tobytes() if v.dtype.kind not in "OUS" else v.values.tolist()
+                for n, v in ds.load().variables.items()}
+
+
+def _reference(tmp_path: Path, steps: int) -> dict:
+    folder = tmp_path / f"reference{steps}"
+    folder.mkdir()
+    _spec(folder, "store/t.zarr", steps)
+    assert run_cli("apply", "t.toml", "-q", cwd=folder).returncode == 0
+    return _values(str(folder / "store/t.zarr"))
+
+
+class Poller:
+    """The process polling the store while a trial runs; ``stop()`` returns its polls."""
+
+    def __init__(self, where: Where, folder: Path):
+        self.control = folder / "control"
+        self.control.mkdir()
+        self.proc = subprocess.Popen([sys.executable, "-c", POLLER, where.store, str(self.control)], cwd=folder,
+                                     env=cli_env(folder, **where.env), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def polls(self) -> list[dict]:
+        log = self.control / "polls.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def stop(self) -> list[dict]:
+        (self.control / "stop").touch()
+        self.proc.communicate(timeout=120)
+        return self.polls()
+
+
+def _bad(where: Where, polls: list[dict]) -> list[dict]:
+    """The polls that saw a traceback, a store that does not open, or damage. On object storage a
+    reader may still meet the root's metadata rewritten before its manifest (no staged version and
+    no readers' lock there yet: issue 51), which it calls damaged; that alone is not counted there."""
+    return [p for p in polls if p["traceback"] or p["traceback_show"] or p["open"] not in ("ok", "NotAStore", *(
+        ("StoreDamaged",) if where.kind == "s3" else ())) or (where.kind == "local" and (
+            p["state"] == "damaged" or p["damaged_show"]))]
+
+
+def _stalled(where: Where, folder: Path):
+    from runner.storage.location import location
+    from runner.storage.store import runner_dir
+
+    marker = runner_dir(location(where.store if where.kind == "s3" else str(folder / where.store))) / "stalled"
+    return marker
+
+
+def _kill_at(where: Where, folder: Path, point: str, poller: Poller) -> None:
+    proc = popen_cli("apply", "t.toml", "-q", cwd=folder, RUNNER_TEST_STALL=point, **where.env)
+    marker = _stalled(where, folder)
+    wait_for(marker.exists, proc, timeout=120)
+    seen = len(poller.polls())
+    wait_for(lambda: len(poller.polls()) >= seen + 2, poller.proc, timeout=120)  # polled while it runs
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    marker.unlink()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_kill_during_a_run_then_apply_equals_an_uninterrupted_run(where, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    _spec(folder, where.store, 120)
+    poller = Poller(where, folder)
+    _kill_at(where, folder, "tanh@50", poller)
+    again = run_cli("apply", "t.toml", "-q", cwd=folder, **where.env)
+    assert again.returncode == 0, again.stderr
+    polls = poller.stop()
+    assert polls and not _bad(where, polls), _bad(where, polls)[:3]
+    assert _values(_path(where, folder)) == _reference(tmp_path, 120)
+    assert run_cli("verify", _path(where, folder), cwd=folder, **where.env).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_kill_during_an_extension_leaves_the_shorter_run_and_apply_extends_it(where, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    spec = _spec(folder, where.store, 60)
+    assert run_cli("apply", "t.toml", "-q", cwd=folder, **where.env).returncode == 0
+    before = _values(_path(where, folder))
+    spec.write_text(spec.read_text().replace("steps = 60", "steps = 80"))
+    if where.kind == "s3":  # versions are kept on local disks only (yet): refused, before any compute
+        refused = run_cli("apply", "t.toml", "-q", cwd=folder, **where.env)
+        assert refused.returncode != 0 and "local disks only" in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr and _values(where.store) == before
+        return
+    poller = Poller(where, folder)
+    _kill_at(where, folder, "tanh@70", poller)
+    assert _values(_path(where, folder)) == before  # the next version is where its values went
+    again = run_cli("apply", "t.toml", "-q", cwd=folder, **where.env)
+    assert again.returncode == 0, again.stderr
+    polls = poller.stop()
+    assert polls and not _bad(where, polls), _bad(where, polls)[:3]
+    assert _values(_path(where, folder)) == _reference(tmp_path, 80)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_chunk_written_again_is_found_and_apply_recomputes_it(where, tmp_path):
+    from runner.storage.location import location
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    _spec(folder, where.store, 40)
+    assert run_cli("apply", "t.toml", "-q", cwd=folder, **where.env).returncode == 0
+    path = location(_path(where, folder))
+    chunk = next(p for p, _ in sorted((path / "lyapunov").files().items()) if p.startswith("c/"))
+    body = bytearray((path / "lyapunov" / chunk).read_bytes())
+    body[-1] ^= 0xFF
+    (path / "lyapunov" / chunk).write_bytes(bytes(body))
+    found = run_cli("verify", str(path), cwd=folder, **where.env)
+    assert found.returncode == 74 and "lyapunov" in found.stdout + found.stderr, found.stdout + found.stderr
+    poller = Poller(where, folder)
+    repaired = run_cli("apply", "t.toml", "-q", cwd=folder, **where.env)
+    assert repaired.returncode == 0, repaired.stderr
+    polls = poller.stop()
+    assert not [p for p in polls if p["traceback"] or p["traceback_show"]], polls[:3]
+    assert run_cli("verify", str(path), cwd=folder, **where.env).returncode == 0
+    assert _values(str(path)) == _reference(tmp_path, 40)
+
+
+def _path(where: Where, folder: Path) -> str:
+    return where.store if where.kind == "s3" else str(folder / where.store)
