@@ -38,6 +38,7 @@ from pathlib import Path
 
 from rich.filesize import decimal
 
+from models.registry_base import did_you_mean
 from runner.core.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IOERR, EXIT_LOCKED,  # noqa: F401 (the codes, named)
                                 EXIT_OK, EXIT_REPLACE, EXIT_SPEC, EXIT_UNAVAILABLE, EXIT_USAGE, StorageError,
                                 Unavailable, UsageError)
@@ -102,8 +103,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """Why the first argument is not a command (with the likely one), or None."""
-    from runner.spec.specfile import did_you_mean  # lazy: pydantic
-
     if not argv or argv[0].startswith("-"):
         return None
     commands = next(a.choices for a in parser._subparsers._group_actions if a.dest == "command")
@@ -1010,8 +1009,6 @@ def cmd_explain(args) -> int:
         print(f"run `{program()} explain NAME` for the parameters of one, with defaults (the papers' settings)")
         return EXIT_OK
     if not found:
-        from runner.spec.specfile import did_you_mean  # lazy: pydantic
-
         known = {n for name, cls in studies().items()
                  for n in [*({"experiment": Experiment, **cls().tables()}), *measures(name)]}
         raise UsageError(f"unknown name {args.name!r}{did_you_mean(args.name, sorted(known))}; `{program()} explain` "

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from models.registry_base import did_you_mean
 from runner.core.commandline import program
 from runner.core import toml
 from runner.core.layout import internal
@@ -129,8 +130,6 @@ def figures(source: str | Path | xr.Dataset, out: str | Path | None = None,
         fallback.check(ds, variables)
         unknown = sorted(set(only) - set(chosen))
         if unknown:
-            from runner.spec.specfile import did_you_mean  # lazy: pydantic
-
             hint = did_you_mean(unknown[0], chosen) if len(unknown) == 1 else ""
             raise KeyError(f"no figure {', '.join(unknown)}{hint}; this store's figures: {', '.join(sorted(chosen)) or 'none'}"
                            f" (or {fallback.PREFIX}NAME for any variable)")

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from models.registry_base import did_you_mean
 from runner.core import toml
 from runner.core.errors import EXIT_UNAVAILABLE, SpecInvalid
 from runner.storage.location import local_path, location, location_problem
@@ -286,10 +287,6 @@ def closest(word: str, choices) -> str | None:
     return close[0] if close else None
 
 
-def did_you_mean(word: str, choices) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices``, or ``""``."""
-    close = closest(word, choices)
-    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _suggest(root: type[BaseModel], loc: list, data: dict) -> str:
