@@ -55,6 +55,7 @@ from runner.run.execute.registry import ExecutorOptions, executor_problem
 from runner.run.threads import for_run, threads_problem
 from runner.run.threads import use as use_threads
 from runner.core.commandline import command, hint, program
+from runner.storage.kept import resume_points
 from runner.storage.location import location
 from runner.storage.readers import reading
 
@@ -487,7 +488,6 @@ def _budget(args) -> float | None:
 
 def _resume_points(path) -> dict[str, int]:
     """Task id -> the step its stopped pass resumes from (nothing for a store not made yet)."""
-    from runner.storage.kept import resume_points  # lazy: numpy
     from runner.storage.store import runner_dir, store_id  # lazy: filelock, numpy
 
     return resume_points(runner_dir(path), store_id(path)) if location(path).exists() else {}

@@ -8,6 +8,7 @@ done costs a validation and a read of the store's records: no model is built, no
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 import logging
 import os
 import sys
@@ -34,7 +35,7 @@ from runner.storage.store import now
 from runner.run.provenance import root_attrs as provenance_root_attrs
 from runner.storage.records import as_bound, renumber_chunks
 from runner.storage.verify import Damage, rebind, repair, verify
-from runner.storage.store import Store, held_stage, read_tasks, records_lost, root_attrs, runner_dir
+from runner.storage.store import Store, held_stage, read_tasks, records_lost, root_attrs, root_reads, runner_dir
 from runner.storage.store_errors import StorePathError, StoreWriteError, writing
 from runner.plugin.study import Prepared, ShardError, split_group
 from runner.core.commandline import command, hint
@@ -234,7 +235,10 @@ class _Run:
         return changes, sources, kept, reshape
 
     def _repair(self, damage: Damage) -> None:
-        redo = repair(self.p.store_path, damage, self.store)
+        # repaired in the next version, held to the run's end: readers see the version they were
+        # told is damaged until the repaired one is whole (in place where the root does not read)
+        with self.store.transaction(hold=True) if root_reads(self.p.store_path) else nullcontext():
+            redo = repair(self.store.root, damage, self.store)
         self.events.emit("results_damaged", task=redo, arrays=damage.variables)
         restored = f"; metadata written back from the manifest: {', '.join(a or '(root)' for a in damage.altered)}" \
             if damage.altered else ""

@@ -105,6 +105,14 @@ def root_attrs(path: Path) -> dict | None:
     return meta.get("attributes") or {}
 
 
+def root_reads(path: Location) -> bool:
+    """Whether the store's root ``zarr.json`` is there and reads as metadata (a damaged store's may not)."""
+    try:
+        return isinstance(json.loads((location(path) / "zarr.json").read_bytes()), dict)
+    except (OSError, ValueError):
+        return False
+
+
 def manifest_root(path: Path) -> dict | None:
     """The root ``zarr.json`` of the store at ``path`` as its manifest binds it (a group with its
     attributes), when a manifest whose digest holds is there and names the store its root attributes

@@ -631,7 +631,8 @@ def repair(path: Path, damage: Damage, store) -> list[str]:
     metadata that differs from it, forget the records of the tasks whose chunks or record are
     damaged, remove record files that do not read and a corrupt manifest, and remove arrays whose
     metadata is corrupt and not in the manifest or that no task writes (the layout and the inputs
-    are written again by ``apply``). Returns the task ids forgotten."""
+    are written again by ``apply``). ``path``: the store's files to repair (``store.root``: the next
+    version when apply holds one). Returns the task ids forgotten."""
     root = location(path)
     unowned = set(damage.unowned)
     for name, meta in damage.altered.items():
@@ -650,8 +651,8 @@ def repair(path: Path, damage: Damage, store) -> list[str]:
     for name in sorted((set(damage.broken) - set(damage.altered)) | unowned):
         remove_tree(root / name)
     if damage.manifest_bad:
-        (runner_dir(root) / MANIFEST).unlink(missing_ok=True)
-    drop_records(runner_dir(root), [name[:-5] for name in damage.bad_records])
+        (store.state_dir / MANIFEST).unlink(missing_ok=True)
+    drop_records(store.state_dir, [name[:-5] for name in damage.bad_records])
     for file in damage.kept:  # the runner's own, unusable: a later run computes what it held again
         file.unlink(missing_ok=True)
     store.forget(sorted(damage.redo))

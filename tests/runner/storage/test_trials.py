@@ -213,8 +213,17 @@ def test_a_chunk_written_again_is_found_and_apply_recomputes_it(where, tmp_path)
     found = run_cli("verify", str(path), cwd=folder, **where.env)
     assert found.returncode == 74 and "lyapunov" in found.stdout + found.stderr, found.stdout + found.stderr
     poller = Poller(where, folder)
-    repaired = run_cli("apply", "t.toml", "-q", cwd=folder, **where.env)
-    assert repaired.returncode == 0, repaired.stderr
+    if where.kind == "local":  # repaired in the next version: the store stays as it was until the run ends
+        proc = popen_cli("apply", "t.toml", "-q", cwd=folder, RUNNER_TEST_STALL="logistic@20")
+        marker = _stalled(where, folder)
+        wait_for(marker.exists, proc, timeout=120)
+        assert (path / "lyapunov" / chunk).read_bytes() == bytes(body)
+        assert (marker.parent / "next.zarr").is_dir()
+        marker.unlink()
+        assert proc.wait() == 0
+    else:
+        repaired = run_cli("apply", "t.toml", "-q", cwd=folder, **where.env)
+        assert repaired.returncode == 0, repaired.stderr
     polls = poller.stop()
     assert not [p for p in polls if p["traceback"] or p["traceback_show"]], polls[:3]
     assert run_cli("verify", str(path), cwd=folder, **where.env).returncode == 0
