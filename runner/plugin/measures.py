@@ -114,7 +114,7 @@ class Measure:
     def problems(self, view: Any) -> list[tuple[tuple | str, str]]:
         """What the rest of the spec makes impossible for this measure, before anything runs:
         ``(key in its [[measure]] table (a name or a path), message)``. ``view`` is what its study
-        shows a measure of the spec (:meth:`runner.plugin.study.Study.measure_view`). The engine
+        shows a measure of the spec (:meth:`runner.plugin.study.ViewsMeasures.measure_view`). The engine
         asks every measure of every study (:func:`measure_problems`); the one place a measure checks
         the spec."""
         return []

@@ -48,7 +48,7 @@ class Job:
 
     group: list[Task]
     parts: list[Any] | None
-    """The group's sample shards (``Study.split``, ``--shards``), each run on its own; None: run it whole."""
+    """The group's sample shards (``Shards.split``, ``--shards``), each run on its own; None: run it whole."""
     report: Reporter
     """The reporter of a run in this process, on the scheduler's thread (progress bars, events,
     resources provided at once)."""

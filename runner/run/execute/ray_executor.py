@@ -6,7 +6,7 @@ records and of the event log; this executor only submits groups and polls for th
 Each ready group becomes a Ray task that asks for one GPU (CUDA runs) or one CPU. The worker gets
 the driver's plan (its :class:`runner.plugin.study.Prepared`, put into the object store once: the spec is
 not read again), attaches to the store without the lock, opens the study's session there
-(:meth:`runner.plugin.study.Study.open_worker`: a study reads the inputs the driver wrote into the
+(:meth:`runner.plugin.study.WorkerSessions.open_worker`: a study reads the inputs the driver wrote into the
 store instead of drawing them from their source) and runs the group exactly as the local executor
 would: a group writes its own network's chunks (a chunk has one writing task), and saves its
 durable points beside the store. Every write of a worker is checked against the driver's lease
