@@ -501,13 +501,12 @@ class Store:
         """After a kill inside a switch (:meth:`transaction`, :meth:`set_attrs`): put the next manifest in
         place when the store is the version it describes, else drop it; under the readers' lock, as
         the switch it completes."""
-        if isinstance(self.state_dir, Remote):
-            return
         with switching(self.state_dir):  # a reader between the store and its manifest would see them disagree
-            finish_exchange(self.path)
-            if (self.state_dir / HELD).exists() and held_stage(self.path) is None:  # switched in, or gone
-                remove_tree(self.state_dir / STAGE)
-                (self.state_dir / HELD).unlink(missing_ok=True)
+            if not isinstance(self.state_dir, Remote):  # no folders exchanged, no version held there (yet)
+                finish_exchange(self.path)
+                if (self.state_dir / HELD).exists() and held_stage(self.path) is None:  # switched in, or gone
+                    remove_tree(self.state_dir / STAGE)
+                    (self.state_dir / HELD).unlink(missing_ok=True)
             nxt = self.state_dir / NEXT
             if not nxt.exists():
                 return
@@ -516,7 +515,7 @@ class Store:
             except (OSError, ValueError, AttributeError):
                 lid = None
             if lid is not None and lid == internal(root_attrs(self.path) or {}).get("layout_id"):
-                os.replace(nxt, self.state_dir / MANIFEST)
+                self._promote_next()
             else:
                 nxt.unlink(missing_ok=True)
 
@@ -537,11 +536,17 @@ class Store:
         attrs = dict(root_attrs)
         if INTERNAL in attrs:  # merged into the runner attribute the store has (its id)
             attrs[INTERNAL] = with_internal(dict(g.attrs), **internal(attrs))[INTERNAL]
-        g.attrs.update({**attrs, "coordinates": " ".join(non_index)})
+        attrs = {**attrs, "coordinates": " ".join(non_index)}
+        in_place = self._stage is None and isinstance(self.path, Remote)  # nothing staged: as set_attrs does
+        if not in_place:
+            g.attrs.update(attrs)
         self.forget(reshape.lost(self.tasks()))
         self.consolidate()  # a plain xr.open_zarr during the run sees every array (their data is live)
         self._own = set(layout.coords) | self._sealed_own()
-        self.seal()
+        if in_place:
+            self.set_attrs(**attrs)  # the root with its next manifest, never one without the other
+        else:
+            self.seal()
         return recreated
 
     def _existing_group(self) -> zarr.Group:
@@ -688,7 +693,7 @@ class Store:
         new root is written beside the store's first (``manifest.next.json``, with a new
         ``layout_id``), then the root's ``zarr.json``, then the manifest is renamed into place, the
         last two under the readers' lock; a kill anywhere leaves a root and a manifest that agree."""
-        if self._stage is not None or isinstance(self.path, Remote) or self._own is None:
+        if self._stage is not None or self._own is None:
             with writing(self.root):
                 self.group.attrs.update(attrs)
             self.seal()
@@ -707,8 +712,19 @@ class Store:
             with switching(self.state_dir):
                 write_atomic(self.path / "zarr.json", json.dumps(meta, indent=2).encode())
                 interrupt.stall_point(self.state_dir, "attrs", 2)  # and the root, not the manifest yet
-                os.replace(self.state_dir / NEXT, self.state_dir / MANIFEST)
+                self._promote_next()
         self.group = zarr.open_group(zarr_store(self.path), mode="r+", use_consolidated=False)
+
+    def _promote_next(self) -> None:
+        """The next manifest becomes the store's: renamed on a disk; on object storage (no rename) put
+        under the store's name, then removed (a reader between the two finds either one bound to the
+        root it read)."""
+        nxt = self.state_dir / NEXT
+        if isinstance(self.state_dir, Remote):
+            write_atomic(self.state_dir / MANIFEST, nxt.read_bytes())
+            nxt.unlink(missing_ok=True)
+        else:
+            os.replace(nxt, self.state_dir / MANIFEST)
 
     def append_history(self, line: str) -> None:
         """Add a line to the root's ``history`` (CF/ACDD: one line per command that changed the store)."""

@@ -197,8 +197,22 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     problem = metadata_problem(path)
     if problem:
         raise StoreUnreadable(problem)
-    t0 = time.monotonic()
     version = version if version is not None else version_at(path)  # a kept version's store: what it carries
+    for _ in range(RETRIES):
+        layout_id = internal(root_attrs(path) or {}).get("layout_id")
+        damage = _verify(path, quick, version)
+        if damage.ok or version is not None or internal(root_attrs(path) or {}).get("layout_id") == layout_id:
+            return damage
+    return damage  # a writer switches versions faster than this reads: what the last read found
+
+
+#: Checks of a store whose version changed while they read it (an apply on object storage updating
+#: the root with its next manifest, where no readers' lock holds it still), before the last is taken.
+RETRIES = 3
+
+
+def _verify(path: Location, quick: bool, version) -> Damage:
+    t0 = time.monotonic()
     damage, manifest = _check_manifest(path, version)
     seen = _check_records(damage, manifest, internal(root_attrs(path) or {}).get("layout_id"))
     _check_metadata(path, damage, manifest, seen)

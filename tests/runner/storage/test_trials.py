@@ -2,8 +2,7 @@
 the same store on S3 (moto's server), each killed, extended and damaged while another process polls
 ``status --json``, ``show --json`` and ``api.open`` beside it. What a trial expects is the same on
 both, except where object storage does not do it yet: a longer run (versions are kept on local
-disks only, so it is refused there before any compute, naming why), and readers that never see a
-metadata update half made (:func:`_bad`).
+disks only, so it is refused there before any compute, naming why).
 """
 
 from __future__ import annotations
@@ -129,12 +128,11 @@ class Poller:
 
 
 def _bad(where: Where, polls: list[dict]) -> list[dict]:
-    """The polls that saw a traceback, a store that does not open, or damage. On object storage a
-    reader may still meet the root's metadata rewritten before its manifest (no staged version and
-    no readers' lock there yet: issue 51), which it calls damaged; that alone is not counted there."""
-    return [p for p in polls if p["traceback"] or p["traceback_show"] or p["open"] not in ("ok", "NotAStore", *(
-        ("StoreDamaged",) if where.kind == "s3" else ())) or (where.kind == "local" and (
-            p["state"] == "damaged" or p["damaged_show"]))]
+    """The polls that saw a traceback, a store that does not open, or damage. ``VersionSwitched`` is
+    ``api.open``'s word for a dataset opened before a switch and read after it: the reader opens again."""
+    return [p for p in polls if p["traceback"] or p["traceback_show"]
+            or p["open"] not in ("ok", "NotAStore", "VersionSwitched")
+            or p["state"] == "damaged" or p["damaged_show"]]
 
 
 def _stalled(where: Where, folder: Path):
