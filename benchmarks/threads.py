@@ -42,7 +42,8 @@ WORKER = """
 import sys, time
 mode, spec = sys.argv[1], sys.argv[2]
 import torch
-from runner.run.apply import apply, prepare
+from runner.run.apply import apply
+from runner.run.prepare import prepare
 threads = {"torch default": torch.get_num_threads(), "one thread": 1, "policy": None}[mode]
 t0 = time.perf_counter()
 apply(prepare(spec), quiet=True, threads=threads)

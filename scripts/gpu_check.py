@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Every test file holding ``requires_gpu`` tests (tests/test_gpu_check.py keeps this list whole).
 GPU_TESTS = ["tests/depth/test_gpu.py", "tests/runner/test_gpu_studies.py", "tests/analyses/test_cca.py",
-             "tests/analyses/test_contextual_decomposition.py", "tests/training/test_suites_study.py"]
+             "tests/analyses/test_contextual_decomposition.py", "tests/training/test_suites_study.py",
+             "tests/runner/plugin/test_two_networks.py"]
 
 
 def parts(out: Path, work: Path, dry: bool) -> dict[str, tuple[int, list[str]]]:

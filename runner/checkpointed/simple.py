@@ -31,7 +31,7 @@ from runner.core.plan import Task
 from runner.core.requirements import device_requirement
 from runner.plugin.loader import PluginError, hook
 from runner.plugin.measures import declare, measures, params_union, takes
-from runner.plugin.study import Prepared, Study, ViewsMeasures
+from runner.plugin.study import HasExamples, Prepared, Study, ViewsMeasures
 from runner.spec.specfile import StudySpec, Table
 
 
@@ -77,7 +77,7 @@ class Shape:
     sentence: list[str]
 
 
-class SimpleStudy(Study, ViewsMeasures, CheckpointedWorkers):
+class SimpleStudy(Study, ViewsMeasures, HasExamples, CheckpointedWorkers):
     """Subclass with ``name``, ``table`` (the spec table of its settings, a :class:`Table`) and
     :meth:`trainable`, :meth:`build` and :meth:`analysis`; with several networks, :meth:`networks`. Its hooks
     build on the CPU; the kit moves each network, its trainable's tensors (:func:`to_device`) and the
@@ -96,6 +96,10 @@ class SimpleStudy(Study, ViewsMeasures, CheckpointedWorkers):
             takes(cls.name, KIT)
             cls.table_models = {cls.name: cls.table}
             cls.spec_factory = staticmethod(functools.cache(lambda: _spec_model(cls)))
+
+    def example_spec(self) -> dict[str, Any]:
+        """Its table's defaults and the kit's entropy measure: what the conformance checks plan and run."""
+        return {"experiment": {"name": f"{self.name}-example"}, "measure": [{"kind": "entropy"}]}
 
     # ---------------------------------------------------------------- what a study supplies
 

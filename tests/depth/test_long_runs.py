@@ -43,7 +43,7 @@ DERIVE = textwrap.dedent("""
     from types import SimpleNamespace
     import numpy as np, torch
     from analyses.transient_chaos import transient_chaos
-    from runner.run.apply import prepare
+    from runner.run.prepare import prepare
     from runner.plugin.measures import measures
     from runner.storage.store import Store
     from runner.studies.depth.layout import build_layout

@@ -72,15 +72,17 @@ def registered_plugin():
 
     saved = ({k: dict(v) for k, v in runner.plugin.measures._REGISTRY.items()}, dict(runner.plugin.study._STUDIES))
 
+    originals = {}
+
     def load(module: str) -> tuple[dict, dict]:
-        if module in sys.modules:
-            importlib.reload(sys.modules[module])
-        else:
-            importlib.import_module(module)
+        if module in sys.modules:  # imported again as a new module; the one other tests hold is put back after
+            originals[module] = sys.modules.pop(module)
+        importlib.import_module(module)
         new = {(s, k): c for s, reg in runner.plugin.measures._REGISTRY.items() for k, c in reg.items() if c.__module__ == module}
         return new, {n: c for n, c in runner.plugin.study._STUDIES.items() if c.__module__ == module}
 
     yield load
+    sys.modules.update(originals)
     runner.plugin.measures._REGISTRY.clear()
     runner.plugin.measures._REGISTRY.update(saved[0])
     runner.plugin.study._STUDIES.clear()
