@@ -98,8 +98,8 @@ class SimpleStudy(Study, ViewsMeasures, HasExamples, CheckpointedWorkers):
             cls.spec_factory = staticmethod(functools.cache(lambda: _spec_model(cls)))
 
     def example_spec(self) -> dict[str, Any]:
-        """Its table's defaults and the kit's entropy measure: what the conformance checks plan and run."""
-        return {"experiment": {"name": f"{self.name}-example"}, "measure": [{"kind": "entropy"}]}
+        """Its table's defaults and the first of the kit's measures: what the conformance checks plan and run."""
+        return {"experiment": {"name": f"{self.name}-example"}, "measure": [{"kind": min(measures(KIT))}]}
 
     # ---------------------------------------------------------------- what a study supplies
 
