@@ -19,7 +19,7 @@ from runner.core import processes
 from runner.storage.events import read_events
 from runner.core.layout import internal
 from runner.storage.location import location, zarr_store
-from runner.storage.store import check_reachable, read_tasks, runner_dir
+from runner.storage.store import check_reachable, read_tasks, read_tasks_staged, runner_dir
 from runner.core.estimate import duration, measured, remembered
 from runner.storage.history import versions
 
@@ -50,11 +50,10 @@ def load_status(target: Path) -> dict:
     path = store_of(target)
     if not (path / "zarr.json").exists() and not runner_dir(path).exists():
         return {"store": str(path), "state": "absent", "tasks": [], "message": f"no store yet: run `{program()} apply`"}
-    records = read_tasks(path)
+    records, staged = read_tasks_staged(path)
     events = list(read_events(runner_dir(path) / "events.jsonl"))
     status = fold_status(path, events, records)
-    staged = sorted(set(read_tasks(path, working=True)) - set(records))
-    return {**status, "staged": staged} if staged else status
+    return {**status, "staged": sorted(staged)} if staged else status
 
 
 def fold_status(path: Path, events: list[dict], records: dict[str, dict], is_alive=None) -> dict:

@@ -537,7 +537,7 @@ class Store:
         if INTERNAL in attrs:  # merged into the runner attribute the store has (its id)
             attrs[INTERNAL] = with_internal(dict(g.attrs), **internal(attrs))[INTERNAL]
         attrs = {**attrs, "coordinates": " ".join(non_index)}
-        in_place = self._stage is None and isinstance(self.path, Remote)  # nothing staged: as set_attrs does
+        in_place = self._stage is None  # a new store, or one on object storage: the root as set_attrs writes it
         if not in_place:
             g.attrs.update(attrs)
         self.forget(reshape.lost(self.tasks()))
@@ -943,10 +943,19 @@ def read_tasks(path: Location, working: bool = False) -> dict[str, dict]:
     """Completion records of a store, read without the lock or zarr ({} when there is no store).
     ``working``: with those of the next version an apply holds and has not switched in yet (what
     the next apply continues), not only the store's own."""
+    own, staged = read_tasks_staged(path, held=working)
+    return {**own, **staged}
+
+
+def read_tasks_staged(path: Location, held: bool = True) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(the store's completion records, those of the next version an apply holds, not switched in yet),
+    from one read of the records (``held=False``: the second is not looked for)."""
     path = location(path)
     attrs = root_attrs(path) or {}
-    return live_records(read_records(runner_dir(path), internal(attrs).get("store_id")), attrs,
-                        held_stage(path) if working else None)
+    records = read_records(runner_dir(path), internal(attrs).get("store_id"))
+    own = live_records(records, attrs)
+    stage = held_stage(path) if held else None
+    return own, {tid: rec for tid, rec in records.items() if stage is not None and rec.get(STAGED) == stage}
 
 
 def live_records(records: dict[str, dict], attrs, held: str | None = None) -> dict[str, dict]:

@@ -198,8 +198,8 @@ def test_readers_see_the_shorter_run_until_the_longer_one_is_switched_in(tmp_pat
     proc.wait()
     (runner_dir(store) / "stalled").unlink()
     assert bits(data(store)) == old and run_cli("verify", store, cwd=spec.parent).returncode == 0
-    status = run_cli("status", store, "--json", cwd=spec.parent)
-    staged = {t["network"] for t in json.loads(status.stdout)["tasks"] if t["id"] in json.loads(status.stdout)["staged"]}
+    status = json.loads(run_cli("status", store, "--json", cwd=spec.parent).stdout)
+    staged = {t["network"] for t in status["tasks"] if t["id"] in status["staged"]}
     assert "logistic" in staged and "tanh" not in staged  # the finished pass waits in the next version
     assert "finished in the next version" in run_cli("status", store, cwd=spec.parent).stdout
     proc = popen_cli("apply", spec, "-q", cwd=spec.parent, RUNNER_TEST_STALL="attrs@1")

@@ -136,11 +136,11 @@ def _bad(where: Where, polls: list[dict]) -> list[dict]:
 
 
 def _stalled(where: Where, folder: Path):
+    """The file a run stalled at a point (``RUNNER_TEST_STALL``) writes beside the store, until removed."""
     from runner.storage.location import location
     from runner.storage.store import runner_dir
 
-    marker = runner_dir(location(where.store if where.kind == "s3" else str(folder / where.store))) / "stalled"
-    return marker
+    return runner_dir(location(_path(where, folder))) / "stalled"
 
 
 def _kill_at(where: Where, folder: Path, point: str, poller: Poller) -> None:
