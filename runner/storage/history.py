@@ -30,10 +30,13 @@ from pathlib import Path
 from rich.filesize import decimal
 
 from runner.core.layout import counted, internal
+from runner.storage.local import link_or_copy
 from runner.storage.location import Location, location
 from runner.storage.manifest import MANIFEST as STORE_MANIFEST
 from runner.storage.manifest import array_nodes
-from runner.storage.store import atomic_write_bytes, runner_dir
+from runner.storage import versioned
+from runner.storage.store import atomic_write_bytes, held_version, runner_dir
+from runner.storage.versioned import Versioned
 from runner.storage.store_errors import writing
 from runner.core.errors import StorageError
 from runner.storage.store_errors import StoreWriteError, first_failure
@@ -66,7 +69,9 @@ class Version:
 
     def own_bytes(self) -> int:
         """Bytes only this version holds: its files not hard-linked to the store's or another version's
-        (what removing it frees)."""
+        (on object storage: its objects no other version maps), what removing it frees."""
+        if isinstance(self.store, Versioned):
+            return versioned.own_bytes(self.store.fs, self.store.store_key, self.store.version)
         return own_bytes(self.store.parent)
 
     def describe(self) -> str:
@@ -81,12 +86,14 @@ class Version:
 
 def snapshot(path: Path, manifest: dict) -> Version:
     """Keep the store at ``path`` as it is now, as a new version (see the module docstring)."""
-    path = Path(path)
+    path = location(path)
     folder = history_dir(path)
     try:
         manifest = {**manifest, "contents": json.loads((runner_dir(path) / STORE_MANIFEST).read_bytes())}
     except (OSError, ValueError):
         pass  # a store made before its manifest (or whose manifest is corrupt): the version is not covered
+    if isinstance(path, Versioned):
+        manifest = {**manifest, "version": path.fresh().version}
     kept = versions(path)
     if kept and _same(kept[-1].manifest, manifest):  # a kill right after the copy, and a resume
         return kept[-1]
@@ -95,17 +102,20 @@ def snapshot(path: Path, manifest: dict) -> Version:
     while (folder / name).exists():
         n += 1
         name = f"{stamp}-{n}"
+    if isinstance(path, Versioned):
+        return _keep_remote(path, folder / name, {"name": name, "store": path.name, **manifest})
+    path = Path(path)
     tmp = folder / f"{PARTIAL}{name}"
     with writing(folder):
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.glob(f"{PARTIAL}*"):  # a copy a kill cut short: never a version
             shutil.rmtree(stale, ignore_errors=True)
         try:
-            shutil.copytree(path, tmp / path.name, copy_function=_link_or_copy)
+            shutil.copytree(path, tmp / path.name, copy_function=link_or_copy)
             for beside in BESIDE:
                 if (runner_dir(path) / beside).is_file():
                     (tmp / runner_dir(path).name).mkdir(parents=True, exist_ok=True)
-                    _link_or_copy(str(runner_dir(path) / beside), str(tmp / runner_dir(path).name / beside))
+                    link_or_copy(str(runner_dir(path) / beside), str(tmp / runner_dir(path).name / beside))
             atomic_write_bytes(tmp / MANIFEST, json.dumps({"name": name, "store": path.name, **manifest}, indent=1,
                                                           sort_keys=True, default=str).encode())
         except (OSError, StoreWriteError) as err:  # one line, naming the bytes a copy needs (not shutil's list)
@@ -116,6 +126,21 @@ def snapshot(path: Path, manifest: dict) -> Version:
                                   f"{decimal(_bytes(path))} where its files cannot be hard-linked)") from None
         os.replace(tmp, folder / name)
     return Version(name, folder / name / path.name, manifest)
+
+
+def _keep_remote(path: Versioned, folder, manifest: dict) -> Version:
+    """On object storage a version keeps no copy: the head's version is marked kept (so that no
+    collection removes its objects) before its description names it; a kill between the two leaves
+    a kept version no description names, never a description of a version collected."""
+    head = path.fresh()
+    version = manifest["version"]
+    with writing(folder):
+        versioned.keep(head.fs, head.store_key, version)
+        for beside in BESIDE:
+            if (runner_dir(path) / beside).is_file():
+                (folder / runner_dir(path).name / beside).write_bytes((runner_dir(path) / beside).read_bytes())
+        atomic_write_bytes(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True, default=str).encode())
+    return Version(manifest["name"], head.pinned(version), manifest)
 
 
 def own_bytes(folder: Path) -> int:
@@ -191,9 +216,13 @@ def _same(old: dict, new: dict) -> bool:
 
 
 def version_at(path: Path) -> Version | None:
-    """The kept version whose store is ``path`` (``x.history/<version>/x.zarr``), or None."""
+    """The kept version whose store is ``path`` (``x.history/<version>/x.zarr``; on object storage the
+    store pinned to a kept version), or None."""
     if not location(path).keeps_versions:
         return None
+    if isinstance(location(path), Versioned):
+        pinned = location(path).pinned_version
+        return next((v for v in versions(path) if pinned is not None and v.manifest.get("version") == pinned), None)
     path = Path(os.path.abspath(path))
     folder = path.parent
     if folder.parent.suffix != ".history" or not (folder / MANIFEST).is_file():
@@ -205,17 +234,12 @@ def version_at(path: Path) -> Version | None:
     return Version(folder.name, path, manifest) if manifest.get("store", path.name) == path.name else None
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def versions(path: Path) -> list[Version]:
     """The versions kept for the store at ``path``, oldest first (none on object storage: no history is kept there)."""
     if not location(path).keeps_versions:
         return []
+    if isinstance(location(path), Versioned):
+        return _remote_versions(location(path))
     folder = history_dir(path)
     if folder.is_symlink():
         raise HistoryLinked(f"{folder} is a link (to {os.path.realpath(folder)}), not the store's own history: the "
@@ -237,6 +261,20 @@ def versions(path: Path) -> list[Version]:
         if not isinstance(manifest, dict):
             manifest = {"unreadable": f"its description {entry / MANIFEST} is not a JSON object"}
         out.append(Version(entry.name, entry / str(manifest.get("store", Path(path).name)), manifest))
+    return out
+
+
+def _remote_versions(path: Versioned) -> list[Version]:
+    out = []
+    for entry, is_dir in history_dir(path).entries():
+        if not is_dir or not (entry / MANIFEST).is_file():
+            continue
+        try:
+            manifest = json.loads((entry / MANIFEST).read_bytes())
+        except ValueError:
+            continue
+        if isinstance(manifest, dict) and manifest.get("version") is not None:
+            out.append(Version(entry.name, path.store_root.pinned(str(manifest["version"])), manifest))
     return out
 
 
@@ -265,5 +303,11 @@ def remove(path: Path, name: str) -> Version:
     if name not in found:
         raise KeyError(f"{history_dir(path)} has no version {name!r}; versions: {', '.join(found) or 'none'}")
     with writing(history_dir(path)):
-        shutil.rmtree(history_dir(path) / name)
+        store = location(path)
+        if isinstance(store, Versioned):  # its description, then its mark; the writer collects its objects
+            (history_dir(path) / name).remove_tree()
+            versioned.keep(store.fs, store.store_key, str(found[name].manifest.get("version")), on=False)
+            versioned.collect(store.fs, store.store_key, [held_version(store)])
+        else:
+            shutil.rmtree(history_dir(path) / name)
     return found[name]

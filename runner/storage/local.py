@@ -103,6 +103,32 @@ class Local(type(Path())):  # PosixPath (or WindowsPath): pathlib.Path itself ca
 
         return Pinned(self, what)
 
+    # --- versions (runner.storage.store.Store.transaction)
+    def stage_at(self, beside: Path, version: str) -> Local:
+        """Where the next version ``version`` of the store here is built: the folder ``beside``."""
+        return Local(beside)
+
+    def begin_stage(self, stage: Path) -> None:
+        """Begin the next version: a copy of the store of hard links (zarr writes each file anew, so
+        the store's own files stay as they were)."""
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.copytree(self, stage, copy_function=link_or_copy)
+
+    def switch_stage(self, stage: Path) -> None:
+        """Make the next version the store's: one exchange of the two folders."""
+        exchange(stage, self)
+
+    def end_stage(self, stage: Path, live: tuple = ()) -> None:
+        """After a switch (or an error before it): the version before, or the unfinished one, removed."""
+        shutil.rmtree(stage, ignore_errors=True)
+
+    def finish_switch(self) -> None:
+        """After a kill inside :func:`exchange`'s fallback: the store's folder put back."""
+        finish_exchange(self)
+
+    def fresh(self) -> Local:
+        return self
+
     def reachable_problem(self) -> str | None:
         return None  # a disk is probed by store_path_problem's write test, when a store is made
 
@@ -123,6 +149,14 @@ class Local(type(Path())):  # PosixPath (or WindowsPath): pathlib.Path itself ca
             return str(Path(path).resolve().relative_to(parent))
         except ValueError:
             return str(Path(path).resolve())
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    """A hard link, or a copy where there can be none (another filesystem)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 _RENAME_EXCHANGE = 2  # linux/fs.h

@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlparse
 from runner.core.errors import Unavailable
 from runner.storage.local import Local
 from runner.storage.objects import URL, Remote, url_problem
+from runner.storage.versioned import Versioned
 
 
 class BadLocation(Unavailable):
@@ -153,10 +154,19 @@ def location(path: Any) -> Local | Remote:
     if isinstance(path, str) and (problem := location_problem(path)):
         raise BadLocation(problem)
     if is_url(path):
-        return Remote(path)
+        return _remote(path)
     if isinstance(path, str) and path.lower().startswith("file://"):
         return Local(local_path(path))
     return Local(path)
+
+
+def _remote(url: str) -> Remote:
+    """A URL naming a store (``.../name.zarr``, not inside a store's kept folders) is a :class:`Versioned`
+    store (:mod:`runner.storage.versioned`); any other a plain :class:`Remote`."""
+    parts = Remote(url).key.split("/")
+    if parts[-1].endswith(".zarr") and not any(p.endswith((".zarr", ".runner", ".history")) for p in parts[1:-1]):
+        return Versioned(url)
+    return Remote(url)
 
 
 def local_path(url: str) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 import uuid
 import warnings
@@ -33,9 +32,9 @@ from runner.core import interrupt
 from runner.core.formats import STORE_FORMAT
 from runner.core.layout import INTERNAL, Layout, internal, with_internal
 from runner.storage.bucket_lock import Lease
-from runner.storage.local import exchange, finish_exchange
-from runner.storage.location import Location, location, move_tree, reachable_problem, remove_tree, write_atomic, zarr_store
+from runner.storage.location import Location, location, move_tree, reachable_problem, write_atomic, zarr_store
 from runner.storage.objects import Remote
+from runner.storage.versioned import KeyMapStore
 from runner.storage.manifest import (MANIFEST, NEXT, ROOT, ManifestCorrupt, array_nodes, build, chunk_keys, chunk_digests,
                                      normalized, read_any_manifest, read_manifest, unlist, write_manifest)
 from runner.storage.readers import switching
@@ -393,7 +392,8 @@ class Store:
     # --- layout
     def reshape(self, layout: Layout) -> Reshape:
         """What :meth:`open` would do to the arrays of this store for ``layout`` (nothing is written)."""
-        working = self.state_dir / STAGE if held_stage(self.path) else self.path
+        held = held_stage(self.path)
+        working = self.path.stage_at(self.state_dir / STAGE, held) if held else self.path
         if not (working / "zarr.json").exists():
             return Reshape()
         import zarr  # lazy: zarr
@@ -427,17 +427,17 @@ class Store:
         values go there too, until :meth:`switch_held` (the run's end); a kill leaves it, with its
         records (bound to it: :func:`live_records`), for the next apply to continue. A copy held
         by an apply that was stopped is taken up again here, whatever ``hold`` says."""
-        if self._stage is not None or isinstance(self.path, Remote) or not (self.path / "zarr.json").exists():
+        if self._stage is not None or not (self.path / "zarr.json").exists():
             yield
             return
-        stage = self.state_dir / STAGE
         with writing(self.state_dir):
             self.finish_switch()
             held = held_stage(self.path)
+            layout_id = held or uuid.uuid4().hex
+            stage = self.path.stage_at(self.state_dir / STAGE, layout_id)
             if held is None:
-                remove_tree(stage)
-                shutil.copytree(self.path, stage, copy_function=_link_or_copy)
-        self._stage, self.layout_id = stage, held or uuid.uuid4().hex
+                self.path.begin_stage(stage)
+        self._stage, self.layout_id = stage, layout_id
         self._held = held is not None or hold
         if self._held and held is None:
             self._mark_held()
@@ -475,7 +475,8 @@ class Store:
         """After a switch (or an error before it): the version before, or the unfinished copy, removed."""
         self._stage, self._held, self.layout_id = None, False, None
         (self.state_dir / HELD).unlink(missing_ok=True)
-        remove_tree(stage)
+        self.path.end_stage(stage)
+        self.path = self.path.fresh()
         if self.group is not None:
             import zarr  # lazy: zarr
 
@@ -492,21 +493,21 @@ class Store:
             write_manifest(self.state_dir, manifest, NEXT)
         interrupt.stall_point(self.state_dir, "switch", 2)  # and its manifest written beside the store's
         with switching(self.state_dir):
-            exchange(stage, self.path)
+            self.path.switch_stage(stage)
             interrupt.stall_point(self.state_dir, "switch", 3)  # test hook: switched, the manifest not yet
             if manifest is not None:
-                os.replace(self.state_dir / NEXT, self.state_dir / MANIFEST)
+                self._promote_next()
 
     def finish_switch(self) -> None:
         """After a kill inside a switch (:meth:`transaction`, :meth:`set_attrs`): put the next manifest in
         place when the store is the version it describes, else drop it; under the readers' lock, as
         the switch it completes."""
         with switching(self.state_dir):  # a reader between the store and its manifest would see them disagree
-            if not isinstance(self.state_dir, Remote):  # no folders exchanged, no version held there (yet)
-                finish_exchange(self.path)
-                if (self.state_dir / HELD).exists() and held_stage(self.path) is None:  # switched in, or gone
-                    remove_tree(self.state_dir / STAGE)
-                    (self.state_dir / HELD).unlink(missing_ok=True)
+            self.path.finish_switch()
+            if (self.state_dir / HELD).exists() and held_stage(self.path) is None:  # switched in, or gone
+                self.path.end_stage(self.path.stage_at(self.state_dir / STAGE, _held_id(self.state_dir) or ""))
+                (self.state_dir / HELD).unlink(missing_ok=True)
+                self.path = self.path.fresh()
             nxt = self.state_dir / NEXT
             if not nxt.exists():
                 return
@@ -583,7 +584,7 @@ class Store:
         _write_every_chunk()
         held = held_stage(self.path)
         if held is not None:  # the driver's run writes its values into the next version
-            self._stage, self._held, self.layout_id = self.state_dir / STAGE, True, held
+            self._stage, self._held, self.layout_id = self.path.stage_at(self.state_dir / STAGE, held), True, held
         with writing(self.path):
             self.group = zarr.open_group(zarr_store(self.root), mode="r+", use_consolidated=False)
         return self
@@ -873,13 +874,6 @@ STAGES = "stages"
 """In the root's runner attribute: the held next versions switched in (their records are the store's)."""
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
     """A function that remakes array ``name`` for ``layout`` with the values of the networks
     ``labels`` copied over. The copy goes to a new array first, which replaces the old one only once
@@ -911,9 +905,8 @@ def _carried_values(g: zarr.Group, name: str, layout: Layout, labels: set[str]):
 
 
 def _move(g: zarr.Group, src: str, dst: str, attrs: dict) -> None:
-    if hasattr(g.store, "fs"):  # an FsspecStore: a copy and a delete (object storage has no rename)
-        protocol = g.store.fs.protocol
-        base = Remote(f"{protocol[0] if isinstance(protocol, tuple) else protocol}://{g.store.path}/{g.path}")
+    if isinstance(g.store, KeyMapStore):  # a version on object storage: a copy and a delete (no rename)
+        base = g.store.root / g.path if g.path else g.store.root
         move_tree(base / src, base / dst)
     else:
         root = Path(str(g.store.root))
@@ -971,15 +964,24 @@ def held_stage(path: Location) -> str | None:
     """The ``layout_id`` of the next version an apply holds for its run's values (``transaction(hold=True)``)
     and has not switched in yet; None when there is none (or the switch happened)."""
     path = location(path)
-    if isinstance(path, Remote):
+    held = _held_id(runner_dir(path))
+    if held is None or internal(root_attrs(path.fresh()) or {}).get("layout_id") == held:
         return None
+    stage = path.stage_at(runner_dir(path) / STAGE, held)
+    return held if internal(root_attrs(stage) or {}).get("layout_id") == held else None
+
+
+def held_version(path: Location) -> str | None:
+    """The id of the next version a stopped apply left for the store at ``path`` (``next.json``), or None."""
+    return _held_id(runner_dir(location(path)))
+
+
+def _held_id(state_dir: Location) -> str | None:
+    """The ``layout_id`` ``next.json`` names, or None."""
     try:
-        held = json.loads((runner_dir(path) / HELD).read_bytes()).get("layout_id")
+        return json.loads((state_dir / HELD).read_bytes()).get("layout_id")
     except (OSError, ValueError, AttributeError):
         return None
-    if held is None or internal(root_attrs(path) or {}).get("layout_id") == held:
-        return None
-    return held if internal(root_attrs(runner_dir(path) / STAGE) or {}).get("layout_id") == held else None
 
 
 def records_lost(path: Path) -> bool:

@@ -91,12 +91,23 @@ def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tm
     assert code == 0 and "nothing to do" in out, err
     import runner.api as api
 
-    tree = api.open(url, history=True)  # a healthy store on S3, with the history it never keeps there (issue 50)
+    tree = api.open(url, history=True)  # a healthy store on S3, no history yet (issue 50)
     assert list(tree.children) == ["current"] and "lyapunov" in tree["current"].to_dataset()
+    before = _data(url)
     edited = (tmp_path / "maps.toml").read_text().replace("samples = 8", "samples = 6")
     (tmp_path / "edited.toml").write_text(edited)
     code, _, err = in_process("apply", "edited.toml", "-q")  # finished results are never replaced unasked
-    assert code == 77 and "keeps no earlier version" in err and "--replace`" not in err, err
+    assert code == 77 and "--replace" in err, err
+    code, _, err = in_process("apply", "edited.toml", "-q", "--replace")  # a version kept, as on a disk (issue 51)
+    assert code == 0, err
+    (tmp_path / "local_edited.toml").write_text((tmp_path / "local.toml").read_text().replace("samples = 8", "samples = 6"))
+    assert in_process("apply", "local_edited.toml", "-q", "--replace")[0] == 0
+    xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))
+    tree = api.open(url, history=True)
+    assert list(tree.children) == ["current", "history"] and len(tree["history"].children) == 1, tree
+    kept = next(iter(tree["history"].children.values())).to_dataset()
+    xr.testing.assert_identical(kept.load().drop_attrs(deep=True), before.drop_attrs(deep=True))
+    assert in_process("verify", url)[0] == 0
     objects = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.runner/records/")
                .get("Contents", [])]
     assert objects == ["runs/maps.runner/records/.keep"]  # folded into records.folded.json when the apply ended
@@ -115,7 +126,7 @@ def test_status_show_figures_and_the_monitor_read_an_s3_store(s3, tmp_path, in_p
     code, out, err = in_process("figures", url, "--out", "figs")
     assert code == 0 and (tmp_path / "figs/figures.json").is_file(), err
     code, out, err = in_process("history", url)
-    assert code == 0 and "no earlier versions (a store on object storage keeps none" in out, out + err
+    assert code == 0 and "no earlier versions (apply --replace keeps one in" in out, out + err
     code, _, err = in_process("history", url, "--remove", "2026-01-01T00-00-00Z")
     assert code != 0 and "has no version '2026-01-01T00-00-00Z'" in err and "Traceback" not in err, err
     from runner.tui.reader import StoreWatcher
@@ -427,7 +438,8 @@ def test_digests_on_s3_come_from_one_listing_and_a_rewritten_chunk_is_found_and_
     chunks = [k for k in read if "/c/" in k or k.endswith("/c")]
     assert not chunks, chunks[:5]  # neither the records nor verify read a chunk's bytes
     client = server.client()
-    key = next(o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="etag.zarr/lyapunov/c/")["Contents"])
+    key = next(o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="etag.zarr/.objects/")["Contents"]
+               if "/lyapunov/c/" in o["Key"])  # the object the store's version maps a chunk to
     body = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
     body[-1] ^= 0xFF
     client.put_object(Bucket=bucket, Key=key, Body=bytes(body))

@@ -1,8 +1,7 @@
 """One table of trials on both kinds of location (issue 51, item 5): a store in a local folder and
 the same store on S3 (moto's server), each killed, extended and damaged while another process polls
 ``status --json``, ``show --json`` and ``api.open`` beside it. What a trial expects is the same on
-both, except where object storage does not do it yet: a longer run (versions are kept on local
-disks only, so it is refused there before any compute, naming why).
+both: a version is staged and switched in on S3 as on a disk (:mod:`runner.storage.versioned`).
 """
 
 from __future__ import annotations
@@ -179,11 +178,6 @@ def test_a_kill_during_an_extension_leaves_the_shorter_run_and_apply_extends_it(
     assert run_cli("apply", "t.toml", "-q", cwd=folder, **where.env).returncode == 0
     before = _values(_path(where, folder))
     spec.write_text(spec.read_text().replace("steps = 60", "steps = 80"))
-    if where.kind == "s3":  # versions are kept on local disks only (yet): refused, before any compute
-        refused = run_cli("apply", "t.toml", "-q", cwd=folder, **where.env)
-        assert refused.returncode != 0 and "local disks only" in refused.stderr, refused.stderr
-        assert "Traceback" not in refused.stderr and _values(where.store) == before
-        return
     poller = Poller(where, folder)
     _kill_at(where, folder, "tanh@70", poller)
     assert _values(_path(where, folder)) == before  # the next version is where its values went
@@ -198,6 +192,7 @@ def test_a_kill_during_an_extension_leaves_the_shorter_run_and_apply_extends_it(
 @pytest.mark.timeout(300)
 def test_a_chunk_written_again_is_found_and_apply_recomputes_it(where, tmp_path):
     from runner.storage.location import location
+    from runner.storage.store import held_stage
 
     folder = tmp_path / "run"
     folder.mkdir()
@@ -211,17 +206,14 @@ def test_a_chunk_written_again_is_found_and_apply_recomputes_it(where, tmp_path)
     found = run_cli("verify", str(path), cwd=folder, **where.env)
     assert found.returncode == 74 and "lyapunov" in found.stdout + found.stderr, found.stdout + found.stderr
     poller = Poller(where, folder)
-    if where.kind == "local":  # repaired in the next version: the store stays as it was until the run ends
-        proc = popen_cli("apply", "t.toml", "-q", cwd=folder, RUNNER_TEST_STALL="logistic@20")
-        marker = _stalled(where, folder)
-        wait_for(marker.exists, proc, timeout=120)
-        assert (path / "lyapunov" / chunk).read_bytes() == bytes(body)
-        assert (marker.parent / "next.zarr").is_dir()
-        marker.unlink()
-        assert proc.wait() == 0
-    else:
-        repaired = run_cli("apply", "t.toml", "-q", cwd=folder, **where.env)
-        assert repaired.returncode == 0, repaired.stderr
+    # repaired in the next version: the store stays as it was until the run ends
+    proc = popen_cli("apply", "t.toml", "-q", cwd=folder, RUNNER_TEST_STALL="logistic@20", **where.env)
+    marker = _stalled(where, folder)
+    wait_for(marker.exists, proc, timeout=120)
+    assert (location(_path(where, folder)) / "lyapunov" / chunk).read_bytes() == bytes(body)  # read afresh
+    assert held_stage(_path(where, folder)) is not None
+    marker.unlink()
+    assert proc.wait() == 0
     polls = poller.stop()
     assert not [p for p in polls if p["traceback"] or p["traceback_show"]], polls[:3]
     assert run_cli("verify", str(path), cwd=folder, **where.env).returncode == 0
