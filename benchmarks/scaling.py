@@ -60,19 +60,12 @@ def region_write(folder: Path) -> dict[str, float]:
 
 def _fill(state_dir, store_id: str, n: int) -> dict[str, dict]:
     """``n`` records in the store, written plainly (the set-up, not what is timed); returns them."""
-    from runner.storage.objects import Remote
     from runner.storage.records import records_dir
 
     folder = records_dir(state_dir)
     body = {f"{i:016x}.json": json.dumps({"measure": "m", "seconds": 1.0, "network": i, "store_id": store_id},
                                          sort_keys=True).encode() for i in range(n)}
-    if isinstance(folder, Remote):
-        names = list(body)
-        for k in range(0, n, 1000):  # s3fs uploads each batch concurrently
-            folder.fs.pipe({f"{folder.key}/{name}": body[name] for name in names[k:k + 1000]})
-    else:
-        for name, data in body.items():
-            (folder / name).write_bytes(data)
+    folder.write_many(body)  # on S3: 1,000 objects at a time, uploaded concurrently
     return {name[:-5]: json.loads(data) for name, data in body.items()}
 
 
@@ -111,14 +104,14 @@ def record_cost(root, counts=(100, 1000, 10_000, 100_000)) -> dict[int, tuple[fl
 
 def s3_record_cost(counts) -> dict[int, tuple[float, float]]:
     """:func:`record_cost` on a bucket of moto's server, started here on 127.0.0.1."""
-    from runner.storage.objects import Remote
+    from runner.storage.location import location
     from tests.runner import s3_server
 
     with tempfile.TemporaryDirectory() as tmp:
         server = s3_server.start(Path(tmp) / "moto.log")
         try:
             os.environ.update(server.env)
-            return record_cost(Remote(f"s3://{server.bucket()}/bench"), counts)
+            return record_cost(location(f"s3://{server.bucket()}/bench"), counts)
         finally:
             s3_server.stop(server)
 

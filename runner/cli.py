@@ -874,9 +874,9 @@ def cmd_history(args) -> int:
         except KeyError as err:
             raise NoStore(err.args[0]) from None
         if args.json:
-            _emit({"removed": gone.name, "folder": str(gone.store.parent)})
+            _emit({"removed": gone.name, "folder": str(gone.folder)})
         else:
-            print(f"removed {gone.name} ({gone.store.parent})")
+            print(f"removed {gone.name} ({gone.folder})")
         return EXIT_OK
     found = versions(path)
     checked = {v.name: _version_damage(v, path) for v in found}
@@ -891,7 +891,8 @@ def cmd_history(args) -> int:
                 else f"apply --replace keeps one in {history_dir(path)}/")
         print(f"{path}: no earlier versions ({kept})")
         return EXIT_OK
-    print(f"{len(found)} earlier version(s) of {path}, oldest first (open one with xr.open_zarr(STORE)):")
+    how = "xr.open_zarr(STORE)" if not location(path).note else f"runner.api.open({str(path)!r}, history=True)"
+    print(f"{len(found)} earlier version(s) of {path}, oldest first (open one with {how}):")
     for v in found:
         ok, what = checked[v.name]
         print(f"  {v.describe()}" + ("" if ok else f"\n      DAMAGED: {what}; `{program()} verify {args.target} "

@@ -224,7 +224,7 @@ class _Run:
             interrupt.stall_point(store.state_dir, "replace", 2)  # and after the records went
             self.events.emit("results_replaced", history=str(kept.store), replaced=changes.replaced_ids,
                              dropped=changes.drop + also, extended=changes.extended_ids)
-            self.view.warn(f"kept the store as it was in {kept.store} ({len(decision.forget)} finished result(s) "
+            self.view.warn(f"kept the store as it was in {kept.where} ({len(decision.forget)} finished result(s) "
                            f"{'extended, ' if changes.extend else ''}replaced or dropped; `runner history` lists "
                            "the versions)")
         # the longer run continues what the records said was finished; what it continues is kept
@@ -583,8 +583,4 @@ def open_snippet(store_path: Path) -> str:
         return ("from runner.spec.sweep import open_sweep\n"
                 f"ds = open_sweep({str(store_path)!r})  # the points as one dataset; or xr.open_datatree(path)\n"
                 "print(ds)")
-    return (
-        "import xarray as xr\n"
-        f"ds = xr.open_zarr({str(store_path)!r})\n"
-        "print(ds)"
-    )
+    return f"{location(store_path).open_lines()}\nprint(ds)"

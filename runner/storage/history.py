@@ -64,6 +64,18 @@ class Version:
     manifest: dict
 
     @property
+    def folder(self):
+        """The version's folder in the history (its store and description; on object storage its description)."""
+        return history_dir(self.store) / self.name if isinstance(self.store, Versioned) else self.store.parent
+
+    @property
+    def where(self) -> str:
+        """Where this version is, in words: its store's folder, or on object storage its version of the store."""
+        if isinstance(self.store, Versioned):
+            return f"{self.folder} (version {self.store.pinned_version} of {self.store})"
+        return str(self.store)
+
+    @property
     def created(self) -> str:
         return str(self.manifest.get("created_utc", "?"))
 
@@ -80,7 +92,7 @@ class Version:
         parts += [f"{len(m.get('extended', []))} extended"] if m.get("extended") else []
         parts += [f"{len(m.get('dropped', []))} dropped"] if m.get("dropped") else []
         why = ", ".join(parts) or m.get("reason", "kept")
-        return (f"{self.name}  {why}; spec sha256 {str(m.get('spec_sha256', '?'))[:12]}; {self.store} "
+        return (f"{self.name}  {why}; spec sha256 {str(m.get('spec_sha256', '?'))[:12]}; {self.where} "
                 f"({decimal(self.own_bytes())} of its own)")
 
 
@@ -294,7 +306,13 @@ def served_note(path: Location, task_ids: Iterable[str]) -> str | None:
     if version is None:
         return None
     return (f"the history already holds this spec's results: version {version.name}; open it "
-            f"with xr.open_zarr({str(version.store)!r}), or let apply --replace compute them again here")
+            f"with {_opening(version)}, or let apply --replace compute them again here")
+
+
+def _opening(version: Version) -> str:
+    if isinstance(version.store, Versioned):
+        return f"runner.api.open({str(version.store)!r}, history=True)['history/{version.name}']"
+    return f"xr.open_zarr({str(version.store)!r})"
 
 
 def remove(path: Path, name: str) -> Version:
@@ -307,7 +325,7 @@ def remove(path: Path, name: str) -> Version:
         if isinstance(store, Versioned):  # its description, then its mark; the writer collects its objects
             (history_dir(path) / name).remove_tree()
             versioned.keep(store.fs, store.store_key, str(found[name].manifest.get("version")), on=False)
-            versioned.collect(store.fs, store.store_key, [held_version(store)])
+            store.end_stage(None, (held_version(store),))  # what no version holds any more, as after a switch
         else:
             shutil.rmtree(history_dir(path) / name)
     return found[name]

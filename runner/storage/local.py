@@ -52,6 +52,11 @@ class Local(type(Path())):  # PosixPath (or WindowsPath): pathlib.Path itself ca
                 continue
         return out
 
+    def write_many(self, files: dict[str, bytes]) -> None:
+        """Write many files under this folder (relative path -> bytes), each whole or not at all."""
+        for name, data in files.items():
+            (self / name).write_atomic(data)
+
     def digests(self, keys: list[str]) -> dict[str, str | None]:
         """Key -> the BLAKE2b digest of the file ``key`` under this folder, read (None: no such file)."""
         return bytes_digests(self, keys)
@@ -95,6 +100,10 @@ class Local(type(Path())):  # PosixPath (or WindowsPath): pathlib.Path itself ca
 
     def zarr_store(self, read_only: bool = False):
         return self  # zarr and xarray open a local path as it is
+
+    def open_lines(self) -> str:
+        """Python lines that open the store here as a dataset ``ds``."""
+        return f"import xarray as xr\nds = xr.open_zarr({str(self)!r})"
 
     def reader_store(self, what: str = "store"):
         """What a reader opens: the store pinned to the version opened (its reads after a switch or a

@@ -69,6 +69,9 @@ class StoreLocation(Protocol):
     def files(self) -> dict[str, int]:
         """Every file under this folder: relative key -> size."""
 
+    def write_many(self, files: dict[str, bytes]) -> None:
+        """Write many files under this folder (relative path -> bytes)."""
+
     def read_many(self, paths: list) -> dict:
         """The bytes of many files; those gone are left out."""
 
@@ -81,6 +84,9 @@ class StoreLocation(Protocol):
 
     def zarr_store(self, read_only: bool = False) -> Any:
         """What ``zarr.open_group`` opens to write (or read) the store here."""
+
+    def open_lines(self) -> str:
+        """Python lines that open the store here as a dataset ``ds`` (what ``apply`` prints)."""
 
     def reader_store(self, what: str = "store") -> Any:
         """What a reader's ``xr.open_zarr`` opens."""

@@ -150,6 +150,10 @@ class Remote:
     def absolute(self) -> Remote:
         return self
 
+    def fresh(self) -> Remote:
+        """This path as it is now (a plain path holds no version to resolve again)."""
+        return self
+
     resolve = absolute
 
     # --- the filesystem
@@ -229,6 +233,12 @@ class Remote:
                 raise value
         return {self._at(k): v for k, v in got.items() if isinstance(v, bytes)}
 
+    def write_many(self, files: dict[str, bytes]) -> None:
+        """Write many objects under this prefix (relative key -> bytes), 1,000 at a time, concurrently."""
+        names = list(files)
+        for k in range(0, len(names), 1000):
+            self.fs.pipe({f"{self.key}/{name}": files[name] for name in names[k:k + 1000]})
+
     def digests(self, keys: list[str]) -> dict[str, str | None]:
         """Key -> ``etag:<ETag>`` of the object ``key`` under this prefix, from one listing: a digest
         without a GET per chunk (an object written again gets another ETag); None where there is none."""
@@ -274,6 +284,10 @@ class Remote:
         from zarr.storage import FsspecStore  # lazy: zarr
 
         return FsspecStore.from_url(str(self), storage_options=storage_options(self.protocol), read_only=read_only)
+
+    def open_lines(self) -> str:
+        """Python lines that open the store here as a dataset ``ds``."""
+        return f"import xarray as xr\nfrom runner.storage.location import zarr_store\nds = xr.open_zarr(zarr_store({str(self)!r}, read_only=True))"
 
     def reader_store(self, what: str = "store"):
         """What a reader opens: the store as it is (no folders to exchange, so no version to pin)."""

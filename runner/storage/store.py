@@ -447,6 +447,9 @@ class Store:
             if not self._held:
                 self._end_stage(stage)
             raise
+        if self._held and held is None:  # laid out: from now on the next apply continues it
+            with writing(self.state_dir):
+                write_atomic(self.state_dir / HELD, json.dumps({"layout_id": self.layout_id, "ready": True}).encode())
         if not self._held:
             with writing(self.state_dir):
                 self._commit(stage)
@@ -460,7 +463,7 @@ class Store:
         meta["attributes"] = with_internal(meta.get("attributes") or {}, layout_id=self.layout_id)
         with writing(self.state_dir):
             write_atomic(meta_path, json.dumps(meta, indent=2).encode())
-            write_atomic(self.state_dir / HELD, json.dumps({"layout_id": self.layout_id}).encode())
+            write_atomic(self.state_dir / HELD, json.dumps({"layout_id": self.layout_id, "ready": False}).encode())
 
     def switch_held(self) -> None:
         """Switch in the copy :meth:`transaction` held for the run's values (nothing when none is held)."""
@@ -964,7 +967,7 @@ def held_stage(path: Location) -> str | None:
     """The ``layout_id`` of the next version an apply holds for its run's values (``transaction(hold=True)``)
     and has not switched in yet; None when there is none (or the switch happened)."""
     path = location(path)
-    held = _held_id(runner_dir(path))
+    held = _held_id(runner_dir(path), ready=True)
     if held is None or internal(root_attrs(path.fresh()) or {}).get("layout_id") == held:
         return None
     stage = path.stage_at(runner_dir(path) / STAGE, held)
@@ -976,12 +979,16 @@ def held_version(path: Location) -> str | None:
     return _held_id(runner_dir(location(path)))
 
 
-def _held_id(state_dir: Location) -> str | None:
-    """The ``layout_id`` ``next.json`` names, or None."""
+def _held_id(state_dir: Location, ready: bool = False) -> str | None:
+    """The ``layout_id`` ``next.json`` names, or None; with ``ready``, only once its layout is complete
+    (a version killed while it was laid out is begun again, never continued)."""
     try:
-        return json.loads((state_dir / HELD).read_bytes()).get("layout_id")
+        held = json.loads((state_dir / HELD).read_bytes())
     except (OSError, ValueError, AttributeError):
         return None
+    if not isinstance(held, dict) or (ready and held.get("ready") is False):
+        return None
+    return held.get("layout_id")
 
 
 def records_lost(path: Path) -> bool:

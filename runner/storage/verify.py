@@ -199,9 +199,10 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         raise StoreUnreadable(problem)
     version = version if version is not None else version_at(path)  # a kept version's store: what it carries
     for _ in range(RETRIES):
+        path = path if version is not None else path.fresh()  # on object storage: the version the head names now
         layout_id = internal(root_attrs(path) or {}).get("layout_id")
         damage = _verify(path, quick, version)
-        if damage.ok or version is not None or internal(root_attrs(path) or {}).get("layout_id") == layout_id:
+        if damage.ok or version is not None or internal(root_attrs(path.fresh()) or {}).get("layout_id") == layout_id:
             return damage
     return damage  # a writer switches versions faster than this reads: what the last read found
 

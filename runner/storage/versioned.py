@@ -21,8 +21,10 @@ So a next version (a replace, a drop, an extension, a repair) costs one record a
 writes; every other chunk stays where it is and is shared. A kill anywhere leaves the head naming a
 whole version; the next apply continues the held version or collects it (:func:`collect`: every
 object no live version maps, once no version names it). A reader opens the head's version and reads
-only its objects (:class:`KeyMapStore`); one collected since (a version switched out and not kept)
-raises :class:`runner.storage.pinned.VersionSwitched`, never a fill value. The readers' rule on
+only its objects (:class:`KeyMapStore`). The version before the head's is kept until the next
+switch, so that a reader that opened it just before a switch reads it whole; one collected since
+(two switches later, and not kept) raises :class:`runner.storage.pinned.VersionSwitched`, never a
+fill value. The readers' rule on
 object storage is therefore: open through the runner (``runner.api.open(URL)``, or ``xr.open_zarr(
 runner.storage.location.zarr_store(URL, read_only=True))``); a plain ``xr.open_zarr(URL)`` finds no
 group there. A store written in place by an earlier runner (its ``zarr.json`` at the URL itself, no
@@ -418,9 +420,9 @@ class Versioned(Remote):
     def begin_stage(self, stage: Versioned) -> None:
         """Begin the next version: its record, inheriting every key of the head's version (after the
         versions no one holds are collected)."""
-        fs = self.fs
-        collect(fs, self.store_key, ())
-        stage._view["map"] = begin(fs, self.store_key, stage._view["version"], self.fresh().map())
+        fs, head = self.fs, self.fresh().map()
+        collect(fs, self.store_key, (head.parent,) if head is not None else ())
+        stage._view["map"] = begin(fs, self.store_key, stage._view["version"], head)
 
     def switch_stage(self, stage: Versioned) -> None:
         """Make the next version the store's: one conditional PUT of the head, refused when the head no
@@ -432,15 +434,22 @@ class Versioned(Remote):
                                   "which the next version was begun from: another apply switched it")
         switch(fs, self.store_key, stage._view["version"], etag)
 
-    def end_stage(self, stage: Versioned, live: tuple = ()) -> None:
-        """After a switch (or an error before it): every version no one holds collected."""
-        collect(self.fs, self.store_key, live)
+    def end_stage(self, stage: Versioned | None, live: tuple = ()) -> None:
+        """After a switch (or an error before it): every version no one holds collected, but the
+        version the head's was begun from (a reader that opened it before the switch reads it whole)."""
+        head = self.fresh().map()
+        collect(self.fs, self.store_key, (*live, head.parent if head is not None else None))
 
     def finish_switch(self) -> None:
         """Nothing half done to finish: the head is one object."""
 
     def zarr_store(self, read_only: bool = False):
         return KeyMapStore(self.store_root, read_only=read_only)
+
+    def open_lines(self) -> str:
+        """Python lines that open the store here as a dataset ``ds``: through the runner, which reads the
+        version the head names (a plain ``xr.open_zarr(URL)`` finds no group here)."""
+        return f"from runner import api\nds = api.open({str(self)!r})"
 
     def reader_store(self, what: str = "store"):
         """The version the head names now, read only from its objects (see the module docstring)."""

@@ -14,8 +14,8 @@ from runner.storage.location import StoreLocation, location
 from tests.runner import s3_server
 
 ROOT = Path(__file__).resolve().parents[3]
-KIND_NAMES = {"Remote", "Local", "is_url"}
-KIND_MODULES = {"runner.storage.objects", "runner.storage.local"}
+KIND_NAMES = {"Remote", "Local", "Versioned", "is_url"}
+KIND_MODULES = {"runner.storage.objects", "runner.storage.local", "runner.storage.versioned"}
 
 
 def _kind_checks(path: Path) -> list[str]:
@@ -41,6 +41,7 @@ def _kind_checks(path: Path) -> list[str]:
 def test_no_caller_outside_storage_asks_the_kind_of_a_location():
     outside = [p for p in sorted((ROOT / "runner").rglob("*.py")) if "storage" not in p.relative_to(ROOT).parts[:2]]
     assert len(outside) > 50  # the scan sees the runner's modules
+    outside += sorted((ROOT / "benchmarks").rglob("*.py")) + sorted((ROOT / "scripts").rglob("*.py"))
     assert [c for p in outside for c in _kind_checks(p)] == []
 
 
@@ -108,11 +109,13 @@ def test_folders_marked_moved_and_removed(root):
 
 
 def test_where_a_location_is_said_and_what_it_keeps(root, tmp_path):
-    store = root / "x.zarr"
+    store = location(str(root / "x.zarr"))
     free, where = store.free_bytes()
     assert free > 0 and where
     assert store.relative_name(root / "x.runner" / "ckpt") == "x.runner/ckpt"
+    assert store.keeps_versions  # a replace, an extension and a repair keep versions on both kinds (issue 51)
     if isinstance(store, Local):
-        assert store.keeps_versions and store.note is None and store.local_folder() == Path(root)
+        assert store.note is None and store.local_folder() == Path(root)
     else:
-        assert not store.keeps_versions and store.note == "(object storage)" and store.local_folder() == Path(".")
+        assert store.note == "(object storage)" and store.local_folder() == Path(".")
+        assert not (root / "x.runner").keeps_versions  # the runner's folder beside it is plain objects

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -108,6 +109,17 @@ def test_a_spec_applied_to_an_s3_store_equals_it_applied_to_a_local_store(s3, tm
     kept = next(iter(tree["history"].children.values())).to_dataset()
     xr.testing.assert_identical(kept.load().drop_attrs(deep=True), before.drop_attrs(deep=True))
     assert in_process("verify", url)[0] == 0
+    code, out, err = in_process("history", url, "--json")
+    [version] = json.loads(out)
+    assert code == 0 and version["ok"] and version["own_bytes"] > 0, out + err
+    assert in_process("verify", url, "--version", version["name"])[0] == 0
+    objects = lambda: [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.zarr/")  # noqa: E731
+                       .get("Contents", [])]
+    held = len(objects())
+    code, out, err = in_process("history", url, "--remove", version["name"])
+    assert code == 0 and f"removed {version['name']}" in out, out + err
+    assert len(objects()) < held and in_process("history", url, "--json")[1].strip() == "[]"
+    xr.testing.assert_identical(_data(url), _data(str(tmp_path / "store/local.zarr")))  # the store's own: untouched
     objects = [o["Key"] for o in server.client().list_objects_v2(Bucket=bucket, Prefix="runs/maps.runner/records/")
                .get("Contents", [])]
     assert objects == ["runs/maps.runner/records/.keep"]  # folded into records.folded.json when the apply ended

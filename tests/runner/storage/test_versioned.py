@@ -1,0 +1,152 @@
+"""Versions of a store on S3 (issue 51, :mod:`runner.storage.versioned`): a next version writes only
+what changes and shares every other object; the head switches in one conditional PUT; a reader
+reads the version it opened, whole, or is told it was switched out; what no version maps is
+collected, what the history keeps is not."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from runner.storage import versioned
+from runner.storage.location import location
+from tests.runner import s3_server
+
+pytest.importorskip("moto.server", reason="the S3 cases need moto's server: pip install -e '.[test]'")
+pytest.importorskip("s3fs", reason="stores on S3 need s3fs: pip install -e '.[s3]'")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = s3_server.start(tmp_path_factory.mktemp("s3") / "moto.log")
+    yield s
+    s3_server.stop(s)
+
+
+@pytest.fixture
+def store(server, monkeypatch):
+    """A zarr store of one array (4 chunks) on S3, in its first version."""
+    import zarr
+
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    path = location(f"s3://{server.bucket()}/v.zarr")
+    g = zarr.open_group(path.zarr_store(), mode="w", zarr_format=3)
+    g.create_array("a", shape=(8,), chunks=(2,), dtype="f8", fill_value=np.nan)[...] = np.arange(8.0)
+    return path
+
+
+def _keys(server, path, prefix: str) -> list[str]:
+    bucket, _, key = path.store_key.partition("/")
+    found = server.client().list_objects_v2(Bucket=bucket, Prefix=f"{key}/{prefix}").get("Contents", [])
+    return sorted(o["Key"][len(key) + 1:] for o in found)
+
+
+def _next(path, change) -> versioned.Versioned:
+    """A next version of ``path`` with ``change(group)`` made in it, switched in."""
+    import zarr
+
+    stage = path.stage_at(None, "n" + path.fresh().version[:7])
+    path.begin_stage(stage)
+    change(zarr.open_group(stage.zarr_store(), mode="r+", use_consolidated=False))
+    path.switch_stage(stage)
+    return stage
+
+
+def _read(path) -> np.ndarray:
+    import zarr
+
+    return zarr.open_group(path.reader_store(), mode="r", use_consolidated=False)["a"][...]
+
+
+def test_a_store_on_s3_is_a_head_naming_a_version_and_no_plain_group(store, server):
+    import zarr
+
+    head = json.loads(store.fs.cat_file(f"{store.store_key}/{versioned.HEAD}"))
+    assert head == {"version": store.version}
+    assert "zarr.json" not in _keys(server, store, "")  # a plain reader finds no group at the URL
+    with pytest.raises(FileNotFoundError):
+        zarr.open_group(f"s3://{store.store_key}", mode="r", storage_options={"endpoint_url": server.url})
+    np.testing.assert_array_equal(_read(store), np.arange(8.0))
+    assert sorted(store.files()) == ["a/c/0", "a/c/1", "a/c/2", "a/c/3", "a/zarr.json", "zarr.json"]
+
+
+def test_a_next_version_writes_only_what_changed_and_shares_the_rest(store, server):
+    before = store.fresh().version
+    old_reader = store.reader_store()
+    stage = _next(store, lambda g: g["a"].__setitem__(slice(2, 4), [20.0, 30.0]))
+    assert store.fresh().version == stage.version != before
+    own = _keys(server, store, f"{versioned.OBJECTS}/{stage.version}/")
+    assert own == [f"{versioned.OBJECTS}/{stage.version}/a/c/1"]  # one chunk written; 5 keys shared
+    np.testing.assert_array_equal(_read(store.fresh()), [0, 1, 20, 30, 4, 5, 6, 7])
+    import zarr
+
+    old = zarr.open_group(old_reader, mode="r", use_consolidated=False)["a"]
+    np.testing.assert_array_equal(old[...], np.arange(8.0))  # the version it opened, whole, until collected
+
+
+def test_a_reader_reads_its_version_whole_across_a_switch_and_is_told_once_it_is_collected(store):
+    import zarr
+
+    from runner.storage.pinned import VersionSwitched
+
+    old = zarr.open_group(store.reader_store(), mode="r", use_consolidated=False)["a"]
+    _next(store, lambda g: g["a"].__setitem__(slice(0, 2), [10.0, 11.0]))
+    store.end_stage(None)  # the version before the head's is kept one switch longer
+    np.testing.assert_array_equal(old[...], np.arange(8.0))
+    _next(store, lambda g: g["a"].__setitem__(slice(0, 2), [12.0, 13.0]))
+    store.end_stage(None)  # now the first is collected: its chunk 0 no version maps
+    np.testing.assert_array_equal(old[2:], np.arange(2.0, 8.0))  # shared chunks still read
+    with pytest.raises(VersionSwitched):
+        old[0:2]
+
+
+def test_a_kept_version_is_not_collected_and_unkept_it_is(store, server):
+    first = store.fresh().version
+    versioned.keep(store.fs, store.store_key, first)
+    _next(store, lambda g: g["a"].__setitem__(slice(0, 8), np.zeros(8)))
+    assert versioned.collect(store.fs, store.store_key, ()) == 0
+    np.testing.assert_array_equal(_read(store.pinned(first)), np.arange(8.0))
+    assert versioned.own_bytes(store.fs, store.store_key, first) > 0  # its 4 chunks are its own now
+    versioned.keep(store.fs, store.store_key, first, on=False)
+    assert versioned.collect(store.fs, store.store_key, ()) > 0
+    assert not _keys(server, store, f"{versioned.OBJECTS}/{first}/a/c/")  # its chunks: no version maps them
+    assert f"{versioned.OBJECTS}/{first}/a/zarr.json" in _keys(server, store, "")  # its metadata: shared
+    assert first not in versioned.versions(store.fs, store.store_key)
+
+
+def test_an_array_deleted_in_a_next_version_stays_in_the_version_before(store):
+    import zarr
+
+    first = store.fresh().version
+    versioned.keep(store.fs, store.store_key, first)
+    _next(store, lambda g: g.__delitem__("a"))
+    assert "a" not in zarr.open_group(store.fresh().reader_store(), mode="r", use_consolidated=False)
+    np.testing.assert_array_equal(_read(store.pinned(first)), np.arange(8.0))
+
+
+def test_a_switch_from_a_version_no_longer_the_head_is_refused(store):
+    stage = store.stage_at(None, "late")
+    store.begin_stage(stage)
+    _next(store, lambda g: g["a"].__setitem__(slice(0, 2), [1.0, 1.0]))  # another writer switched meanwhile
+    with pytest.raises(FileExistsError):
+        store.switch_stage(stage)
+
+
+def test_a_store_written_in_place_by_an_earlier_runner_reads_and_its_next_version_shares(server, monkeypatch):
+    import zarr
+    from zarr.storage import FsspecStore
+
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    url = f"s3://{server.bucket()}/old.zarr"
+    plain = FsspecStore.from_url(url, storage_options={"endpoint_url": server.url})
+    zarr.open_group(plain, mode="w", zarr_format=3).create_array("a", shape=(4,), chunks=(2,), dtype="f8")[...] = 1.0
+    path = location(url)
+    assert path.version == versioned.LEGACY
+    np.testing.assert_array_equal(_read(path), np.ones(4))
+    stage = _next(path, lambda g: g["a"].__setitem__(slice(0, 2), [5.0, 5.0]))
+    np.testing.assert_array_equal(_read(path.fresh()), [5, 5, 1, 1])
+    assert stage.map().owner("a/c/1") == versioned.LEGACY  # shared with the version written in place
