@@ -45,37 +45,10 @@ def measure(store: str, folder: Path, env: dict) -> dict:
     _runner("apply", "q.toml", "-q", cwd=folder, env=env)
     path = location(store if "://" in store else str(folder / store))
     [version] = versions(path)
-    own = _own(version)
+    own = version.own_by_kind()
     total = sum(path.files().values())
     return {"store": store, "store_bytes": total, "plan_said": said.group(1) if said else None,
             "own_chunks": own["chunks"], "own_metadata": own["metadata"], "description_bytes": own["description"]}
-
-
-def _own(version) -> dict[str, int]:
-    """The version's own bytes by kind: chunks, metadata (``zarr.json``), its description (the history's files)."""
-    from runner.storage import versioned
-    from runner.storage.history import history_dir
-
-    out = {"chunks": 0, "metadata": 0, "description": 0}
-    store = version.store
-    if isinstance(store, versioned.Versioned):
-        mine = versioned.load(store.fs, store.store_key, store.pinned_version)
-        others = set(versioned.versions(store.fs, store.store_key)) - {mine.version}
-        used = {m.object_key(k, o) for m in (versioned.load(store.fs, store.store_key, v) for v in others)
-                for k, o in m.keys().items()}
-        for key, size in mine.own.items():
-            if mine.object_key(key) not in used:
-                out["metadata" if key.endswith("zarr.json") else "chunks"] += size
-        out["description"] = sum((history_dir(store) / version.name).files().values())
-        return out
-    folder = Path(store).parent
-    for d, _, files in os.walk(folder):
-        for f in files:
-            st = os.stat(os.path.join(d, f))
-            if st.st_nlink == 1:
-                inside = Path(d).is_relative_to(store)
-                out["description" if not inside else "metadata" if f == "zarr.json" else "chunks"] += st.st_size
-    return out
 
 
 def main() -> None:

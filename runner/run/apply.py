@@ -325,9 +325,9 @@ class _BuildProgress(logging.Handler):
 def _keep_history(p: Prepared, changes: Changes, also: list[str], records: dict[str, dict], reason: str):
     """Keep the store as it is now in its history, saying what is about to be replaced or dropped."""
     if not p.store_path.keeps_versions:
-        raise StorePathError(f"{p.store_path}: replacing or dropping finished results keeps a copy of the store in "
-                             "its history, which is made on local disks only; apply the spec to a new store URL, or "
-                             "remove the store first")
+        raise StorePathError(f"{p.store_path}: replacing or dropping finished results keeps a version of the store "
+                             "in its history, which is kept on local disks and, on object storage, for a store named "
+                             "NAME.zarr; apply the spec to a new store URL, or remove the store first")
     old = internal(root_attrs(p.store_path))
     return snapshot(p.store_path, {
         "created_utc": now(), "reason": reason,

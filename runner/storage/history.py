@@ -63,6 +63,23 @@ class Version:
     """The zarr store of this version (``xr.open_zarr(version.store)``)."""
     manifest: dict
 
+    def own_by_kind(self) -> dict[str, int]:
+        """:meth:`own_bytes` split: ``chunks``, ``metadata`` (``zarr.json``) and ``description`` (the
+        history's own files: manifest, records, provenance)."""
+        out = {"chunks": 0, "metadata": 0, "description": 0}
+        if isinstance(self.store, Versioned):
+            for key, size in versioned.own_objects(self.store.fs, self.store.store_key, self.store.version).items():
+                out["metadata" if key.rsplit("/", 1)[-1] == "zarr.json" else "chunks"] += size
+            out["description"] = sum(self.folder.files().values())
+            return out
+        for d, _, files in os.walk(self.folder):
+            for f in files:
+                st = os.stat(os.path.join(d, f))
+                if st.st_nlink == 1:
+                    inside = Path(d).is_relative_to(self.store)
+                    out["description" if not inside else "metadata" if f == "zarr.json" else "chunks"] += st.st_size
+        return out
+
     @property
     def folder(self):
         """The version's folder in the history (its store and description; on object storage its description)."""
@@ -247,7 +264,8 @@ def version_at(path: Path) -> Version | None:
 
 
 def versions(path: Path) -> list[Version]:
-    """The versions kept for the store at ``path``, oldest first (none on object storage: no history is kept there)."""
+    """The versions kept for the store at ``path``, oldest first (on object storage: the versions the
+    history's descriptions name, :func:`_remote_versions`)."""
     if not location(path).keeps_versions:
         return []
     if isinstance(location(path), Versioned):

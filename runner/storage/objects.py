@@ -79,7 +79,8 @@ class Remote:
     of :class:`runner.storage.location.Location`."""
 
     keeps_versions = False
-    """Replacing, dropping or extending finished results keeps no earlier version here (yet)."""
+    """Replacing, dropping or extending finished results keeps no earlier version in a plain prefix; a
+    store's URL (``.../name.zarr``) is a :class:`runner.storage.versioned.Versioned`, which does."""
     note = "(object storage)"
     described = "a store on object storage"
 

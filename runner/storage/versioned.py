@@ -34,6 +34,7 @@ shares them.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -128,9 +129,8 @@ def switch(fs, store: str, version: str, expected_etag: str | None) -> None:
 
 
 def versions(fs, store: str) -> list[str]:
-    """The versions that have a record (and ``""`` where the URL holds objects of its own)."""
-    found = [k.removesuffix(".json") for k in _listing(fs, f"{store}/{RECORDS}") if "/" not in k]
-    return found
+    """The versions that have a record (a store written in place by an earlier runner has none)."""
+    return [k.removesuffix(".json") for k in _listing(fs, f"{store}/{RECORDS}") if "/" not in k]
 
 
 def kept(fs, store: str) -> set[str]:
@@ -174,10 +174,15 @@ def collect(fs, store: str, live: Iterable[str | None]) -> int:
 
 def own_bytes(fs, store: str, version: str) -> int:
     """Bytes of the objects only ``version`` holds: its own that no other live or kept version maps."""
+    return sum(own_objects(fs, store, version).values())
+
+
+def own_objects(fs, store: str, version: str) -> dict[str, int]:
+    """Key -> size of the objects only ``version`` holds (its own that no other version maps)."""
     mine = load(fs, store, version)
     others = set(versions(fs, store)) - {version}
     used = {m.object_key(k, o) for m in (load(fs, store, v) for v in others) for k, o in m.keys().items()}
-    return sum(size for key, size in mine.own.items() if mine.object_key(key) not in used)
+    return {key: size for key, size in mine.own.items() if mine.object_key(key) not in used}
 
 
 class Versioned(Remote):
@@ -338,8 +343,6 @@ class Versioned(Remote):
         return [(self / n, d) for n, d in sorted(names.items())]
 
     def glob(self, pattern: str) -> list[Versioned]:
-        import fnmatch
-
         return sorted((self / k for k in self._under() if k and fnmatch.fnmatch(k, pattern)), key=str)
 
     def files(self) -> dict[str, int]:
