@@ -343,7 +343,7 @@ def remove(path: Path, name: str) -> Version:
         if isinstance(store, Versioned):  # its description, then its mark; the writer collects its objects
             (history_dir(path) / name).remove_tree()
             versioned.keep(store.fs, store.store_key, str(found[name].manifest.get("version")), on=False)
-            store.end_stage(None, (held_version(store),))  # what no version holds any more, as after a switch
+            store.collect((held_version(store),))  # what no version holds any more, as after a switch
         else:
             shutil.rmtree(history_dir(path) / name)
     return found[name]

@@ -86,13 +86,12 @@ def _listing(fs, prefix: str) -> dict[str, dict]:
         return {}
 
 
-def read_head(fs, store: str) -> tuple[str | None, str | None]:
-    """(the version the head names, its ETag); (``""``, None) for a store written in place by an
-    earlier runner; (None, None) where there is no store."""
+def read_head(fs, store: str, etag: bool = False) -> tuple[str | None, str | None]:
+    """(the version the head names, with ``etag`` its ETag: one more request, asked by a switch only);
+    (``""``, None) for a store written in place by an earlier runner; (None, None) where there is no store."""
     try:
-        info = fs.info(f"{store}/{HEAD}")
-        version = json.loads(fs.cat_file(f"{store}/{HEAD}"))["version"]
-        return str(version), str(info.get("ETag") or "")
+        tag = str(fs.info(f"{store}/{HEAD}").get("ETag") or "") if etag else None
+        return str(json.loads(fs.cat_file(f"{store}/{HEAD}"))["version"]), tag
     except FileNotFoundError:
         return (LEGACY, None) if fs.exists(f"{store}/zarr.json") else (None, None)
 
@@ -431,17 +430,21 @@ class Versioned(Remote):
         """Make the next version the store's: one conditional PUT of the head, refused when the head no
         longer names the version the next one was begun from."""
         fs = self.fs
-        head, etag = read_head(fs, self.store_key)
+        head, etag = read_head(fs, self.store_key, etag=True)
         if head != stage.map().parent:
             raise FileExistsError(f"{self.store_root}: its head names version {head}, not {stage.map().parent}, "
                                   "which the next version was begun from: another apply switched it")
         switch(fs, self.store_key, stage._view["version"], etag)
 
     def end_stage(self, stage: Versioned | None, live: tuple = ()) -> None:
-        """After a switch (or an error before it): every version no one holds collected, but the
-        version the head's was begun from (a reader that opened it before the switch reads it whole)."""
+        """After a switch (or an error before it): :meth:`collect`."""
+        self.collect(live)
+
+    def collect(self, live: tuple = ()) -> int:
+        """Every version no one holds collected (:func:`collect`), but ``live`` and the version the
+        head's was begun from (a reader that opened it before the switch reads it whole); bytes freed."""
         head = self.fresh().map()
-        collect(self.fs, self.store_key, (*live, head.parent if head is not None else None))
+        return collect(self.fs, self.store_key, (*live, head.parent if head is not None else None))
 
     def finish_switch(self) -> None:
         """Nothing half done to finish: the head is one object."""

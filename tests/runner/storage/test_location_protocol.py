@@ -11,7 +11,6 @@ import pytest
 
 from runner.storage.local import Local
 from runner.storage.location import StoreLocation, location
-from tests.runner import s3_server
 
 ROOT = Path(__file__).resolve().parents[3]
 KIND_NAMES = {"Remote", "Local", "Versioned", "is_url"}
@@ -49,15 +48,6 @@ def test_the_scan_finds_a_kind_check(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("from runner.storage.objects import Remote\n\ndef f(p):\n    return isinstance(p, Remote)\n")
     assert len(_kind_checks(sample)) == 2
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    pytest.importorskip("moto.server", reason="the S3 cases need moto's server: pip install -e '.[test]'")
-    pytest.importorskip("s3fs", reason="stores on S3 need s3fs: pip install -e '.[s3]'")
-    s = s3_server.start(tmp_path_factory.mktemp("s3") / "moto.log")
-    yield s
-    s3_server.stop(s)
 
 
 @pytest.fixture(params=["local", "s3"])

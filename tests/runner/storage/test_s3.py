@@ -21,13 +21,6 @@ pytest.importorskip("moto.server", reason="the S3 tests need moto's server: pip 
 pytest.importorskip("s3fs", reason="stores on S3 need s3fs: pip install -e '.[s3]'")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = s3_server.start(tmp_path_factory.mktemp("s3") / "moto.log")
-    yield s
-    s3_server.stop(s)
-
-
 @pytest.fixture
 def s3(server, monkeypatch):
     """The server, a new bucket, and this process's AWS variables pointing at it."""

@@ -79,13 +79,6 @@ class Where:
     env: dict
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = s3_server.start(tmp_path_factory.mktemp("s3") / "moto.log")
-    yield s
-    s3_server.stop(s)
-
-
 @pytest.fixture(params=["local", "s3"])
 def where(request, tmp_path, monkeypatch) -> Where:
     if request.param == "local":
