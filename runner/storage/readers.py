@@ -46,6 +46,13 @@ def _lock_file(state_dir: Location) -> str | None:
     return os.path.abspath(state_dir / LOCK)
 
 
+def guarded(state_dir: Location) -> bool:
+    """Whether readers of the store whose runner folder is ``state_dir`` hold a lock a switch waits for
+    (a local disk where an apply has run): what they read is then one version, never a mix."""
+    path = _lock_file(state_dir)
+    return path is not None and os.path.exists(path)
+
+
 @contextmanager
 def reading(state_dir: Location, wait_s: float = WAIT_S) -> Iterator[None]:
     """Hold the readers' lock of the store whose runner folder is ``state_dir`` shared while the block

@@ -32,6 +32,7 @@ from runner.storage.history import version_at
 from runner.storage.location import Location, location, remove_tree, zarr_store
 from runner.storage.manifest import (ALGORITHM, array_nodes, MANIFEST, ROOT, ManifestCorrupt, check_manifest, chunk_digests,
                                      differences, normalized, read_any_manifest, read_manifest, record_digest)
+from runner.storage.readers import guarded
 from runner.storage.records import as_bound, chunk_coords, decode_key, drop_records, encode_key
 from runner.storage.store import (atomic_write_bytes, manifest_root, read_tasks_checked, root_attrs, runner_dir,
                                   store_id)
@@ -198,17 +199,24 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     if problem:
         raise StoreUnreadable(problem)
     version = version if version is not None else version_at(path)  # a kept version's store: what it carries
+    confirm = not guarded(runner_dir(path))
+    found = None
     for _ in range(RETRIES):
         path = path if version is not None else path.fresh()  # on object storage: the version the head names now
         layout_id = internal(root_attrs(path) or {}).get("layout_id")
         damage = _verify(path, quick, version)
-        if damage.ok or version is not None or internal(root_attrs(path.fresh()) or {}).get("layout_id") == layout_id:
+        if damage.ok or version is not None:
             return damage
+        moved = internal(root_attrs(path.fresh()) or {}).get("layout_id") != layout_id
+        if not moved and (not confirm or damage.problems == found):
+            return damage
+        found = damage.problems
     return damage  # a writer switches versions faster than this reads: what the last read found
 
 
 #: Checks of a store whose version changed while they read it (an apply on object storage updating
-#: the root with its next manifest, where no readers' lock holds it still), before the last is taken.
+#: the root with its next manifest), or, where readers hold no lock (object storage), whose damage
+#: a second read did not find again (a writer's step between two of its reads), before the last is taken.
 RETRIES = 3
 
 

@@ -349,7 +349,13 @@ class Versioned(Remote):
         if found is None:
             return {}
         sizes = {k: int(v.get("size") or 0) for k, v in self._objects().items()}
-        return {k: sizes.get(found.object_key(self._full(k), o), 0) for k, o in self._under().items() if k}
+        out = {k: sizes.get(found.object_key(self._full(k), o), 0) for k, o in self._under().items() if k}
+        mine = found.object_key(self._full(""))  # and what was written in place since the map (digests)
+        for key, size in sizes.items():
+            rel = key[len(mine):]
+            if key.startswith(mine) and rel and not (found.version == LEGACY and rel.split("/", 1)[0] in RESERVED):
+                out[rel] = size
+        return out
 
     def _full(self, key: str) -> str:
         return key if self.key == self.store_key else f"{self.rel}/{key}"
@@ -380,16 +386,21 @@ class Versioned(Remote):
         return {wanted[k]: v for k, v in got.items() if isinstance(v, bytes)}
 
     def digests(self, keys: list[str]) -> dict[str, str | None]:
-        """Key -> ``etag:<ETag>`` of the object holding ``key`` under this path, from one listing."""
+        """Key -> ``etag:<ETag>`` of the object holding ``key`` under this path, from one listing. An
+        object of the version's own the listing finds wins over the map: a run adding to the head's
+        version writes its chunks in place, then their records, so a reader whose map is older than
+        a record still finds the chunk it names (new, or written again over an inherited one)."""
         found = self.map()
         if found is None:
             return dict.fromkeys(keys)
         listed = self._objects()
         out: dict[str, str | None] = {}
         for key in keys:
-            owner = found.owner(self._full(key))
-            tag = str((listed.get(found.object_key(self._full(key), owner)) or {}).get("ETag") or "").strip('"') \
-                if owner is not None else ""
+            full = self._full(key)
+            entry = listed.get(found.object_key(full))
+            if entry is None and found.owner(full) not in (None, found.version):
+                entry = listed.get(found.object_key(full, found.owner(full)))
+            tag = str((entry or {}).get("ETag") or "").strip('"')
             out[key] = f"etag:{tag}" if tag else None
         return out
 

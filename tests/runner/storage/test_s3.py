@@ -452,3 +452,39 @@ def test_digests_on_s3_come_from_one_listing_and_a_rewritten_chunk_is_found_and_
     assert code == 74 and "lyapunov" in out + err, out + err
     assert in_process("apply", "etag.toml", "-q")[0] == 0
     assert in_process("verify", url)[0] == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["s3", "local"])
+def test_damage_a_second_read_does_not_find_again_is_a_writers_step_on_s3_and_said_at_once_on_a_disk(
+        kind, s3, tmp_path, in_process, monkeypatch):
+    """Readers of a store on object storage hold no lock, so damage one read finds (a writer's step
+    between two of its reads: a chunk and its record) is read again before it is said; what the second
+    read finds again is damage. On a disk the readers' lock holds the store still: said at once."""
+    from runner.storage import verify as checks
+    from runner.storage.location import location
+
+    server, bucket = s3
+    store = f"s3://{bucket}/flip.zarr" if kind == "s3" else str(tmp_path / "store" / "flip.zarr")
+    _spec(tmp_path, "flip", store, steps=40, samples=8)
+    assert in_process("apply", "flip.toml", "-q")[0] == 0
+    array = location(store).fresh() / "lyapunov" if kind == "s3" else location(store) / "lyapunov"
+    chunk = array / next(k for k in sorted(array.files()) if k.startswith("c/"))
+    good = chunk.read_bytes()
+    chunk.write_bytes(good[:-1] + bytes([good[-1] ^ 0xFF]))
+    reads = []
+    real = checks._verify
+
+    def read_then_put_back(*args):
+        found = real(*args)
+        reads.append(found.ok)
+        chunk.write_bytes(good)  # the step a writer took between two reads
+        return found
+
+    monkeypatch.setattr(checks, "_verify", read_then_put_back)
+    damage = checks.verify(store)
+    assert reads[0] is False  # the first read found the altered chunk
+    assert (damage.ok, len(reads)) == ((True, 2) if kind == "s3" else (False, 1))
+    monkeypatch.setattr(checks, "_verify", real)
+    chunk.write_bytes(good[:-1] + bytes([good[-1] ^ 0xFF]))
+    assert not checks.verify(store).ok  # found on every read: damage, on both kinds

@@ -55,8 +55,11 @@ POLLER = textwrap.dedent("""
             continue
         phase = (control / "phase").read_text() if (control / "phase").exists() else ""
         code, out, err = cli("status", store, "--json")
-        state = json.loads(out).get("state") if code == 0 and out.strip() else None
+        found = json.loads(out) if code == 0 and out.strip() else {}
+        state = found.get("state")
         entry = {"phase": phase, "status": code, "state": state, "traceback": "Traceback" in err}
+        if state == "damaged":  # what it found, for the failure's message
+            entry["why"] = str(found.get("message"))[:600]
         code, out, err = cli("show", store, "--json")
         entry.update(show=code, damaged_show="damaged" in out + err, traceback_show="Traceback" in err,
                      said=(err or out)[-300:] if code else "")

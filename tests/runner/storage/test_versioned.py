@@ -95,6 +95,25 @@ def test_a_reader_reads_its_version_whole_across_a_switch_and_is_told_once_it_is
         old[0:2]
 
 
+def test_digests_name_the_objects_a_writer_put_in_place_after_the_reader_took_its_map(store):
+    """A run adding to the head's version writes its chunks in place, then their records: a reader
+    whose map was taken before the chunks (``verify``, listing the digests the records name after)
+    finds each chunk's newest object, never "missing" for a new one or the old one for a rewrite."""
+    import zarr
+
+    stage = _next(store, lambda g: g.create_array("b", shape=(4,), chunks=(2,), dtype="f8", fill_value=np.nan))
+    reader = store.fresh()
+    reader.map()  # the reader's map: "b" has no chunk yet, "a"'s chunks are inherited
+    writer = zarr.open_group(store.fresh().zarr_store(), mode="r+", use_consolidated=False)
+    writer["b"][0:2] = [1.0, 2.0]  # a new chunk
+    writer["a"][0:2] = [5.0, 6.0]  # an inherited chunk written again, in place
+    keys = ["b/c/0", "a/c/0", "a/c/1"]
+    now = store.fresh().digests(keys)
+    assert all(now.values()) and now["a/c/0"] != store.pinned(stage.map().parent).digests(["a/c/0"])["a/c/0"]
+    assert reader.digests(keys) == now
+    assert "c/0" in (reader / "b").files()  # and the listing of its files (verify's sizes)
+
+
 def test_a_kept_version_is_not_collected_and_unkept_it_is(store, server):
     first = store.fresh().version
     versioned.keep(store.fs, store.store_key, first)
