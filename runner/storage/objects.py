@@ -54,12 +54,14 @@ def url_problem(url: str) -> str | None:
 
 
 def storage_options(protocol: str) -> dict[str, Any]:
-    """fsspec options for ``protocol``: no cached listings (another process adds records), the
-    endpoint from ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, and short retries so that an
-    unreachable endpoint is reported in seconds rather than minutes."""
+    """fsspec options for ``protocol``: no cached listings (another process adds records), one
+    request per object read, the endpoint from ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, and
+    short retries so that an unreachable endpoint is reported in seconds rather than minutes."""
     if protocol != "s3":
         return {}
-    options: dict[str, Any] = {"use_listings_cache": False,
+    # max_concurrency 1: a whole object is one GET (s3fs asks its size first, one HEAD each, only to
+    # split a large read into parallel ranges; the runner's objects are chunks and small JSON)
+    options: dict[str, Any] = {"use_listings_cache": False, "max_concurrency": 1,
                                "config_kwargs": {"connect_timeout": 5, "read_timeout": 30,
                                                  "retries": {"max_attempts": 2, "mode": "standard"}}}
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")

@@ -80,10 +80,14 @@ class VersionMap:
 
 
 def _listing(fs, prefix: str) -> dict[str, dict]:
+    """Key under ``prefix`` -> its listing entry: one LIST (asked of the parent with the name as its
+    prefix, so that an empty one is not followed by a request asking whether ``prefix`` is a file)."""
+    parent, _, name = prefix.rpartition("/")
     try:
-        return {k[len(prefix) + 1:]: v for k, v in fs.find(prefix, detail=True).items() if k != prefix}
+        found = fs.find(parent, prefix=f"{name}/", detail=True)
     except FileNotFoundError:
         return {}
+    return {k[len(prefix) + 1:]: v for k, v in found.items() if k.startswith(prefix + "/")}
 
 
 def read_head(fs, store: str, etag: bool = False) -> tuple[str | None, str | None]:
@@ -348,27 +352,38 @@ class Versioned(Remote):
         found = self.map()
         if found is None:
             return {}
-        sizes = {k: int(v.get("size") or 0) for k, v in self._objects().items()}
-        out = {k: sizes.get(found.object_key(self._full(k), o), 0) for k, o in self._under().items() if k}
+        under = self._under()
+        sizes = {k: int(v.get("size") or 0) for k, v in self._listed({*under.values(), found.version}).items()}
+        out = {k: sizes.get(found.object_key(self._full(k), o), 0) for k, o in under.items() if k}
         mine = found.object_key(self._full(""))  # and what was written in place since the map (digests)
-        for key, size in sizes.items():
-            rel = key[len(mine):]
-            if key.startswith(mine) and rel and not (found.version == LEGACY and rel.split("/", 1)[0] in RESERVED):
-                out[rel] = size
+        out.update({key[len(mine):]: size for key, size in sizes.items() if key.startswith(mine)
+                    and not (found.version == LEGACY and key[len(mine):].split("/", 1)[0] in RESERVED)})
         return out
 
     def _full(self, key: str) -> str:
         return key if self.key == self.store_key else f"{self.rel}/{key}"
 
-    def _objects(self) -> dict[str, dict]:
-        """Every object of the store (full key -> its listing entry): one listing of the objects'
-        prefix (and of the URL's own keys for a store written in place)."""
-        fs = self.fs
-        out = {f"{self.store_key}/{OBJECTS}/{k}": v for k, v in _listing(fs, f"{self.store_key}/{OBJECTS}").items()}
-        if LEGACY in set(self.map().keys().values()):
-            out.update({f"{self.store_key}/{k}": v for k, v in _listing(fs, self.store_key).items()
-                        if k.split("/", 1)[0] not in RESERVED})
+    def _listed(self, owners: Iterable[str]) -> dict[str, dict]:
+        """The objects under this path that ``owners`` (versions) hold, full key -> listing entry. The
+        version's own (written in place while it is the head's): one LIST of its prefix here, each
+        time. Another version's objects never change once this one maps them: one LIST of all of
+        them, once per opening. Never a LIST of every version's objects."""
+        found, out = self.map(), {}
+        for owner in sorted(set(owners)):
+            prefix = found.object_key(self._full(""), owner)
+            if owner == found.version:
+                out.update(self._list(prefix.rstrip("/"), owner))
+                continue
+            cache = self._view.setdefault("listed", {})
+            if owner not in cache:
+                cache[owner] = self._list(found.object_key("", owner).rstrip("/"), owner)
+            out.update({k: v for k, v in cache[owner].items() if k.startswith(prefix)})
         return out
+
+    def _list(self, prefix: str, owner: str) -> dict[str, dict]:
+        legacy = owner == LEGACY and prefix == self.store_key  # the URL's own keys, not the versions'
+        return {f"{prefix}/{k}": v for k, v in _listing(self.fs, prefix).items()
+                if not (legacy and k.split("/", 1)[0] in RESERVED)}
 
     def read_many(self, paths: list[Versioned]) -> dict[Versioned, bytes]:
         if not paths:
@@ -393,13 +408,13 @@ class Versioned(Remote):
         found = self.map()
         if found is None:
             return dict.fromkeys(keys)
-        listed = self._objects()
+        full = {key: self._full(key) for key in keys}
+        listed = self._listed({*(found.owner(f) for f in full.values()), found.version} - {None})
         out: dict[str, str | None] = {}
         for key in keys:
-            full = self._full(key)
-            entry = listed.get(found.object_key(full))
-            if entry is None and found.owner(full) not in (None, found.version):
-                entry = listed.get(found.object_key(full, found.owner(full)))
+            entry = listed.get(found.object_key(full[key]))
+            if entry is None and found.owner(full[key]) not in (None, found.version):
+                entry = listed.get(found.object_key(full[key], found.owner(full[key])))
             tag = str((entry or {}).get("ETag") or "").strip('"')
             out[key] = f"etag:{tag}" if tag else None
         return out

@@ -8,6 +8,7 @@ as S3 does, which the store's lock relies on (:mod:`runner.storage.bucket_lock`)
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -23,6 +24,12 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 class S3Server:
     url: str
     process: subprocess.Popen
+    log: Path | None = None
+
+    def requests(self, bucket: str) -> list[tuple[str, str]]:
+        """(method, path) of every request made so far to ``bucket``, from the server's log."""
+        found = re.findall(r'"([A-Z]+) /' + re.escape(bucket) + r'([/?]\S*)? HTTP', self.log.read_text())
+        return [(method, path) for method, path in found]
 
     @property
     def env(self) -> dict[str, str]:
@@ -55,7 +62,7 @@ def start(log: Path, timeout: float = 60.0) -> S3Server:
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **CREDENTIALS})
-    server = S3Server(f"http://127.0.0.1:{port}", proc)
+    server = S3Server(f"http://127.0.0.1:{port}", proc, log)
     client = server.client()
     deadline = time.monotonic() + timeout
     while True:

@@ -114,6 +114,37 @@ def test_digests_name_the_objects_a_writer_put_in_place_after_the_reader_took_it
     assert "c/0" in (reader / "b").files()  # and the listing of its files (verify's sizes)
 
 
+def test_an_object_read_is_one_get_without_a_head_first(store, server):
+    """s3fs asks an object's size (a HEAD) before each whole read, only to split a large one into
+    parallel ranges; the runner's objects are chunks and small JSON, so it reads each in one GET."""
+    bucket = store.store_key.split("/", 1)[0]
+    reader = store.fresh()
+    reader.map()
+    before = len(server.requests(bucket))
+    np.testing.assert_array_equal(_read(reader), np.arange(8.0))
+    (reader / "a" / "zarr.json").read_bytes()
+    made = [m for m, _ in server.requests(bucket)[before:]]
+    assert "HEAD" not in made and made.count("GET") >= 6, made
+
+
+def test_sizes_and_digests_list_the_versions_holding_the_path_never_every_versions_objects(store, server):
+    """A store's objects are every version's; the chunks of one array are listed under the prefixes of
+    the versions that hold them (another's once per opening), not in one LIST of the whole store."""
+    bucket = store.store_key.split("/", 1)[0]
+    _next(store, lambda g: g["a"].__setitem__(slice(0, 2), [1.0, 1.0]))
+    _next(store, lambda g: g.create_array("b", shape=(4,), chunks=(2,), dtype="f8", fill_value=0.0).__setitem__(
+        slice(None), np.ones(4)))
+    reader = store.fresh()
+    reader.map()
+    before = len(server.requests(bucket))
+    sizes, digests = (reader / "a").files(), (reader / "a").digests(["c/0", "c/1", "c/2", "c/3"])
+    lists = [path for method, path in server.requests(bucket)[before:] if "list-type" in path]
+    assert sorted(sizes) == ["c/0", "c/1", "c/2", "c/3", "zarr.json"] and all(digests.values())
+    whole = f"prefix={store.key.split('/', 1)[1]}/{versioned.OBJECTS}/&".replace("/", "%2F")
+    assert lists and not [p for p in lists if whole in p or whole.replace("%2F", "/") in p], lists
+    assert len(lists) == 4  # the two versions holding its objects, once each; the head's own here, each time
+
+
 def test_a_kept_version_is_not_collected_and_unkept_it_is(store, server):
     first = store.fresh().version
     versioned.keep(store.fs, store.store_key, first)
