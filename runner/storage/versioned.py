@@ -356,7 +356,7 @@ class Versioned(Remote):
         sizes = {k: int(v.get("size") or 0) for k, v in self._listed({*under.values(), found.version}).items()}
         out = {k: sizes.get(found.object_key(self._full(k), o), 0) for k, o in under.items() if k}
         mine = found.object_key(self._full(""))  # and what was written in place since the map (digests)
-        out.update({key[len(mine):]: size for key, size in sizes.items() if key.startswith(mine)
+        out.update({key[len(mine):]: size for key, size in sizes.items() if key.startswith(mine) and key != mine
                     and not (found.version == LEGACY and key[len(mine):].split("/", 1)[0] in RESERVED)})
         return out
 
@@ -367,7 +367,10 @@ class Versioned(Remote):
         """The objects under this path that ``owners`` (versions) hold, full key -> listing entry. The
         version's own (written in place while it is the head's): one LIST of its prefix here, each
         time. Another version's objects never change once this one maps them: one LIST of all of
-        them, once per opening. Never a LIST of every version's objects."""
+        them, once per opening (an opening is short: ``verify`` opens the head's version afresh on
+        each read, so an object collected or overwritten from outside is seen by the next). Never a
+        LIST of every version's objects, but for a store written in place by an earlier runner,
+        whose objects are the URL's own keys (listed once, the reserved ones left out)."""
         found, out = self.map(), {}
         for owner in sorted(set(owners)):
             prefix = found.object_key(self._full(""), owner)

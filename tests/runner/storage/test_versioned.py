@@ -112,6 +112,8 @@ def test_digests_name_the_objects_a_writer_put_in_place_after_the_reader_took_it
     assert all(now.values()) and now["a/c/0"] != store.pinned(stage.map().parent).digests(["a/c/0"])["a/c/0"]
     assert reader.digests(keys) == now
     assert "c/0" in (reader / "b").files()  # and the listing of its files (verify's sizes)
+    store.fs.pipe_file(f"{store.store_key}/{versioned.OBJECTS}/{stage.version}/b/", b"")  # a console's folder marker
+    assert "" not in (reader / "b").files()
 
 
 def test_an_object_read_is_one_get_without_a_head_first(store, server):
