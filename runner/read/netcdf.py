@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from runner.storage.location import location
+from runner.storage.readers import reading
+
 #: The suffix of the label variable (CF 6.1) that holds a string index's values in netCDF.
 LABEL = "_label"
 #: The encoding entries a netCDF file keeps from a zarr store's (chunks and codecs are zarr's own).
@@ -73,7 +76,7 @@ def export_problem(store, path) -> str | None:
         return f"to_netcdf takes a store path and a file path, not {type(store).__name__} and {type(path).__name__}"
     if not str(store).strip() or not str(path).strip():
         return f"to_netcdf takes a store path and a file path, not an empty one ({str(store)!r}, {str(path)!r})"
-    store, path = Path(store), Path(path)
+    store, path = location(store), Path(path)
     if not (store / "zarr.json").is_file():
         what = "a file" if store.is_file() else "a folder without a zarr.json" if store.is_dir() else "nothing"
         return f"{store} is not a store ({what} is there)"
@@ -85,7 +88,7 @@ def export_problem(store, path) -> str | None:
     if problem:
         return problem
     if path.is_dir():
-        return f"{path} is a folder; name the netCDF file to write (e.g. {path / store.with_suffix('.nc').name})"
+        return f"{path} is a folder; name the netCDF file to write (e.g. {path / Path(store.name).with_suffix('.nc')})"
     parent = path.absolute().parent
     if parent.exists() and not parent.is_dir():
         return f"{path}: {parent} is a file, not a folder"
@@ -95,21 +98,25 @@ def export_problem(store, path) -> str | None:
 
 
 def to_netcdf(store: str | Path, path: str | Path) -> Path:
-    """Write the store at ``store`` (a path) to the netCDF-4 file ``path``; returns ``path``. Raises
-    :class:`ExportError` for a path that is not this runner's store, a sweep's store (export its points),
-    a damaged store (``runner verify``), or an output that would land in a store, its ``.runner`` or
-    ``.history``, a folder or a missing folder."""
+    """Write the store at ``store`` (a path, or a URL on object storage) to the netCDF-4 file ``path``;
+    returns ``path``. Raises :class:`ExportError` for a path that is not this runner's store, a sweep's
+    store (export its points), a damaged store (``runner verify``), or an output that would land in
+    a store, its ``.runner`` or ``.history``, a folder or a missing folder. The store is checked and
+    read as one version (under the readers' lock on a disk; the head's version on object storage)."""
     import xarray as xr  # lazy: xarray
 
+    from runner.storage.store import runner_dir  # lazy: filelock
     from runner.storage.verify import StoreDamaged, StoreUnreadable, trusted  # lazy: filelock
 
     problem = export_problem(store, path)
     if problem:
         raise ExportError(problem)
-    try:
-        trusted(Path(store))
-    except (StoreDamaged, StoreUnreadable) as err:
-        raise ExportError(str(err).replace("nothing is shown from", "nothing is exported from")) from None
-    with xr.open_zarr(store, consolidated=False) as ds:
-        for_netcdf(ds).to_netcdf(path, engine="netcdf4")
+    root = location(store).fresh()
+    with reading(runner_dir(root)):
+        try:
+            trusted(root)
+        except (StoreDamaged, StoreUnreadable) as err:
+            raise ExportError(str(err).replace("nothing is shown from", "nothing is exported from")) from None
+        with xr.open_zarr(root.reader_store(), consolidated=False) as ds:
+            for_netcdf(ds).to_netcdf(path, engine="netcdf4")
     return Path(path)

@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 import xarray as xr
 
@@ -138,6 +139,11 @@ def test_status_show_figures_and_the_monitor_read_an_s3_store(s3, tmp_path, in_p
 
     watcher = StoreWatcher(url)  # what `runner monitor URL` reads: the event log and the records on S3
     assert watcher.poll().changed and watcher.status()["state"] == "done" and len(watcher.records) == 2
+    from runner.read.netcdf import to_netcdf
+
+    exported = xr.open_dataset(to_netcdf(url, tmp_path / "maps.nc"))  # the head's version, checked first
+    assert exported.sizes == _data(url).sizes
+    np.testing.assert_array_equal(exported["deviation"].values, _data(url)["deviation"].values)
 
 
 @pytest.mark.timeout(120)
