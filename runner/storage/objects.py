@@ -290,7 +290,8 @@ class Remote:
 
     def open_lines(self) -> str:
         """Python lines that open the store here as a dataset ``ds``."""
-        return f"import xarray as xr\nfrom runner.storage.location import zarr_store\nds = xr.open_zarr(zarr_store({str(self)!r}, read_only=True))"
+        return ("import xarray as xr\nfrom runner.storage.location import zarr_store\n"
+                f"ds = xr.open_zarr(zarr_store({str(self)!r}, read_only=True))")
 
     def reader_store(self, what: str = "store"):
         """What a reader opens: the store as it is (no folders to exchange, so no version to pin)."""

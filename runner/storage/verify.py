@@ -199,8 +199,8 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
     if problem:
         raise StoreUnreadable(problem)
     version = version if version is not None else version_at(path)  # a kept version's store: what it carries
-    confirm = not guarded(runner_dir(path))
-    found = None
+    confirm = not guarded(runner_dir(path))  # no readers' lock: damage is said once a second read finds it too
+    before = None
     for _ in range(RETRIES):
         path = path if version is not None else path.fresh()  # on object storage: the version the head names now
         layout_id = internal(root_attrs(path) or {}).get("layout_id")
@@ -208,9 +208,9 @@ def verify(path: Path, quick: bool = False, version=None) -> Damage:
         if damage.ok or version is not None:
             return damage
         moved = internal(root_attrs(path.fresh()) or {}).get("layout_id") != layout_id
-        if not moved and (not confirm or damage.problems == found):
+        if not moved and (not confirm or damage.problems == before):
             return damage
-        found = damage.problems
+        before = damage.problems
     return damage  # a writer switches versions faster than this reads: what the last read found
 
 

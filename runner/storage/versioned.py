@@ -81,13 +81,14 @@ class VersionMap:
 
 def _listing(fs, prefix: str) -> dict[str, dict]:
     """Key under ``prefix`` -> its listing entry: one LIST (asked of the parent with the name as its
-    prefix, so that an empty one is not followed by a request asking whether ``prefix`` is a file)."""
+    prefix, so that an empty one is not followed by a request asking whether ``prefix`` is a file).
+    A folder marker (a key ending in ``/``, as a console makes) is no object of a store."""
     parent, _, name = prefix.rpartition("/")
     try:
         found = fs.find(parent, prefix=f"{name}/", detail=True)
     except FileNotFoundError:
         return {}
-    return {k[len(prefix) + 1:]: v for k, v in found.items() if k.startswith(prefix + "/")}
+    return {k[len(prefix) + 1:]: v for k, v in found.items() if k.startswith(prefix + "/") and not k.endswith("/")}
 
 
 def read_head(fs, store: str, etag: bool = False) -> tuple[str | None, str | None]:
@@ -349,16 +350,7 @@ class Versioned(Remote):
         return sorted((self / k for k in self._under() if k and fnmatch.fnmatch(k, pattern)), key=str)
 
     def files(self) -> dict[str, int]:
-        found = self.map()
-        if found is None:
-            return {}
-        under = self._under()
-        sizes = {k: int(v.get("size") or 0) for k, v in self._listed({*under.values(), found.version}).items()}
-        out = {k: sizes.get(found.object_key(self._full(k), o), 0) for k, o in under.items() if k}
-        mine = found.object_key(self._full(""))  # and what was written in place since the map (digests)
-        out.update({key[len(mine):]: size for key, size in sizes.items() if key.startswith(mine) and key != mine
-                    and not (found.version == LEGACY and key[len(mine):].split("/", 1)[0] in RESERVED)})
-        return out
+        return {k: int(entry.get("size") or 0) for k, entry in self._current().items()}
 
     def _full(self, key: str) -> str:
         return key if self.key == self.store_key else f"{self.rel}/{key}"
@@ -404,22 +396,25 @@ class Versioned(Remote):
         return {wanted[k]: v for k, v in got.items() if isinstance(v, bytes)}
 
     def digests(self, keys: list[str]) -> dict[str, str | None]:
-        """Key -> ``etag:<ETag>`` of the object holding ``key`` under this path, from one listing. An
-        object of the version's own the listing finds wins over the map: a run adding to the head's
-        version writes its chunks in place, then their records, so a reader whose map is older than
-        a record still finds the chunk it names (new, or written again over an inherited one)."""
+        """Key -> ``etag:<ETag>`` of the object holding ``key`` under this path (:meth:`_current`)."""
+        current = self._current()
+        tags = {k: str((current.get(k) or {}).get("ETag") or "").strip('"') for k in keys}
+        return {k: f"etag:{tag}" if tag else None for k, tag in tags.items()}
+
+    def _current(self) -> dict[str, dict]:
+        """Key under this path -> the listing entry of the object holding it now (``{}`` for one the map
+        names and the listing does not find). The version's own objects the listing finds win over the
+        map: a run adding to the head's version writes its chunks in place, then their records, so a
+        reader whose map is older than a record still finds the chunk it names (new, or written again
+        over an inherited one)."""
         found = self.map()
         if found is None:
-            return dict.fromkeys(keys)
-        full = {key: self._full(key) for key in keys}
-        listed = self._listed({*(found.owner(f) for f in full.values()), found.version} - {None})
-        out: dict[str, str | None] = {}
-        for key in keys:
-            entry = listed.get(found.object_key(full[key]))
-            if entry is None and found.owner(full[key]) not in (None, found.version):
-                entry = listed.get(found.object_key(full[key], found.owner(full[key])))
-            tag = str((entry or {}).get("ETag") or "").strip('"')
-            out[key] = f"etag:{tag}" if tag else None
+            return {}
+        under = self._under()
+        listed = self._listed({*under.values(), found.version})
+        out = {k: listed.get(found.object_key(self._full(k), o)) or {} for k, o in under.items() if k}
+        mine = found.object_key(self._full(""))
+        out.update({key[len(mine):]: entry for key, entry in listed.items() if key.startswith(mine)})
         return out
 
     def mark_folder(self) -> None:

@@ -14,3 +14,11 @@ def server(tmp_path_factory):
     s = s3_server.start(tmp_path_factory.mktemp("s3") / "moto.log")
     yield s
     s3_server.stop(s)
+
+
+@pytest.fixture
+def aws(server, monkeypatch):
+    """The server, with this process's AWS variables (credentials, endpoint) pointing at it."""
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    return server

@@ -18,16 +18,10 @@ import xarray as xr
 from tests.runner import s3_server
 from tests.runner.helpers import RUNNER, cli_env, maps_spec, popen_cli, run_cli, wait_for, write_spec
 
-pytest.importorskip("moto.server", reason="the S3 tests need moto's server: pip install -e '.[test]'")
-pytest.importorskip("s3fs", reason="stores on S3 need s3fs: pip install -e '.[s3]'")
-
-
 @pytest.fixture
-def s3(server, monkeypatch):
+def s3(aws):
     """The server, a new bucket, and this process's AWS variables pointing at it."""
-    for key, value in server.env.items():
-        monkeypatch.setenv(key, value)
-    return server, server.bucket()
+    return aws, aws.bucket()
 
 
 def _spec(tmp_path, name: str, store: str, **kw) -> None:

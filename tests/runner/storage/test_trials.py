@@ -22,9 +22,6 @@ import xarray as xr
 from tests.runner import s3_server
 from tests.runner.helpers import cli_env, maps_spec, popen_cli, run_cli, wait_for, write_spec
 
-pytest.importorskip("moto.server", reason="the S3 trials need moto's server: pip install -e '.[test]'")
-pytest.importorskip("s3fs", reason="stores on S3 need s3fs: pip install -e '.[s3]'")
-
 POLLER = textwrap.dedent("""
     import contextlib, io, json, sys, time
     from pathlib import Path
@@ -83,12 +80,10 @@ class Where:
 
 
 @pytest.fixture(params=["local", "s3"])
-def where(request, tmp_path, monkeypatch) -> Where:
+def where(request) -> Where:
     if request.param == "local":
         return Where("local", "store/t.zarr", {})
-    server = request.getfixturevalue("server")
-    for key, value in server.env.items():
-        monkeypatch.setenv(key, value)
+    server = request.getfixturevalue("aws")
     return Where("s3", f"s3://{server.bucket()}/t.zarr", server.env)
 
 

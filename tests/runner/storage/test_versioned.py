@@ -13,18 +13,13 @@ import pytest
 from runner.storage import versioned
 from runner.storage.location import location
 
-pytest.importorskip("moto.server", reason="the S3 cases need moto's server: pip install -e '.[test]'")
-pytest.importorskip("s3fs", reason="stores on S3 need s3fs: pip install -e '.[s3]'")
-
 
 @pytest.fixture
-def store(server, monkeypatch):
+def store(aws):
     """A zarr store of one array (4 chunks) on S3, in its first version."""
     import zarr
 
-    for key, value in server.env.items():
-        monkeypatch.setenv(key, value)
-    path = location(f"s3://{server.bucket()}/v.zarr")
+    path = location(f"s3://{aws.bucket()}/v.zarr")
     g = zarr.open_group(path.zarr_store(), mode="w", zarr_format=3)
     g.create_array("a", shape=(8,), chunks=(2,), dtype="f8", fill_value=np.nan)[...] = np.arange(8.0)
     return path
